@@ -1,0 +1,58 @@
+"""Pieces every family's lowering uses: operands, the header comment, rendering."""
+from __future__ import annotations
+
+import re
+
+from ..ir.types import TensorType
+from .environment import render
+from .kernel import Binding, Kernel
+from .operands import Operand
+
+
+def kernel_name(prefix: str, node) -> str:
+    return f"{prefix}_{re.sub(r'[^A-Za-z0-9_]', '_', node.name)}"
+
+
+def operands(node, layouts) -> list:
+    """One Operand per distinct input value, samplers named x0, x1, ..."""
+    seen, out = {}, []
+    for v in node.inputs:
+        if v.name in seen:
+            continue
+        op = Operand(sampler=f"x{len(out)}", value=v.name, layout=layouts[v.name],
+                     type=str(v.type), arg=f"a{len(out)}")
+        seen[v.name] = op
+        out.append(op)
+    return out
+
+
+def output_operand(value, layouts) -> Operand:
+    return Operand(sampler="ff_out", value=value.name, layout=layouts[value.name],
+                   type=str(TensorType(layouts[value.name].shape, value.dtype)))
+
+
+def header_lines(nodes, inputs, out) -> list:
+    lines = ["implements:"]
+    for n in nodes:
+        where = f"  {n.source}" if n.source else ""
+        lines.append(f"  {n.name} = {n.op}{where}")
+    lines.append("inputs:")
+    for b in inputs:
+        lines.append(f"  {b.sampler} <- {b.value} : {b.type}  "
+                     f"({b.layout.width}x{b.layout.height} texels)")
+    lines.append(f"output: {out.value} : {out.type}  "
+                 f"({out.layout.width}x{out.layout.height} texels, 4 elements per texel)")
+    return lines
+
+
+def make_kernel(template: str, prefix: str, op: str, nodes, inputs, out, *,
+                uniforms=None, **context) -> Kernel:
+    name = kernel_name(prefix, nodes[0])
+    uniforms = uniforms or {}
+    source = render(template, kernel_name=name, kernel_op=op,
+                    header=header_lines(nodes, inputs, out), inputs=inputs, out=out,
+                    uniforms=uniforms, **context)
+    return Kernel(name=name, op=op, nodes=tuple(n.name for n in nodes),
+                  scope=nodes[0].scope, location=nodes[0].source, source=source,
+                  inputs=tuple(Binding(b.sampler, b.value, b.layout) for b in inputs),
+                  output=Binding("ff_out", out.value, out.layout), uniforms=uniforms)

@@ -1,0 +1,41 @@
+"""The Jinja environment that renders kernels from codegen/templates/."""
+from __future__ import annotations
+
+import functools
+import os
+
+import jinja2
+
+TEMPLATE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
+
+
+def glsl_float(x) -> str:
+    """A float literal GLSL reads back exactly (inf and NaN through bit patterns)."""
+    import math
+    import struct
+    x = float(x)
+    if math.isnan(x) or math.isinf(x):
+        bits = struct.unpack("<I", struct.pack("<f", x))[0]
+        return f"uintBitsToFloat({bits:#010x}u)"
+    text = repr(float(struct.unpack("<f", struct.pack("<f", x))[0]))
+    return text if ("e" in text or "." in text) else text + ".0"
+
+
+def glsl_int(x) -> str:
+    x = int(x)
+    return f"int({x & 0xffffffff:#010x}u)" if x == -2 ** 31 else str(x)
+
+
+@functools.lru_cache(maxsize=1)
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATE_DIR),
+        undefined=jinja2.StrictUndefined,       # a typo in a template fails loudly
+        trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    env.filters["glsl_float"] = glsl_float
+    env.filters["glsl_int"] = glsl_int
+    return env
+
+
+def render(template: str, **context) -> str:
+    return environment().get_template(template).render(**context)

@@ -1,0 +1,62 @@
+"""fragflow: a define-then-run tensor graph compiler that runs on GLSL fragment shaders.
+
+    import fragflow as ff
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((None, 4), "float32", name="x")
+        y = ff.relu(x * 2.0 + 1.0)
+    print(ff.Session(g).run(y, {x: xb}))
+
+See README.md and shared/DESIGN.md ("Public contract").
+"""
+from .frontend import *  # noqa: F401,F403
+from .frontend import CompiledFunction, Session, Tensor, Variable
+from .frontend import __all__ as _frontend_all
+from .ir.errors import (AttrError, BackendError, DTypeError, FeedError, FetchError,
+                        FragflowError, GradientError, GraphError, SerializationError,
+                        ShaderCompileError, ShapeError, TensorTooLargeError)
+from .ir.graph import Graph, get_default_graph, reset_default_graph
+from .ir.serialize import graph_from_json
+from .ir.types import DTYPES, TensorType
+
+__version__ = "0.1.0"
+
+float32, int32 = "float32", "int32"
+bool_ = "bool"
+
+
+def dump(graph=None, format: str = "text") -> str:
+    """A graph as text (jaxpr-like), "json" (round-trips) or "dot" (Graphviz)."""
+    from .ir.printer import format_graph
+    from .ir.serialize import graph_to_json
+    graph = graph if graph is not None else get_default_graph()
+    if format == "text":
+        return format_graph(graph)
+    if format == "json":
+        return graph_to_json(graph)
+    if format == "dot":
+        from .ir.dot import graph_to_dot
+        return graph_to_dot(graph)
+    raise FragflowError(f"unknown dump format {format!r}; use text, json or dot")
+
+
+def save_graph(graph, path: str) -> None:
+    """Write a graph's JSON form to path."""
+    from .ir.serialize import graph_to_json
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(graph_to_json(graph))
+
+
+def load_graph(text_or_path) -> Graph:
+    """A graph from ff.dump(g, format="json") text or a file written by save_graph.
+    Loading never executes code."""
+    return graph_from_json(text_or_path)
+
+
+__all__ = list(_frontend_all) + [
+    "Graph", "get_default_graph", "reset_default_graph", "dump", "save_graph",
+    "load_graph", "Session", "CompiledFunction", "Tensor", "Variable", "TensorType",
+    "DTYPES", "FragflowError", "AttrError", "BackendError", "DTypeError", "FeedError",
+    "FetchError", "GradientError", "GraphError", "SerializationError",
+    "ShaderCompileError", "ShapeError", "TensorTooLargeError",
+]

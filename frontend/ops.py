@@ -1,0 +1,193 @@
+"""The op functions users call (ff.add, ff.relu, ff.sum, ...): Tensor ergonomics over
+the ir builders. Arguments are Tensors, numpy arrays or Python scalars; names and
+meanings follow TensorFlow (with the short names of shared/DESIGN.md as well)."""
+from __future__ import annotations
+
+import contextlib
+
+from ..ir.graph import get_default_graph
+from ..ir.ops import elementwise as _ew, matmul as _mm, reduce as _red, shape as _shape
+from ..ir.ops import state as _state
+from .tensor import Tensor, Variable, _wrap, as_tensor_value
+
+__all__ = []
+
+
+def _export(fn):
+    __all__.append(fn.__name__)
+    return fn
+
+
+def _operands(*xs):
+    """Tensors to values; if none is a tensor, the first becomes a constant of the
+    default graph so that the ir builders know the graph."""
+    values = [x.value if isinstance(x, Tensor) else x for x in xs]
+    if not any(isinstance(x, Tensor) for x in xs):
+        values[0] = as_tensor_value(values[0])
+    return values
+
+
+def _unary(op, doc):
+    def fn(x, name=None):
+        return _wrap(_ew.unary(op, *_operands(x), name=name))
+    fn.__name__ = fn.__qualname__ = op
+    fn.__doc__ = doc
+    return fn
+
+
+def _binary(op, doc):
+    def fn(x, y, name=None):
+        a, b = _operands(x, y)
+        return _wrap(_ew.binary(op, a, b, name=name))
+    fn.__name__ = fn.__qualname__ = op
+    fn.__doc__ = doc
+    return fn
+
+
+_UNARY_DOCS = {
+    "neg": "-x.", "abs": "|x|.", "sign": "-1, 0 or 1 (NaN stays NaN).", "square": "x * x.",
+    "relu": "max(x, 0); NaN propagates.", "exp": "e**x.", "log": "Natural log (NaN below 0).",
+    "sqrt": "Square root (NaN below 0).", "rsqrt": "1 / sqrt(x).", "reciprocal": "1 / x.",
+    "floor": "Round down.", "ceil": "Round up.", "round": "Round half to even.",
+    "sin": "Sine.", "cos": "Cosine.", "tanh": "Hyperbolic tangent.",
+    "sigmoid": "1 / (1 + e**-x).", "logical_not": "not x (bool).",
+    "identity": "x itself (a view: no kernel runs).",
+    "zeros_like": "Zeros of x's shape and dtype.", "ones_like": "Ones of x's shape and dtype.",
+}
+_BINARY_DOCS = {
+    "add": "x + y.", "sub": "x - y.", "mul": "x * y.", "div": "x / y, always float32.",
+    "floor_div": "Floor division (TensorFlow's floordiv).",
+    "mod": "Floor modulo: the result has y's sign (TensorFlow's floormod).",
+    "pow": "x ** y.", "maximum": "Elementwise max; NaN propagates.",
+    "minimum": "Elementwise min; NaN propagates.", "equal": "x == y.",
+    "not_equal": "x != y.", "less": "x < y.", "less_equal": "x <= y.", "greater": "x > y.",
+    "greater_equal": "x >= y.", "logical_and": "x and y (bool).",
+    "logical_or": "x or y (bool).",
+}
+
+for _op, _doc in _UNARY_DOCS.items():
+    globals()[_op] = _export(_unary(_op, _doc))
+for _op, _doc in _BINARY_DOCS.items():
+    globals()[_op] = _export(_binary(_op, _doc))
+
+# TensorFlow's names for the same ops.
+ALIASES = {"negative": "neg", "subtract": "sub", "multiply": "mul", "divide": "div",
+           "truediv": "div", "floordiv": "floor_div", "floormod": "mod", "pow": "pow"}
+for _alias, _op in ALIASES.items():
+    globals()[_alias] = globals()[_op]
+    __all__.append(_alias)
+
+
+@_export
+def where(condition, x, y, name=None):
+    """x where condition is true, else y (broadcasting all three)."""
+    c, a, b = _operands(condition, x, y)
+    return _wrap(_ew.where(c, a, b, name=name))
+
+
+@_export
+def cast(x, dtype, name=None):
+    """Convert to dtype. float → int truncates toward zero, saturates, NaN → 0."""
+    return _wrap(_ew.cast(_operands(x)[0], dtype, name=name))
+
+
+@_export
+def fill(dims, value, dtype=None, name=None):
+    """A tensor of shape dims holding value everywhere."""
+    return _wrap(_ew.fill(get_default_graph(), dims, value, dtype, name=name))
+
+
+@_export
+def zeros(shape, dtype="float32", name=None):
+    return fill(shape, 0, dtype, name=name)
+
+
+@_export
+def ones(shape, dtype="float32", name=None):
+    return fill(shape, 1, dtype, name=name)
+
+
+def _reduction(op, doc):
+    def fn(x, axis=None, keepdims=False, name=None):
+        return _wrap(_red.reduce(op, _operands(x)[0], axis, keepdims, name=name))
+    fn.__name__ = fn.__qualname__ = op
+    fn.__doc__ = doc
+    return fn
+
+
+for _op, _doc in {"sum": "Sum over axis (None: all).", "mean": "Mean over axis.",
+                  "max": "Max over axis; NaN propagates.", "min": "Min over axis.",
+                  "prod": "Product over axis."}.items():
+    globals()[_op] = _export(_reduction(_op, _doc))
+    globals()["reduce_" + _op] = globals()[_op]
+    __all__.append("reduce_" + _op)
+
+
+@_export
+def argmax(x, axis=0, name=None):
+    """Index (int32) of the largest value along axis; the first one on ties."""
+    return _wrap(_red.arg_reduce("argmax", _operands(x)[0], axis, name=name))
+
+
+@_export
+def argmin(x, axis=0, name=None):
+    """Index (int32) of the smallest value along axis; the first one on ties."""
+    return _wrap(_red.arg_reduce("argmin", _operands(x)[0], axis, name=name))
+
+
+@_export
+def matmul(a, b, transpose_a=False, transpose_b=False, name=None):
+    """a @ b over the last two axes, broadcasting batch axes."""
+    x, y = _operands(a, b)
+    return _wrap(_mm.matmul(x, y, transpose_a, transpose_b, name=name))
+
+
+@_export
+def reshape(x, shape, name=None):
+    """Same elements, new shape (one dimension may be -1). No kernel runs."""
+    return _wrap(_shape.reshape(_operands(x)[0], shape, name=name))
+
+
+@_export
+def transpose(x, perm=None, name=None):
+    """Permute axes (default: reverse them)."""
+    return _wrap(_shape.transpose(_operands(x)[0], perm, name=name))
+
+
+@_export
+def expand_dims(x, axis, name=None):
+    return _wrap(_shape.expand_dims(_operands(x)[0], axis, name=name))
+
+
+@_export
+def squeeze(x, axis=None, name=None):
+    return _wrap(_shape.squeeze(_operands(x)[0], axis, name=name))
+
+
+@_export
+def placeholder(shape, dtype="float32", name=None):
+    """A value fed at run time: sess.run(..., feed_dict={x: array}). None dims are
+    fixed by the feed."""
+    return _wrap(_state.placeholder(get_default_graph(), shape, dtype, name))
+
+
+@_export
+def constant(value, dtype=None, name=None):
+    """A value baked into the graph (float64 → float32, int64 → int32)."""
+    return _wrap(_state.constant(get_default_graph(), value, dtype, name))
+
+
+@_export
+def name_scope(name: str) -> contextlib.AbstractContextManager:
+    """Prefix the names of the nodes made inside with 'name/'.
+
+    >>> import fragflow as ff
+    >>> g = ff.Graph()
+    >>> with g.as_default(), ff.name_scope("dense"):
+    ...     ff.constant(1.0).name
+    'dense/constant'
+    """
+    return get_default_graph().name_scope(name)
+
+
+__all__ += ["Tensor", "Variable"]

@@ -1,0 +1,281 @@
+"""Session: compiles what a run needs (prune → passes → codegen) once per set of fetches,
+feeds and feed shapes, and runs it on the GL context or the numpy reference executor.
+Variables live in the session (on the GPU for backend="gl") across runs."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir.errors import FeedError, FetchError, FragflowError, SerializationError
+from ..ir.graph import Graph, Value, get_default_graph
+from ..ir.types import TensorType, format_shape
+from ..passes import PassManager, prune
+from .tensor import Tensor
+
+BACKENDS = ("gl", "numpy")
+_ACCEPTED_KINDS = {"float32": "fiub", "int32": "iub", "bool": "b"}
+_INT32 = np.iinfo(np.int32)
+
+
+class Session:
+    """Runs a graph.
+
+    >>> import fragflow as ff, numpy as np
+    >>> g = ff.Graph()
+    >>> with g.as_default():
+    ...     x = ff.placeholder((None, 2), "float32", name="x")
+    ...     y = ff.relu(x * 2.0 - 1.0)
+    >>> ff.Session(g, backend="numpy").run(y, {x: np.array([[0., 1.]], np.float32)})
+    array([[0., 1.]], dtype=float32)
+    """
+
+    def __init__(self, graph: Graph | None = None, backend: str = "gl", passes=None,
+                 disable_passes=(), dump_passes: str | None = None):
+        if backend not in BACKENDS:
+            raise FragflowError(f"unknown backend {backend!r}; use one of {BACKENDS}")
+        self.graph = graph if graph is not None else get_default_graph()
+        self.backend = backend
+        self._pass_args = dict(passes=passes, disable=disable_passes, dump_dir=dump_passes)
+        PassManager(**self._pass_args)          # unknown pass names fail here, not later
+        self._plans: dict = {}
+        self._closed = False
+        if backend == "gl":
+            from ..runtime.device import Device
+            self._device = Device.get()
+            from ..runtime.gl_plan import VariableStore
+            self._variables = VariableStore(self._device)
+        else:
+            from ..runtime import NumpyVariables
+            self._device = None
+            self._variables = NumpyVariables()
+
+    # -- running ----------------------------------------------------------------------
+    def run(self, fetches, feed_dict=None):
+        """Evaluate fetches (a tensor, or a list/tuple/dict of them: the same structure
+        comes back, as numpy arrays) with feed_dict {tensor: value}."""
+        flat, rebuild = _flatten(fetches)
+        values = [self._fetch_value(f) for f in flat]
+        feeds = self._check_feeds(feed_dict or {})
+        return rebuild(self._run_values(values, feeds))
+
+    def compile(self, fetches, feeds=(), passes=None):
+        """A callable fn(*feed_values) -> list of arrays, for fixed fetches and feeds."""
+        return CompiledFunction(self, fetches, feeds, passes)
+
+    def _run_values(self, values: list, feeds: dict, passes=None) -> list:
+        plan, names = self._plan(values, {v: TensorType(a.shape, v.dtype)
+                                          for v, a in feeds.items()}, passes)
+        return plan.run({names[v]: a for v, a in feeds.items() if v in names})
+
+    def _plan(self, values, feed_types: dict, passes=None):
+        self._check_open()
+        key = (tuple(values), frozenset((v, t.shape) for v, t in feed_types.items()),
+               None if passes is None else tuple(passes))
+        entry = self._plans.get(key)
+        if entry is None:
+            entry = self._build(values, feed_types, passes)
+            self._plans[key] = entry
+        return entry
+
+    def _build(self, values, feed_types, passes):
+        compiled, mapping = prune(self.graph, values, feed_types)
+        args = dict(self._pass_args)
+        if passes is not None:
+            args["passes"] = passes
+        compiled = PassManager(**args).run(compiled)
+        names = {v: mapping[v].name for v in feed_types if v in mapping}
+        if self.backend == "numpy":
+            from ..runtime import NumpyPlan
+            return NumpyPlan(compiled, self._variables), names
+        from ..codegen import lower
+        from ..runtime.gl_plan import GLPlan
+        program = lower(compiled, self._device.max_texture_size)
+        initial = {n.name: n.attrs["initial_value"] for n in compiled.nodes
+                   if n.op == "variable"}
+        return GLPlan(program, self._variables, initial), names
+
+    # -- fetches and feeds --------------------------------------------------------------
+    def _fetch_value(self, fetch) -> Value:
+        if isinstance(fetch, str):
+            try:
+                return self.graph.value(fetch)
+            except FragflowError as err:
+                raise FetchError(f"fetch {fetch!r}: {err}") from None
+        value = fetch.value if isinstance(fetch, Tensor) else fetch
+        if not isinstance(value, Value):
+            raise FetchError(f"cannot fetch {fetch!r}: fetches are tensors (or their names)")
+        if value.graph is not self.graph:
+            raise FetchError(f"fetch '{value.name}' belongs to graph '{value.graph.name}', "
+                             f"not to this session's graph '{self.graph.name}'")
+        return value
+
+    def _check_feeds(self, feed_dict: dict) -> dict:
+        return {self._feed_value(key): _feed_array(self._feed_value(key), data)
+                for key, data in feed_dict.items()}
+
+    def _feed_value(self, key) -> Value:
+        value = self.graph.value(key) if isinstance(key, str) else \
+            key.value if isinstance(key, Tensor) else key
+        if not isinstance(value, Value):
+            raise FeedError(f"feed key {key!r} is not a tensor")
+        if value.graph is not self.graph:
+            raise FeedError(f"feed for '{value.name}', a tensor of graph "
+                            f"'{value.graph.name}', not of this session's graph "
+                            f"'{self.graph.name}'")
+        return value
+
+    # -- variables --------------------------------------------------------------------
+    def _variable_name(self, var) -> str:
+        value = var.value if isinstance(var, Tensor) else var
+        if not isinstance(value, Value) or value.node.op != "variable" or \
+                value.graph is not self.graph:
+            raise FragflowError(f"{var!r} is not a variable of this session's graph")
+        return value.node.name
+
+    def get(self, var) -> np.ndarray:
+        """A variable's current value."""
+        name = self._variable_name(var)
+        if name in self._variable_names_held():
+            return self._variables.read(name)
+        return np.array(self.graph.node(name).attrs["initial_value"])
+
+    def set(self, var, value) -> None:
+        """Overwrite a variable's value (on the GPU for backend="gl")."""
+        name = self._variable_name(var)
+        node = self.graph.node(name)
+        array = _feed_array(node.outputs[0], value)
+        if name not in self._variable_names_held():
+            self._create_variable(node, array)
+        else:
+            self._variables.write(name, array)
+
+    def _create_variable(self, node, array):
+        if self.backend == "numpy":
+            self._variables.value(node.name, array)
+        else:
+            from ..codegen import layout_for
+            layout = layout_for(node.outputs[0].type, self._device.max_texture_size)
+            self._variables.slot(node.name, layout, array)
+
+    def _variable_names_held(self):
+        return self._variables.values if self.backend == "numpy" else self._variables.slots
+
+    def save(self, path: str) -> None:
+        """Every variable of the graph to an .npz file (no pickle)."""
+        values = {n.name: self.get(n.outputs[0]) for n in self.graph.nodes
+                  if n.op == "variable"}
+        np.savez(path, **values)
+
+    def restore(self, path: str) -> None:
+        """Variables from an .npz file written by save(); loads no code (no pickle)."""
+        try:
+            data = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as err:
+            raise SerializationError(f"cannot read checkpoint {path!r}: {err}") from None
+        with data:
+            for name in data.files:
+                if name not in self.graph or self.graph.node(name).op != "variable":
+                    raise SerializationError(f"checkpoint {path!r} holds '{name}', which is "
+                                             f"not a variable of graph '{self.graph.name}'")
+                try:
+                    self.set(self.graph.node(name).outputs[0], data[name])
+                except FeedError as err:
+                    raise SerializationError(f"checkpoint {path!r}: {err}") from None
+
+    # -- resources ------------------------------------------------------------------
+    def memory(self) -> dict:
+        """Textures (and their bytes) this session holds on the GPU."""
+        if self.backend == "numpy":
+            return {"textures": 0, "bytes": 0}
+        textures = list(self._variables.textures())
+        for plan, _ in self._plans.values():
+            textures.extend(plan.textures())
+        return {"textures": len(textures), "bytes": sum(t.nbytes for t in textures)}
+
+    def close(self) -> None:
+        """Give back every texture; the session cannot run afterwards."""
+        if self._closed:
+            return
+        for plan, _ in self._plans.values():
+            plan.release()
+        self._plans.clear()
+        self._variables.release()
+        if self._device is not None:
+            self._device.pool.trim()
+        self._closed = True
+
+    def _check_open(self):
+        if self._closed:
+            raise FragflowError("this session is closed")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class CompiledFunction:
+    """sess.compile(fetches, feeds=[...]): call it with one value per feed."""
+
+    def __init__(self, session: Session, fetches, feeds, passes=None):
+        self.session = session
+        flat, self._rebuild = _flatten(fetches)
+        self._values = [session._fetch_value(f) for f in flat]
+        self._feeds = [session._feed_value(f) for f in feeds]
+        self._passes = passes
+        self._last = None
+        if all(v.type.is_static for v in self._feeds):
+            self._last = session._plan(self._values, {v: v.type for v in self._feeds},
+                                       passes)[0]
+
+    def __call__(self, *arrays):
+        if len(arrays) != len(self._feeds):
+            raise FeedError(f"this function takes {len(self._feeds)} feed(s) "
+                            f"({', '.join(v.name for v in self._feeds)}), got {len(arrays)}")
+        feeds = {v: _feed_array(v, a) for v, a in zip(self._feeds, arrays)}
+        plan, names = self.session._plan(self._values, {v: TensorType(a.shape, v.dtype)
+                                                        for v, a in feeds.items()},
+                                         self._passes)
+        self._last = plan
+        return plan.run({names[v]: a for v, a in feeds.items() if v in names})
+
+    @property
+    def kernels(self) -> list:
+        """The kernels of the last compiled specialisation, in run order."""
+        if self._last is None:
+            raise FragflowError("feed shapes are not known yet: call the function once "
+                                "(kernels depend on the shapes)")
+        return list(self._last.kernels)
+
+
+def _feed_array(value: Value, data) -> np.ndarray:
+    """data as an array of the tensor's dtype and a shape it accepts, or a FeedError."""
+    try:
+        array = np.asarray(data)
+    except Exception as err:
+        raise FeedError(f"feed for '{value.name}' is not array-like: {err}") from None
+    dtype = value.dtype
+    if array.dtype.kind not in _ACCEPTED_KINDS[dtype]:
+        raise FeedError(f"feed for '{value.name}' has dtype {array.dtype}, but the tensor "
+                        f"is {dtype}")
+    if dtype == "int32" and array.dtype.kind in "iu" and array.size and \
+            (array.min() < _INT32.min or array.max() > _INT32.max):
+        raise FeedError(f"feed for '{value.name}' holds values outside int32's range")
+    expected = value.shape
+    if len(array.shape) != len(expected) or any(
+            e is not None and e != d for e, d in zip(expected, array.shape)):
+        raise FeedError(f"feed for '{value.name}' has shape {format_shape(array.shape)}, "
+                        f"but the tensor's shape is {format_shape(expected)}")
+    return np.ascontiguousarray(array, dtype=np.dtype(dtype))
+
+
+def _flatten(fetches):
+    """(flat list of fetches, function rebuilding the user's structure from results)."""
+    if isinstance(fetches, dict):
+        keys = list(fetches)
+        return [fetches[k] for k in keys], lambda out: dict(zip(keys, out))
+    if isinstance(fetches, (list, tuple)):
+        kind = type(fetches)
+        return list(fetches), lambda out: kind(out) if kind in (list, tuple) else \
+            kind(*out)
+    return [fetches], lambda out: out[0]

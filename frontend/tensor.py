@@ -1,0 +1,173 @@
+"""Tensor: what users hold. A thin handle on an IR Value with numpy-style operators.
+
+`==` and hash stay identity (as in TensorFlow 1) so tensors can key a feed_dict; use
+ff.equal for elementwise equality."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir.graph import Value, get_default_graph
+from ..ir.ops import elementwise, matmul as _matmul, shape as _shape, state
+
+
+class Tensor:
+    __slots__ = ("value",)
+    __array_priority__ = 100          # numpy defers to our reflected operators
+
+    def __init__(self, value: Value):
+        self.value = value
+
+    # -- what it is ---------------------------------------------------------------
+    @property
+    def shape(self) -> tuple:
+        return self.value.shape
+
+    @property
+    def dtype(self) -> str:
+        return self.value.dtype
+
+    @property
+    def name(self) -> str:
+        return self.value.name
+
+    @property
+    def op(self):
+        """The IR node that computes this tensor (.op is its op name, .source its line)."""
+        return self.value.node
+
+    @property
+    def graph(self):
+        return self.value.graph
+
+    @property
+    def ndim(self) -> int:
+        return len(self.value.shape)
+
+    def __repr__(self):
+        return f"<ff.Tensor '{self.name}' {self.value.type}>"
+
+    def __bool__(self):
+        raise TypeError("a fragflow Tensor has no truth value until it runs; "
+                        "use ff.where / ff.logical_* in the graph, or sess.run it")
+
+    def __len__(self):
+        if not self.shape or self.shape[0] is None:
+            raise TypeError(f"len() of {self!r}: the first dimension is not known")
+        return self.shape[0]
+
+    def __iter__(self):
+        raise TypeError("a fragflow Tensor is not iterable; index it or use ff.unstack")
+
+    # -- operators ------------------------------------------------------------------
+    def __add__(self, other): return _wrap(elementwise.binary("add", self.value, _v(other)))
+    def __radd__(self, other): return _wrap(elementwise.binary("add", _v(other), self.value))
+    def __sub__(self, other): return _wrap(elementwise.binary("sub", self.value, _v(other)))
+    def __rsub__(self, other): return _wrap(elementwise.binary("sub", _v(other), self.value))
+    def __mul__(self, other): return _wrap(elementwise.binary("mul", self.value, _v(other)))
+    def __rmul__(self, other): return _wrap(elementwise.binary("mul", _v(other), self.value))
+    def __truediv__(self, other): return _wrap(elementwise.binary("div", self.value, _v(other)))
+    def __rtruediv__(self, other): return _wrap(elementwise.binary("div", _v(other), self.value))
+    def __floordiv__(self, other):
+        return _wrap(elementwise.binary("floor_div", self.value, _v(other)))
+    def __rfloordiv__(self, other):
+        return _wrap(elementwise.binary("floor_div", _v(other), self.value))
+    def __mod__(self, other): return _wrap(elementwise.binary("mod", self.value, _v(other)))
+    def __rmod__(self, other): return _wrap(elementwise.binary("mod", _v(other), self.value))
+    def __pow__(self, other): return _wrap(elementwise.binary("pow", self.value, _v(other)))
+    def __rpow__(self, other): return _wrap(elementwise.binary("pow", _v(other), self.value))
+    def __matmul__(self, other): return _wrap(_matmul.matmul(self.value, _v(other)))
+    def __rmatmul__(self, other): return _wrap(_matmul.matmul(_v(other), self.value))
+    def __neg__(self): return _wrap(elementwise.unary("neg", self.value))
+    def __pos__(self): return self
+    def __abs__(self): return _wrap(elementwise.unary("abs", self.value))
+    def __invert__(self): return _wrap(elementwise.unary("logical_not", self.value))
+    def __and__(self, other):
+        return _wrap(elementwise.binary("logical_and", self.value, _v(other)))
+    def __or__(self, other): return _wrap(elementwise.binary("logical_or", self.value, _v(other)))
+    def __lt__(self, other): return _wrap(elementwise.binary("less", self.value, _v(other)))
+    def __le__(self, other): return _wrap(elementwise.binary("less_equal", self.value, _v(other)))
+    def __gt__(self, other): return _wrap(elementwise.binary("greater", self.value, _v(other)))
+    def __ge__(self, other):
+        return _wrap(elementwise.binary("greater_equal", self.value, _v(other)))
+
+    __hash__ = object.__hash__      # identity: tensors key feed_dicts
+
+    def __getitem__(self, key):
+        return _wrap(_shape.strided_slice(self.value, key))
+
+    # -- conveniences -------------------------------------------------------------
+    def reshape(self, *shape):
+        shape = shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape
+        return _wrap(_shape.reshape(self.value, shape))
+
+    @property
+    def T(self):
+        return _wrap(_shape.transpose(self.value))
+
+
+class Variable(Tensor):
+    """State the Session keeps on the GPU across runs.
+
+    >>> import fragflow as ff, numpy as np
+    >>> g = ff.Graph()
+    >>> with g.as_default():
+    ...     w = ff.Variable(np.ones(3, np.float32), name="w")
+    ...     step = w.assign(w * 2.0)
+    >>> sess = ff.Session(g, backend="numpy")
+    >>> sess.run(step)
+    array([2., 2., 2.], dtype=float32)
+    """
+    __slots__ = ()
+
+    def __init__(self, initial_value, dtype=None, name=None, graph=None):
+        if isinstance(initial_value, Value):
+            super().__init__(initial_value)        # wrapping an existing variable node
+            return
+        graph = graph or get_default_graph()
+        super().__init__(state.variable(graph, initial_value, dtype, name))
+
+    def assign(self, value, name=None) -> Tensor:
+        """An op that sets the variable when a run ends; it evaluates to the new value."""
+        return _wrap(state.assign(self.value, _v(value, self.graph), name))
+
+    def assign_add(self, delta, name=None) -> Tensor:
+        return self.assign(self + delta, name)
+
+    def assign_sub(self, delta, name=None) -> Tensor:
+        return self.assign(self - delta, name)
+
+    @property
+    def initial_value(self) -> np.ndarray:
+        return self.value.node.attrs["initial_value"]
+
+    def __repr__(self):
+        return f"<ff.Variable '{self.name}' {self.value.type}>"
+
+
+def _v(x, graph=None):
+    """A Tensor's value; other operands (scalars, arrays) pass through to the ir
+    builders, which make constants of them."""
+    if isinstance(x, Tensor):
+        return x.value
+    if isinstance(x, (list, tuple)) and any(isinstance(e, Tensor) for e in x):
+        raise TypeError("a list holding tensors is not a tensor: use ff.stack")
+    if graph is not None and not isinstance(x, Value):
+        return state.constant(graph, x)
+    return x
+
+
+def _wrap(value):
+    if isinstance(value, tuple):
+        return tuple(_wrap(v) for v in value)
+    if value.node.op == "variable":
+        return Variable(value)
+    return Tensor(value)
+
+
+def as_tensor_value(x, dtype=None) -> Value:
+    """A Value in the default graph for any tensor-like (Tensor, array, scalar)."""
+    if isinstance(x, Tensor):
+        return x.value
+    if isinstance(x, Value):
+        return x
+    return state.constant(get_default_graph(), x, dtype)

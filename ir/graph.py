@@ -1,0 +1,230 @@
+"""Graph, Node and Value: the IR every layer shares.
+
+A Graph holds Nodes in creation order (which is always a topological order: a node's
+inputs exist before it). Names are unique in a graph and carry the name scope
+("dense/matmul_1"); every node records the user's file:line that created it.
+"""
+from __future__ import annotations
+
+import contextlib
+import re
+from collections import defaultdict
+from types import MappingProxyType
+
+import numpy as np
+
+from .errors import FragflowError, GraphError
+from .source import user_location
+from .types import TensorType
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-]+)*$")
+
+
+class Value:
+    """One output of a node."""
+
+    __slots__ = ("node", "index", "type")
+
+    def __init__(self, node: "Node", index: int, type: TensorType):
+        self.node, self.index, self.type = node, index, type
+
+    @property
+    def graph(self) -> "Graph":
+        return self.node.graph
+
+    @property
+    def shape(self) -> tuple:
+        return self.type.shape
+
+    @property
+    def dtype(self) -> str:
+        return self.type.dtype
+
+    @property
+    def name(self) -> str:
+        node = self.node
+        return node.name if len(node.outputs) == 1 else f"{node.name}:{self.index}"
+
+    def __repr__(self):
+        return f"<Value {self.name}: {self.type}>"
+
+
+def freeze_attr(value):
+    """Attrs are immutable: lists become tuples, arrays become read-only copies."""
+    if isinstance(value, np.ndarray):
+        if not value.flags.writeable:       # already frozen: share, don't copy weights
+            return value
+        frozen = np.array(value, copy=True)
+        frozen.setflags(write=False)
+        return frozen
+    if isinstance(value, (list, tuple)):
+        return tuple(freeze_attr(v) for v in value)
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+class Node:
+    __slots__ = ("graph", "op", "inputs", "attrs", "outputs", "name", "scope", "source")
+
+    def __init__(self, graph, op, inputs, attrs, name, scope, source):
+        self.graph = graph
+        self.op = op
+        self.inputs = tuple(inputs)
+        self.attrs = MappingProxyType({k: freeze_attr(v) for k, v in attrs.items()})
+        self.outputs: tuple = ()
+        self.name = name
+        self.scope = scope
+        self.source = source
+
+    @property
+    def output(self) -> Value:
+        if len(self.outputs) != 1:
+            raise GraphError(f"node '{self.name}' has {len(self.outputs)} outputs")
+        return self.outputs[0]
+
+    def where(self) -> str:
+        """'add 'dense/add_1' (model.py:12)' — how errors point at a node."""
+        return f"{self.op} '{self.name}'" + (f" ({self.source})" if self.source else "")
+
+    def __repr__(self):
+        return f"<Node {self.name} = {self.op}>"
+
+
+class Graph:
+    """A lazily built tensor program."""
+
+    def __init__(self, name: str = "graph"):
+        self.name = name
+        self.nodes: list[Node] = []
+        self._by_name: dict[str, Node] = {}
+        self._counts: dict[str, int] = defaultdict(int)
+        self._scopes: list[str] = []
+        self.outputs: list[Value] = []   # set on compiled graphs (the fetches)
+
+    # -- scopes and names -------------------------------------------------------
+    @property
+    def scope(self) -> str:
+        return "/".join(self._scopes)
+
+    @contextlib.contextmanager
+    def name_scope(self, name: str):
+        """Nodes made inside get names 'outer/name/op'. A trailing '/' means absolute."""
+        if name.endswith("/"):
+            parts = [p for p in name.strip("/").split("/") if p]
+            saved, self._scopes = self._scopes, parts
+        else:
+            if not name or not _NAME_RE.match(name):
+                raise GraphError(f"invalid name scope {name!r}")
+            saved, self._scopes = self._scopes, self._scopes + name.split("/")
+        try:
+            yield self.scope
+        finally:
+            self._scopes = saved
+
+    def _unique_name(self, base: str) -> str:
+        full = f"{self.scope}/{base}" if self.scope else base
+        if full not in self._by_name:
+            return full
+        while True:
+            self._counts[full] += 1
+            candidate = f"{full}_{self._counts[full]}"
+            if candidate not in self._by_name:
+                return candidate
+
+    # -- building ---------------------------------------------------------------
+    def add_node(self, op: str, inputs=(), attrs=None, name: str | None = None, *,
+                 exact_name: str | None = None, scope: str | None = None,
+                 source: str | None = None) -> Node:
+        """Add a node: validates attrs and infers output types through the op's OpDef.
+
+        exact_name/scope/source are for passes that copy nodes and keep their identity.
+        """
+        from .ops.registry import get_op   # the registry imports this module
+
+        opdef = get_op(op)
+        for v in inputs:
+            if not isinstance(v, Value):
+                raise GraphError(f"{op}: input {v!r} is not a graph value")
+            if v.graph is not self:
+                raise GraphError(f"{op}: input '{v.name}' belongs to another graph "
+                                 f"('{v.graph.name}'), not '{self.name}'")
+        if name is not None and not _NAME_RE.match(name):
+            raise GraphError(f"invalid node name {name!r}")
+        node_name = exact_name or self._unique_name(name or op)
+        if node_name in self._by_name:
+            raise GraphError(f"a node named '{node_name}' already exists in '{self.name}'")
+        node = Node(self, op, inputs, {}, node_name,
+                    self.scope if scope is None else scope,
+                    user_location() if source is None else source)
+        try:
+            full_attrs = opdef.check_attrs(attrs or {})
+            node.attrs = MappingProxyType({k: freeze_attr(v) for k, v in full_attrs.items()})
+            types = opdef.infer_types([v.type for v in inputs], node.attrs)
+        except FragflowError as err:
+            raise type(err)(f"{node.where()}: {err}") from None
+        node.outputs = tuple(Value(node, i, t) for i, t in enumerate(types))
+        self.nodes.append(node)
+        self._by_name[node_name] = node
+        return node
+
+    # -- queries ------------------------------------------------------------------
+    def node(self, name: str) -> Node:
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise GraphError(f"no node named '{name}' in graph '{self.name}'") from None
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._by_name
+
+    def value(self, name: str) -> Value:
+        """'dense/add' or 'split:1' → that Value."""
+        node_name, _, index = name.partition(":")
+        node = self.node(node_name)
+        return node.outputs[int(index) if index else 0]
+
+    def consumers(self) -> dict:
+        """{Value: [(node, input_index), ...]} for every value that has a consumer."""
+        users = defaultdict(list)
+        for node in self.nodes:
+            for i, v in enumerate(node.inputs):
+                users[v].append((node, i))
+        return users
+
+    def to_networkx(self):
+        import networkx as nx
+        g = nx.MultiDiGraph(name=self.name)
+        for node in self.nodes:
+            g.add_node(node.name, op=node.op, scope=node.scope)
+            for v in node.inputs:
+                g.add_edge(v.node.name, node.name, value=v.name, type=str(v.type))
+        return g
+
+    @contextlib.contextmanager
+    def as_default(self):
+        """Make this the graph that ff.placeholder, ff.constant, ... build into."""
+        _DEFAULT_STACK.append(self)
+        try:
+            yield self
+        finally:
+            _DEFAULT_STACK.pop()
+
+    def __repr__(self):
+        return f"<Graph {self.name}: {len(self.nodes)} nodes>"
+
+
+_DEFAULT_STACK: list[Graph] = []
+_GLOBAL_DEFAULT = [Graph("default")]
+
+
+def get_default_graph() -> Graph:
+    return _DEFAULT_STACK[-1] if _DEFAULT_STACK else _GLOBAL_DEFAULT[0]
+
+
+def reset_default_graph() -> Graph:
+    """Replace the global default graph with an empty one (not inside as_default)."""
+    if _DEFAULT_STACK:
+        raise GraphError("reset_default_graph() inside a 'with graph.as_default()' block")
+    _GLOBAL_DEFAULT[0] = Graph("default")
+    return _GLOBAL_DEFAULT[0]

@@ -1,0 +1,84 @@
+"""Helpers the op modules share: turning operands into graph values."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import DTypeError, GraphError
+from ..graph import Graph, Value
+from ..types import TensorType, as_dtype
+
+_INT32 = np.iinfo(np.int32)
+
+
+def to_array(value, dtype=None) -> np.ndarray:
+    """A numpy array of a fragflow dtype (float64 → float32, int64 → int32 if it fits)."""
+    arr = np.asarray(value)
+    if dtype is None:
+        if arr.dtype.kind == "f":
+            dtype = "float32"
+        elif arr.dtype.kind in "iu":
+            dtype = "int32"
+        elif arr.dtype.kind == "b":
+            dtype = "bool"
+        else:
+            raise DTypeError(f"cannot make a tensor from {arr.dtype} data "
+                             f"(fragflow supports float32, int32 and bool)")
+    dtype = as_dtype(dtype)
+    if dtype == "int32" and arr.dtype.kind in "iu" and arr.size:
+        if arr.min() < _INT32.min or arr.max() > _INT32.max:
+            raise DTypeError(f"integer values outside int32's range ({arr.min()}..{arr.max()})")
+    return np.ascontiguousarray(arr, dtype=np.dtype(dtype))
+
+
+def graph_of(*args) -> Graph:
+    for a in args:
+        if isinstance(a, Value):
+            return a.graph
+    raise GraphError("no graph value among the operands")
+
+
+def weak_dtype(scalar, other: str) -> str:
+    """The dtype a Python scalar takes beside a tensor of dtype `other`."""
+    if isinstance(scalar, (bool, np.bool_)):
+        return other if other != "int32" else "int32"
+    if isinstance(scalar, (int, np.integer)):
+        return "int32" if other == "bool" else other
+    return "float32"
+
+
+def as_value(graph: Graph, x, dtype: str | None = None) -> Value:
+    if isinstance(x, Value):
+        if x.graph is not graph:
+            raise GraphError(f"'{x.name}' belongs to graph '{x.graph.name}', "
+                             f"not '{graph.name}'")
+        return x
+    from .state import constant
+    return constant(graph, x, dtype)
+
+
+def as_values(*args) -> list:
+    """Operands of an elementwise op: values stay, scalars and arrays become constants.
+
+    Python scalars are weakly typed (see ir/types.py)."""
+    graph = graph_of(*args)
+    tensor_dtypes = [a.dtype for a in args if isinstance(a, Value)]
+    from ..types import promote
+    strong = promote(*tensor_dtypes)
+    out = []
+    for a in args:
+        if isinstance(a, Value) or not np.isscalar(a):
+            out.append(as_value(graph, a))
+        else:
+            out.append(as_value(graph, a, weak_dtype(a, strong)))
+    return out
+
+
+def apply(op: str, inputs, attrs=None, name=None, graph: Graph | None = None):
+    """Add one node and return its single output (or all outputs for multi-output ops)."""
+    graph = graph if graph is not None else graph_of(*inputs)
+    node = graph.add_node(op, inputs, attrs, name)
+    return node.outputs[0] if len(node.outputs) == 1 else node.outputs
+
+
+def same_type(t: TensorType) -> TensorType:
+    return TensorType(t.shape, t.dtype)

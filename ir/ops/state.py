@@ -1,0 +1,80 @@
+"""Where values come from: placeholders, constants, variables; and assign.
+
+These have no kernels: the runtime uploads placeholders and constants and keeps
+variables in textures it owns. assign writes a variable at the end of a run.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import DTypeError, GraphError, ShapeError
+from ..graph import Graph, Value
+from ..types import TensorType, format_shape
+from .common import apply, to_array
+from .registry import REQUIRED, OpDef, register
+
+
+def _placeholder_type(types, attrs):
+    return TensorType(attrs["shape"], attrs["dtype"])
+
+
+def _no_reference(arrays, attrs):
+    raise GraphError("placeholders and variables get their values from the executor")
+
+
+register(OpDef("placeholder", "state", _placeholder_type, _no_reference,
+               attrs={"shape": REQUIRED, "dtype": REQUIRED}, num_inputs=0,
+               differentiable=False, stateful=True,
+               doc="A value fed at run time; None dimensions are fixed by the feed."))
+
+register(OpDef("constant", "state",
+               lambda types, attrs: TensorType(attrs["value"].shape, attrs["value"].dtype.name),
+               lambda arrays, attrs: attrs["value"],
+               attrs={"value": REQUIRED}, num_inputs=0, differentiable=False,
+               doc="A value baked into the graph."))
+
+register(OpDef("variable", "state",
+               lambda types, attrs: TensorType(attrs["initial_value"].shape,
+                                               attrs["initial_value"].dtype.name),
+               _no_reference, attrs={"initial_value": REQUIRED}, num_inputs=0,
+               differentiable=False, stateful=True,
+               doc="State kept by the Session (on the GPU) across runs."))
+
+
+def _assign_type(types, attrs):
+    var, new = types
+    if var.dtype != new.dtype:
+        raise DTypeError(f"cannot assign a {new.dtype} value to a {var.dtype} variable")
+    if new.is_static and var.shape != new.shape:
+        raise ShapeError(f"cannot assign a value of shape {format_shape(new.shape)} "
+                         f"to a variable of shape {format_shape(var.shape)}")
+    return var
+
+
+register(OpDef("assign", "state", _assign_type, lambda arrays, attrs: arrays[1],
+               num_inputs=2, differentiable=False, stateful=True,
+               doc="Sets a variable to a new value when the run ends; returns the value."))
+
+
+def placeholder(graph: Graph, shape, dtype, name=None) -> Value:
+    if shape is None:
+        raise ShapeError("placeholder needs a shape (use None for unknown dimensions)")
+    return apply("placeholder", [], {"shape": tuple(shape), "dtype": dtype}, name, graph)
+
+
+def constant(graph: Graph, value, dtype=None, name=None) -> Value:
+    return apply("constant", [], {"value": to_array(value, dtype)}, name, graph)
+
+
+def variable(graph: Graph, initial_value, dtype=None, name=None) -> Value:
+    return apply("variable", [], {"initial_value": to_array(initial_value, dtype)},
+                 name or "variable", graph)
+
+
+def assign(var: Value, new_value, name=None) -> Value:
+    if var.node.op != "variable":
+        raise GraphError(f"assign needs a variable, got '{var.name}' ({var.node.op})")
+    from .common import as_value
+    new_value = as_value(var.graph, new_value,
+                         None if isinstance(new_value, Value) else var.dtype)
+    return apply("assign", [var, new_value], None, name)

@@ -1,0 +1,123 @@
+"""Tensor types: a shape (ints, or None where unknown until feed time) and a dtype.
+
+dtypes are float32, int32 and bool. Promotion (binary ops, where):
+bool < int32 < float32, and the wider one wins. Python scalars are "weak", as in JAX:
+an int scalar takes the tensor's dtype (int32 for a bool tensor); a float scalar
+makes the result float32. int64/float64 numpy arrays given to constants are
+narrowed to int32/float32 (the GPU has no 64-bit textures).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import DTypeError, ShapeError
+
+DTYPES = ("float32", "int32", "bool")
+SHORT_NAMES = {"float32": "f32", "int32": "i32", "bool": "bool"}
+_RANK = {"bool": 0, "int32": 1, "float32": 2}
+_ALIASES = {
+    "float32": "float32", "float": "float32", "f32": "float32", "float64": "float32",
+    "int32": "int32", "int": "int32", "i32": "int32", "int64": "int32",
+    "bool": "bool",
+}
+
+
+def as_dtype(dtype) -> str:
+    """Normalise a dtype given as a string, numpy dtype or Python type."""
+    if isinstance(dtype, str):
+        key = dtype
+    elif dtype in (float, int, bool):
+        key = dtype.__name__
+    else:
+        try:
+            key = np.dtype(dtype).name
+        except TypeError:
+            key = None
+    if key in _ALIASES:
+        return _ALIASES[key]
+    raise DTypeError(f"unknown dtype {dtype!r}: fragflow supports {', '.join(DTYPES)}")
+
+
+def numpy_dtype(dtype: str) -> np.dtype:
+    return np.dtype(dtype)
+
+
+def promote(*dtypes: str) -> str:
+    return max(dtypes, key=_RANK.__getitem__)
+
+
+def is_float(dtype: str) -> bool:
+    return dtype == "float32"
+
+
+@dataclass(frozen=True)
+class TensorType:
+    shape: tuple
+    dtype: str
+
+    def __post_init__(self):
+        shape = tuple(None if d is None else int(d) for d in self.shape)
+        if any(d is not None and d < 0 for d in shape):
+            raise ShapeError(f"negative dimension in shape {shape}")
+        object.__setattr__(self, "shape", shape)
+        object.__setattr__(self, "dtype", as_dtype(self.dtype))
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def is_static(self) -> bool:
+        return all(d is not None for d in self.shape)
+
+    @property
+    def size(self):
+        """Number of elements, or None while a dimension is unknown."""
+        if not self.is_static:
+            return None
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def __str__(self):
+        dims = ",".join("?" if d is None else str(d) for d in self.shape)
+        return f"{SHORT_NAMES[self.dtype]}[{dims}]"
+
+
+def format_shape(shape) -> str:
+    return "(" + ", ".join("?" if d is None else str(d) for d in shape) + ")"
+
+
+def broadcast_shapes(*shapes) -> tuple:
+    """numpy broadcasting, with None as "unknown" (assumed compatible until fed)."""
+    rank = max(len(s) for s in shapes)
+    out = []
+    for axis in range(rank):
+        dims = [s[axis - rank + len(s)] for s in shapes if axis - rank + len(s) >= 0]
+        known = {d for d in dims if d is not None and d != 1}
+        if len(known) > 1:
+            raise ShapeError("shapes " + " and ".join(format_shape(s) for s in shapes)
+                             + " cannot be broadcast together")
+        if known:
+            out.append(known.pop())
+        elif any(d is None for d in dims):
+            out.append(None)
+        else:
+            out.append(1)
+    return tuple(out)
+
+
+def normalize_axes(axis, rank: int, op: str = "") -> tuple:
+    """axis=None, an int or a sequence of ints (negative counts from the end)."""
+    if axis is None:
+        return tuple(range(rank))
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    out = []
+    for a in axes:
+        a = int(a)
+        if not -rank <= a < rank:
+            raise ShapeError(f"axis {a} is out of range for a tensor of rank {rank}")
+        out.append(a % rank)
+    if len(set(out)) != len(out):
+        raise ShapeError(f"repeated axis in {axis}")
+    return tuple(sorted(out))

@@ -1,0 +1,201 @@
+"""The process-wide offscreen OpenGL context fragflow runs its shaders in.
+
+Three backends (see shared/DESIGN.md, "Codegen and runtime"):
+
+- ``egl``: no window system; a GPU through the EGL device platform, else Mesa's
+  surfaceless platform (llvmpipe on machines without a GPU driver).
+- ``glfw``: a hidden GLFW window on the user's display.
+- ``osmesa``: Mesa's off-screen software renderer, through GLFW's null platform.
+
+``FRAGFLOW_GL=egl|glfw|osmesa`` forces one. Otherwise, with a display present, glfw is
+tried first (it is what desktop drivers are best tested with), then egl, then osmesa;
+without a display glfw cannot work and is not tried.
+
+This module must not import OpenGL: PyOpenGL fixes its platform at first import, and
+only the backend that succeeds knows which one it needs.
+
+    >>> from fragflow.runtime.context import get_context
+    >>> ctx = get_context()
+    >>> ctx.backend in ("egl", "glfw", "osmesa")
+    True
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import threading
+
+from ...ir.errors import BackendError
+from ..shader_cache import configure_shader_cache
+from ._gl import check_platform, import_gl, load_library
+
+__all__ = ["GLContext", "get_context", "available_backends", "BACKENDS"]
+
+# name -> module in this package
+_MODULES = {"egl": "egl", "glfw": "glfw_window", "osmesa": "osmesa"}
+BACKENDS = tuple(_MODULES)
+
+_INSTALL = {
+    "egl": "Debian: libegl1 libegl-mesa0 libgl1-mesa-dri",
+    "glfw": "a display (headless: Xvfb, Debian: xvfb) and pip: glfw",
+    "osmesa": "Debian: libosmesa6",
+}
+
+_lock = threading.RLock()
+_current: GLContext | None = None
+
+
+def _has_display() -> bool:
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
+def _candidates() -> tuple[list[str], list[str]]:
+    """(backends to try in order, notes on those left out)."""
+    forced = os.environ.get("FRAGFLOW_GL", "").strip().lower()
+    if forced:
+        if forced not in _MODULES:
+            raise BackendError(
+                f"FRAGFLOW_GL={os.environ['FRAGFLOW_GL']!r} is not a backend; use one of "
+                f"{', '.join(BACKENDS)} (or unset it to try them in the default order)")
+        return [forced], []
+    if _has_display():
+        return ["glfw", "egl", "osmesa"], []
+    return ["egl", "osmesa"], ["glfw: not tried, no DISPLAY or WAYLAND_DISPLAY is set"]
+
+
+def _module(name: str):
+    return importlib.import_module(f".{_MODULES[name]}", __name__)
+
+
+def available_backends() -> list[str]:
+    """Backends that could work here, in the default order (ignores FRAGFLOW_GL).
+
+    A cheap check (libraries load, a display exists); it creates no context and does
+    not bind PyOpenGL, so a backend listed here can still fail in get_context().
+    """
+    order = ["glfw", "egl", "osmesa"] if _has_display() else ["egl", "osmesa"]
+    found = []
+    for name in order:
+        try:
+            if name == "glfw":
+                from ._glfw import import_glfw
+
+                import_glfw()
+            elif name == "egl":
+                load_library(("libEGL.so.1", "libEGL.so"), _INSTALL[name])
+            else:
+                load_library(_module("osmesa").LIBRARY_NAMES, _INSTALL[name])
+        except BackendError:
+            continue
+        found.append(name)
+    return found
+
+
+def _int(GL, pname) -> int:
+    value = GL.glGetIntegerv(pname)
+    return int(getattr(value, "flat", [value])[0])  # PyOpenGL may return an array
+
+
+class GLContext:
+    """An OpenGL >= 3.3 core context, current on the thread that made it, with one empty
+    VAO bound (core profile draws nothing without one; fragflow's full-screen triangle
+    needs no vertex data)."""
+
+    def __init__(self, backend: str, native, shader_cache_dir: str, failed_attempts):
+        self.backend = backend
+        self.detail = native.detail
+        # Candidates tried before this one, "name: reason" (e.g. for `fragflow info`).
+        self.failed_attempts = tuple(failed_attempts)
+        self._native = native
+        GL = import_gl(native.pyopengl_platform)
+        major, minor = _int(GL, GL.GL_MAJOR_VERSION), _int(GL, GL.GL_MINOR_VERSION)
+        core = _int(GL, GL.GL_CONTEXT_PROFILE_MASK) & GL.GL_CONTEXT_CORE_PROFILE_BIT
+        if (major, minor) < (3, 3) or not core:
+            raise BackendError(f"got OpenGL {major}.{minor} {'core' if core else 'compatibility'}"
+                               f" ({GL.glGetString(GL.GL_RENDERER).decode()}); need 3.3+ core")
+        self.gl = GL
+        self.vao = int(GL.glGenVertexArrays(1))
+        GL.glBindVertexArray(self.vao)
+        text = lambda pname: GL.glGetString(pname).decode()  # noqa: E731
+        self._info = {
+            "backend": backend,
+            "detail": self.detail,
+            "vendor": text(GL.GL_VENDOR),
+            "renderer": text(GL.GL_RENDERER),
+            "version": text(GL.GL_VERSION),
+            "glsl_version": text(GL.GL_SHADING_LANGUAGE_VERSION),
+            "max_texture_size": _int(GL, GL.GL_MAX_TEXTURE_SIZE),
+            "max_draw_buffers": _int(GL, GL.GL_MAX_DRAW_BUFFERS),
+            "max_color_attachments": _int(GL, GL.GL_MAX_COLOR_ATTACHMENTS),
+            "max_texture_image_units": _int(GL, GL.GL_MAX_TEXTURE_IMAGE_UNITS),
+            "shader_cache_dir": shader_cache_dir,
+        }
+
+    def info(self) -> dict:
+        """What the context is: backend, driver strings and the limits codegen plans with."""
+        return dict(self._info)
+
+    def make_current(self) -> None:
+        """Make this context current on the calling thread (contexts are per thread)."""
+        if self._native is None:
+            raise BackendError("this GL context was closed; call get_context() for a new one")
+        self._native.make_current()
+
+    def close(self) -> None:
+        """Destroy the context; get_context() afterwards creates a new one."""
+        global _current
+        with _lock:
+            if self._native is None:
+                return
+            try:
+                self.make_current()
+                self.gl.glDeleteVertexArrays(1, [self.vao])
+            finally:
+                self._native.destroy()
+                self._native = None
+                if _current is self:
+                    _current = None
+
+    def __repr__(self) -> str:
+        state = "closed" if self._native is None else self.detail
+        return f"<GLContext {self.backend}: {state}>"
+
+
+def _open(name: str, shader_cache_dir: str, failed) -> GLContext:
+    module = _module(name)
+    if hasattr(module, "PYOPENGL_PLATFORM"):
+        check_platform(module.PYOPENGL_PLATFORM)  # before making a context we cannot use
+    native = module.create()
+    try:
+        return GLContext(name, native, shader_cache_dir, failed)
+    except BaseException:
+        native.destroy()
+        raise
+
+
+def get_context() -> GLContext:
+    """The process-wide GL context, created (and made current) on first call.
+
+    Raises BackendError when FRAGFLOW_GL names no backend, or when no backend works;
+    the message lists every attempt with its reason and what to install.
+    """
+    global _current
+    with _lock:
+        if _current is not None:
+            return _current
+        names, notes = _candidates()
+        cache_dir = configure_shader_cache()  # Mesa reads it when the first context is made
+        failed = []
+        for name in names:
+            try:
+                _current = _open(name, cache_dir, failed)
+                return _current
+            except Exception as exc:  # any failure means: try the next backend
+                reason = str(exc) if isinstance(exc, BackendError) else f"{type(exc).__name__}: {exc}"
+                failed.append(f"{name}: {reason}")
+        lines = [f"  {line}" for line in failed + notes]
+        hints = [f"  {name}: {_INSTALL[name]}" for name in BACKENDS]
+        raise BackendError("no OpenGL 3.3 core context could be created. Tried:\n"
+                           + "\n".join(lines) + "\nTo get one, install for\n" + "\n".join(hints)
+                           + "\n  and pip: PyOpenGL, glfw. FRAGFLOW_GL=egl|glfw|osmesa forces one.")

@@ -1,0 +1,179 @@
+"""EGL backend: a desktop OpenGL 3.3 core context with no surface at all.
+
+fragflow renders only into FBOs, so no window or pbuffer is needed. A real GPU is
+reached through the device platform (EGL_EXT_platform_device, e.g. NVIDIA headless);
+otherwise Mesa's surfaceless platform gives llvmpipe (or a Mesa GPU driver).
+
+Plain ctypes rather than PyOpenGL's OpenGL.EGL: importing OpenGL.EGL binds PyOpenGL to
+the EGL platform even if no context comes of it, which would block the OSMesa fallback
+(and OpenGL.EGL fails to import with OpenGL.ERROR_CHECKING = False in PyOpenGL 3.1.10).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from ctypes import POINTER, c_char_p, c_int32, c_uint32, c_void_p
+
+from ...ir.errors import BackendError
+from ._gl import fn, load_library
+
+PYOPENGL_PLATFORM = "egl"
+INSTALL = "Debian: libegl1 libegl-mesa0 libgl1-mesa-dri (GPU: the vendor's EGL driver)"
+
+EGL_SUCCESS = 0x3000
+EGL_NONE = 0x3038
+EGL_VENDOR = 0x3053
+EGL_EXTENSIONS = 0x3055
+EGL_SURFACE_TYPE = 0x3033
+EGL_RENDERABLE_TYPE = 0x3040
+EGL_OPENGL_BIT = 0x0008
+EGL_OPENGL_API = 0x30A2
+EGL_CONTEXT_MAJOR_VERSION = 0x3098
+EGL_CONTEXT_MINOR_VERSION = 0x30FB
+EGL_CONTEXT_OPENGL_PROFILE_MASK = 0x30FD
+EGL_CONTEXT_OPENGL_CORE_PROFILE_BIT = 0x1
+EGL_PLATFORM_DEVICE_EXT = 0x313F
+EGL_PLATFORM_SURFACELESS_MESA = 0x31DD
+EGL_DRM_DEVICE_FILE_EXT = 0x3233
+
+_ERROR_NAMES = {0x3001: "EGL_NOT_INITIALIZED", 0x3002: "EGL_BAD_ACCESS",
+                0x3003: "EGL_BAD_ALLOC", 0x3004: "EGL_BAD_ATTRIBUTE",
+                0x3005: "EGL_BAD_CONFIG", 0x3006: "EGL_BAD_CONTEXT",
+                0x3008: "EGL_BAD_DISPLAY", 0x3009: "EGL_BAD_MATCH",
+                0x300C: "EGL_BAD_PARAMETER"}
+
+
+def _attribs(*pairs: int):
+    values = list(pairs) + [EGL_NONE]
+    return (c_int32 * len(values))(*values)
+
+
+class _Egl:
+    """The dozen EGL entry points fragflow needs, typed."""
+
+    def __init__(self):
+        lib = load_library(("libEGL.so.1", "libEGL.so"), INSTALL)
+        self.GetError = fn(lib, "eglGetError", c_int32)
+        self.QueryString = fn(lib, "eglQueryString", c_char_p, c_void_p, c_int32)
+        self.Initialize = fn(lib, "eglInitialize", c_uint32, c_void_p, POINTER(c_int32), POINTER(c_int32))
+        self.Terminate = fn(lib, "eglTerminate", c_uint32, c_void_p)
+        self.ChooseConfig = fn(lib, "eglChooseConfig", c_uint32, c_void_p, POINTER(c_int32),
+                               POINTER(c_void_p), c_int32, POINTER(c_int32))
+        self.BindAPI = fn(lib, "eglBindAPI", c_uint32, c_uint32)
+        self.CreateContext = fn(lib, "eglCreateContext", c_void_p, c_void_p, c_void_p, c_void_p,
+                                POINTER(c_int32))
+        self.DestroyContext = fn(lib, "eglDestroyContext", c_uint32, c_void_p, c_void_p)
+        self.MakeCurrent = fn(lib, "eglMakeCurrent", c_uint32, c_void_p, c_void_p, c_void_p, c_void_p)
+        self.ReleaseThread = fn(lib, "eglReleaseThread", c_uint32)
+        get_proc = fn(lib, "eglGetProcAddress", c_void_p, c_char_p)
+
+        def ext(name, restype, *argtypes):
+            addr = get_proc(name.encode())
+            return fn(addr, name, restype, *argtypes) if addr else None
+
+        # Extension entry points only exist through eglGetProcAddress.
+        self.QueryDevices = ext("eglQueryDevicesEXT", c_uint32, c_int32, POINTER(c_void_p),
+                                POINTER(c_int32))
+        self.QueryDeviceString = ext("eglQueryDeviceStringEXT", c_char_p, c_void_p, c_int32)
+        self.GetPlatformDisplay = ext("eglGetPlatformDisplayEXT", c_void_p, c_uint32, c_void_p,
+                                      POINTER(c_int32))
+
+    def error(self, call: str) -> str:
+        code = self.GetError()
+        return f"{call} failed ({_ERROR_NAMES.get(code, hex(code))})"
+
+
+class EglContext:
+    pyopengl_platform = PYOPENGL_PLATFORM
+
+    def __init__(self, egl: _Egl, display, context, detail: str):
+        self._egl, self._display, self._context, self.detail = egl, display, context, detail
+
+    def make_current(self) -> None:
+        if not self._egl.MakeCurrent(self._display, None, None, self._context):
+            raise BackendError(self._egl.error("eglMakeCurrent"))
+
+    def destroy(self) -> None:
+        egl = self._egl
+        egl.MakeCurrent(self._display, None, None, None)
+        egl.DestroyContext(self._display, self._context)
+        egl.Terminate(self._display)
+        egl.ReleaseThread()
+
+
+def _split(ext: bytes | None) -> set[str]:
+    return set((ext or b"").decode().split())
+
+
+def _candidate_displays(egl: _Egl):
+    """Yield (display, detail): non-software devices first, then Mesa surfaceless."""
+    client = _split(egl.QueryString(None, EGL_EXTENSIONS))
+    if egl.GetPlatformDisplay is None:
+        raise BackendError("libEGL lacks eglGetPlatformDisplayEXT (EGL_EXT_platform_base)")
+    if {"EGL_EXT_device_enumeration", "EGL_EXT_platform_device"} <= client and egl.QueryDevices:
+        count = c_int32()
+        egl.QueryDevices(0, None, ctypes.byref(count))
+        devices = (c_void_p * count.value)()
+        egl.QueryDevices(count.value, devices, ctypes.byref(count))
+        for dev in devices[:count.value]:
+            dev_ext = _split(egl.QueryDeviceString(dev, EGL_EXTENSIONS))
+            # Mesa lists llvmpipe as a device too; it is reached more simply below.
+            if "EGL_MESA_device_software" in dev_ext:
+                continue
+            node = ""
+            if "EGL_EXT_device_drm" in dev_ext:
+                node = (egl.QueryDeviceString(dev, EGL_DRM_DEVICE_FILE_EXT) or b"").decode()
+            yield egl.GetPlatformDisplay(EGL_PLATFORM_DEVICE_EXT, dev, None), node
+    if "EGL_MESA_platform_surfaceless" in client:
+        yield egl.GetPlatformDisplay(EGL_PLATFORM_SURFACELESS_MESA, None, None), None
+
+
+def _context_on(egl: _Egl, display):
+    """Initialize `display` and create + make current a 3.3 core context on it."""
+    if not egl.Initialize(display, None, None):
+        raise BackendError(egl.error("eglInitialize"))
+    try:
+        if not egl.BindAPI(EGL_OPENGL_API):
+            raise BackendError(egl.error("eglBindAPI(EGL_OPENGL_API)"))
+        # Surface type 0 matches every config: there will never be a surface.
+        config, n = c_void_p(), c_int32()
+        if not egl.ChooseConfig(display, _attribs(EGL_SURFACE_TYPE, 0, EGL_RENDERABLE_TYPE,
+                                                  EGL_OPENGL_BIT), ctypes.byref(config), 1,
+                                ctypes.byref(n)) or n.value == 0:
+            raise BackendError(egl.error("eglChooseConfig(EGL_OPENGL_BIT)") + ", no config")
+        context = egl.CreateContext(display, config, None, _attribs(
+            EGL_CONTEXT_MAJOR_VERSION, 3, EGL_CONTEXT_MINOR_VERSION, 3,
+            EGL_CONTEXT_OPENGL_PROFILE_MASK, EGL_CONTEXT_OPENGL_CORE_PROFILE_BIT))
+        if not context:
+            raise BackendError(egl.error("eglCreateContext(OpenGL 3.3 core)"))
+        if not egl.MakeCurrent(display, None, None, context):
+            reason = egl.error("eglMakeCurrent(EGL_NO_SURFACE)")
+            egl.DestroyContext(display, context)
+            raise BackendError(reason)
+        return context
+    except BackendError:
+        egl.Terminate(display)
+        raise
+
+
+def create() -> EglContext:
+    egl = _Egl()
+    reasons = []
+    for display, node in _candidate_displays(egl):
+        where = "Mesa surfaceless" if node is None else f"device {node or '?'}"
+        if not display:
+            reasons.append(f"{where}: {egl.error('eglGetPlatformDisplayEXT')}")
+            continue
+        try:
+            context = _context_on(egl, display)
+        except BackendError as exc:
+            reasons.append(f"{where}: {exc}")
+            continue
+        vendor = (egl.QueryString(display, EGL_VENDOR) or b"?").decode()
+        if node is None:
+            detail = f"EGL Mesa surfaceless ({vendor})"
+        else:
+            detail = f"EGL device platform: {vendor}" + (f" ({node})" if node else "")
+        return EglContext(egl, display, context, detail)
+    raise BackendError("; ".join(reasons) or
+                       "no usable EGL display (no GPU device, no EGL_MESA_platform_surfaceless)")

@@ -1,0 +1,171 @@
+"""Running a Program on the GL context: a flat list of launches with textures and
+programs resolved when the plan is built. run() uploads feeds, draws, reads fetches
+back and swaps in assigned variables; it walks no graph and formats no strings."""
+from __future__ import annotations
+
+import numpy as np
+from OpenGL import GL
+
+from ..codegen.layout import Layout
+from .device import Device
+from .gl_resources import Texture, check_gl
+
+
+class Slot:
+    """Where a value lives. Variables' slots swap textures when assigned."""
+    __slots__ = ("texture",)
+
+    def __init__(self, texture: Texture):
+        self.texture = texture
+
+
+def to_texels(array: np.ndarray, layout: Layout, staging: np.ndarray | None = None):
+    """The flat texel data of an array: zero-padded to the texture's size."""
+    dtype = np.float32 if layout.dtype == "float32" else np.int32
+    flat = np.ascontiguousarray(array, dtype=dtype).reshape(-1)
+    total = layout.width * layout.height * 4
+    if flat.size == total:
+        return flat
+    if staging is None:
+        staging = np.zeros(total, dtype)
+    staging[:flat.size] = flat
+    return staging
+
+
+def from_texels(flat: np.ndarray, layout: Layout) -> np.ndarray:
+    out = flat[:layout.size].reshape(layout.shape)
+    return out != 0 if layout.dtype == "bool" else out
+
+
+class VariableStore:
+    """A session's variables, each in a texture it owns, across runs."""
+
+    def __init__(self, device: Device):
+        self.device = device
+        self.slots: dict = {}      # variable name -> Slot
+        self.layouts: dict = {}
+
+    def slot(self, name: str, layout: Layout, initial_value) -> Slot:
+        slot = self.slots.get(name)
+        if slot is None:
+            slot = Slot(self.device.pool.acquire(layout.texture_key))
+            slot.texture.upload(to_texels(initial_value, layout))
+            self.slots[name] = slot
+            self.layouts[name] = layout
+        return slot
+
+    def read(self, name: str) -> np.ndarray:
+        return from_texels(self.slots[name].texture.readback(), self.layouts[name])
+
+    def write(self, name: str, value: np.ndarray) -> None:
+        self.slots[name].texture.upload(to_texels(value, self.layouts[name]))
+
+    def textures(self) -> list:
+        return [s.texture for s in self.slots.values()]
+
+    def release(self) -> None:
+        for slot in self.slots.values():
+            self.device.pool.release(slot.texture)
+        self.slots.clear()
+
+
+class GLPlan:
+    def __init__(self, program, variables: VariableStore, variable_values: dict):
+        """variable_values: variable name -> initial value (used on first use)."""
+        self.program = program
+        self.device = variables.device
+        pool = self.device.pool
+        self._owned: list = []
+        layouts = program.layouts
+        slot_of: dict = {}
+
+        def new_slot(layout):
+            slot = Slot(pool.acquire(layout.texture_key))
+            self._owned.append(slot)
+            return slot
+
+        # Feeds and constants: textures of the plan's own for its whole life.
+        self._uploads = []
+        for name in program.feeds:
+            slot_of[name] = new_slot(layouts[name])
+            staging = np.zeros(layouts[name].width * layouts[name].height * 4,
+                               np.float32 if layouts[name].dtype == "float32" else np.int32)
+            self._uploads.append((name, slot_of[name], layouts[name], staging))
+        for name, value in program.constants.items():
+            slot_of[name] = new_slot(layouts[name])
+            slot_of[name].texture.upload(to_texels(value, layouts[name]))
+        for value_name, var_name in program.variables.items():
+            slot_of[value_name] = variables.slot(var_name, layouts[value_name],
+                                                 variable_values[var_name])
+
+        # Intermediates share textures by liveness; fetched and assigned values are
+        # kept to the end of the run.
+        root = {}
+        for step in program.steps:
+            if step[0] == "alias":
+                root[step[1]] = root.get(step[2], step[2])
+        pinned = {root.get(n, n) for n in program.outputs} | \
+                 {root.get(n, n) for _, n in program.assigns}
+        produced = {s[1] if s[0] == "empty" else s[1].output.value
+                    for s in program.steps if s[0] != "alias"}
+        last_use = {}
+        for index, step in enumerate(program.steps):
+            if step[0] == "kernel":
+                for b in step[1].inputs:
+                    last_use[root.get(b.value, b.value)] = index
+        free: dict = {}
+        self._launches = []
+        for index, step in enumerate(program.steps):
+            if step[0] == "alias":
+                continue
+            out = step[1] if step[0] == "empty" else step[1].output.value
+            layout = layouts[out]
+            reusable = free.get(layout.texture_key) if out not in pinned else None
+            slot_of[out] = reusable.pop() if reusable else new_slot(layout)
+            if step[0] == "kernel":
+                kernel = step[1]
+                program_id = self.device.programs.get(kernel)
+                inputs = tuple(slot_of[root.get(b.value, b.value)] for b in kernel.inputs)
+                self._launches.append((program_id, inputs, slot_of[out], layout.width,
+                                       layout.height))
+                for b in kernel.inputs:
+                    name = root.get(b.value, b.value)
+                    if last_use.get(name) == index and name not in pinned and \
+                            name in produced:
+                        free.setdefault(layouts[name].texture_key, []).append(slot_of[name])
+        for alias, source in root.items():
+            slot_of[alias] = slot_of[source]
+        self._readbacks = [(slot_of[n], layouts[n]) for n in program.outputs]
+        self._swaps = [(variables.slots[var], slot_of[n]) for var, n in program.assigns]
+        check_gl("building a plan")
+
+    @property
+    def kernels(self):
+        return self.program.kernels
+
+    def run(self, feeds: dict) -> list:
+        for name, slot, layout, staging in self._uploads:
+            slot.texture.upload(to_texels(feeds[name], layout, staging))
+        for program_id, inputs, out, width, height in self._launches:
+            GL.glUseProgram(program_id)
+            for unit, slot in enumerate(inputs):
+                GL.glActiveTexture(GL.GL_TEXTURE0 + unit)
+                GL.glBindTexture(GL.GL_TEXTURE_2D, slot.texture.id)
+            GL.glBindFramebuffer(GL.GL_FRAMEBUFFER, out.texture.fbo)
+            GL.glViewport(0, 0, width, height)
+            GL.glDrawArrays(GL.GL_TRIANGLES, 0, 3)
+        results = [from_texels(slot.texture.readback(), layout)
+                   for slot, layout in self._readbacks]
+        for var_slot, new_slot in self._swaps:
+            var_slot.texture, new_slot.texture = new_slot.texture, var_slot.texture
+        check_gl("running a plan")
+        return results
+
+    def textures(self) -> list:
+        return [s.texture for s in self._owned]
+
+    def release(self) -> None:
+        for slot in self._owned:
+            self.device.pool.release(slot.texture)
+        self._owned.clear()
+        self._launches.clear()

@@ -1,0 +1,197 @@
+"""Textures, their pool, and compiled programs. Import only after get_context():
+importing OpenGL.GL binds PyOpenGL's platform (see runtime/context/_gl.py)."""
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+from OpenGL import GL
+
+from ..ir.errors import BackendError, ShaderCompileError
+
+_FORMATS = {
+    # key: (internal format, pixel format, pixel type, numpy dtype)
+    "rgba32f": (GL.GL_RGBA32F, GL.GL_RGBA, GL.GL_FLOAT, np.float32),
+    "rgba32i": (GL.GL_RGBA32I, GL.GL_RGBA_INTEGER, GL.GL_INT, np.int32),
+}
+
+_GL_ERRORS = {GL.GL_INVALID_ENUM: "GL_INVALID_ENUM", GL.GL_INVALID_VALUE: "GL_INVALID_VALUE",
+              GL.GL_INVALID_OPERATION: "GL_INVALID_OPERATION",
+              GL.GL_OUT_OF_MEMORY: "GL_OUT_OF_MEMORY",
+              GL.GL_INVALID_FRAMEBUFFER_OPERATION: "GL_INVALID_FRAMEBUFFER_OPERATION"}
+
+
+def check_gl(what: str) -> None:
+    """PyOpenGL's per-call checking is off (it costs more than a small draw): the
+    runtime asks once per run and names what it was doing."""
+    code = GL.glGetError()
+    if code != GL.GL_NO_ERROR:
+        name = _GL_ERRORS.get(code, hex(code))
+        if code == GL.GL_OUT_OF_MEMORY:
+            raise BackendError(f"the GPU ran out of memory while {what}")
+        raise BackendError(f"OpenGL reported {name} while {what}; this is a fragflow bug, "
+                           f"please report it with the graph (ff.dump)")
+
+
+class Texture:
+    """An RGBA texture of one format, with a framebuffer to render into it."""
+    __slots__ = ("id", "fbo", "width", "height", "format")
+
+    def __init__(self, width: int, height: int, fmt: str):
+        internal, pixel_format, pixel_type, _ = _FORMATS[fmt]
+        self.width, self.height, self.format = width, height, fmt
+        self.id = int(GL.glGenTextures(1))
+        GL.glBindTexture(GL.GL_TEXTURE_2D, self.id)
+        GL.glTexImage2D(GL.GL_TEXTURE_2D, 0, internal, width, height, 0, pixel_format,
+                        pixel_type, None)
+        # texelFetch ignores filtering, but integer textures are incomplete without NEAREST
+        for pname in (GL.GL_TEXTURE_MIN_FILTER, GL.GL_TEXTURE_MAG_FILTER):
+            GL.glTexParameteri(GL.GL_TEXTURE_2D, pname, GL.GL_NEAREST)
+        GL.glTexParameteri(GL.GL_TEXTURE_2D, GL.GL_TEXTURE_MAX_LEVEL, 0)
+        self.fbo = int(GL.glGenFramebuffers(1))
+        GL.glBindFramebuffer(GL.GL_FRAMEBUFFER, self.fbo)
+        GL.glFramebufferTexture2D(GL.GL_FRAMEBUFFER, GL.GL_COLOR_ATTACHMENT0,
+                                  GL.GL_TEXTURE_2D, self.id, 0)
+        status = GL.glCheckFramebufferStatus(GL.GL_FRAMEBUFFER)
+        if status != GL.GL_FRAMEBUFFER_COMPLETE:
+            self.delete()
+            raise BackendError(f"cannot render into a {width}x{height} {fmt} texture "
+                               f"(framebuffer status {status:#x})")
+
+    @property
+    def key(self) -> tuple:
+        return (self.width, self.height, self.format)
+
+    @property
+    def nbytes(self) -> int:
+        return self.width * self.height * 16
+
+    def upload(self, flat: np.ndarray) -> None:
+        """flat: width*height*4 elements of the texture's numpy dtype."""
+        _, pixel_format, pixel_type, _ = _FORMATS[self.format]
+        GL.glBindTexture(GL.GL_TEXTURE_2D, self.id)
+        GL.glTexSubImage2D(GL.GL_TEXTURE_2D, 0, 0, 0, self.width, self.height,
+                           pixel_format, pixel_type, flat)
+
+    def readback(self) -> np.ndarray:
+        _, pixel_format, pixel_type, dtype = _FORMATS[self.format]
+        out = np.empty(self.width * self.height * 4, dtype)
+        GL.glBindFramebuffer(GL.GL_FRAMEBUFFER, self.fbo)
+        GL.glReadPixels(0, 0, self.width, self.height, pixel_format, pixel_type, out)
+        return out
+
+    def delete(self) -> None:
+        GL.glDeleteFramebuffers(1, [self.fbo])
+        GL.glDeleteTextures(1, [self.id])
+
+
+class TexturePool:
+    """Textures by (width, height, format): plans take them when they are built and
+    give them back when they are released, so a rebuilt plan allocates nothing."""
+
+    def __init__(self):
+        self._free = defaultdict(list)
+        self.created = 0
+        self.deleted = 0
+
+    def acquire(self, key: tuple) -> Texture:
+        free = self._free.get(key)
+        if free:
+            return free.pop()
+        self.created += 1
+        return Texture(*key)
+
+    def release(self, texture: Texture) -> None:
+        self._free[texture.key].append(texture)
+
+    def trim(self) -> int:
+        """Delete every texture nobody holds; returns how many."""
+        count = 0
+        for textures in self._free.values():
+            for t in textures:
+                t.delete()
+                count += 1
+        self._free.clear()
+        self.deleted += count
+        return count
+
+    def stats(self) -> dict:
+        free = [t for ts in self._free.values() for t in ts]
+        return {"live": self.created - self.deleted, "free": len(free),
+                "free_bytes": sum(t.nbytes for t in free)}
+
+
+_VERTEX_SHADER = """#version 330 core
+// One triangle that covers the viewport; no vertex data (gl_VertexID only).
+void main() {
+    vec2 p = vec2(float((gl_VertexID << 1) & 2), float(gl_VertexID & 2));
+    gl_Position = vec4(p * 2.0 - 1.0, 0.0, 1.0);
+}
+"""
+
+
+def numbered(source: str) -> str:
+    return "\n".join(f"{i:4d}  {line}" for i, line in enumerate(source.splitlines(), 1))
+
+
+def _compile(kind, source: str, name: str) -> int:
+    shader = GL.glCreateShader(kind)
+    GL.glShaderSource(shader, source)
+    GL.glCompileShader(shader)
+    if not GL.glGetShaderiv(shader, GL.GL_COMPILE_STATUS):
+        log = GL.glGetShaderInfoLog(shader)
+        log = log.decode(errors="replace") if isinstance(log, bytes) else str(log)
+        GL.glDeleteShader(shader)
+        raise ShaderCompileError(f"kernel {name} did not compile:\n{log.strip()}\n"
+                                 f"source:\n{numbered(source)}")
+    return shader
+
+
+class ProgramCache:
+    """Linked programs by kernel body (the source without its header comment)."""
+
+    def __init__(self):
+        self._programs: dict = {}
+        self._vertex = None
+        self.compiles = 0
+
+    def get(self, kernel) -> int:
+        key = kernel.body
+        program = self._programs.get(key)
+        if program is None:
+            program = self._link(kernel)
+            self._programs[key] = program
+        return program
+
+    def _link(self, kernel) -> int:
+        if self._vertex is None:
+            self._vertex = _compile(GL.GL_VERTEX_SHADER, _VERTEX_SHADER, "vertex")
+        fragment = _compile(GL.GL_FRAGMENT_SHADER, kernel.source, kernel.name)
+        program = GL.glCreateProgram()
+        GL.glAttachShader(program, self._vertex)
+        GL.glAttachShader(program, fragment)
+        GL.glLinkProgram(program)
+        GL.glDetachShader(program, fragment)
+        GL.glDeleteShader(fragment)
+        if not GL.glGetProgramiv(program, GL.GL_LINK_STATUS):
+            log = GL.glGetProgramInfoLog(program)
+            log = log.decode(errors="replace") if isinstance(log, bytes) else str(log)
+            GL.glDeleteProgram(program)
+            raise ShaderCompileError(f"kernel {kernel.name} did not link:\n{log.strip()}\n"
+                                     f"source:\n{numbered(kernel.source)}")
+        GL.glUseProgram(program)
+        for unit, binding in enumerate(kernel.inputs):     # samplers never change units
+            GL.glUniform1i(GL.glGetUniformLocation(program, binding.sampler), unit)
+        self.compiles += 1
+        return program
+
+    def __len__(self):
+        return len(self._programs)
+
+    def clear(self) -> None:
+        for program in self._programs.values():
+            GL.glDeleteProgram(program)
+        self._programs.clear()
+        if self._vertex is not None:
+            GL.glDeleteShader(self._vertex)
+            self._vertex = None
