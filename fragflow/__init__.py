@@ -40,6 +40,12 @@ def dump(graph=None, format: str = "text") -> str:
     raise FragflowError(f"unknown dump format {format!r}; use text, json or dot")
 
 
+def gl_info() -> dict:
+    """The GL backend in use: backend, vendor, renderer, version and limits."""
+    from .runtime import get_context
+    return get_context().info()
+
+
 def save_graph(graph, path: str) -> None:
     """Write a graph's JSON form to path."""
     from .ir.serialize import graph_to_json
@@ -54,7 +60,7 @@ def load_graph(text_or_path) -> Graph:
 
 
 __all__ = list(_frontend_all) + [
-    "Graph", "get_default_graph", "reset_default_graph", "dump", "save_graph",
+    "Graph", "get_default_graph", "reset_default_graph", "dump", "save_graph", "gl_info",
     "load_graph", "Session", "CompiledFunction", "Tensor", "Variable", "TensorType",
     "DTYPES", "FragflowError", "AttrError", "BackendError", "DTypeError", "FeedError",
     "FetchError", "GradientError", "GraphError", "SerializationError",

@@ -266,7 +266,7 @@ def _feed_array(value: Value, data) -> np.ndarray:
             e is not None and e != d for e, d in zip(expected, array.shape)):
         raise FeedError(f"feed for '{value.name}' has shape {format_shape(array.shape)}, "
                         f"but the tensor's shape is {format_shape(expected)}")
-    return np.ascontiguousarray(array, dtype=np.dtype(dtype))
+    return np.asarray(array, dtype=np.dtype(dtype), order="C")   # keeps 0-d arrays 0-d
 
 
 def _flatten(fetches):

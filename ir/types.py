@@ -85,7 +85,9 @@ class TensorType:
 
 
 def format_shape(shape) -> str:
-    return "(" + ", ".join("?" if d is None else str(d) for d in shape) + ")"
+    """(2, 3), (4,), (?, 3): Python's tuple form, with ? for unknown dimensions."""
+    dims = ["?" if d is None else str(d) for d in shape]
+    return "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
 
 
 def broadcast_shapes(*shapes) -> tuple:

@@ -27,7 +27,7 @@ def to_array(value, dtype=None) -> np.ndarray:
     if dtype == "int32" and arr.dtype.kind in "iu" and arr.size:
         if arr.min() < _INT32.min or arr.max() > _INT32.max:
             raise DTypeError(f"integer values outside int32's range ({arr.min()}..{arr.max()})")
-    return np.ascontiguousarray(arr, dtype=np.dtype(dtype))
+    return np.array(arr, dtype=np.dtype(dtype), order="C")   # keeps 0-d arrays 0-d
 
 
 def graph_of(*args) -> Graph:

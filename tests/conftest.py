@@ -1,0 +1,33 @@
+"""Shared test setup: the verifier runs after every pass, and helpers that run one
+graph on GL and on the numpy reference executor."""
+import os
+
+os.environ.setdefault("FRAGFLOW_VERIFY", "1")
+# Tests must not litter the user's cache: Mesa's shader cache goes to a temp dir unless
+# the caller chose one.
+os.environ.setdefault("FRAGFLOW_CACHE_DIR", os.path.join(
+    os.environ.get("TMPDIR", "/tmp"), "fragflow-test-cache"))
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+import fragflow as ff  # noqa: E402
+
+
+def gl_available() -> bool:
+    try:
+        from fragflow.runtime.device import Device
+        Device.get()
+        return True
+    except ff.BackendError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def gl():
+    """Skip (with the reason) where no GL context can be made."""
+    try:
+        from fragflow.runtime.device import Device
+        return Device.get()
+    except ff.BackendError as err:
+        pytest.skip(f"no OpenGL context: {err}")

@@ -1,0 +1,42 @@
+"""Run a graph on GL and on the numpy executor, and compare the two."""
+from __future__ import annotations
+
+import numpy as np
+
+import fragflow as ff
+
+
+def run_both(graph, fetches, feed_dict=None):
+    """(gl results, numpy results) for the same fetches and feeds."""
+    with ff.Session(graph, backend="numpy") as ref_sess:
+        ref = ref_sess.run(fetches, feed_dict)
+    with ff.Session(graph) as gl_sess:
+        out = gl_sess.run(fetches, feed_dict)
+    return out, ref
+
+
+def assert_matches(actual, expected, rtol=1e-5, atol=None, scale=None, what=""):
+    """Elementwise |a - e| <= atol + rtol * |e| with NaN matching NaN and infinities
+    matching exactly; int and bool exactly. scale (an array broadcastable to the output)
+    sets atol = rtol * scale for sums of products, where |e| can be tiny by cancellation."""
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
+    assert actual.dtype == expected.dtype, f"{what}: dtype {actual.dtype} != {expected.dtype}"
+    if actual.dtype != np.float32:
+        bad = actual != expected
+        assert not bad.any(), (f"{what}: {bad.sum()} of {bad.size} differ, first at "
+                               f"{np.argwhere(bad)[0]}: {actual[bad][0]} vs {expected[bad][0]}")
+        return
+    if atol is None:
+        atol = rtol * np.abs(scale) if scale is not None else 1e-6
+    a64, e64 = actual.astype(np.float64), expected.astype(np.float64)
+    nan_ok = np.isnan(a64) == np.isnan(e64)
+    finite = np.isfinite(e64)
+    inf_ok = np.where(np.isinf(e64), a64 == e64, True)
+    close = np.where(finite, np.abs(a64 - e64) <= atol + rtol * np.abs(e64), True)
+    good = nan_ok & inf_ok & (close | np.isnan(e64))
+    if not good.all():
+        idx = tuple(np.argwhere(~good)[0])
+        raise AssertionError(f"{what}: {np.sum(~good)} of {good.size} differ beyond "
+                             f"rtol={rtol}; first at {idx}: got {actual[idx]!r}, "
+                             f"expected {expected[idx]!r}")
