@@ -310,3 +310,35 @@ def test_configure_shader_cache(tmp_path, monkeypatch):
     monkeypatch.delenv("MESA_GLSL_CACHE_DIR")
     assert configure_shader_cache() == str(tmp_path / "mine")
     assert "MESA_GLSL_CACHE_DIR" not in os.environ
+
+
+GRAPH = """
+import json
+import numpy as np
+import fragflow as ff
+
+g = ff.Graph()
+with g.as_default():
+    x = ff.placeholder((None, 5), "float32", name="x")
+    w = ff.Variable(np.linspace(-1, 1, 15, dtype=np.float32).reshape(5, 3), name="w")
+    y = ff.sum(ff.relu(x @ w - 0.1) * 2.0, axis=0)
+    k = ff.argmax(x, axis=1)
+xb = np.random.default_rng(0).standard_normal((7, 5)).astype(np.float32)
+with ff.Session(g) as sess:
+    gl_y, gl_k = sess.run([y, k], {x: xb})
+with ff.Session(g, backend="numpy") as ref:
+    np_y, np_k = ref.run([y, k], {x: xb})
+print(json.dumps({"backend": ff.gl_info()["backend"],
+                  "error": float(np.max(np.abs(gl_y - np_y))),
+                  "argmax_equal": bool((gl_k == np_k).all())}))
+"""
+
+
+@pytest.mark.parametrize("backend", BACKEND_PARAMS)
+def test_a_fragflow_graph_runs_under_each_backend(backend, cache_dir, request):
+    env = {"FRAGFLOW_GL": backend}
+    if backend == "glfw":
+        env["DISPLAY"] = request.getfixturevalue("display")
+    result = _run(GRAPH, cache_dir, env).json
+    assert result["backend"] == backend
+    assert result["error"] < 1e-5 and result["argmax_equal"]
