@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from ..ir.graph import Graph
 from ..ir.ops.registry import get_op
-from . import elementwise, matmul, reduce, shape
+from . import conv, elementwise, gradient, image, matmul, random, reduce, shape, structure
 from .kernel import Program
 from .layout import layout_for
 
 # Ops that keep row-major order: their output is the same texture, seen another way.
-VIEW_OPS = {"reshape", "expand_dims", "squeeze", "identity"}
+VIEW_OPS = {"reshape", "expand_dims", "squeeze", "identity", "reshape_like",
+            "stop_gradient", "custom_gradient"}
 
 # op family (ir/ops/<family>.py) -> lowering of one node to a Kernel
 LOWERINGS = {
@@ -18,6 +19,11 @@ LOWERINGS = {
     "reduce": reduce.lower_node,
     "matmul": matmul.lower_node,
     "shape": shape.lower_node,
+    "gradient": gradient.lower_node,
+    "conv": conv.lower_node,
+    "structure": structure.lower_node,
+    "image": image.lower_node,
+    "random": random.lower_node,
 }
 
 

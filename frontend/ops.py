@@ -79,6 +79,13 @@ for _alias, _op in ALIASES.items():
 
 
 @_export
+def add_n(inputs, name=None):
+    """The sum of a list of tensors of one shape and dtype."""
+    values = [x.value if isinstance(x, Tensor) else as_tensor_value(x) for x in inputs]
+    return _wrap(_ew.add_n(values, name=name))
+
+
+@_export
 def where(condition, x, y, name=None):
     """x where condition is true, else y (broadcasting all three)."""
     c, a, b = _operands(condition, x, y)

@@ -100,7 +100,10 @@ class Graph:
         self._by_name: dict[str, Node] = {}
         self._counts: dict[str, int] = defaultdict(int)
         self._scopes: list[str] = []
+        self._source_override: str | None = None
         self.outputs: list[Value] = []   # set on compiled graphs (the fetches)
+        # custom_gradient functions by key (Python callables: not serialised)
+        self.custom_gradients: dict = {}
 
     # -- scopes and names -------------------------------------------------------
     @property
@@ -121,6 +124,19 @@ class Graph:
             yield self.scope
         finally:
             self._scopes = saved
+
+    @contextlib.contextmanager
+    def derived_from(self, node: "Node", prefix: str):
+        """Nodes made inside are named under 'prefix/<node's scope>' and carry node's
+        source line: how gradient nodes point back at the forward op they came from."""
+        scope = f"{prefix}/{node.scope}/" if node.scope else f"{prefix}/"
+        saved = self._source_override
+        self._source_override = node.source
+        try:
+            with self.name_scope(scope):
+                yield
+        finally:
+            self._source_override = saved
 
     def _unique_name(self, base: str) -> str:
         full = f"{self.scope}/{base}" if self.scope else base
@@ -156,7 +172,8 @@ class Graph:
             raise GraphError(f"a node named '{node_name}' already exists in '{self.name}'")
         node = Node(self, op, inputs, {}, node_name,
                     self.scope if scope is None else scope,
-                    user_location() if source is None else source)
+                    source if source is not None else self._source_override
+                    if self._source_override is not None else user_location())
         try:
             full_attrs = opdef.check_attrs(attrs or {})
             node.attrs = MappingProxyType({k: freeze_attr(v) for k, v in full_attrs.items()})

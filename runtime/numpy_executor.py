@@ -31,11 +31,14 @@ class NumpyVariables:
 
 
 class NumpyPlan:
+    """float64=True computes float32 tensors in float64: the oracle for finite-difference
+    gradient checks, where float32's rounding would swamp the differences."""
     kernels: list = []
 
-    def __init__(self, graph, variables: NumpyVariables):
+    def __init__(self, graph, variables: NumpyVariables, float64: bool = False):
         self.graph = graph
         self.variables = variables
+        self._float = np.float64 if float64 else np.float32
 
     def run(self, feeds: dict) -> list:
         env = {}
@@ -46,6 +49,8 @@ class NumpyPlan:
                     results = [np.asarray(feeds[node.outputs[0].name])]
                 elif node.op == "variable":
                     results = [self.variables.value(node.name, node.attrs["initial_value"])]
+                elif node.op == "constant":
+                    results = [node.attrs["value"]]
                 else:
                     arrays = [env[v] for v in node.inputs]
                     try:
@@ -58,11 +63,15 @@ class NumpyPlan:
                     if node.op == "assign":
                         assigns.append((node.inputs[0].node.name, results[0]))
                 for v, r in zip(node.outputs, results):
-                    env[v] = np.asarray(r, dtype=np.dtype(v.dtype)).reshape(v.shape)
+                    dtype = self._float if v.dtype == "float32" else np.dtype(v.dtype)
+                    env[v] = np.asarray(r, dtype=dtype).reshape(v.shape)
         outputs = [env[v].copy() for v in self.graph.outputs]
         for name, value in assigns:
-            self.variables.write(name, value)
+            self.variables.write(name, value.astype(np.dtype(self._dtype_of(name))))
         return outputs
+
+    def _dtype_of(self, variable_name: str) -> str:
+        return self.graph.node(variable_name).outputs[0].dtype
 
     def release(self) -> None:
         pass

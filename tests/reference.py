@@ -30,10 +30,12 @@ def assert_matches(actual, expected, rtol=1e-5, atol=None, scale=None, what=""):
     if atol is None:
         atol = rtol * np.abs(scale) if scale is not None else 1e-6
     a64, e64 = actual.astype(np.float64), expected.astype(np.float64)
+    with np.errstate(invalid="ignore"):       # inf - inf: handled by inf_ok below
+        diff = np.abs(a64 - e64)
     nan_ok = np.isnan(a64) == np.isnan(e64)
     finite = np.isfinite(e64)
     inf_ok = np.where(np.isinf(e64), a64 == e64, True)
-    close = np.where(finite, np.abs(a64 - e64) <= atol + rtol * np.abs(e64), True)
+    close = np.where(finite, diff <= atol + rtol * np.abs(e64), True)
     good = nan_ok & inf_ok & (close | np.isnan(e64))
     if not good.all():
         idx = tuple(np.argwhere(~good)[0])

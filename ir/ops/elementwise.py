@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import DTypeError
-from ..types import TensorType, as_dtype, broadcast_shapes, promote
-from .common import apply, as_values
+from ..errors import DTypeError, ShapeError
+from ..types import TensorType, as_dtype, broadcast_shapes, format_shape, promote
+from .common import apply, as_value, as_values, graph_of
 from .registry import REQUIRED, OpDef, register
 
 _I32 = np.iinfo(np.int32)
@@ -78,12 +78,12 @@ def _int_mod(a, b):
 
 def _floor_div(a, b):
     a, b = _promoted(a, b)
-    return _float_floor_div(a, b) if a.dtype == np.float32 else _int_floor_div(a, b)
+    return _float_floor_div(a, b) if a.dtype.kind == "f" else _int_floor_div(a, b)
 
 
 def _mod(a, b):
     a, b = _promoted(a, b)
-    return np.mod(a, b) if a.dtype == np.float32 else _int_mod(a, b)
+    return np.mod(a, b) if a.dtype.kind == "f" else _int_mod(a, b)
 
 
 def _int_pow(a, b):
@@ -95,7 +95,7 @@ def _int_pow(a, b):
 
 def _pow(a, b):
     a, b = _promoted(a, b)
-    return np.power(a, b) if a.dtype == np.float32 else _int_pow(a, b)
+    return np.power(a, b) if a.dtype.kind == "f" else _int_pow(a, b)
 
 
 def _arith(fn):
@@ -109,7 +109,9 @@ def cast_array(x: np.ndarray, dtype: str) -> np.ndarray:
     """The reference cast (see the module docstring for float → int)."""
     if dtype == "bool":
         return x != 0
-    if dtype == "int32" and x.dtype == np.float32:
+    if dtype == "float32" and x.dtype == np.float64:
+        return x                    # the float64 reference mode keeps its precision
+    if dtype == "int32" and x.dtype.kind == "f":
         clipped = np.clip(np.nan_to_num(x, nan=0.0), _I32.min, _I32.max)
         out = np.trunc(clipped.astype(np.float64))
         return np.clip(out, _I32.min, _I32.max).astype(np.int32)
@@ -117,7 +119,7 @@ def cast_array(x: np.ndarray, dtype: str) -> np.ndarray:
 
 
 def _sigmoid(x):
-    return (1.0 / (1.0 + np.exp(-x))).astype(np.float32)
+    return (1.0 / (1.0 + np.exp(-x))).astype(x.dtype)
 
 
 UNARY = {
@@ -151,7 +153,8 @@ BINARY = {
     "sub": (NUMERIC, None, _arith(np.subtract)),
     "mul": (NUMERIC, None, _arith(np.multiply)),
     "div": (NUMERIC, "float32",
-            lambda arrays, attrs: np.divide(*[a.astype(np.float32) for a in arrays])),
+            lambda arrays, attrs: np.divide(*[a if a.dtype == np.float64 else a.astype(np.float32)
+                                              for a in arrays])),
     "floor_div": (NUMERIC, None, lambda arrays, attrs: _floor_div(*arrays)),
     "mod": (NUMERIC, None, lambda arrays, attrs: _mod(*arrays)),
     "pow": (NUMERIC, None, lambda arrays, attrs: _pow(*arrays)),
@@ -206,6 +209,34 @@ def _where_ref(arrays, attrs):
 
 register(OpDef("where", "elementwise", _where_type, _where_ref, num_inputs=3))
 
+def _add_n_type(types, attrs):
+    if not types:
+        raise ShapeError("needs at least one input")
+    first = types[0]
+    for t in types[1:]:
+        if t.dtype != first.dtype:
+            raise DTypeError(f"inputs must share a dtype, got {first.dtype} and {t.dtype}")
+        broadcast_shapes(first.shape, t.shape)
+        if t.rank != first.rank or any(a is not None and b is not None and a != b
+                                       for a, b in zip(t.shape, first.shape)):
+            raise ShapeError(f"inputs must share a shape, got {format_shape(first.shape)} "
+                             f"and {format_shape(t.shape)}")
+    _check(first.dtype, NUMERIC)
+    shape = tuple(next((d for d in dims if d is not None), None)
+                  for dims in zip(*(t.shape for t in types)))
+    return TensorType(shape, first.dtype)
+
+
+def _add_n_ref(arrays, attrs):
+    total = arrays[0].copy()
+    for a in arrays[1:]:
+        total = total + a
+    return total
+
+
+register(OpDef("add_n", "elementwise", _add_n_type, _add_n_ref,
+               doc="The sum of several tensors of one shape (TensorFlow's add_n)."))
+
 register(OpDef("cast", "elementwise",
                lambda types, attrs: TensorType(types[0].shape, attrs["dtype"]),
                lambda arrays, attrs: cast_array(arrays[0], attrs["dtype"]),
@@ -233,8 +264,16 @@ def binary(op: str, a, b, name=None):
 
 
 def where(cond, x, y, name=None):
+    if isinstance(cond, (bool, np.bool_)):
+        # a Python bool condition is a bool constant, not weakly typed like x and y
+        cond = as_value(graph_of(cond, x, y), bool(cond), "bool")
     cond, x, y = as_values(cond, x, y)
     return apply("where", [cond, x, y], None, name)
+
+
+def add_n(values, name=None):
+    values = list(values)
+    return apply("add_n", values, None, name, values[0].graph if values else None)
 
 
 def cast(x, dtype, name=None):

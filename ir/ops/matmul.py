@@ -28,9 +28,9 @@ def _matmul_type(types, attrs):
     if a.rank < 2 or b.rank < 2:
         raise ShapeError(f"needs operands of rank >= 2, got {format_shape(a.shape)} and "
                          f"{format_shape(b.shape)}")
+    if "bool" in (a.dtype, b.dtype):
+        raise DTypeError("does not accept bool inputs (accepts float32, int32); cast first")
     dtype = promote(a.dtype, b.dtype)
-    if dtype == "bool":
-        raise DTypeError("does not accept bool inputs (accepts float32, int32)")
     batch, m, _, n = matmul_dims(a.shape, b.shape, attrs["transpose_a"], attrs["transpose_b"])
     return TensorType(batch + (m, n), dtype)
 

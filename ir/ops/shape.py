@@ -108,6 +108,9 @@ register(OpDef("squeeze", "shape",
 #   ("index", i)                  picks one element and drops the axis
 #   ("new",)                      inserts an axis of size 1
 def _check_spec(spec, rank):
+    for e in spec:
+        if e[0] == "invalid":          # an index the builder could not read (see below)
+            raise ShapeError(e[1])
     consumed = sum(1 for e in spec if e[0] != "new")
     if consumed != rank:
         raise ShapeError(f"slice covers {consumed} axes of a rank-{rank} tensor")
@@ -199,7 +202,7 @@ def index_spec(key, rank):
         elif isinstance(k, slice):
             spec.append(("range", _int_or_none(k.start), _int_or_none(k.stop),
                          1 if k.step is None else int(k.step)))
-        elif isinstance(k, (int, np.integer)):
+        elif isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_)):
             spec.append(("index", int(k)))
         else:
             raise ShapeError(f"unsupported index {k!r}: use ints, slices, None and ..."
@@ -214,4 +217,10 @@ def _int_or_none(v):
 
 
 def strided_slice(x, key, name=None):
-    return apply("strided_slice", [x], {"spec": index_spec(key, x.type.rank)}, name)
+    try:
+        spec = index_spec(key, x.type.rank)
+    except ShapeError as err:
+        # Raised from type inference instead, so the error names the node and the
+        # user's line like every other build-time error (no node is added).
+        spec = (("invalid", str(err)),)
+    return apply("strided_slice", [x], {"spec": spec}, name)

@@ -1,0 +1,59 @@
+"""Lowering the gradient-support ops (ir/ops/gradient.py). reshape_like, stop_gradient
+and custom_gradient are views (codegen/lower.py); sum_like is a sum over the
+broadcast axes (templates/reduce.glsl.j2); strided_slice_grad has its own template."""
+from __future__ import annotations
+
+from ..ir.ops.gradient import broadcast_axes
+from ..ir.ops.shape import slice_plan
+from .common import make_kernel, operands, output_operand
+from .layout import affine_index, strides
+
+
+def lower_sum_like(node, layouts, prefix):
+    g = operands(node, layouts)[0]
+    out = output_operand(node.outputs[0], layouts)
+    shape = g.layout.shape
+    axes = broadcast_axes(shape, out.layout.shape)
+    kept = [a for a in range(len(shape)) if a not in axes]
+    in_strides = strides(shape)
+    count = 1
+    for a in axes:
+        count *= shape[a]
+    return make_kernel(
+        "reduce.glsl.j2", prefix, "sum_like", [node], [g], out, reduce_op="sum",
+        kept_index=affine_index([shape[a] for a in kept], [in_strides[a] for a in kept]),
+        reduced_index=affine_index([shape[a] for a in axes], [in_strides[a] for a in axes]),
+        count=count, identity="")
+
+
+def lower_slice_grad(node, layouts, prefix):
+    dy = operands(node, layouts)[0]
+    out = output_operand(node.outputs[0], layouts)
+    x_shape = out.layout.shape
+    spec = node.attrs["spec"]
+    plan, dy_shape = slice_plan(x_shape, spec)
+    dy_strides = strides(dy_shape)
+    x_strides = strides(x_shape)
+    axes, out_axis, in_axis = [], 0, 0
+    for entry in spec:
+        if entry[0] == "new":
+            out_axis += 1
+            continue
+        start, step, count = plan[in_axis]
+        axis = {"dim": x_shape[in_axis], "stride": x_strides[in_axis], "start": start}
+        if entry[0] == "index":
+            axis["kind"] = "index"
+        else:
+            axis.update(kind="range", step=step, count=count,
+                        dy_stride=dy_strides[out_axis])
+            out_axis += 1
+        axes.append(axis)
+        in_axis += 1
+    return make_kernel("gradient.glsl.j2", prefix, "strided_slice_grad", [node], [dy],
+                       out, axes=axes)
+
+
+def lower_node(node, layouts, prefix):
+    if node.op == "sum_like":
+        return lower_sum_like(node, layouts, prefix)
+    return lower_slice_grad(node, layouts, prefix)

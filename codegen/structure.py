@@ -1,0 +1,8 @@
+"""Lowering of the structure op family to templates/structure.glsl.j2."""
+from __future__ import annotations
+
+from ..ir.errors import FragflowError
+
+
+def lower_node(node, layouts, prefix):
+    raise FragflowError(f"{node.where()}: no GL kernel for '{node.op}' yet")

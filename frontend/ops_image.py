@@ -1,0 +1,4 @@
+"""User-facing functions of the image op family."""
+from __future__ import annotations
+
+__all__: list = []

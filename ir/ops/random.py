@@ -1,0 +1,1 @@
+"""The random op family (see the op-coverage issue). Ops register themselves here."""

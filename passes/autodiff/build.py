@@ -1,0 +1,43 @@
+"""Short names for the ir builders, so rules read like the maths."""
+from __future__ import annotations
+
+from ...ir.ops import elementwise as _ew
+from ...ir.ops import gradient as _grad
+from ...ir.ops import matmul as _mm
+from ...ir.ops import reduce as _red
+from ...ir.ops import shape as _shape
+
+
+def add(a, b): return _ew.binary("add", a, b)
+def sub(a, b): return _ew.binary("sub", a, b)
+def mul(a, b): return _ew.binary("mul", a, b)
+def div(a, b): return _ew.binary("div", a, b)
+def neg(a): return _ew.unary("neg", a)
+def square(a): return _ew.unary("square", a)
+def unary(op, a): return _ew.unary(op, a)
+def binary(op, a, b): return _ew.binary(op, a, b)
+def where(c, a, b): return _ew.where(c, a, b)
+def cast(a, dtype): return _ew.cast(a, dtype)
+def zeros_like(a): return _ew.unary("zeros_like", a)
+def ones_like(a): return _ew.unary("ones_like", a)
+def reduce(op, a, axis=None, keepdims=False): return _red.reduce(op, a, axis, keepdims)
+def matmul(a, b, ta=False, tb=False): return _mm.matmul(a, b, ta, tb)
+def transpose(a, perm): return _shape.transpose(a, perm)
+def expand_dims(a, axis): return _shape.expand_dims(a, axis)
+sum_like = _grad.sum_like
+reshape_like = _grad.reshape_like
+strided_slice_grad = _grad.strided_slice_grad
+
+
+def unbroadcast(g, x):
+    """g (the gradient of a broadcast result) summed back to x's shape."""
+    if g.shape == x.shape and g.type.is_static:
+        return g
+    return sum_like(g, x)
+
+
+def broadcast_like(g, x):
+    """g broadcast up to x's shape (g + zeros of x's shape)."""
+    if g.shape == x.shape and g.type.is_static:
+        return g
+    return add(g, zeros_like(x))

@@ -1,0 +1,133 @@
+"""Reverse-mode differentiation as a graph transformation.
+
+gradients(ys, xs) adds nodes to ys' graph that compute d(sum of ys)/dx for each x and
+returns them as values: they can be fetched, pruned, fused and differentiated again.
+Gradient nodes are named under 'gradients/<forward scope>' and carry the forward node's
+source line."""
+from __future__ import annotations
+
+from ...ir.errors import GradientError, GraphError
+from ...ir.graph import Value
+from ...ir.ops import elementwise as _ew
+from ...ir.ops.registry import get_op
+from .build import add
+from .registry import GRADIENTS
+
+SCOPE = "gradients"
+
+
+def _check(values, what):
+    for v in values:
+        if not isinstance(v, Value):
+            raise GraphError(f"{what} must be graph tensors, got {v!r}")
+    graphs = {v.graph for v in values}
+    if len(graphs) > 1:
+        raise GraphError(f"{what} come from different graphs")
+
+
+def _between(ys, xs, stops) -> set:
+    """Nodes on some path from an x to a y (not through a stop or a non-float value)."""
+    x_set = set(xs)
+    reaches_x: dict = {}
+
+    def reaches(value) -> bool:
+        if value in x_set:
+            return True
+        if value in stops or value.dtype != "float32":
+            return False
+        node = value.node
+        if not get_op(node.op).differentiable:
+            return False
+        if node not in reaches_x:
+            reaches_x[node] = False    # cycles cannot happen; guards re-entry
+            reaches_x[node] = any(reaches(v) for v in node.inputs)
+        return reaches_x[node]
+
+    needed, stack = set(), list(ys)
+    while stack:
+        value = stack.pop()
+        if value in x_set or value in stops:
+            continue
+        node = value.node
+        if node in needed or not reaches(value):
+            continue
+        needed.add(node)
+        stack.extend(node.inputs)
+    return needed
+
+
+def _sum(values):
+    """Several paths into one tensor: their gradients add up."""
+    if len(values) == 1:
+        return values[0]
+    if "add_n" in _registered_ops():
+        return _ew.add_n(values)
+    total = values[0]
+    for v in values[1:]:
+        total = add(total, v)
+    return total
+
+
+def _registered_ops():
+    from ...ir.ops.registry import all_ops
+    return all_ops()
+
+
+def gradients(ys, xs, grad_ys=None, stop_gradients=(), unconnected="none"):
+    """One gradient per x of sum(ys) (weighted by grad_ys when given)."""
+    ys, xs = list(ys), list(xs)
+    _check(ys + xs, "ys and xs")
+    if unconnected not in ("none", "zero"):
+        raise GradientError(f"unconnected must be 'none' or 'zero', got {unconnected!r}")
+    graph = ys[0].graph if ys else xs[0].graph
+    for x in xs:
+        if x.dtype != "float32":
+            raise GradientError(f"cannot differentiate with respect to '{x.name}': it is "
+                                f"{x.dtype}; only float32 tensors have gradients")
+    grad_ys = list(grad_ys) if grad_ys is not None else [None] * len(ys)
+    if len(grad_ys) != len(ys):
+        raise GradientError(f"{len(grad_ys)} grad_ys for {len(ys)} ys")
+    stops = set(stop_gradients or ())
+    needed = _between(ys, xs, stops)
+    pending: dict = {}          # value -> [gradient contributions]
+    for y, dy in zip(ys, grad_ys):
+        if y.dtype != "float32":
+            raise GradientError(f"cannot differentiate '{y.name}': it is {y.dtype}")
+        if dy is None:
+            with graph.derived_from(y.node, SCOPE):
+                dy = _ew.unary("ones_like", y)
+        pending.setdefault(y, []).append(dy)
+    for node in reversed(graph.nodes):
+        if node not in needed:
+            continue
+        if not any(v in pending for v in node.outputs):
+            continue
+        rule = GRADIENTS.get(node.op)
+        if rule is None:
+            fetch = next((y for y in ys if y.node is node), ys[0])
+            raise GradientError(
+                f"{node.op} '{node.name}' (scope '{node.scope}'"
+                f"{', ' + node.source if node.source else ''}) has no gradient rule; "
+                f"the gradient of '{fetch.name}' needs one")
+        with graph.derived_from(node, SCOPE):
+            dys = [_sum(pending[v]) if v in pending else None for v in node.outputs]
+            if len(node.outputs) == 1:
+                grads = rule(node, dys[0])
+            else:
+                grads = rule(node, [d if d is not None else _ew.unary("zeros_like", v)
+                                    for d, v in zip(dys, node.outputs)])
+        for value, grad in zip(node.inputs, grads):
+            if grad is None or value.dtype != "float32" or value in stops:
+                continue
+            pending.setdefault(value, []).append(grad)
+    results = []
+    for x in xs:
+        if x in pending:
+            with graph.derived_from(x.node, SCOPE):
+                results.append(_sum(pending[x]))
+        elif unconnected == "zero":
+            with graph.derived_from(x.node, SCOPE):
+                results.append(_ew.unary("zeros_like", x))
+        else:
+            results.append(None)
+    return results

@@ -1,0 +1,1 @@
+"""Gradient rules of the random op family."""

@@ -1,0 +1,73 @@
+"""Gradient rules of the reductions."""
+from __future__ import annotations
+
+from ...ir.types import normalize_axes
+from .build import (binary, broadcast_like, cast, div, expand_dims, mul, reduce,
+                    where)
+from .registry import gradient
+
+
+def _keepdims(node, g):
+    """g (shaped like the reduction's output) with the reduced axes back as size 1."""
+    if node.attrs["keepdims"]:
+        return g
+    x = node.inputs[0]
+    for axis in normalize_axes(node.attrs["axis"], x.type.rank):
+        g = expand_dims(g, axis)
+    return g
+
+
+def _count(node):
+    """How many elements each output element reduces (a tensor when shapes are
+    only known at feed time)."""
+    x = node.inputs[0]
+    axes = normalize_axes(node.attrs["axis"], x.type.rank)
+    dims = [x.shape[a] for a in axes]
+    if all(d is not None for d in dims):
+        n = 1
+        for d in dims:
+            n *= d
+        return float(n)
+    return reduce("sum", binary("add", binary("mul", x, 0.0), 1.0), node.attrs["axis"],
+                  True)
+
+
+@gradient("sum")
+def _sum(node, dy):
+    return [broadcast_like(_keepdims(node, dy), node.inputs[0])]
+
+
+@gradient("mean")
+def _mean(node, dy):
+    return [broadcast_like(div(_keepdims(node, dy), _count(node)), node.inputs[0])]
+
+
+def _extremum(node, dy):
+    """max/min: split the gradient evenly among the elements equal to the result
+    (TensorFlow's rule for ties)."""
+    x = node.inputs[0]
+    y = _keepdims(node, node.outputs[0])
+    hits = cast(binary("equal", x, y), "float32")
+    share = div(hits, reduce("sum", hits, node.attrs["axis"], True))
+    return [mul(share, _keepdims(node, dy))]
+
+
+gradient("max")(_extremum)
+gradient("min")(_extremum)
+
+
+@gradient("prod")
+def _prod(node, dy):
+    """d prod / d x_i = product of the others, exact with zeros: with no zero it is
+    prod / x_i; with one zero only that element gets the product of the rest; with
+    more, every gradient is 0."""
+    x = node.inputs[0]
+    axis = node.attrs["axis"]
+    is_zero = binary("equal", x, 0.0)
+    zeros = reduce("sum", cast(is_zero, "float32"), axis, True)
+    others = reduce("prod", where(is_zero, 1.0, x), axis, True)
+    safe_x = where(is_zero, 1.0, x)
+    grad = where(is_zero,
+                 where(binary("equal", zeros, 1.0), others, 0.0),
+                 where(binary("equal", zeros, 0.0), div(others, safe_x), 0.0))
+    return [mul(grad, _keepdims(node, dy))]
