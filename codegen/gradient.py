@@ -6,24 +6,15 @@ from __future__ import annotations
 from ..ir.ops.gradient import broadcast_axes
 from ..ir.ops.shape import slice_plan
 from .common import make_kernel, operands, output_operand
-from .layout import affine_index, strides
+from .layout import strides
+from .reduce import reduction_kernel
 
 
 def lower_sum_like(node, layouts, prefix):
     g = operands(node, layouts)[0]
     out = output_operand(node.outputs[0], layouts)
-    shape = g.layout.shape
-    axes = broadcast_axes(shape, out.layout.shape)
-    kept = [a for a in range(len(shape)) if a not in axes]
-    in_strides = strides(shape)
-    count = 1
-    for a in axes:
-        count *= shape[a]
-    return make_kernel(
-        "reduce.glsl.j2", prefix, "sum_like", [node], [g], out, reduce_op="sum",
-        kept_index=affine_index([shape[a] for a in kept], [in_strides[a] for a in kept]),
-        reduced_index=affine_index([shape[a] for a in axes], [in_strides[a] for a in axes]),
-        count=count, identity="")
+    axes = broadcast_axes(g.layout.shape, out.layout.shape)
+    return reduction_kernel(node, g, out, axes, "sum", prefix, kernel_op="sum_like")
 
 
 def lower_slice_grad(node, layouts, prefix):

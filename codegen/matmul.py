@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from .common import make_kernel, operands, output_operand
 from .layout import affine_index, strides
+from .reduce import unroll_for
 
 
 def _batch_strides(operand_shape, batch_shape):
@@ -36,7 +37,8 @@ def lower_node(node, layouts, prefix):
     return make_kernel("matmul.glsl.j2", prefix, "matmul", [node], bound, out,
                        a_index=a_index, b_index=b_index, a_step=a_step, b_step=b_step,
                        k=k, columns_in_texels=columns_in_texels,
-                       rows_in_texels=rows_in_texels)
+                       rows_in_texels=rows_in_texels,
+                       unroll=unroll_for(k // 4 if rows_in_texels else k))
 
 
 def _alias(op):

@@ -2,8 +2,8 @@
 keepdims; argmax and argmin over one axis (int32 indices, the first on ties, NaN
 counts as the largest/smallest like NumPy).
 
-An empty reduction gives the identity: 0 for sum and mean, 1 for prod, -inf / int32's minimum
-for max and +inf / int32's maximum for min (TensorFlow's values). mean of an int32
+An empty reduction gives the identity: 0 for sum and mean, 1 for prod, -inf / int32's
+minimum for max and +inf / int32's maximum for min (TensorFlow's values). mean of an int32
 tensor is the wrapped int32 sum divided by the count, truncated (TensorFlow's).
 """
 from __future__ import annotations
