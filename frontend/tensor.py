@@ -75,8 +75,8 @@ class Tensor:
     def __rmod__(self, other): return _wrap(elementwise.binary("mod", _v(other), self.value))
     def __pow__(self, other): return _wrap(elementwise.binary("pow", self.value, _v(other)))
     def __rpow__(self, other): return _wrap(elementwise.binary("pow", _v(other), self.value))
-    def __matmul__(self, other): return _wrap(_matmul.matmul(self.value, _v(other)))
-    def __rmatmul__(self, other): return _wrap(_matmul.matmul(_v(other), self.value))
+    def __matmul__(self, other): return _wrap(matmul_promoting(self.value, _v(other)))
+    def __rmatmul__(self, other): return _wrap(matmul_promoting(_v(other), self.value))
     def __neg__(self): return _wrap(elementwise.unary("neg", self.value))
     def __pos__(self): return self
     def __abs__(self): return _wrap(elementwise.unary("abs", self.value))
@@ -142,6 +142,24 @@ class Variable(Tensor):
 
     def __repr__(self):
         return f"<ff.Variable '{self.name}' {self.value.type}>"
+
+
+def matmul_promoting(a, b):
+    """a @ b with numpy's rule for vectors: a 1-D left operand is a row, a 1-D right
+    operand a column, and the added axis is removed from the result."""
+    from ..ir.ops.common import as_values
+    a, b = as_values(a, b)
+    row, column = a.type.rank == 1, b.type.rank == 1
+    if row:
+        a = _shape.expand_dims(a, 0)
+    if column:
+        b = _shape.expand_dims(b, -1)
+    y = _matmul.matmul(a, b)
+    if column:
+        y = _shape.squeeze(y, -1)
+    if row:
+        y = _shape.squeeze(y, -2 if not column else -1)
+    return y
 
 
 def _v(x, graph=None):

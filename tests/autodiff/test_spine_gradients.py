@@ -134,7 +134,7 @@ def test_shape_op_gradients(gl):
                     {"x": normal((2, 3))})
 
 
-def test_slicing_gradient_scatters_back(gl):
+def test_strided_slice_gradient_scatters_back(gl):
     check_gradients(lambda x: x[1:, ::-2, None] * 3.0, {"x": normal((3, 5))},
                     second_order=True)
     check_gradients(lambda x: x[-1, 2:4] * x[0, :2], {"x": normal((2, 5))})

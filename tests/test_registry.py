@@ -1,0 +1,61 @@
+"""The op registry keeps an op's facets in step (STYLE.md): a definition in
+ir/ops/<family>.py, a kernel (templates/<family>.glsl.j2 or a view), a gradient rule or
+a non-differentiable mark, and tests naming it."""
+import glob
+import os
+import re
+
+import pytest
+
+from fragflow.codegen.lower import LOWERINGS, VIEW_OPS
+from fragflow.ir.ops.registry import all_ops
+from fragflow.passes.autodiff import GRADIENTS
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TEMPLATES = os.path.join(ROOT, "codegen", "templates")
+# Ops the executors provide themselves (no kernel) and ops lowered specially.
+NO_KERNEL = {"placeholder", "constant", "variable"}
+SPECIAL = {"assign"}          # a copy kernel (codegen/elementwise.py lower_copy)
+# Gradient-support ops whose gradients are exercised through second-order tests of the
+# ops that emit them, not by name.
+SECOND_ORDER_ONLY = {"sum_like", "reshape_like", "strided_slice_grad", "custom_gradient"}
+
+
+def _text(pattern):
+    return "\n".join(open(p, encoding="utf-8").read()
+                     for p in glob.glob(os.path.join(ROOT, pattern), recursive=True))
+
+
+OP_TESTS = _text("tests/ops/*.py") + _text("tests/frontend/*.py")
+GRAD_TESTS = _text("tests/autodiff/*.py")
+OPS = sorted(all_ops().items())
+
+
+def _named(name, text):
+    # underscores count as separators: test_strided_slice_... names strided_slice
+    return re.search(rf"(?<![A-Za-z0-9]){re.escape(name)}(?![A-Za-z0-9])", text) is not None
+
+
+@pytest.mark.parametrize("name, opdef", OPS, ids=[n for n, _ in OPS])
+def test_op_has_a_kernel(name, opdef):
+    if name in NO_KERNEL | SPECIAL | VIEW_OPS:
+        return
+    assert opdef.family in LOWERINGS, f"{name}: no lowering for family {opdef.family}"
+    assert os.path.exists(os.path.join(TEMPLATES, f"{opdef.family}.glsl.j2")) or \
+        opdef.family in ("gradient",), f"{name}: no templates/{opdef.family}.glsl.j2"
+
+
+@pytest.mark.parametrize("name, opdef", OPS, ids=[n for n, _ in OPS])
+def test_op_has_a_gradient_rule_or_is_marked_non_differentiable(name, opdef):
+    assert not opdef.differentiable or name in GRADIENTS, \
+        f"{name} is differentiable but has no rule in passes/autodiff/{opdef.family}.py"
+
+
+@pytest.mark.parametrize("name, opdef", OPS, ids=[n for n, _ in OPS])
+def test_op_is_named_by_a_gl_test_and_a_gradient_test(name, opdef):
+    if name in NO_KERNEL:
+        return
+    assert _named(name, OP_TESTS) or name in SECOND_ORDER_ONLY, \
+        f"{name}: no test under tests/ops names it"
+    if opdef.differentiable and name not in SECOND_ORDER_ONLY:
+        assert _named(name, GRAD_TESTS), f"{name}: no gradient test under tests/autodiff"
