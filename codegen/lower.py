@@ -36,7 +36,7 @@ def lower(graph: Graph, max_texture_size: int) -> Program:
                       assigns=[], outputs=[v.name for v in graph.outputs])
     for node in graph.nodes:
         out = node.outputs[0].name if node.outputs else None
-        if node.op == "placeholder":
+        if node.op in ("placeholder", "run_counter"):   # the session feeds run_counter
             program.feeds.append(out)
         elif node.op == "constant":
             program.constants[out] = node.attrs["value"]

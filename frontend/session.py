@@ -7,6 +7,7 @@ import numpy as np
 
 from ..ir.errors import FeedError, FetchError, FragflowError, SerializationError
 from ..ir.graph import Graph, Value, get_default_graph
+from ..ir.ops.state import RUN_COUNTER
 from ..ir.types import TensorType, format_shape
 from ..passes import PassManager, prune
 from .tensor import Tensor
@@ -37,6 +38,7 @@ class Session:
         self._pass_args = dict(passes=passes, disable=disable_passes, dump_dir=dump_passes)
         PassManager(**self._pass_args)          # unknown pass names fail here, not later
         self._plans: dict = {}
+        self._runs = 0
         self._closed = False
         if backend == "gl":
             from ..runtime.device import Device
@@ -64,7 +66,13 @@ class Session:
     def _run_values(self, values: list, feeds: dict, passes=None) -> list:
         plan, names = self._plan(values, {v: TensorType(a.shape, v.dtype)
                                           for v, a in feeds.items()}, passes)
-        return plan.run({names[v]: a for v, a in feeds.items() if v in names})
+        return self._execute(plan, {names[v]: a for v, a in feeds.items() if v in names})
+
+    def _execute(self, plan, feeds_by_name: dict) -> list:
+        """One run: the run counter (random ops' fresh draws) is fed like a placeholder."""
+        feeds_by_name[RUN_COUNTER] = np.array(self._runs, np.int32)
+        self._runs += 1
+        return plan.run(feeds_by_name)
 
     def _plan(self, values, feed_types: dict, passes=None):
         self._check_open()
@@ -237,7 +245,8 @@ class CompiledFunction:
                                                         for v, a in feeds.items()},
                                          self._passes)
         self._last = plan
-        return plan.run({names[v]: a for v, a in feeds.items() if v in names})
+        return self.session._execute(plan, {names[v]: a for v, a in feeds.items()
+                                            if v in names})
 
     @property
     def kernels(self) -> list:

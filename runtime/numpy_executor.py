@@ -45,7 +45,7 @@ class NumpyPlan:
         assigns = []
         with np.errstate(all="ignore"):
             for node in self.graph.nodes:
-                if node.op == "placeholder":
+                if node.op in ("placeholder", "run_counter"):
                     results = [np.asarray(feeds[node.outputs[0].name])]
                 elif node.op == "variable":
                     results = [self.variables.value(node.name, node.attrs["initial_value"])]

@@ -56,6 +56,22 @@ register(OpDef("assign", "state", _assign_type, lambda arrays, attrs: arrays[1],
                doc="Sets a variable to a new value when the run ends; returns the value."))
 
 
+register(OpDef("run_counter", "state", lambda types, attrs: TensorType((), "int32"),
+               _no_reference, num_inputs=0, differentiable=False, stateful=True,
+               doc="How many runs its session made before this one (int32): what makes "
+                   "random ops draw fresh values every run, reproducibly."))
+
+RUN_COUNTER = "run_counter"
+
+
+def run_counter(graph: Graph) -> Value:
+    """The graph's run counter (one per graph, made on first use)."""
+    if RUN_COUNTER in graph:
+        return graph.node(RUN_COUNTER).outputs[0]
+    return graph.add_node("run_counter", [], {}, exact_name=RUN_COUNTER, scope="",
+                          source="").outputs[0]
+
+
 def placeholder(graph: Graph, shape, dtype, name=None) -> Value:
     if shape is None:
         raise ShapeError("placeholder needs a shape (use None for unknown dimensions)")
