@@ -15,10 +15,10 @@ def _batch_strides(operand_shape, batch_shape):
     return [0 if d == 1 else s for d, s in zip(padded, padded_strides)]
 
 
-def lower_node(node, layouts, prefix):
-    ins = operands(node, layouts)
-    a, b = (ins[0], ins[0]) if len(ins) == 1 else ins      # x @ x has one texture
-    out = output_operand(node.outputs[0], layouts)
+def matmul_kernel(node, a, b, out, prefix, extra=(), epilogue=None, op="matmul",
+                  nodes=None):
+    """A matmul kernel; with an epilogue (codegen/fused.py), it applies elementwise
+    steps to each result before writing it, reading the extra operands."""
     ta, tb = node.attrs["transpose_a"], node.attrs["transpose_b"]
     out_shape = out.layout.shape
     batch = out_shape[:-2]
@@ -34,11 +34,17 @@ def lower_node(node, layouts, prefix):
     rows_in_texels = columns_in_texels and k % 4 == 0 and not ta
     # The template names the operands inputs[0] and inputs[1]; x @ x binds one texture.
     bound = [a, b] if a is not b else [a, _alias(a)]
-    return make_kernel("matmul.glsl.j2", prefix, "matmul", [node], bound, out,
-                       a_index=a_index, b_index=b_index, a_step=a_step, b_step=b_step,
-                       k=k, columns_in_texels=columns_in_texels,
-                       rows_in_texels=rows_in_texels,
+    return make_kernel("matmul.glsl.j2", prefix, op, nodes or [node], bound + list(extra),
+                       out, a_index=a_index, b_index=b_index, a_step=a_step,
+                       b_step=b_step, k=k, columns_in_texels=columns_in_texels,
+                       rows_in_texels=rows_in_texels, epilogue=epilogue,
                        unroll=unroll_for(k // 4 if rows_in_texels else k))
+
+
+def lower_node(node, layouts, prefix):
+    ins = operands(node, layouts)
+    a, b = (ins[0], ins[0]) if len(ins) == 1 else ins
+    return matmul_kernel(node, a, b, output_operand(node.outputs[0], layouts), prefix)
 
 
 def _alias(op):

@@ -10,7 +10,7 @@
 See README.md and shared/DESIGN.md ("Public contract").
 """
 from .frontend import *  # noqa: F401,F403
-from .frontend import CompiledFunction, Session, Tensor, Variable
+from .frontend import CompiledFunction, Session, Tensor, Variable, fused
 from .frontend import __all__ as _frontend_all
 from .ir.errors import (AttrError, BackendError, DTypeError, FeedError, FetchError,
                         FragflowError, GradientError, GraphError, SerializationError,
@@ -61,7 +61,7 @@ def load_graph(text_or_path) -> Graph:
 
 __all__ = list(_frontend_all) + [
     "Graph", "get_default_graph", "reset_default_graph", "dump", "save_graph", "gl_info",
-    "load_graph", "Session", "CompiledFunction", "Tensor", "Variable", "TensorType",
+    "load_graph", "fused", "Session", "CompiledFunction", "Tensor", "Variable", "TensorType",
     "DTYPES", "FragflowError", "AttrError", "BackendError", "DTypeError", "FeedError",
     "FetchError", "GradientError", "GraphError", "SerializationError",
     "ShaderCompileError", "ShapeError", "TensorTooLargeError",

@@ -89,17 +89,23 @@ class Session:
         args = dict(self._pass_args)
         if passes is not None:
             args["passes"] = passes
-        compiled = PassManager(**args).run(compiled)
+        manager = PassManager(**args)
+        compiled = manager.run(compiled)
         names = {v: mapping[v].name for v in feed_types if v in mapping}
         if self.backend == "numpy":
             from ..runtime import NumpyPlan
-            return NumpyPlan(compiled, self._variables), names
+            plan = NumpyPlan(compiled, self._variables)
+            plan.fusion_report = manager.fusion_report
+            return plan, names
         from ..codegen import lower
         from ..runtime.gl_plan import GLPlan
         program = lower(compiled, self._device.max_texture_size)
         initial = {n.name: n.attrs["initial_value"] for n in compiled.nodes
                    if n.op == "variable"}
-        return GLPlan(program, self._variables, initial), names
+        plan = GLPlan(program, self._variables, initial)
+        plan.fusion_report = manager.fusion_report
+        plan.graph = compiled
+        return plan, names
 
     # -- fetches and feeds --------------------------------------------------------------
     def _fetch_value(self, fetch) -> Value:
@@ -247,6 +253,24 @@ class CompiledFunction:
         self._last = plan
         return self.session._execute(plan, {names[v]: a for v, a in feeds.items()
                                             if v in names})
+
+    @property
+    def fusion_report(self) -> list:
+        """What fusion did for the last compiled specialisation: each group fused and
+        each candidate rejected, with the reason."""
+        self._require_plan()
+        return list(self._last.fusion_report)
+
+    @property
+    def graph(self):
+        """The compiled graph (after every pass) of the last specialisation."""
+        self._require_plan()
+        return self._last.graph
+
+    def _require_plan(self):
+        if self._last is None:
+            raise FragflowError("feed shapes are not known yet: call the function once "
+                                "(kernels depend on the shapes)")
 
     @property
     def kernels(self) -> list:

@@ -27,10 +27,25 @@ def format_attr(value) -> str:
     return repr(value)
 
 
+def format_steps(steps) -> str:
+    """A fused op's steps as s0=mul(in0,in1); s1=relu(s0)."""
+    parts = []
+    for j, (op, attrs, args) in enumerate(steps):
+        operands = [("in" if kind == "in" else "s") + str(k) for kind, k in args]
+        operands += [f"{k}={format_attr(v)}" for k, v in attrs]
+        parts.append(f"s{j}={op}({','.join(operands)})")
+    return "[" + "; ".join(parts) + "]"
+
+
 def _attrs(node) -> str:
     opdef = get_op(node.op)
     shown = []
     for key, value in node.attrs.items():
+        if key == "steps":
+            shown.append(f"steps={format_steps(value)}")
+            continue
+        if key == "nodes":
+            continue      # provenance: the kernel header lists it
         default = opdef.attrs.get(key, REQUIRED)
         if default is not REQUIRED and not isinstance(value, np.ndarray) and value == default:
             continue

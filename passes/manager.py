@@ -9,13 +9,14 @@ from typing import Callable
 from ..ir.errors import FragflowError
 from ..ir.graph import Graph
 from ..ir.printer import format_graph
+from . import fusion, simplify
 from .verify import verify
 
 
 @dataclass(frozen=True)
 class Pass:
     name: str
-    run: Callable          # Graph -> Graph
+    run: Callable          # (Graph, report: list of str) -> Graph
     doc: str = ""
 
 
@@ -29,11 +30,23 @@ def register_pass(name: str, doc: str = ""):
     return decorator
 
 
-register_pass("verify", "check edges, names and types")(verify)
+register_pass("verify", "check edges, names and types")(lambda graph, report: verify(graph))
+register_pass("fold_constants", "evaluate nodes of constants (numpy references)")(
+    simplify.fold_constants)
+register_pass("cse", "compute identical nodes once")(
+    simplify.eliminate_common_subexpressions)
+register_pass("simplify", "x*1, x+0, -(-x), same-dtype casts, transpose/reshape pairs")(
+    simplify.simplify)
+register_pass("fuse_matmul", "matmul + bias + activation epilogues in one kernel")(
+    fusion.fuse_matmul)
+register_pass("fuse_elementwise", "connected elementwise ops in one kernel")(
+    fusion.fuse_elementwise)
 
 # The order a Session runs them in, after prune (which always runs first: it is what
 # turns a user's graph and fetches into a compiled graph).
-DEFAULT_PIPELINE = ("verify",)
+DEFAULT_PIPELINE = ("fold_constants", "cse", "simplify", "fuse_matmul", "fuse_elementwise",
+                    "verify")
+FUSION_PASSES = ("fuse_matmul", "fuse_elementwise")
 
 
 class PassManager:
@@ -48,25 +61,33 @@ class PassManager:
             os.environ.get("FRAGFLOW_DUMP_PASSES") or None
         self.verify_each = bool(os.environ.get("FRAGFLOW_VERIFY")) if verify_each is None \
             else verify_each
-        self.log: list = []      # (pass name, nodes before, nodes after)
+        self.log: list = []      # (pass name, nodes before, nodes after, report lines)
 
     def run(self, graph: Graph) -> Graph:
-        self._dump(0, "prune", graph, None)
+        self._dump(0, "prune", graph, None, [])
         for index, p in enumerate(self.passes, 1):
             before = len(graph.nodes)
-            graph = p.run(graph)
-            self.log.append((p.name, before, len(graph.nodes)))
+            report: list = []
+            graph = p.run(graph, report)
+            self.log.append((p.name, before, len(graph.nodes), report))
             if self.verify_each and p.name != "verify":
                 verify(graph)
-            self._dump(index, p.name, graph, before)
+            self._dump(index, p.name, graph, before, report)
         return graph
 
-    def _dump(self, index: int, name: str, graph: Graph, before) -> None:
+    @property
+    def fusion_report(self) -> list:
+        """What the fusion passes fused and every candidate they turned down, and why."""
+        return [line for name, _, _, report in self.log if name in FUSION_PASSES
+                for line in report]
+
+    def _dump(self, index: int, name: str, graph: Graph, before, report) -> None:
         if not self.dump_dir:
             return
         os.makedirs(self.dump_dir, exist_ok=True)
         path = os.path.join(self.dump_dir, f"{graph.name}.{index:02d}.{name}.txt")
-        stats = f"// after {name}: {len(graph.nodes)} nodes" + \
-            (f" (before: {before})" if before is not None else "")
+        lines = [f"// after {name}: {len(graph.nodes)} nodes"
+                 + (f" (before: {before})" if before is not None else "")]
+        lines += [f"// {line}" for line in report]
         with open(path, "w", encoding="utf-8") as f:
-            f.write(stats + "\n" + format_graph(graph) + "\n")
+            f.write("\n".join(lines) + "\n" + format_graph(graph) + "\n")

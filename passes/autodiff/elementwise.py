@@ -1,9 +1,12 @@
 """Gradient rules of the elementwise ops. Broadcasting is undone with unbroadcast."""
 from __future__ import annotations
 
+from ...ir.ops.elementwise import SELU_ALPHA, SELU_SCALE
 from .build import (add, binary, broadcast_like, cast, div, mul, neg, square, sub,
                     unary, unbroadcast, where, zeros_like)
 from .registry import gradient
+
+TWO_OVER_SQRT_PI = 1.1283791670955126          # erf' = 2/sqrt(pi) e^(-x^2)
 
 
 def _y(node):
@@ -79,8 +82,81 @@ UNARY = {
     "round": lambda n, y, dy: zeros_like(n.inputs[0]),
 }
 
+
+def _x(node):
+    return node.inputs[0]
+
+
+def _rsqrt_one_minus_x2(node):
+    """1 / sqrt(1 - x^2): the derivative of asin (and -acos)."""
+    return unary("rsqrt", sub(1.0, square(_x(node))))
+
+
+# The math family, with TensorFlow's formulas (in terms of x or of the output y).
+UNARY.update({
+    "asin": lambda n, y, dy: mul(dy, _rsqrt_one_minus_x2(n)),
+    "acos": lambda n, y, dy: neg(mul(dy, _rsqrt_one_minus_x2(n))),
+    "atan": lambda n, y, dy: div(dy, add(1.0, square(_x(n)))),
+    "asinh": lambda n, y, dy: div(dy, unary("cosh", y)),
+    "acosh": lambda n, y, dy: div(dy, unary("sinh", y)),
+    "atanh": lambda n, y, dy: div(dy, sub(1.0, square(_x(n)))),
+    "sinh": lambda n, y, dy: mul(dy, unary("cosh", _x(n))),
+    "cosh": lambda n, y, dy: mul(dy, unary("sinh", _x(n))),
+    "tan": lambda n, y, dy: mul(dy, add(1.0, square(y))),          # sec^2 = 1 + tan^2
+    "erf": lambda n, y, dy: mul(dy, mul(unary("exp", neg(square(_x(n)))), TWO_OVER_SQRT_PI)),
+    "expm1": lambda n, y, dy: mul(dy, unary("exp", _x(n))),
+    "log1p": lambda n, y, dy: div(dy, add(1.0, _x(n))),
+    "softplus": lambda n, y, dy: mul(dy, unary("sigmoid", _x(n))),
+    # elu' = y + 1 below 0; selu' = y + scale * alpha below 0, scale above
+    "elu": lambda n, y, dy: where(binary("less", _x(n), 0.0), mul(dy, add(y, 1.0)), dy),
+    "selu": lambda n, y, dy: where(binary("less", _x(n), 0.0),
+                                   mul(dy, add(y, SELU_SCALE * SELU_ALPHA)),
+                                   mul(dy, SELU_SCALE)),
+    "relu6": lambda n, y, dy: where(binary("logical_and", binary("greater", _x(n), 0.0),
+                                           binary("less", _x(n), 6.0)), dy, 0.0),
+    "leaky_relu": lambda n, y, dy: where(binary("greater", _x(n), 0.0), dy,
+                                         mul(dy, n.attrs["alpha"])),
+    "step": lambda n, y, dy: zeros_like(_x(n)),                    # TensorFlow.js's
+})
+
 for _op, _fn in UNARY.items():
     gradient(_op)(lambda node, dy, _fn=_fn: [_fn(node, node.outputs[0], dy)])
+
+
+@gradient("atan2")
+def _atan2(node, dy):
+    """atan2(y, x): d/dy = x / (x^2 + y^2), d/dx = -y / (x^2 + y^2)."""
+    y, x = node.inputs
+    scaled = div(dy, add(square(x), square(y)))
+    return [unbroadcast(mul(scaled, x), y), unbroadcast(neg(mul(scaled, y)), x)]
+
+
+@gradient("squared_difference")
+def _squared_difference(node, dy):
+    a, b = node.inputs
+    da = mul(mul(dy, 2.0), sub(a, b))
+    return [unbroadcast(da, a), unbroadcast(neg(da), b)]
+
+
+@gradient("prelu")
+def _prelu(node, dy):
+    """x > 0 ? x : alpha * x: dx = dy or alpha * dy, dalpha = 0 or x * dy."""
+    x, alpha = node.inputs
+    positive = binary("greater", x, 0.0)
+    return [unbroadcast(where(positive, dy, mul(dy, alpha)), x),
+            unbroadcast(where(positive, 0.0, mul(dy, x)), alpha)]
+
+
+@gradient("clip_by_value")
+def _clip_by_value(node, dy):
+    """TensorFlow's: t's gradient passes where min <= t <= max; the rest goes to the
+    bound that was taken, summed back to the bound's shape."""
+    x, lo, hi = node.inputs
+    below = binary("less", x, lo)
+    above = binary("greater", x, hi)
+    return [unbroadcast(where(binary("logical_or", below, above), 0.0, dy), x),
+            unbroadcast(where(below, dy, 0.0), lo),
+            unbroadcast(where(above, dy, 0.0), hi)]
 
 
 @gradient("cast")

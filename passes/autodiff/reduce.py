@@ -1,9 +1,10 @@
 """Gradient rules of the reductions."""
 from __future__ import annotations
 
+from ...ir.ops.reduce import cumsum, lrn_grad
 from ...ir.types import normalize_axes
-from .build import (binary, broadcast_like, cast, div, expand_dims, mul, reduce,
-                    where)
+from .build import (binary, broadcast_like, cast, div, expand_dims, mul, reduce, sub,
+                    unary, where)
 from .registry import gradient
 
 
@@ -71,3 +72,43 @@ def _prod(node, dy):
                  where(binary("equal", zeros, 1.0), others, 0.0),
                  where(binary("equal", zeros, 0.0), div(others, safe_x), 0.0))
     return [mul(grad, _keepdims(node, dy))]
+
+
+# --- softmax, log_softmax, logsumexp, cumsum, lrn: TensorFlow's rules -----------------
+
+@gradient("softmax")
+def _softmax(node, dy):
+    """y * (dy - sum(dy * y)) along the axis."""
+    y = node.outputs[0]
+    axis = node.attrs["axis"]
+    return [mul(y, sub(dy, reduce("sum", mul(dy, y), axis, True)))]
+
+
+@gradient("log_softmax")
+def _log_softmax(node, dy):
+    """dy - softmax * sum(dy) along the axis (softmax = exp(y))."""
+    y = node.outputs[0]
+    return [sub(dy, mul(unary("exp", y), reduce("sum", dy, node.attrs["axis"], True)))]
+
+
+@gradient("logsumexp")
+def _logsumexp(node, dy):
+    """dy * exp(x - logsumexp(x)): the softmax over the reduced axes."""
+    x = node.inputs[0]
+    lse = _keepdims(node, node.outputs[0])
+    return [mul(_keepdims(node, dy), unary("exp", sub(x, lse)))]
+
+
+@gradient("cumsum")
+def _cumsum(node, dy):
+    """A running sum's adjoint is the running sum the other way."""
+    a = node.attrs
+    return [cumsum(dy, a["axis"], a["exclusive"], not a["reverse"])]
+
+
+@gradient("lrn")
+def _lrn(node, dy):
+    """TensorFlow's LRNGrad, as its own op (lrn_grad has no rule: no second order)."""
+    a = node.attrs
+    return [lrn_grad(dy, node.inputs[0], a["depth_radius"], a["bias"], a["alpha"],
+                     a["beta"])]

@@ -227,6 +227,7 @@ def test_compiled_function_lists_its_kernels(gl):
         (out,) = fn(np.ones((2, 3), np.float32))
         kernels = fn.kernels
     assert_matches(out, np.full(2, 3, np.float32))
-    assert [k.op for k in kernels] == ["mul", "sub", "relu", "sum"]
+    assert [k.op for k in kernels] == ["fused(mul,sub,relu)", "sum"]
+    assert kernels[0].nodes == ("mul", "sub", "relu")
     assert all(k.source.startswith("#version 330 core") for k in kernels)
     assert kernels[-1].nodes == (z.name,) and HERE in kernels[-1].location

@@ -1,0 +1,92 @@
+"""Lowering fused ops: fused_elementwise renders templates/elementwise.glsl.j2 with
+several steps; fused_matmul renders templates/matmul.glsl.j2 with an epilogue
+(templates/epilogue.glsl.j2)."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from ..ir.ops.fused import _infer_step, eval_steps
+from ..ir.types import TensorType
+from . import elementwise
+from .common import kernel_name, output_operand
+from .layout import broadcast_index
+from .matmul import matmul_kernel
+from .operands import GLSL_SCALAR, Operand
+
+
+def _operand(sampler, arg, value_name, layout, dtype):
+    return Operand(sampler=sampler, value=value_name, layout=layout,
+                   type=str(TensorType(layout.shape, dtype)), arg=arg)
+
+
+def glsl_steps(steps, operand_exprs: list, operand_types: list) -> tuple:
+    """(template steps, result variable) for fused steps over operands given as GLSL
+    expressions with their TensorTypes."""
+    out, types = [], []
+
+    def run(op, attrs, args):
+        index = len(out)
+        arg_types = [t for _, t in args]
+        result_type = _infer_step(op, attrs, arg_types)
+        shim = SimpleNamespace(
+            op=op, attrs=attrs, name=f"step {index}: {op}",
+            inputs=[SimpleNamespace(name=f"#{j}", dtype=t.dtype) for j, t in enumerate(arg_types)],
+            outputs=[SimpleNamespace(dtype=result_type.dtype)])
+        arg_of = {f"#{j}": (expr, GLSL_SCALAR[t.dtype]) for j, (expr, t) in enumerate(args)}
+        out.append(elementwise.step_for(shim, f"r{index}", arg_of))
+        types.append(result_type)
+        return (f"r{index}", result_type)
+
+    eval_steps(steps, list(zip(operand_exprs, operand_types)), run)
+    return out, out[-1]["var"]
+
+
+def _header_nodes(node):
+    """The nodes a kernel header lists: those the fusion folded in, else the node."""
+    names = node.attrs.get("nodes") or ()
+    if not names:
+        return [node]
+    return [SimpleNamespace(name=n, op=op, source=src, scope=node.scope)
+            for n, op, src in names]
+
+
+def lower_fused_elementwise(node, layouts, prefix):
+    out = output_operand(node.outputs[0], layouts)
+    inputs = [_operand(f"x{k}", f"a{k}", v.name, layouts[v.name], v.dtype)
+              for k, v in enumerate(node.inputs)]
+    steps, result = glsl_steps(node.attrs["steps"], [b.arg for b in inputs],
+                               [v.type for v in node.inputs])
+    nodes = _header_nodes(node)
+    kernel = elementwise._kernel(nodes, steps, result, inputs, out, prefix)
+    return kernel
+
+
+def lower_fused_matmul(node, layouts, prefix):
+    out = output_operand(node.outputs[0], layouts)
+    a_val, b_val, *extra_vals = node.inputs
+    a = _operand("x0", "a0", a_val.name, layouts[a_val.name], a_val.dtype)
+    b = _operand("x1", "a1", b_val.name, layouts[b_val.name], b_val.dtype)
+    extra = [_operand(f"x{k + 2}", f"e{k}", v.name, layouts[v.name], v.dtype)
+             for k, v in enumerate(extra_vals)]
+    for e in extra:
+        e.index = broadcast_index(out.layout.shape, e.layout.shape)
+    acc_type = TensorType(out.layout.shape, _infer_acc_dtype(node))
+    steps, result = glsl_steps(node.attrs["steps"], ["acc"] + [e.arg for e in extra],
+                               [acc_type] + [v.type for v in extra_vals])
+    epilogue = {"operands": extra, "steps": steps, "result": result}
+    return matmul_kernel(node, a, b, out, prefix, extra=extra, epilogue=epilogue,
+                         op="fused_matmul", nodes=_header_nodes(node))
+
+
+def _infer_acc_dtype(node) -> str:
+    from ..ir.types import promote
+    return promote(node.inputs[0].dtype, node.inputs[1].dtype)
+
+
+def lower_node(node, layouts, prefix):
+    if node.op == "fused_matmul":
+        return lower_fused_matmul(node, layouts, prefix)
+    return lower_fused_elementwise(node, layouts, prefix)
+
+
+__all__ = ["lower_node", "glsl_steps", "kernel_name"]

@@ -1,0 +1,66 @@
+"""ff.fused: matmul (and, with the conv family, conv2d / depthwise_conv2d) with a bias
+and an activation computed in the same kernel.
+
+Activations: linear, relu, relu6, elu, leaky_relu (alpha, a number), prelu (alpha, a
+tensor broadcast against the output), sigmoid, tanh. Gradients work for every one of
+them, to any order (they are taken through the ops the fused op stands for)."""
+from __future__ import annotations
+
+from ..ir.errors import AttrError
+from ..ir.ops import fused as _fused
+from ..ir.ops.common import as_values
+from .tensor import Tensor, _wrap, as_tensor_value
+
+ACTIVATIONS = ("linear", "relu", "relu6", "elu", "leaky_relu", "prelu", "sigmoid", "tanh")
+
+
+def epilogue_steps(bias, activation: str, alpha):
+    """(steps over (acc, *extra), extra operands) for a bias add and an activation."""
+    if activation not in ACTIVATIONS:
+        raise AttrError(f"unknown activation {activation!r}; use one of "
+                        f"{', '.join(ACTIVATIONS)}")
+    steps, extra = [], []
+    current = ("in", 0)
+    if bias is not None:
+        extra.append(bias)
+        steps.append(("add", (), (current, ("in", len(extra)))))
+        current = ("step", len(steps) - 1)
+    if activation == "prelu":
+        if alpha is None:
+            raise AttrError("prelu needs alpha (a tensor broadcast against the output)")
+        extra.append(alpha)
+        steps.append(("prelu", (), (current, ("in", len(extra)))))
+    elif activation == "leaky_relu":
+        steps.append(("leaky_relu", (("alpha", float(0.2 if alpha is None else alpha)),),
+                      (current,)))
+    elif activation != "linear":
+        steps.append((activation, (), (current,)))
+    if not steps:
+        steps.append(("identity", (), (current,)))
+    return tuple(steps), extra
+
+
+def matmul(a, b, transpose_a=False, transpose_b=False, bias=None, activation="linear",
+           alpha=None, name=None):
+    """activation(a @ b + bias) in one kernel.
+
+    >>> import fragflow as ff, numpy as np
+    >>> g = ff.Graph()
+    >>> with g.as_default():
+    ...     x = ff.constant(np.ones((2, 3), np.float32))
+    ...     w = ff.constant(np.ones((3, 4), np.float32))
+    ...     y = ff.fused.matmul(x, w, bias=ff.constant(np.full(4, -4.0, np.float32)),
+    ...                         activation="relu")
+    >>> ff.Session(g, backend="numpy").run(y).tolist()
+    [[0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]]
+    """
+    x, w = as_values(*(v.value if isinstance(v, Tensor) else v for v in (a, b)))
+    bias_v = None if bias is None else as_tensor_value(bias)
+    alpha_v = as_tensor_value(alpha) if activation == "prelu" and alpha is not None \
+        else alpha
+    steps, extra = epilogue_steps(bias_v, activation, alpha_v)
+    return _wrap(_fused.fused_matmul(x, w, extra, steps, bool(transpose_a),
+                                     bool(transpose_b), name=name or "fused_matmul"))
+
+
+__all__ = ["matmul", "ACTIVATIONS", "epilogue_steps"]

@@ -1,0 +1,104 @@
+"""Fused ops: several ops computed by one kernel.
+
+- fused_elementwise(*inputs) {steps}: an expression DAG of elementwise ops over its
+  inputs (made by the elementwise fusion pass).
+- fused_matmul(a, b, *extra) {transpose_a, transpose_b, steps}: matmul with an
+  elementwise epilogue over (matmul result, *extra) — bias add and activation, or any
+  elementwise DAG the fusion pass folds in (ff.fused.matmul makes one too).
+
+steps is a tuple of (op, attrs, args); attrs a tuple of (name, value) pairs; each arg
+("in", k) — the k-th operand — or ("step", j) — an earlier step's result. The last
+step is the result. Type inference and the reference run each step through its own
+op's OpDef, so a fused node means exactly what its steps mean."""
+from __future__ import annotations
+
+from ..errors import AttrError
+from .common import apply
+from .registry import REQUIRED, OpDef, get_op, register
+from . import matmul as _matmul
+
+
+def eval_steps(steps, operands, run):
+    """Walk the steps: run(op, attrs dict, args) gives a step's result."""
+    results = []
+    for op, attrs, args in steps:
+        values = []
+        for kind, k in args:
+            if kind == "in":
+                if not 0 <= k < len(operands):
+                    raise AttrError(f"step {op} reads operand {k} of {len(operands)}")
+                values.append(operands[k])
+            elif kind == "step":
+                if not 0 <= k < len(results):
+                    raise AttrError(f"step {op} reads step {k} before it exists")
+                values.append(results[k])
+            else:
+                raise AttrError(f"unknown step argument {kind!r}")
+        results.append(run(op, dict(attrs), values))
+    if not results:
+        raise AttrError("a fused op needs at least one step")
+    return results[-1]
+
+
+def _infer_step(op, attrs, types):
+    opdef = get_op(op)
+    if opdef.family != "elementwise":
+        raise AttrError(f"only elementwise ops can be fused steps, not {op}")
+    return opdef.infer_types(types, opdef.check_attrs(attrs))[0]
+
+
+def _ref_step(op, attrs, arrays):
+    opdef = get_op(op)
+    return opdef.run_reference(arrays, opdef.check_attrs(attrs))[0]
+
+
+register(OpDef(
+    "fused_elementwise", "fused",
+    lambda types, attrs: eval_steps(attrs["steps"], types, _infer_step),
+    lambda arrays, attrs: eval_steps(attrs["steps"], arrays, _ref_step),
+    attrs={"steps": REQUIRED, "nodes": ()}, differentiable=True,
+    doc="Elementwise ops fused into one kernel (see the module docstring)."))
+
+
+def _fused_matmul_type(types, attrs):
+    mm = _matmul._matmul_type(types[:2], attrs)
+    return eval_steps(attrs["steps"], [mm, *types[2:]], _infer_step)
+
+
+def _fused_matmul_ref(arrays, attrs):
+    mm = _matmul._matmul_ref(arrays[:2], attrs)
+    return eval_steps(attrs["steps"], [mm, *arrays[2:]], _ref_step)
+
+
+register(OpDef("fused_matmul", "fused", _fused_matmul_type, _fused_matmul_ref,
+               attrs={"transpose_a": False, "transpose_b": False, "steps": REQUIRED,
+                      "nodes": ()},
+               doc="matmul with an elementwise epilogue (bias, activation) in one kernel."))
+
+
+# "nodes": the names of the ops a fusion pass folded in (kernel headers and profiles
+# show them); empty for fused ops users build directly.
+
+
+def fused_elementwise(inputs, steps, nodes=(), name=None):
+    return apply("fused_elementwise", list(inputs), {"steps": steps, "nodes": nodes}, name)
+
+
+def fused_matmul(a, b, extra, steps, transpose_a=False, transpose_b=False, nodes=(),
+                 name=None):
+    return apply("fused_matmul", [a, b, *extra],
+                 {"steps": steps, "transpose_a": transpose_a, "transpose_b": transpose_b,
+                  "nodes": nodes}, name)
+
+
+def decompose(node):
+    """The fused node's value rebuilt from the ops it fuses (in the current graph
+    scope): what its gradient is taken through."""
+    from .common import apply as build
+    operands = list(node.inputs)
+    if node.op == "fused_matmul":
+        mm = _matmul.matmul(operands[0], operands[1], node.attrs["transpose_a"],
+                            node.attrs["transpose_b"])
+        operands = [mm, *operands[2:]]
+    return eval_steps(node.attrs["steps"], operands,
+                      lambda op, attrs, args: build(op, args, attrs or None))

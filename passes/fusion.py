@@ -1,0 +1,179 @@
+"""Fusion: fewer, bigger kernels.
+
+fuse_matmul: a matmul followed by a chain of elementwise ops on its result (bias add,
+activation...) becomes one fused_matmul whose kernel applies the chain as an epilogue.
+
+fuse_elementwise: connected groups of elementwise ops become one fused_elementwise
+(one kernel evaluating the expression DAG per element).
+
+A node joins only when that is legal: its result is used by nothing outside the group
+and is not fetched (a fused intermediate never exists in memory), and, for an epilogue,
+the op keeps the matmul's shape. Every candidate turned down is reported with why —
+silent non-fusion is a known pain of TensorFlow's remapper."""
+from __future__ import annotations
+
+from ..ir.ops.registry import get_op
+from .rewrite import consumers, rebuild
+
+MAX_STEPS = 32
+MAX_INPUTS = 12     # samplers: GL guarantees 16 texture units per fragment shader
+NOT_STEPS = {"fill", "range", "linspace", "assign"}    # no operands / writes state
+
+
+def fusable(node) -> bool:
+    return get_op(node.op).family == "elementwise" and node.op not in NOT_STEPS \
+        and len(node.outputs) == 1 and len(node.inputs) > 0
+
+
+def _why_not(value, group: set, users: dict, fetched: set):
+    """Why the producer of value cannot join group (None if it can)."""
+    if value in fetched:
+        return "its result is fetched"
+    outside = [n.name for n in users.get(value, []) if n not in group]
+    if outside:
+        return f"its result is also used by '{outside[0]}'"
+    return None
+
+
+def _steps(members: list, external_first: list) -> tuple:
+    """(steps, external inputs) for members in creation order. external_first lists
+    values that must be the first operands (a matmul's result)."""
+    index_of_member = {m: j for j, m in enumerate(members)}
+    externals = list(external_first)
+    steps = []
+    for m in members:
+        args = []
+        for v in m.inputs:
+            if v.node in index_of_member:
+                args.append(("step", index_of_member[v.node]))
+            else:
+                if v not in externals:
+                    externals.append(v)
+                args.append(("in", externals.index(v)))
+        attrs = tuple(sorted(m.attrs.items()))
+        steps.append((m.op, attrs, tuple(args)))
+    return tuple(steps), externals
+
+
+def _provenance(members):
+    return tuple((m.name, m.op, m.source) for m in members)
+
+
+def _grow(root, users, fetched, report, accept):
+    """The group of root: producers join while legal (and accept(node) says so)."""
+    group = {root}
+    frontier = [root]
+    externals = set()
+    while frontier:
+        node = frontier.pop()
+        for v in node.inputs:
+            producer = v.node
+            if producer in group:
+                continue
+            if not fusable(producer) or not accept(producer):
+                externals.add(v)
+                continue
+            reason = _why_not(v, group, users, fetched)
+            if reason is None and len(group) >= MAX_STEPS:
+                reason = f"the group already has {MAX_STEPS} steps"
+            if reason is not None:
+                report.append(f"rejected {producer.op} '{producer.name}' for the group of "
+                              f"'{root.name}': {reason}")
+                externals.add(v)
+                continue
+            group.add(producer)
+            frontier.append(producer)
+    return group
+
+
+def fuse_elementwise(graph, report):
+    users = consumers(graph)
+    fetched = set(graph.outputs)
+    assigned: set = set()
+    groups: dict = {}              # root -> members in creation order
+    for node in reversed(graph.nodes):
+        if node in assigned or not fusable(node):
+            continue
+        group = _grow(node, users, fetched, report, lambda n: n not in assigned)
+        members = [n for n in graph.nodes if n in group]
+        _, externals = _steps(members, [])
+        while len(externals) > MAX_INPUTS and len(members) > 1:
+            dropped = members.pop(0)         # the earliest: it stays a kernel of its own
+            report.append(f"rejected {dropped.op} '{dropped.name}' for the group of "
+                          f"'{node.name}': more than {MAX_INPUTS} inputs")
+            _, externals = _steps(members, [])
+        assigned.update(members)
+        if len(members) > 1:
+            groups[node] = members
+            report.append(f"fused {len(members)} ops into one kernel '{node.name}': "
+                          + ", ".join(m.name for m in members))
+
+    def transform(node, inputs, new, mapping):
+        if node not in groups:
+            return None
+        members = groups[node]
+        steps, externals = _steps(members, [])
+        return new.add_node("fused_elementwise", [mapping[v] for v in externals],
+                            {"steps": steps, "nodes": _provenance(members)},
+                            exact_name=node.name, scope=node.scope,
+                            source=node.source).outputs
+
+    skip = {m for root, members in groups.items() for m in members if m is not root}
+    return rebuild(graph, transform, skip)
+
+
+def fuse_matmul(graph, report):
+    """matmul + its elementwise chain (bias, activation, ...) → fused_matmul."""
+    users = consumers(graph)
+    fetched = set(graph.outputs)
+    chains: dict = {}              # last node of a chain -> (matmul, chain)
+    for node in graph.nodes:
+        if node.op == "matmul":
+            chain = _epilogue_chain(node, users, fetched, report)
+            if chain:
+                chains[chain[-1]] = (node, chain)
+                report.append(f"fused matmul '{node.name}' with "
+                              + ", ".join(f"{c.op} '{c.name}'" for c in chain))
+
+    def transform(node, inputs, new, mapping):
+        if node not in chains:
+            return None
+        matmul, chain = chains[node]
+        steps, externals = _steps(chain, [matmul.outputs[0]])
+        return new.add_node(
+            "fused_matmul", [mapping[v] for v in (*matmul.inputs, *externals[1:])],
+            {"steps": steps, "transpose_a": matmul.attrs["transpose_a"],
+             "transpose_b": matmul.attrs["transpose_b"],
+             "nodes": _provenance([matmul, *chain])},
+            exact_name=node.name, scope=node.scope, source=node.source).outputs
+
+    skip = {n for matmul, chain in chains.values() for n in (matmul, *chain[:-1])}
+    return rebuild(graph, transform, skip)
+
+
+def _epilogue_chain(head, users, fetched, report) -> list:
+    """The elementwise ops after head that can run in its kernel's epilogue: each the
+    single consumer of the one before, not fetched, keeping head's shape."""
+    value, chain = head.outputs[0], []
+    where = f"the epilogue of {head.op} '{head.name}'"
+    while True:
+        if value in fetched:
+            if chain:
+                report.append(f"stopped {where} after '{value.node.name}': its result is "
+                              f"fetched")
+            break
+        next_users = users.get(value, [])
+        if len(next_users) > 1:
+            report.append(f"stopped {where} after '{value.node.name}': its result has "
+                          f"{len(next_users)} consumers")
+            break
+        if not next_users or not fusable(next_users[0]):
+            break
+        consumer = next_users[0]
+        if consumer.outputs[0].shape != head.outputs[0].shape:
+            report.append(f"rejected {consumer.op} '{consumer.name}' for {where}: it "
+                          f"broadcasts the result to {consumer.outputs[0].type}")
+            break
+        chain.append(consumer)
+        value = consumer.outputs[0]
+    return chain
