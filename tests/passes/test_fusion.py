@@ -1,0 +1,125 @@
+"""Fusion: the fused graph computes what the unfused one does (GL, forward and
+gradients), in fewer kernels, and every rejected candidate says why."""
+import numpy as np
+import pytest
+
+import fragflow as ff
+from tests.reference import assert_matches
+
+rng = np.random.default_rng(11)
+UNFUSED = ["fold_constants", "cse", "simplify", "verify"]
+
+
+def compile_both(g, fetches, feeds):
+    """(fused fn, unfused fn), both compiled on GL and called once."""
+    sess = ff.Session(g)
+    fused = sess.compile(fetches, feeds=list(feeds))
+    plain = sess.compile(fetches, feeds=list(feeds), passes=UNFUSED)
+    return sess, fused, plain
+
+
+def test_an_eight_op_elementwise_chain_is_one_kernel(gl):
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((37, 5), name="x")
+        b = ff.placeholder((5,), name="b")
+        y = ff.sigmoid(ff.tanh(ff.exp(-ff.abs(x * 2.0 + b)) - 0.5) * x) / (ff.square(b) + 1.0)
+    xb = rng.standard_normal((37, 5)).astype(np.float32)
+    bb = rng.standard_normal(5).astype(np.float32)
+    sess, fused, plain = compile_both(g, [y], [x, b])
+    with sess:
+        (got,) = fused(xb, bb)
+        (want,) = plain(xb, bb)
+        assert len(fused.kernels) == 1 and len(plain.kernels) >= 8
+        assert len(fused.kernels[0].nodes) >= 8
+    assert_matches(got, want, rtol=1e-5)
+    assert_matches(got, (1 / (1 + np.exp(-np.tanh(np.exp(-np.abs(xb * 2 + bb)) - 0.5) * xb)))
+                   / (bb ** 2 + 1), rtol=1e-5)
+
+
+def _activation(name, y, alpha):
+    if name == "linear":
+        return y
+    if name == "prelu":
+        return ff.prelu(y, alpha)
+    if name == "leaky_relu":
+        return ff.leaky_relu(y, alpha=0.1)
+    return getattr(ff, name)(y)
+
+
+ACTIVATIONS = ["linear", "relu", "relu6", "elu", "leaky_relu", "prelu", "sigmoid", "tanh"]
+
+
+@pytest.mark.parametrize("activation", ACTIVATIONS)
+def test_matmul_bias_activation_fuses_and_matches_unfused(activation, gl):
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((6, 7), name="x")
+        w = ff.placeholder((7, 8), name="w")
+        b = ff.placeholder((8,), name="b")
+        alpha = ff.constant(rng.uniform(0.05, 0.3, 8).astype(np.float32), name="alpha")
+        pattern = _activation(activation, ff.matmul(x, w) + b, alpha)
+        api = ff.fused.matmul(x, w, bias=b, activation=activation,
+                              alpha=0.1 if activation == "leaky_relu" else alpha)
+        loss = ff.sum(pattern * pattern) + ff.sum(api * api)
+        grads = ff.gradients(loss, [x, w, b])
+    feeds = [rng.standard_normal(s).astype(np.float32) * 3 for s in ((6, 7), (7, 8), (8,))]
+    sess, fused, plain = compile_both(g, [pattern, api, *grads], [x, w, b])
+    with sess:
+        got = fused(*feeds)
+        want = plain(*feeds)
+        forward_only = sess.compile([pattern], feeds=[x, w, b])
+        forward_only(*feeds)
+        assert len(forward_only.kernels) == 1, forward_only.fusion_report
+        assert forward_only.kernels[0].op == "fused_matmul"
+    for a, e in zip(got, want):
+        assert_matches(a, e, rtol=1e-5, atol=1e-4)
+    assert_matches(got[0], got[1], rtol=1e-5)
+
+
+def test_fused_matmul_gradient_to_second_order(gl):
+    from tests.gradcheck import check_gradients
+    check_gradients(lambda x, w: ff.fused.matmul(x, w, bias=ff.constant(
+        np.array([0.1, -0.2, 0.3], np.float32)), activation="elu"),
+        {"x": rng.standard_normal((2, 3)).astype(np.float32),
+         "w": rng.standard_normal((3, 3)).astype(np.float32)}, second_order=True)
+
+
+def test_rejections_say_why(gl):
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((4, 4), name="x")
+        w = ff.placeholder((4, 4), name="w")
+        h = ff.add(ff.matmul(x, w, name="mm"), 1.0, name="biased")
+        act = ff.relu(h, name="act")
+        shared = ff.exp(x, name="shared")
+        y1 = ff.sin(shared, name="y1")
+        y2 = ff.cos(shared, name="y2")
+    with ff.Session(g) as sess:
+        fn = sess.compile([act, h, y1, y2], feeds=[x, w])
+        fn(np.eye(4, dtype=np.float32), np.eye(4, dtype=np.float32))
+        report = "\n".join(fn.fusion_report)
+        kernels = fn.kernels
+    assert "'biased': its result is fetched" in report
+    assert "rejected exp 'shared' for the group of 'y2': its result is also used by 'y1'" \
+        in report or "rejected exp 'shared' for the group of 'y1'" in report
+    assert len(kernels) == 5       # mm+biased, act, shared, y1, y2
+
+
+def test_fused_graph_equals_unfused_after_autodiff_on_an_mlp(gl):
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((16, 10), name="x")
+        w1 = ff.Variable(rng.standard_normal((10, 12)).astype(np.float32) * 0.3, name="w1")
+        b1 = ff.Variable(np.zeros(12, np.float32), name="b1")
+        w2 = ff.Variable(rng.standard_normal((12, 3)).astype(np.float32) * 0.3, name="w2")
+        h = ff.relu(x @ w1 + b1)
+        loss = ff.mean(ff.square(h @ w2 - 1.0))
+        grads = ff.gradients(loss, [w1, b1, w2])
+    xb = rng.standard_normal((16, 10)).astype(np.float32)
+    sess, fused, plain = compile_both(g, [loss, *grads], [x])
+    with sess:
+        got, want = fused(xb), plain(xb)
+        assert len(fused.kernels) < len(plain.kernels)
+    for a, e in zip(got, want):
+        assert_matches(a, e, rtol=1e-5, atol=1e-6)
