@@ -46,7 +46,7 @@ def header_lines(nodes, inputs, out) -> list:
 
 
 def make_kernel(template: str, prefix: str, op: str, nodes, inputs, out, *,
-                uniforms=None, **context) -> Kernel:
+                uniforms=None, user_code=None, **context) -> Kernel:
     name = kernel_name(prefix, nodes[0])
     uniforms = uniforms or {}
     source = render(template, kernel_name=name, kernel_op=op,
@@ -55,4 +55,18 @@ def make_kernel(template: str, prefix: str, op: str, nodes, inputs, out, *,
     return Kernel(name=name, op=op, nodes=tuple(n.name for n in nodes),
                   scope=nodes[0].scope, location=nodes[0].source, source=source,
                   inputs=tuple(Binding(b.sampler, b.value, b.layout) for b in inputs),
-                  output=Binding("ff_out", out.value, out.layout), uniforms=uniforms)
+                  output=Binding("ff_out", out.value, out.layout), uniforms=uniforms,
+                  user_code=_locate(user_code, source))
+
+
+USER_CODE_MARK = "// -- user code --"
+
+
+def _locate(user_code, source):
+    """(program name, first line of the user's GLSL in source, its text)."""
+    if user_code is None:
+        return None
+    name, text = user_code
+    lines = source.splitlines()
+    start = next(i for i, line in enumerate(lines, 1) if line.strip() == USER_CODE_MARK)
+    return (name, start + 1, text)

@@ -34,6 +34,8 @@ class Kernel:
     inputs: tuple         # (Binding, ...) in texture-unit order
     output: Binding
     uniforms: dict = field(default_factory=dict)   # name -> (glsl type, value)
+    # user-written GLSL inside the source: (program name, first source line, its text)
+    user_code: tuple | None = None
 
     @property
     def body(self) -> str:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from ..ir.graph import Graph
 from ..ir.ops.registry import get_op
-from . import (conv, elementwise, fused, gradient, image, matmul, random, reduce, shape,
-               structure)
+from . import (conv, elementwise, fused, gradient, image, matmul, program, random, reduce,
+               shape, structure)
 from .kernel import Program
 from .layout import layout_for
 
@@ -26,6 +26,7 @@ LOWERINGS = {
     "image": image.lower_node,
     "random": random.lower_node,
     "fused": fused.lower_node,
+    "program": program.lower_node,
 }
 
 

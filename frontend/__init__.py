@@ -4,6 +4,7 @@ from . import ops, ops_conv, ops_image, ops_math, ops_nn, ops_random, ops_struct
 from .gradients import (custom_gradient, gradients, stop_gradient, value_and_gradients,
                         vjp)
 from .ops import *  # noqa: F401,F403
+from .program import GPGPUProgram, gpgpu_program
 from .ops_conv import *  # noqa: F401,F403
 from .ops_image import *  # noqa: F401,F403
 from .ops_math import *  # noqa: F401,F403
@@ -15,4 +16,4 @@ from .tensor import Tensor, Variable
 
 __all__ = [*ops.__all__, *ops_conv.__all__, *ops_image.__all__, *ops_math.__all__,
            *ops_nn.__all__, *ops_random.__all__, *ops_structure.__all__, *_gradients_module.__all__,
-           "Session", "CompiledFunction"]
+           "Session", "CompiledFunction", "gpgpu_program", "GPGPUProgram"]

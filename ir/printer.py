@@ -44,8 +44,11 @@ def _attrs(node) -> str:
         if key == "steps":
             shown.append(f"steps={format_steps(value)}")
             continue
-        if key == "nodes":
-            continue      # provenance: the kernel header lists it
+        if key in ("nodes", "key", "output_shape", "output_dtype", "uniforms"):
+            continue      # provenance and bookkeeping: kernel headers show them
+        if key == "glsl":
+            shown.append(f"glsl=<{len(value.strip().splitlines())} lines>")
+            continue
         default = opdef.attrs.get(key, REQUIRED)
         if default is not REQUIRED and not isinstance(value, np.ndarray) and value == default:
             continue

@@ -126,8 +126,9 @@ class GLPlan:
                 kernel = step[1]
                 program_id = self.device.programs.get(kernel)
                 inputs = tuple(slot_of[root.get(b.value, b.value)] for b in kernel.inputs)
-                self._launches.append((program_id, inputs, slot_of[out], layout.width,
-                                       layout.height))
+                uniforms = self.device.programs.uniform_setters(program_id, kernel)
+                self._launches.append((program_id, inputs, uniforms, slot_of[out],
+                                       layout.width, layout.height))
                 for b in kernel.inputs:
                     name = root.get(b.value, b.value)
                     if last_use.get(name) == index and name not in pinned and \
@@ -146,8 +147,10 @@ class GLPlan:
     def run(self, feeds: dict) -> list:
         for name, slot, layout, staging in self._uploads:
             slot.texture.upload(to_texels(feeds[name], layout, staging))
-        for program_id, inputs, out, width, height in self._launches:
+        for program_id, inputs, uniforms, out, width, height in self._launches:
             GL.glUseProgram(program_id)
+            for setter, location, value in uniforms:
+                setter(location, value)
             for unit, slot in enumerate(inputs):
                 GL.glActiveTexture(GL.GL_TEXTURE0 + unit)
                 GL.glBindTexture(GL.GL_TEXTURE_2D, slot.texture.id)

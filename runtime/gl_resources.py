@@ -2,6 +2,7 @@
 importing OpenGL.GL binds PyOpenGL's platform (see runtime/context/_gl.py)."""
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 
 import numpy as np
@@ -134,7 +135,7 @@ def numbered(source: str) -> str:
     return "\n".join(f"{i:4d}  {line}" for i, line in enumerate(source.splitlines(), 1))
 
 
-def _compile(kind, source: str, name: str) -> int:
+def _compile(kind, source: str, name: str, user_code=None) -> int:
     shader = GL.glCreateShader(kind)
     GL.glShaderSource(shader, source)
     GL.glCompileShader(shader)
@@ -142,9 +143,34 @@ def _compile(kind, source: str, name: str) -> int:
         log = GL.glGetShaderInfoLog(shader)
         log = log.decode(errors="replace") if isinstance(log, bytes) else str(log)
         GL.glDeleteShader(shader)
+        if user_code is not None:
+            raise ShaderCompileError(user_code_error(log, user_code, source))
         raise ShaderCompileError(f"kernel {name} did not compile:\n{log.strip()}\n"
                                  f"source:\n{numbered(source)}")
     return shader
+
+
+# Mesa writes "0:12(5): error: ...", NVIDIA "0(12) : error ...": the source line is the
+# number after the first "0:" or "0(".
+_LOG_LINE = re.compile(r"^\s*(?:ERROR:\s*)?\d+[:(](\d+)\)?(?:\((\d+)\))?\s*:\s*")
+
+
+def user_code_error(log: str, user_code, source: str) -> str:
+    """The driver's messages with line numbers in the user's GLSL, and the lines."""
+    program, first, text = user_code
+    user_lines = text.splitlines()
+    out = [f"program '{program}': its GLSL did not compile:"]
+    for line in log.strip().splitlines():
+        match = _LOG_LINE.match(line)
+        if match and first <= int(match.group(1)) < first + len(user_lines):
+            n = int(match.group(1)) - first + 1
+            column = f", column {match.group(2)}" if match.group(2) else ""
+            out.append(f"  line {n}{column}: {line[match.end():]}")
+            out.append(f"  {n:4d} | {user_lines[n - 1].rstrip()}")
+        elif "warning" not in line.lower():
+            out.append(f"  {line}  (in fragflow's part of the shader)")
+    out.append("the whole shader:\n" + numbered(source))
+    return "\n".join(out)
 
 
 class ProgramCache:
@@ -166,7 +192,8 @@ class ProgramCache:
     def _link(self, kernel) -> int:
         if self._vertex is None:
             self._vertex = _compile(GL.GL_VERTEX_SHADER, _VERTEX_SHADER, "vertex")
-        fragment = _compile(GL.GL_FRAGMENT_SHADER, kernel.source, kernel.name)
+        fragment = _compile(GL.GL_FRAGMENT_SHADER, kernel.source, kernel.name,
+                            kernel.user_code)
         program = GL.glCreateProgram()
         GL.glAttachShader(program, self._vertex)
         GL.glAttachShader(program, fragment)
@@ -184,6 +211,18 @@ class ProgramCache:
             GL.glUniform1i(GL.glGetUniformLocation(program, binding.sampler), unit)
         self.compiles += 1
         return program
+
+    def uniform_setters(self, program: int, kernel) -> tuple:
+        """(setter, location, value) per uniform a launch sets (values can differ between
+        kernels that share one program)."""
+        setters = {"float": GL.glUniform1f, "int": GL.glUniform1i, "bool": GL.glUniform1i,
+                   "uint": GL.glUniform1ui}
+        out = []
+        for name, (glsl_type, value) in kernel.uniforms.items():
+            location = GL.glGetUniformLocation(program, name)
+            if location >= 0:        # the compiler drops uniforms the code never reads
+                out.append((setters[glsl_type], location, value))
+        return tuple(out)
 
     def __len__(self):
         return len(self._programs)

@@ -14,7 +14,7 @@ from fragflow.passes.autodiff import GRADIENTS
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TEMPLATES = os.path.join(ROOT, "codegen", "templates")
 # Ops the executors provide themselves (no kernel) and ops lowered specially.
-NO_KERNEL = {"placeholder", "constant", "variable"}
+NO_KERNEL = {"placeholder", "constant", "variable", "run_counter"}
 SPECIAL = {"assign"}          # a copy kernel (codegen/elementwise.py lower_copy)
 # Gradient-support ops whose gradients are exercised through second-order tests of the
 # ops that emit them, not by name.

@@ -1,0 +1,135 @@
+"""ff.gpgpu_program: your own GLSL as a graph op, with your own gradient.
+
+A program is an op like any other: it is pruned, dumped, profiled, differentiated,
+compiled once per shape and reused across runs and sessions (the program cache).
+
+    square_add = ff.gpgpu_program(
+        name="square_add",
+        inputs=["x"],
+        output=lambda x: (x.shape, x.dtype),          # shape/dtype inference
+        glsl='''
+            float v = getXAtOutCoords();
+            setOutput(v * v + v);
+        ''',
+        gradient=lambda x, y, dy: [dy * (2.0 * x + 1.0)],
+    )
+    y = square_add(x)
+
+The GLSL is the body of a function run once per output element (GLSL 330). It sees:
+
+- getOutputCoords(): this element's coordinates — int for rank 0 and 1 outputs,
+  ivec2/ivec3/ivec4 for ranks 2-4 (row-major: .x is the first dimension).
+- setOutput(v): the element's value (float, int or bool, per the output dtype).
+- get<Name>(c0, ..., cN): input <Name> (first letter upper-cased: "x" → getX,
+  "bias" → getBias) at coordinates given as one int per dimension.
+- get<Name>AtOutCoords(): the input at the output's coordinates, with numpy
+  broadcasting (the input's dimensions align with the output's last ones).
+- outShape, <name>Shape (int or ivecN), outSize, <name>Size: the shapes, as constants.
+- each uniform by its name, set per call: prog(x, scale=2.0).
+
+Inputs and outputs have rank 0 to 4. `gradient(*inputs, y, dy, **uniforms)` returns
+one gradient per input (graph ops or other programs; None for none); without it, differentiating
+through the program raises GradientError naming it. `reference(*arrays, **uniforms)`
+(numpy) lets the numpy backend run the program."""
+from __future__ import annotations
+
+import itertools
+
+from ..ir.errors import AttrError, DTypeError, GradientError
+from ..ir.graph import get_default_graph
+from ..ir.ops.common import apply
+from ..ir.ops.program import PROGRAMS, UNIFORM_TYPES, check_output
+from ..ir.types import TensorType
+from ..passes.autodiff import program as _autodiff_program
+from .tensor import _wrap, as_tensor_value
+
+_keys = itertools.count()
+
+
+class GPGPUProgram:
+    def __init__(self, name, inputs, output, glsl, uniforms=None, gradient=None,
+                 reference=None):
+        if not name or not name.replace("_", "").isalnum():
+            raise AttrError(f"program name {name!r} must be letters, digits and _")
+        self.name = name
+        self.inputs = tuple(inputs)
+        for input_name in self.inputs:
+            if not input_name.isidentifier():
+                raise AttrError(f"program '{name}': input name {input_name!r} is not a "
+                                f"GLSL identifier")
+        self.output = output
+        self.glsl = glsl
+        self.uniforms = dict(uniforms or {})
+        for uniform, glsl_type in self.uniforms.items():
+            if glsl_type not in UNIFORM_TYPES:
+                raise AttrError(f"program '{name}': uniform '{uniform}' has type "
+                                f"{glsl_type!r}; use one of {', '.join(UNIFORM_TYPES)}")
+        self.gradient = gradient
+        self.reference = reference
+        # one registry entry per program: its gradient's programs are built once, here
+        self.key = f"{name}#{next(_keys)}"
+        PROGRAMS[self.key] = self
+
+    def _uniform_values(self, given: dict) -> tuple:
+        unknown = set(given) - set(self.uniforms)
+        if unknown:
+            raise AttrError(f"program '{self.name}' has no uniform(s) {sorted(unknown)}; "
+                            f"it declares {sorted(self.uniforms) or 'none'}")
+        values = []
+        for uniform, glsl_type in self.uniforms.items():
+            if uniform not in given:
+                raise AttrError(f"program '{self.name}': uniform '{uniform}' "
+                                f"({glsl_type}) needs a value: {self.name}(..., "
+                                f"{uniform}=...)")
+            value = given[uniform]
+            kind = UNIFORM_TYPES[glsl_type]
+            if isinstance(value, bool) and kind is not bool or \
+                    not isinstance(value, (int, float, bool)) or \
+                    (kind is int and not isinstance(value, int)):
+                raise DTypeError(f"program '{self.name}': uniform '{uniform}' is "
+                                 f"{glsl_type}, got {value!r}")
+            values.append((uniform, kind(value)))
+        return tuple(values)
+
+    def __call__(self, *args, name=None, **uniform_values):
+        if len(args) != len(self.inputs):
+            raise AttrError(f"program '{self.name}' takes {len(self.inputs)} input(s) "
+                            f"({', '.join(self.inputs)}), got {len(args)}")
+        values = [as_tensor_value(a) for a in args]
+        graph = values[0].graph if values else get_default_graph()
+        out_type = check_output(self.name, self.output(*[v.type for v in values]))
+        attrs = {"key": self.key, "name": self.name, "glsl": self.glsl,
+                 "inputs": self.inputs, "uniforms": tuple(self.uniforms.items()),
+                 "uniform_values": self._uniform_values(uniform_values),
+                 "output_shape": out_type.shape, "output_dtype": out_type.dtype}
+        return _wrap(apply("gpgpu_program", values, attrs, name or self.name, graph))
+
+    def __repr__(self):
+        return f"<ff.gpgpu_program {self.name}({', '.join(self.inputs)})>"
+
+
+def gpgpu_program(name, inputs, output, glsl, uniforms=None, gradient=None,
+                  reference=None) -> GPGPUProgram:
+    """A graph op running your GLSL; see this module's docstring for the contract."""
+    return GPGPUProgram(name, inputs, output, glsl, uniforms, gradient, reference)
+
+
+def program_gradient(node, dy):
+    """The gradient rule of every program: the user's gradient function."""
+    program = PROGRAMS.get(node.attrs["key"])
+    if program is None or program.gradient is None:
+        raise GradientError(f"program '{node.attrs['name']}' ({node.name}"
+                            f"{', ' + node.source if node.source else ''}) has no gradient: "
+                            f"pass gradient=... to ff.gpgpu_program")
+    grads = program.gradient(*[_wrap(v) for v in node.inputs], _wrap(node.outputs[0]),
+                             _wrap(dy), **dict(node.attrs["uniform_values"]))
+    grads = list(grads) if isinstance(grads, (list, tuple)) else [grads]
+    if len(grads) != len(node.inputs):
+        raise GradientError(f"program '{program.name}': its gradient returned "
+                            f"{len(grads)} value(s) for {len(node.inputs)} input(s)")
+    return [None if g is None else as_tensor_value(g) for g in grads]
+
+
+_autodiff_program.HOOK["rule"] = program_gradient
+del TensorType
+__all__ = ["gpgpu_program", "GPGPUProgram"]
