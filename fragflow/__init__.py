@@ -13,8 +13,9 @@ from .frontend import *  # noqa: F401,F403
 from .frontend import CompiledFunction, Session, Tensor, Variable, fused
 from .frontend import __all__ as _frontend_all
 from .ir.errors import (AttrError, BackendError, DTypeError, FeedError, FetchError,
-                        FragflowError, GradientError, GraphError, SerializationError,
-                        ShaderCompileError, ShapeError, TensorTooLargeError)
+                        FragflowError, GradientError, GraphError, NumericsError,
+                        SerializationError, ShaderCompileError, ShapeError,
+                        TensorTooLargeError)
 from .ir.graph import Graph, get_default_graph, reset_default_graph
 from .ir.serialize import graph_from_json
 from .ir.types import DTYPES, TensorType
@@ -63,6 +64,6 @@ __all__ = list(_frontend_all) + [
     "Graph", "get_default_graph", "reset_default_graph", "dump", "save_graph", "gl_info",
     "load_graph", "fused", "Session", "CompiledFunction", "Tensor", "Variable", "TensorType",
     "DTYPES", "FragflowError", "AttrError", "BackendError", "DTypeError", "FeedError",
-    "FetchError", "GradientError", "GraphError", "SerializationError",
+    "FetchError", "GradientError", "GraphError", "NumericsError", "SerializationError",
     "ShaderCompileError", "ShapeError", "TensorTooLargeError",
 ]

@@ -30,11 +30,14 @@ class Session:
     """
 
     def __init__(self, graph: Graph | None = None, backend: str = "gl", passes=None,
-                 disable_passes=(), dump_passes: str | None = None):
+                 disable_passes=(), dump_passes: str | None = None, debug: bool = False):
         if backend not in BACKENDS:
             raise FragflowError(f"unknown backend {backend!r}; use one of {BACKENDS}")
         self.graph = graph if graph is not None else get_default_graph()
         self.backend = backend
+        self.debug = debug
+        if debug:      # one kernel per node, so a NaN is pinned on the node that made it
+            disable_passes = tuple(disable_passes) + ("fuse_matmul", "fuse_elementwise")
         self._pass_args = dict(passes=passes, disable=disable_passes, dump_dir=dump_passes)
         PassManager(**self._pass_args)          # unknown pass names fail here, not later
         self._plans: dict = {}
@@ -72,7 +75,32 @@ class Session:
         """One run: the run counter (random ops' fresh draws) is fed like a placeholder."""
         feeds_by_name[RUN_COUNTER] = np.array(self._runs, np.int32)
         self._runs += 1
+        if self.debug:
+            from .debugging import DebugObserver
+            return plan.run_observed(feeds_by_name, DebugObserver(plan.graph))
         return plan.run(feeds_by_name)
+
+    def profile(self, fetches, feed_dict=None, runs: int = 10):
+        """Run fetches `runs` times and report where the time goes, per user op and
+        scope (GPU time per kernel), with compile, upload and readback times."""
+        import time
+        from .debugging import Profile, timed_runs
+        flat, _ = _flatten(fetches)
+        values = [self._fetch_value(f) for f in flat]
+        feeds = self._check_feeds(feed_dict or {})
+        types = {v: TensorType(a.shape, v.dtype) for v, a in feeds.items()}
+        start = time.perf_counter()
+        plan, names = self._plan(values, types)
+        compile_seconds = time.perf_counter() - start
+        by_name = {names[v]: a for v, a in feeds.items() if v in names}
+        self._execute(plan, dict(by_name))          # warm-up: JIT, first-touch
+        profile = Profile(runs, compile_seconds)
+
+        def observed(observer):
+            by_name[RUN_COUNTER] = np.array(self._runs, np.int32)
+            self._runs += 1
+            plan.run_observed(by_name, observer)
+        return timed_runs(observed, runs, profile)
 
     def _plan(self, values, feed_types: dict, passes=None):
         self._check_open()
@@ -96,6 +124,7 @@ class Session:
             from ..runtime import NumpyPlan
             plan = NumpyPlan(compiled, self._variables)
             plan.fusion_report = manager.fusion_report
+            plan.graph = compiled
             return plan, names
         from ..codegen import lower
         from ..runtime.gl_plan import GLPlan

@@ -51,3 +51,7 @@ class ShaderCompileError(BackendError):
 
 class TensorTooLargeError(FragflowError, ValueError):
     """A tensor that does not fit in the GPU's largest texture."""
+
+
+class NumericsError(FragflowError, ArithmeticError):
+    """Debug mode found NaN or Inf: names the first node that produced it."""

@@ -37,6 +37,37 @@ def from_texels(flat: np.ndarray, layout: Layout) -> np.ndarray:
     return out != 0 if layout.dtype == "bool" else out
 
 
+class GPUTimer:
+    """Per-draw GPU time with GL_TIME_ELAPSED queries (core since 3.3); where a driver
+    lacks them, None: the caller times the (synchronised) draw on the CPU clock."""
+
+    def __init__(self):
+        self.query = None
+        try:
+            self.query = int(GL.glGenQueries(1))
+        except Exception:            # no timer queries: CPU clock after glFinish
+            self.query = None
+
+    def begin(self):
+        if self.query is not None:
+            GL.glBeginQuery(GL.GL_TIME_ELAPSED, self.query)
+
+    def end(self):
+        if self.query is None:
+            GL.glFinish()
+            return None
+        GL.glEndQuery(GL.GL_TIME_ELAPSED)
+        nanoseconds = GL.glGetQueryObjectui64v(self.query, GL.GL_QUERY_RESULT)
+        return int(getattr(nanoseconds, "value", nanoseconds)) * 1e-9
+
+    def __del__(self):
+        if self.query is not None:
+            try:
+                GL.glDeleteQueries(1, [self.query])
+            except Exception:        # interpreter shutdown: the context is gone
+                pass
+
+
 class VariableStore:
     """A session's variables, each in a texture it owns, across runs."""
 
@@ -115,6 +146,7 @@ class GLPlan:
                     last_use[root.get(b.value, b.value)] = index
         free: dict = {}
         self._launches = []
+        self._launch_info = []         # (kernel, output layout) per launch
         for index, step in enumerate(program.steps):
             if step[0] == "alias":
                 continue
@@ -129,6 +161,7 @@ class GLPlan:
                 uniforms = self.device.programs.uniform_setters(program_id, kernel)
                 self._launches.append((program_id, inputs, uniforms, slot_of[out],
                                        layout.width, layout.height))
+                self._launch_info.append((kernel, layout))
                 for b in kernel.inputs:
                     name = root.get(b.value, b.value)
                     if last_use.get(name) == index and name not in pinned and \
@@ -159,6 +192,45 @@ class GLPlan:
             GL.glDrawArrays(GL.GL_TRIANGLES, 0, 3)
         results = [from_texels(slot.texture.readback(), layout)
                    for slot, layout in self._readbacks]
+        for var_slot, new_slot in self._swaps:
+            var_slot.texture, new_slot.texture = new_slot.texture, var_slot.texture
+        check_gl("running a plan")
+        return results
+
+    def run_observed(self, feeds: dict, observer) -> list:
+        """run() with an observer told what each phase and kernel costs, and able to
+        look at every kernel's output (profiling, debug mode). Slower: it waits for the
+        GPU after every step."""
+        import time
+        start = time.perf_counter()
+        for name, slot, layout, staging in self._uploads:
+            slot.texture.upload(to_texels(feeds[name], layout, staging))
+            observer.input(name, lambda slot=slot, layout=layout:
+                           from_texels(slot.texture.readback(), layout))
+        GL.glFinish()
+        observer.phase("upload", time.perf_counter() - start)
+        timer = GPUTimer()
+        for launch, (kernel, layout) in zip(self._launches, self._launch_info):
+            program_id, inputs, uniforms, out, width, height = launch
+            start = time.perf_counter()
+            timer.begin()
+            GL.glUseProgram(program_id)
+            for setter, location, value in uniforms:
+                setter(location, value)
+            for unit, slot in enumerate(inputs):
+                GL.glActiveTexture(GL.GL_TEXTURE0 + unit)
+                GL.glBindTexture(GL.GL_TEXTURE_2D, slot.texture.id)
+            GL.glBindFramebuffer(GL.GL_FRAMEBUFFER, out.texture.fbo)
+            GL.glViewport(0, 0, width, height)
+            GL.glDrawArrays(GL.GL_TRIANGLES, 0, 3)
+            gpu = timer.end()
+            observer.kernel(kernel, gpu if gpu is not None else time.perf_counter() - start,
+                            lambda out=out, layout=layout:
+                            from_texels(out.texture.readback(), layout))
+        start = time.perf_counter()
+        results = [from_texels(slot.texture.readback(), layout)
+                   for slot, layout in self._readbacks]
+        observer.phase("readback", time.perf_counter() - start)
         for var_slot, new_slot in self._swaps:
             var_slot.texture, new_slot.texture = new_slot.texture, var_slot.texture
         check_gl("running a plan")

@@ -70,6 +70,41 @@ class NumpyPlan:
             self.variables.write(name, value.astype(np.dtype(self._dtype_of(name))))
         return outputs
 
+    def run_observed(self, feeds: dict, observer) -> list:
+        """run() telling observer about every node (as a one-node 'kernel'): the numpy
+        backend's debug mode and profile."""
+        import time
+        from types import SimpleNamespace
+        env, assigns = {}, []
+        with np.errstate(all="ignore"):
+            for node in self.graph.nodes:
+                start = time.perf_counter()
+                if node.op in ("placeholder", "run_counter"):
+                    results = [np.asarray(feeds[node.outputs[0].name])]
+                    if node.op == "placeholder":
+                        observer.input(node.name, lambda r=results[0]: r)
+                elif node.op == "variable":
+                    results = [self.variables.value(node.name, node.attrs["initial_value"])]
+                elif node.op == "constant":
+                    results = [node.attrs["value"]]
+                else:
+                    results = get_op(node.op).run_reference([env[v] for v in node.inputs],
+                                                            node.attrs)
+                    if node.op == "assign":
+                        assigns.append((node.inputs[0].node.name, results[0]))
+                for v, r in zip(node.outputs, results):
+                    dtype = self._float if v.dtype == "float32" else np.dtype(v.dtype)
+                    env[v] = np.asarray(r, dtype=dtype).reshape(v.shape)
+                if node.op not in ("placeholder", "run_counter", "variable", "constant"):
+                    kernel = SimpleNamespace(name=node.name, op=node.op, nodes=(node.name,),
+                                             scope=node.scope, location=node.source)
+                    observer.kernel(kernel, time.perf_counter() - start,
+                                    lambda v=node.outputs[0]: env[v])
+        outputs = [env[v].copy() for v in self.graph.outputs]
+        for name, value in assigns:
+            self.variables.write(name, value.astype(np.dtype(self._dtype_of(name))))
+        return outputs
+
     def _dtype_of(self, variable_name: str) -> str:
         return self.graph.node(variable_name).outputs[0].dtype
 
