@@ -1,8 +1,108 @@
-"""Lowering of the conv op family to templates/conv.glsl.j2."""
+"""Lowering of the conv op family to templates/conv.glsl.j2.
+
+Python decides here: the op's kind, its window geometry (padding resolved to numbers),
+which path the template takes, and how far to unroll the innermost loop so that a
+fragment stays under llvmpipe's 65535 loop iterations (see codegen/reduce.py).
+
+Paths of the sums of products (a fragment computes one RGBA texel = 4 outputs):
+- conv: vec4 when the output's channels come in fours (C_out % 4 == 0; depthwise:
+  multiplier % 4 == 0, or multiplier 1 and C % 4 == 0): the texel is 4 channels of one
+  pixel and the filter is read a texel at a time; the input too when C % 4 == 0.
+- backprop_filter: vec4 when the filter's last axis % 4 == 0 (dy read a texel at a time).
+- otherwise scalar lanes: four outputs, each with its own pixel, in one shared loop.
+"""
 from __future__ import annotations
 
+import math
+
 from ..ir.errors import FragflowError
+from ..ir.ops import conv as _conv
+from .common import make_kernel, operands, output_operand
+from .layout import strides
+from .reduce import unroll_for
+
+# llvmpipe's limit is 65535 iterations per fragment; window ops whose loops would come
+# near it are refused with an error rather than silently cut short.
+WINDOW_TRIPS = 60000
 
 
-def lower_node(node, layouts, prefix):
-    raise FragflowError(f"{node.where()}: no GL kernel for '{node.op}' yet")
+def _geometry(win: _conv.Window, **extra) -> dict:
+    return dict(in_size=list(win.in_size), ksize=list(win.ksize), strides=list(win.strides),
+                dilations=list(win.dilations), pad=[b for b, _ in win.pads],
+                out_size=list(win.out_size), tap_strides=list(strides(win.ksize)),
+                out_count=math.prod(win.out_size), **extra)
+
+
+def lower_node(node, layouts, prefix, extra=(), epilogue=None, kernel_op=None,
+               nodes=None):
+    """A kernel for node; with an epilogue (codegen/fused.py), conv kernels apply
+    elementwise steps to each result before writing it, reading the extra operands."""
+    kind, d, depthwise = _conv.SPATIAL[node.op]
+    by_value = {op.value: op for op in operands(node, layouts)}
+    shapes = [layouts[v.name].shape for v in node.inputs]
+    out = output_operand(node.outputs[0], layouts)
+    attrs = node.attrs
+    roles = {"conv": ("x", "w"), "backprop_input": ("dy", "w"),
+             "backprop_filter": ("x", "dy"), "pool": ("x",), "pool_grad": ("x", None, "dy"),
+             "pool_grad_grad": ("x", None, "g"), "avg_pool_grad": ("dy",),
+             "dilation": ("x", "w"), "dilation_grad": ("x", "w", "dy")}[kind]
+    ops = {role: by_value[v.name] for role, v in zip(roles, node.inputs) if role}
+    inputs = [op for op in by_value.values() if op in ops.values()]
+    context = dict(kind=kind, depthwise=depthwise, vec4=False, x_texels=False, unroll=1,
+                   extremum="sum", wrt="", xs=[], ys=[], ops=ops)
+    base = _conv.base_op(node.op)
+    if kind in ("conv", "backprop_input", "backprop_filter"):
+        if kind == "conv":
+            x_shape, w_shape = shapes
+        elif kind == "backprop_input":
+            dy_shape, w_shape = shapes
+            x_shape = (dy_shape[0],) + tuple(attrs["input_size"]) + (w_shape[d],)
+        else:
+            x_shape, dy_shape = shapes
+            w_shape = out.layout.shape
+        win = _conv.conv_window(x_shape, w_shape, attrs, d)
+        c, m = x_shape[-1], w_shape[-1]
+        cout = c * m if depthwise else m
+        g = _geometry(win, N=x_shape[0], C=c, M=m, COUT=cout)
+        context.update(xs=list(strides(x_shape)), ys=list(strides(
+            (x_shape[0],) + win.out_size + (cout,))))
+        taps = math.prod(win.ksize)
+        if kind == "conv":
+            vec4 = (m % 4 == 0 or (m == 1 and c % 4 == 0)) if depthwise else m % 4 == 0
+            x_texels = vec4 and not depthwise and c % 4 == 0
+            trips = taps * (1 if depthwise else -(-c // (4 if x_texels else 1)))
+            context.update(vec4=vec4, x_texels=x_texels)
+        elif kind == "backprop_input":
+            trips = taps * m
+        else:
+            context.update(vec4=m % 4 == 0)
+            trips = x_shape[0] * g["out_count"]
+        context["unroll"] = unroll_for(trips)
+    else:
+        if kind == "avg_pool_grad":
+            x_shape = out.layout.shape
+        else:
+            x_shape = shapes[0]
+        if kind.startswith("dilation"):
+            win = _conv.dilation_window(x_shape, shapes[1], attrs)
+            context.update(extremum="max",
+                           wrt="input" if node.op.endswith("input") else "filter")
+        else:
+            win = _conv.pool_window(x_shape, attrs, d)
+            context["extremum"] = base[:3]
+        g = _geometry(win, N=x_shape[0], C=x_shape[-1], M=1, COUT=x_shape[-1])
+        context.update(xs=list(strides(x_shape)), ys=list(strides(
+            (x_shape[0],) + win.out_size + (x_shape[-1],))))
+        taps = math.prod(win.ksize)
+        trips = {"pool": taps, "dilation": taps, "pool_grad_grad": taps,
+                 "avg_pool_grad": taps, "pool_grad": taps * (taps + 1),
+                 "dilation_grad": taps * (taps + 1) if context["wrt"] == "input"
+                 else x_shape[0] * g["out_count"] * (taps + 1)}[kind]
+        if 4 * trips > WINDOW_TRIPS:
+            raise FragflowError(
+                f"{node.where()}: its kernel would loop {4 * trips} times per fragment, "
+                f"past what llvmpipe runs (65535); use a smaller window or batch")
+    if epilogue is not None and kind != "conv":
+        raise FragflowError(f"{node.where()}: only convolutions take an epilogue")
+    return make_kernel("conv.glsl.j2", prefix, kernel_op or node.op, nodes or [node],
+                       inputs + list(extra), out, g=g, epilogue=epilogue, **context)

@@ -78,6 +78,27 @@ def lower_fused_matmul(node, layouts, prefix):
                          op="fused_matmul", nodes=_header_nodes(node))
 
 
+def lower_fused_conv(node, layouts, prefix):
+    from . import conv
+    out = output_operand(node.outputs[0], layouts)
+    head = SimpleNamespace(op=node.attrs["conv_op"], inputs=node.inputs[:2],
+                           attrs=dict(node.attrs["conv_attrs"]), outputs=node.outputs,
+                           name=node.name, scope=node.scope, source=node.source,
+                           where=node.where)
+    extra_vals = node.inputs[2:]
+    extra = [_operand(f"x{k + 2}", f"e{k}", v.name, layouts[v.name], v.dtype)
+             for k, v in enumerate(extra_vals)]
+    for e in extra:
+        e.index = broadcast_index(out.layout.shape, e.layout.shape)
+    acc_type = TensorType(out.layout.shape, "float32")
+    steps, result = glsl_steps(node.attrs["steps"], ["acc"] + [e.arg for e in extra],
+                               [acc_type] + [v.type for v in extra_vals])
+    epilogue = {"operands": extra, "steps": steps, "result": result}
+    return conv.lower_node(head, layouts, prefix, extra=extra, epilogue=epilogue,
+                           kernel_op=f"fused_{node.attrs['conv_op']}",
+                           nodes=_header_nodes(node))
+
+
 def _infer_acc_dtype(node) -> str:
     from ..ir.types import promote
     return promote(node.inputs[0].dtype, node.inputs[1].dtype)
@@ -86,6 +107,8 @@ def _infer_acc_dtype(node) -> str:
 def lower_node(node, layouts, prefix):
     if node.op == "fused_matmul":
         return lower_fused_matmul(node, layouts, prefix)
+    if node.op == "fused_conv":
+        return lower_fused_conv(node, layouts, prefix)
     return lower_fused_elementwise(node, layouts, prefix)
 
 

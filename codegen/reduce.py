@@ -1,6 +1,8 @@
-"""Lowering reductions to templates/reduce.glsl.j2."""
+"""Lowering the reduce family to templates/reduce.glsl.j2: reductions (logsumexp
+among them), softmax / log_softmax, cumsum, and lrn / lrn_grad."""
 from __future__ import annotations
 
+from ..ir.errors import AttrError
 from ..ir.ops.reduce import identity_of
 from ..ir.types import normalize_axes
 from .common import make_kernel, operands, output_operand
@@ -38,14 +40,71 @@ def reduction_kernel(node, x, out, axes, reduce_op: str, prefix: str, kernel_op=
         value = identity_of(reduce_op, x.dtype)
         identity = glsl_float(value) if x.dtype == "float32" else glsl_int(value)
     return make_kernel("reduce.glsl.j2", prefix, kernel_op or reduce_op, [node], [x], out,
-                       reduce_op=reduce_op, kept_index=kept_index,
+                       kind="reduce", reduce_op=reduce_op, kept_index=kept_index,
                        reduced_index=reduced_index, count=count, identity=identity,
                        unroll=unroll_for(count - (1 if reduce_op in ("argmax", "argmin")
                                                   else 0)))
 
 
+def _along_axis(x, axis):
+    """What a kernel walking one axis of x needs: its length, its stride and, per
+    element, where the element's slice along the axis starts."""
+    shape = x.layout.shape
+    in_strides = strides(shape)
+    start_strides = [0 if a == axis else s for a, s in enumerate(in_strides)]
+    return {"count": shape[axis], "stride": in_strides[axis],
+            "start_index": affine_index(shape, start_strides)}
+
+
+def softmax_kernel(node, x, out, prefix):
+    axis = normalize_axes(node.attrs["axis"], len(x.layout.shape))[0]
+    along = _along_axis(x, axis)
+    return make_kernel("reduce.glsl.j2", prefix, node.op, [node], [x], out, kind="softmax",
+                       log=node.op == "log_softmax", unroll=unroll_for(along["count"]),
+                       **along)
+
+
+def cumsum_kernel(node, x, out, prefix):
+    axis = normalize_axes(node.attrs["axis"], len(x.layout.shape))[0]
+    along = _along_axis(x, axis)
+    # Along a contiguous axis one lane per texel sums whole texels, four a trip (a
+    # sixteenth of the trips); elsewhere each lane walks its own range.
+    contiguous = along["stride"] == 1
+    trips = along["count"] // 16 + 8 if contiguous else along["count"]
+    return make_kernel("reduce.glsl.j2", prefix, "cumsum", [node], [x], out, kind="cumsum",
+                       contiguous=contiguous, exclusive=node.attrs["exclusive"],
+                       reverse=node.attrs["reverse"], unroll=unroll_for(trips), **along)
+
+
+def lrn_kernel(node, inputs, out, prefix):
+    attrs = node.attrs
+    depth = out.layout.shape[-1]
+    window = min(2 * attrs["depth_radius"] + 1, depth)
+    grad = node.op == "lrn_grad"
+    # four lanes, each with a loop over the window (lrn_grad: a window sum per element
+    # of the window), in one shader invocation: see LOOP_TRIPS
+    trips = 4 * window * (window + 1 if grad else 1)
+    if trips > LOOP_TRIPS:
+        raise AttrError(f"{node.where()}: a depth_radius of {attrs['depth_radius']} over "
+                        f"{depth} channels is too wide for one {node.op} kernel "
+                        f"(windows up to {int((LOOP_TRIPS / 4) ** 0.5) - 1} channels wide "
+                        f"for lrn_grad, {LOOP_TRIPS // 4} for lrn)")
+    return make_kernel("reduce.glsl.j2", prefix, node.op, [node], inputs, out, kind="lrn",
+                       grad=grad, depth=depth, radius=attrs["depth_radius"],
+                       bias=glsl_float(attrs["bias"]), alpha=glsl_float(attrs["alpha"]),
+                       beta=float(attrs["beta"]), beta_glsl=glsl_float(attrs["beta"]),
+                       two_alpha_beta=glsl_float(2 * attrs["alpha"] * attrs["beta"]))
+
+
 def lower_node(node, layouts, prefix):
-    (x,) = operands(node, layouts)
+    inputs = operands(node, layouts)
     out = output_operand(node.outputs[0], layouts)
+    if node.op in ("softmax", "log_softmax"):
+        return softmax_kernel(node, inputs[0], out, prefix)
+    if node.op == "cumsum":
+        return cumsum_kernel(node, inputs[0], out, prefix)
+    if node.op in ("lrn", "lrn_grad"):
+        return lrn_kernel(node, inputs, out, prefix)
+    x = inputs[0]
     axes = normalize_axes(node.attrs["axis"], len(x.layout.shape))
     return reduction_kernel(node, x, out, axes, node.op, prefix)

@@ -1,5 +1,5 @@
-"""ff.fused: matmul (and, with the conv family, conv2d / depthwise_conv2d) with a bias
-and an activation computed in the same kernel.
+"""ff.fused: matmul, conv2d and depthwise_conv2d with a bias and an activation computed
+in the same kernel.
 
 Activations: linear, relu, relu6, elu, leaky_relu (alpha, a number), prelu (alpha, a
 tensor broadcast against the output), sigmoid, tanh. Gradients work for every one of
@@ -63,4 +63,32 @@ def matmul(a, b, transpose_a=False, transpose_b=False, bias=None, activation="li
                                      bool(transpose_b), name=name or "fused_matmul"))
 
 
-__all__ = ["matmul", "ACTIVATIONS", "epilogue_steps"]
+def _conv(conv_op, x, filters, strides, padding, dilations, bias, activation, alpha, name):
+    from ..ir.ops.conv import _conv_attrs
+    from .ops_conv import _operands
+    x_v, w_v = _operands(x, filters)
+    bias_v = None if bias is None else as_tensor_value(bias) if not isinstance(bias, Tensor) \
+        else bias.value
+    alpha_v = as_tensor_value(alpha) if activation == "prelu" and alpha is not None \
+        else alpha
+    steps, extra = epilogue_steps(bias_v, activation, alpha_v)
+    return _wrap(_fused.fused_conv(conv_op, x_v, w_v, extra, steps,
+                                   _conv_attrs(strides, padding, dilations),
+                                   name=name or f"fused_{conv_op}"))
+
+
+def conv2d(input, filters, strides=1, padding="VALID", dilations=1, bias=None,
+           activation="linear", alpha=None, name=None):
+    """activation(conv2d(input, filters) + bias) in one kernel (NHWC, HWIO)."""
+    return _conv("conv2d", input, filters, strides, padding, dilations, bias, activation,
+                 alpha, name)
+
+
+def depthwise_conv2d(input, filter, strides=1, padding="VALID", dilations=1, bias=None,
+                     activation="linear", alpha=None, name=None):
+    """activation(depthwise_conv2d(input, filter) + bias) in one kernel."""
+    return _conv("depthwise_conv2d", input, filter, strides, padding, dilations, bias,
+                 activation, alpha, name)
+
+
+__all__ = ["matmul", "conv2d", "depthwise_conv2d", "ACTIVATIONS", "epilogue_steps"]

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import contextlib
 
+import numpy as np
+
 from ..ir.graph import get_default_graph
 from ..ir.ops import elementwise as _ew, matmul as _mm, reduce as _red, shape as _shape
 from ..ir.ops import state as _state
@@ -19,10 +21,22 @@ def _export(fn):
 
 
 def _operands(*xs):
-    """Tensors to values; if none is a tensor, the first becomes a constant of the
-    default graph so that the ir builders know the graph."""
-    values = [x.value if isinstance(x, Tensor) else x for x in xs]
-    if not any(isinstance(x, Tensor) for x in xs):
+    """Tensors to values; arrays and lists become constants of the tensors' graph.
+    Python scalars stay as they are (the ir builders type them weakly, as JAX does),
+    unless no operand is a tensor: then the first becomes a constant of the default
+    graph so that the builders know the graph."""
+    from ..ir.ops.common import as_value
+    tensors = [x for x in xs if isinstance(x, Tensor)]
+    graph = tensors[0].graph if tensors else None
+    values = []
+    for x in xs:
+        if isinstance(x, Tensor):
+            values.append(x.value)
+        elif graph is not None and x is not None and not np.isscalar(x):
+            values.append(as_value(graph, x))
+        else:
+            values.append(x)
+    if not tensors:
         values[0] = as_tensor_value(values[0])
     return values
 

@@ -1,4 +1,183 @@
-"""User-facing functions of the conv op family."""
+"""User-facing functions of the conv op family, with TensorFlow's names and arguments
+(tf.nn.conv2d, tf.nn.max_pool2d, ...). Images are NHWC (NDHWC in 3-D), filters HWIO
+(DHWIO). strides / ksize / dilations: an int, one int per spatial axis, or TensorFlow's
+full-rank form [1, s, s, 1]. padding: "SAME", "VALID" or explicit (before, after) pairs.
+See ir/ops/conv.py for the exact semantics."""
 from __future__ import annotations
 
+from ..ir.errors import AttrError, ShapeError
+from ..ir.ops import conv as _conv, shape as _shape
+from ..ir.ops.common import as_value, graph_of
+from .ops import _operands as _tensor_operands
+from .tensor import _wrap
+
 __all__: list = []
+
+
+def _export(fn):
+    __all__.append(fn.__name__)
+    return fn
+
+
+def _operands(*xs):
+    """Tensors to values; numpy arrays (filters, say) become constants of their graph."""
+    values = _tensor_operands(*xs)
+    graph = graph_of(*values)
+    return [as_value(graph, v) for v in values]
+
+
+def _check_format(data_format, allowed):
+    if data_format not in allowed:
+        raise AttrError(f"data_format {data_format!r} is not supported; fragflow uses "
+                        f"{allowed[0]} (transpose first)")
+
+
+@_export
+def conv2d(input, filters, strides=1, padding="VALID", data_format="NHWC", dilations=1,
+           name=None):
+    """2-D convolution (cross-correlation, as in TensorFlow) of an NHWC image by an HWIO
+    filter.
+
+    >>> import fragflow as ff, numpy as np
+    >>> g = ff.Graph()
+    >>> with g.as_default():
+    ...     x = ff.placeholder((1, 5, 5, 3))
+    ...     w = ff.constant(np.ones((3, 3, 3, 8), np.float32))
+    ...     ff.conv2d(x, w, strides=2, padding="SAME").shape
+    (1, 3, 3, 8)
+    """
+    _check_format(data_format, ("NHWC",))
+    x, w = _operands(input, filters)
+    return _wrap(_conv.conv("conv2d", x, w, strides, padding, dilations, name=name))
+
+
+@_export
+def conv3d(input, filters, strides=1, padding="VALID", data_format="NDHWC", dilations=1,
+           name=None):
+    """3-D convolution of an NDHWC volume by a DHWIO filter."""
+    _check_format(data_format, ("NDHWC",))
+    x, w = _operands(input, filters)
+    return _wrap(_conv.conv("conv3d", x, w, strides, padding, dilations, name=name))
+
+
+def _one_d(value, what):
+    """conv1d's stride/dilation (an int, [s] or [1, s, 1]) as conv2d's (1, s)."""
+    if isinstance(value, int):
+        return (1, value)
+    value = tuple(value)
+    if len(value) == 3:
+        value = value[1:2] if value[0] == 1 and value[2] == 1 else value
+    if len(value) != 1:
+        raise AttrError(f"conv1d {what} {list(value)} must be an int, [s] or [1, s, 1]")
+    return (1, value[0])
+
+
+@_export
+def conv1d(input, filters, stride=1, padding="VALID", data_format="NWC", dilations=1,
+           name=None):
+    """1-D convolution of an NWC signal by a WIO filter: a composite, as in TensorFlow,
+    which runs it as a conv2d of height 1 (expand_dims, conv2d, squeeze).
+
+    >>> import fragflow as ff, numpy as np
+    >>> g = ff.Graph()
+    >>> with g.as_default():
+    ...     x = ff.placeholder((2, 10, 3))
+    ...     ff.conv1d(x, np.ones((3, 3, 4), np.float32), stride=2, padding="SAME").shape
+    (2, 5, 4)
+    """
+    _check_format(data_format, ("NWC",))
+    x, w = _operands(input, filters)
+    if x.type.rank != 3 or w.type.rank != 3:
+        raise ShapeError(f"conv1d needs an NWC input and a WIO filter (rank 3), got "
+                         f"{x.type} and {w.type}")
+    if not isinstance(padding, str):
+        pairs = [tuple(p) for p in padding]
+        pairs = pairs[1:2] if len(pairs) == 3 else pairs
+        padding = [(0, 0)] + pairs
+    x4 = _shape.expand_dims(x, 1)
+    w4 = _shape.expand_dims(w, 0)
+    y = _conv.conv("conv2d", x4, w4, _one_d(stride, "stride"), padding,
+                   _one_d(dilations, "dilations"), name=name)
+    return _wrap(_shape.squeeze(y, 1))
+
+
+@_export
+def conv2d_transpose(input, filters, output_shape, strides=1, padding="SAME",
+                     data_format="NHWC", dilations=1, name=None):
+    """The transpose (gradient) of conv2d: maps conv2d's output shape back to its input
+    shape `output_shape` ([N, H, W, C]). filters is [H, W, output_channels,
+    input_channels], the filter of the conv2d being transposed (TensorFlow's)."""
+    _check_format(data_format, ("NHWC",))
+    x, w = _operands(input, filters)
+    output_shape = tuple(int(d) for d in output_shape)
+    if len(output_shape) != 4:
+        raise ShapeError(f"conv2d_transpose's output_shape must be [N, H, W, C], got "
+                         f"{list(output_shape)}")
+    y = _conv.conv_backprop_input("conv2d", x, w, output_shape[1:3], strides, padding,
+                                  dilations, name=name)
+    if any(d is not None and d != o for o, d in zip(output_shape, y.shape)):
+        raise ShapeError(f"conv2d_transpose: output_shape {list(output_shape)} does not "
+                         f"match the result's shape {y.type} (batch and channels come from "
+                         f"the input and the filter)")
+    return _wrap(y)
+
+
+@_export
+def depthwise_conv2d(input, filter, strides=1, padding="VALID", data_format="NHWC",
+                     dilations=1, name=None):
+    """Depthwise 2-D convolution: filter [H, W, C, M] convolves each input channel c
+    with its own M filters; output channel c * M + m."""
+    _check_format(data_format, ("NHWC",))
+    x, w = _operands(input, filter)
+    return _wrap(_conv.conv("depthwise_conv2d", x, w, strides, padding, dilations,
+                            name=name))
+
+
+@_export
+def separable_conv2d(input, depthwise_filter, pointwise_filter, strides=1, padding="VALID",
+                     data_format="NHWC", dilations=1, name=None):
+    """A depthwise conv2d followed by a 1x1 conv2d (pointwise_filter [1, 1, C * M, O]):
+    a composite, as TensorFlow runs it (and its gradient is the two ops' gradients)."""
+    _check_format(data_format, ("NHWC",))
+    x, dw, pw = _operands(input, depthwise_filter, pointwise_filter)
+    hidden = _conv.conv("depthwise_conv2d", x, dw, strides, padding, dilations)
+    return _wrap(_conv.conv("conv2d", hidden, pw, 1, "VALID", 1, name=name))
+
+
+@_export
+def dilation2d(input, filters, strides, padding, data_format="NHWC", dilations=1,
+               name=None):
+    """Greyscale morphological dilation (TensorFlow's): out[n, y, x, c] = max over the
+    window of input[n, y*s + i*r - pad, x*s + j*r - pad, c] + filters[i, j, c].
+    Padding positions never win. filters is [H, W, C]."""
+    _check_format(data_format, ("NHWC",))
+    x, w = _operands(input, filters)
+    return _wrap(_conv.conv("dilation2d", x, w, strides, padding, dilations, name=name))
+
+
+def _pool(op, layout, doc):
+    def fn(input, ksize, strides, padding="VALID", data_format=layout, name=None):
+        _check_format(data_format, (layout,))
+        return _wrap(_conv.pool(op, _operands(input)[0], ksize, strides, padding,
+                                name=name))
+    fn.__name__ = fn.__qualname__ = op
+    fn.__doc__ = doc
+    return _export(fn)
+
+
+max_pool = _pool("max_pool", "NHWC", """Max over each window of an NHWC image; padding
+    never wins, NaN propagates.
+
+    >>> import fragflow as ff
+    >>> g = ff.Graph()
+    >>> with g.as_default():
+    ...     ff.max_pool(ff.placeholder((1, 7, 7, 2)), ksize=3, strides=2, padding="SAME").shape
+    (1, 4, 4, 2)
+    """)
+min_pool = _pool("min_pool", "NHWC", "Min over each window (TensorFlow.js's minPool).")
+avg_pool = _pool("avg_pool", "NHWC", """Mean over each window, dividing by the number of
+    real (non-padding) elements, as TensorFlow does.""")
+max_pool3d = _pool("max_pool3d", "NDHWC", "Max over each window of an NDHWC volume.")
+avg_pool3d = _pool("avg_pool3d", "NDHWC", "Mean over each window of an NDHWC volume.")
+max_pool2d, avg_pool2d = max_pool, avg_pool          # TensorFlow 2's names
+__all__ += ["max_pool2d", "avg_pool2d"]

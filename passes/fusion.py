@@ -1,7 +1,8 @@
 """Fusion: fewer, bigger kernels.
 
-fuse_matmul: a matmul followed by a chain of elementwise ops on its result (bias add,
-activation...) becomes one fused_matmul whose kernel applies the chain as an epilogue.
+fuse_epilogues: a matmul, conv2d or depthwise_conv2d followed by a chain of
+elementwise ops on its result (bias add, activation...) becomes one fused_matmul /
+fused_conv whose kernel applies the chain as an epilogue.
 
 fuse_elementwise: connected groups of elementwise ops become one fused_elementwise
 (one kernel evaluating the expression DAG per element).
@@ -122,32 +123,43 @@ def fuse_elementwise(graph, report):
     return rebuild(graph, transform, skip)
 
 
-def fuse_matmul(graph, report):
-    """matmul + its elementwise chain (bias, activation, ...) → fused_matmul."""
+HEADS = ("matmul", "conv2d", "depthwise_conv2d")
+
+
+def fuse_epilogues(graph, report):
+    """matmul / conv2d / depthwise_conv2d + its elementwise chain (bias, activation,
+    ...) → fused_matmul / fused_conv."""
     users = consumers(graph)
     fetched = set(graph.outputs)
-    chains: dict = {}              # last node of a chain -> (matmul, chain)
+    chains: dict = {}              # last node of a chain -> (head, chain)
     for node in graph.nodes:
-        if node.op == "matmul":
+        if node.op in HEADS and node.outputs[0].dtype == "float32":
             chain = _epilogue_chain(node, users, fetched, report)
             if chain:
                 chains[chain[-1]] = (node, chain)
-                report.append(f"fused matmul '{node.name}' with "
+                report.append(f"fused {node.op} '{node.name}' with "
                               + ", ".join(f"{c.op} '{c.name}'" for c in chain))
 
     def transform(node, inputs, new, mapping):
         if node not in chains:
             return None
-        matmul, chain = chains[node]
-        steps, externals = _steps(chain, [matmul.outputs[0]])
+        head, chain = chains[node]
+        steps, externals = _steps(chain, [head.outputs[0]])
+        operands = [mapping[v] for v in (*head.inputs, *externals[1:])]
+        common = dict(exact_name=node.name, scope=node.scope, source=node.source)
+        provenance = _provenance([head, *chain])
+        if head.op == "matmul":
+            return new.add_node(
+                "fused_matmul", operands,
+                {"steps": steps, "transpose_a": head.attrs["transpose_a"],
+                 "transpose_b": head.attrs["transpose_b"], "nodes": provenance},
+                **common).outputs
         return new.add_node(
-            "fused_matmul", [mapping[v] for v in (*matmul.inputs, *externals[1:])],
-            {"steps": steps, "transpose_a": matmul.attrs["transpose_a"],
-             "transpose_b": matmul.attrs["transpose_b"],
-             "nodes": _provenance([matmul, *chain])},
-            exact_name=node.name, scope=node.scope, source=node.source).outputs
+            "fused_conv", operands,
+            {"conv_op": head.op, "conv_attrs": tuple(sorted(head.attrs.items())),
+             "steps": steps, "nodes": provenance}, **common).outputs
 
-    skip = {n for matmul, chain in chains.values() for n in (matmul, *chain[:-1])}
+    skip = {n for head, chain in chains.values() for n in (head, *chain[:-1])}
     return rebuild(graph, transform, skip)
 
 

@@ -37,16 +37,17 @@ register_pass("cse", "compute identical nodes once")(
     simplify.eliminate_common_subexpressions)
 register_pass("simplify", "x*1, x+0, -(-x), same-dtype casts, transpose/reshape pairs")(
     simplify.simplify)
-register_pass("fuse_matmul", "matmul + bias + activation epilogues in one kernel")(
-    fusion.fuse_matmul)
+register_pass("fuse_epilogues",
+              "matmul / conv2d / depthwise_conv2d + bias + activation in one kernel")(
+    fusion.fuse_epilogues)
 register_pass("fuse_elementwise", "connected elementwise ops in one kernel")(
     fusion.fuse_elementwise)
 
 # The order a Session runs them in, after prune (which always runs first: it is what
 # turns a user's graph and fetches into a compiled graph).
-DEFAULT_PIPELINE = ("fold_constants", "cse", "simplify", "fuse_matmul", "fuse_elementwise",
-                    "verify")
-FUSION_PASSES = ("fuse_matmul", "fuse_elementwise")
+DEFAULT_PIPELINE = ("fold_constants", "cse", "simplify", "fuse_epilogues",
+                    "fuse_elementwise", "verify")
+FUSION_PASSES = ("fuse_epilogues", "fuse_elementwise")
 
 
 class PassManager:

@@ -26,8 +26,9 @@ def _text(pattern):
                      for p in glob.glob(os.path.join(ROOT, pattern), recursive=True))
 
 
-OP_TESTS = _text("tests/ops/*.py") + _text("tests/frontend/*.py")
-GRAD_TESTS = _text("tests/autodiff/*.py")
+OP_TESTS = _text("tests/ops/*.py") + _text("tests/frontend/*.py") + _text("tests/passes/*.py")
+# gradients of fused ops are checked where fusion makes them
+GRAD_TESTS = _text("tests/autodiff/*.py") + _text("tests/passes/test_fusion.py")
 OPS = sorted(all_ops().items())
 
 
@@ -42,7 +43,7 @@ def test_op_has_a_kernel(name, opdef):
         return
     assert opdef.family in LOWERINGS, f"{name}: no lowering for family {opdef.family}"
     assert os.path.exists(os.path.join(TEMPLATES, f"{opdef.family}.glsl.j2")) or \
-        opdef.family in ("gradient",), f"{name}: no templates/{opdef.family}.glsl.j2"
+        opdef.family in ("gradient", "fused"), f"{name}: no templates/{opdef.family}.glsl.j2"
 
 
 @pytest.mark.parametrize("name, opdef", OPS, ids=[n for n, _ in OPS])

@@ -80,6 +80,42 @@ register(OpDef("fused_matmul", "fused", _fused_matmul_type, _fused_matmul_ref,
 # show them); empty for fused ops users build directly.
 
 
+# fused_conv(x, w, *extra) {conv_op, conv_attrs, steps}: conv2d or depthwise_conv2d
+# (conv_op) with its attrs (a tuple of pairs) and an epilogue, like fused_matmul.
+CONV_HEADS = ("conv2d", "depthwise_conv2d")
+
+
+def _conv_head(attrs):
+    if attrs["conv_op"] not in CONV_HEADS:
+        raise AttrError(f"conv_op must be one of {CONV_HEADS}, got {attrs['conv_op']!r}")
+    opdef = get_op(attrs["conv_op"])
+    return opdef, opdef.check_attrs(dict(attrs["conv_attrs"]))
+
+
+def _fused_conv_type(types, attrs):
+    opdef, conv_attrs = _conv_head(attrs)
+    acc = opdef.infer_types(types[:2], conv_attrs)[0]
+    return eval_steps(attrs["steps"], [acc, *types[2:]], _infer_step)
+
+
+def _fused_conv_ref(arrays, attrs):
+    opdef, conv_attrs = _conv_head(attrs)
+    acc = opdef.run_reference(arrays[:2], conv_attrs)[0]
+    return eval_steps(attrs["steps"], [acc, *arrays[2:]], _ref_step)
+
+
+register(OpDef("fused_conv", "fused", _fused_conv_type, _fused_conv_ref,
+               attrs={"conv_op": REQUIRED, "conv_attrs": REQUIRED, "steps": REQUIRED,
+                      "nodes": ()},
+               doc="conv2d / depthwise_conv2d with an elementwise epilogue in one kernel."))
+
+
+def fused_conv(conv_op, x, w, extra, steps, conv_attrs, nodes=(), name=None):
+    return apply("fused_conv", [x, w, *extra],
+                 {"conv_op": conv_op, "conv_attrs": tuple(sorted(conv_attrs.items())),
+                  "steps": steps, "nodes": nodes}, name)
+
+
 def fused_elementwise(inputs, steps, nodes=(), name=None):
     return apply("fused_elementwise", list(inputs), {"steps": steps, "nodes": nodes}, name)
 
@@ -100,5 +136,8 @@ def decompose(node):
         mm = _matmul.matmul(operands[0], operands[1], node.attrs["transpose_a"],
                             node.attrs["transpose_b"])
         operands = [mm, *operands[2:]]
+    elif node.op == "fused_conv":
+        acc = build(node.attrs["conv_op"], operands[:2], dict(node.attrs["conv_attrs"]))
+        operands = [acc, *operands[2:]]
     return eval_steps(node.attrs["steps"], operands,
                       lambda op, attrs, args: build(op, args, attrs or None))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import DTypeError, ShapeError
+from ..errors import AttrError, DTypeError, ShapeError
 from ..types import TensorType, normalize_axes
 from .common import apply
 from .registry import OpDef, register
@@ -101,3 +101,204 @@ def arg_reduce(op: str, x, axis=0, name=None):
     if not isinstance(axis, (int, np.integer)):
         raise ShapeError(f"{op} takes a single axis, got {axis!r}")
     return apply(op, [x], {"axis": int(axis)}, name)
+
+
+# --- Normalisation, scans and local response normalisation --------------------------
+#
+# softmax(x) {axis}, log_softmax(x) {axis}: over one axis, max-subtracted. As in
+# TensorFlow, a slice holding NaN or +inf, or only -inf, gives NaN throughout; -inf
+# elements beside finite ones get probability 0 (log-probability -inf).
+# logsumexp(x) {axis, keepdims}: log(sum(exp(x))) over axis (None, an int or a tuple),
+# TensorFlow's reduce_logsumexp: NaN if any NaN, +inf if any +inf, -inf if all are -inf
+# (and for an empty reduction).
+# cumsum(x) {axis, exclusive, reverse}: running sums along one axis, float32 or int32
+# (int32 wraps, like the sums above).
+# lrn(x) {depth_radius, bias, alpha, beta}: TensorFlow's local_response_normalization
+# over the last axis of a 4-D tensor, x / (bias + alpha * sum of squares of the window
+# x[..., d - r : d + r + 1]) ** beta; lrn_grad(dy, x) {same attrs} is its gradient
+# (TensorFlow's LRNGrad, with the window sums recomputed from x).
+
+
+def _float_only(t):
+    if t.dtype != "float32":
+        raise DTypeError(f"does not accept {t.dtype} inputs (accepts float32); cast first")
+
+
+def _one_axis(attrs, rank, what="axis"):
+    axis = attrs["axis"]
+    if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
+        raise ShapeError(f"takes a single int {what}, got {axis!r}")
+    if rank == 0:
+        raise ShapeError("needs a tensor of rank >= 1, got a scalar")
+    (axis,) = normalize_axes(axis, rank)
+    return axis
+
+
+def _softmax_type(types, attrs):
+    (t,) = types
+    _float_only(t)
+    _one_axis(attrs, t.rank)
+    return TensorType(t.shape, t.dtype)
+
+
+def _shifted(x, axis):
+    """x minus its max along axis (NaN where the max is NaN or infinite makes it so)."""
+    return x - np.max(x, axis=axis, keepdims=True)
+
+
+def _softmax_ref(arrays, attrs):
+    (x,) = arrays
+    axis = attrs["axis"] % x.ndim
+    if x.shape[axis] == 0:
+        return x.copy()
+    e = np.exp(_shifted(x, axis))
+    return (e / np.sum(e, axis=axis, keepdims=True)).astype(x.dtype)
+
+
+def _log_softmax_ref(arrays, attrs):
+    (x,) = arrays
+    axis = attrs["axis"] % x.ndim
+    if x.shape[axis] == 0:
+        return x.copy()
+    s = _shifted(x, axis)
+    return (s - np.log(np.sum(np.exp(s), axis=axis, keepdims=True))).astype(x.dtype)
+
+
+def _logsumexp_type(types, attrs):
+    (t,) = types
+    _float_only(t)
+    axes = normalize_axes(attrs["axis"], t.rank)
+    return TensorType(reduced_shape(t.shape, axes, attrs["keepdims"]), t.dtype)
+
+
+def _logsumexp_ref(arrays, attrs):
+    (x,) = arrays
+    axes = normalize_axes(attrs["axis"], x.ndim)
+    keep = attrs["keepdims"]
+    if x.size == 0 or any(x.shape[a] == 0 for a in axes):
+        return np.full(reduced_shape(x.shape, axes, keep), -np.inf, x.dtype)
+    # TensorFlow's reduce_logsumexp: shift by the max unless the max is infinite
+    raw = np.max(x, axis=axes, keepdims=True)
+    shift = np.where(np.isfinite(raw), raw, 0).astype(x.dtype)
+    out = np.log(np.sum(np.exp(x - shift), axis=axes, keepdims=True)) + shift
+    if not keep:
+        out = np.squeeze(out, axis=axes)
+    return np.asarray(out).astype(x.dtype)
+
+
+def _cumsum_type(types, attrs):
+    (t,) = types
+    if t.dtype not in NUMERIC:
+        raise DTypeError(f"does not accept {t.dtype} inputs (accepts float32, int32); "
+                         f"cast first")
+    _one_axis(attrs, t.rank)
+    return TensorType(t.shape, t.dtype)
+
+
+def _cumsum_ref(arrays, attrs):
+    (x,) = arrays
+    axis = attrs["axis"] % x.ndim
+    if attrs["reverse"]:
+        x = np.flip(x, axis)
+    out = np.cumsum(x, axis=axis, dtype=x.dtype)
+    if attrs["exclusive"]:
+        # shift by one along axis: the first running sum is the empty one, 0
+        out = np.concatenate([np.zeros_like(np.take(out, [0], axis=axis)),
+                              np.take(out, range(x.shape[axis] - 1), axis=axis)],
+                             axis=axis) if x.shape[axis] else out
+    if attrs["reverse"]:
+        out = np.flip(out, axis)
+    return np.ascontiguousarray(out).astype(x.dtype)
+
+
+def _lrn_type(types, attrs):
+    t = types[-1]
+    _float_only(t)
+    if t.rank != 4:
+        raise ShapeError(f"needs a 4-D input (NHWC), got rank {t.rank}")
+    r = attrs["depth_radius"]
+    if not isinstance(r, (int, np.integer)) or isinstance(r, bool) or r < 0:
+        raise AttrError(f"depth_radius must be an int >= 0, got {r!r}")
+    if len(types) == 2 and (types[0].shape != t.shape or types[0].dtype != t.dtype):
+        raise ShapeError(f"the gradient {types[0]} does not match the input {t}")
+    return TensorType(t.shape, t.dtype)
+
+
+def _window_sum_of_squares(x, r):
+    """sum of x[..., d - r : d + r + 1] ** 2 over the last axis, clipped at the ends."""
+    depth = x.shape[-1]
+    sq = np.square(x)
+    out = np.zeros_like(x)
+    for d in range(depth):
+        out[..., d] = np.sum(sq[..., max(0, d - r):d + r + 1], axis=-1)
+    return out
+
+
+def _lrn_norm(x, attrs):
+    return attrs["bias"] + attrs["alpha"] * _window_sum_of_squares(x, attrs["depth_radius"])
+
+
+def _lrn_ref(arrays, attrs):
+    (x,) = arrays
+    return (x * _lrn_norm(x, attrs) ** -attrs["beta"]).astype(x.dtype)
+
+
+def _lrn_grad_ref(arrays, attrs):
+    dy, x = arrays
+    r, alpha, beta = attrs["depth_radius"], attrs["alpha"], attrs["beta"]
+    norm = _lrn_norm(x, attrs)
+    # d y_j / d x_i = [i == j] norm_j^-beta - 2 alpha beta x_i x_j norm_j^(-beta-1)
+    # for i in j's window (the window relation is symmetric)
+    t = dy * x * norm ** (-beta - 1)
+    depth = x.shape[-1]
+    window_t = np.zeros_like(t)
+    for d in range(depth):
+        window_t[..., d] = np.sum(t[..., max(0, d - r):d + r + 1], axis=-1)
+    return (dy * norm ** -beta - 2 * alpha * beta * x * window_t).astype(x.dtype)
+
+
+_LRN_ATTRS = {"depth_radius": 5, "bias": 1.0, "alpha": 1.0, "beta": 0.5}
+
+register(OpDef("softmax", "reduce", _softmax_type, _softmax_ref, attrs={"axis": -1},
+               num_inputs=1))
+register(OpDef("log_softmax", "reduce", _softmax_type, _log_softmax_ref,
+               attrs={"axis": -1}, num_inputs=1))
+register(OpDef("logsumexp", "reduce", _logsumexp_type, _logsumexp_ref,
+               attrs={"axis": None, "keepdims": False}, num_inputs=1))
+register(OpDef("cumsum", "reduce", _cumsum_type, _cumsum_ref,
+               attrs={"axis": 0, "exclusive": False, "reverse": False}, num_inputs=1))
+register(OpDef("lrn", "reduce", _lrn_type, _lrn_ref, attrs=dict(_LRN_ATTRS), num_inputs=1))
+register(OpDef("lrn_grad", "reduce", _lrn_type, _lrn_grad_ref, attrs=dict(_LRN_ATTRS),
+               num_inputs=2))
+
+
+def _int_attr(v):
+    return int(v) if isinstance(v, np.integer) else v    # checked by the type rules
+
+
+def softmax(op: str, x, axis=-1, name=None):
+    """softmax or log_softmax over one axis."""
+    return apply(op, [x], {"axis": _int_attr(axis)}, name)
+
+
+def logsumexp(x, axis=None, keepdims=False, name=None):
+    return apply("logsumexp", [x], {"axis": _axis_attr(axis), "keepdims": bool(keepdims)},
+                 name)
+
+
+def cumsum(x, axis=0, exclusive=False, reverse=False, name=None):
+    return apply("cumsum", [x], {"axis": _int_attr(axis), "exclusive": bool(exclusive),
+                                 "reverse": bool(reverse)}, name)
+
+
+def _lrn_attrs(depth_radius, bias, alpha, beta):
+    return {"depth_radius": _int_attr(depth_radius), "bias": float(bias),
+            "alpha": float(alpha), "beta": float(beta)}
+
+
+def lrn(x, depth_radius=5, bias=1.0, alpha=1.0, beta=0.5, name=None):
+    return apply("lrn", [x], _lrn_attrs(depth_radius, bias, alpha, beta), name)
+
+
+def lrn_grad(dy, x, depth_radius=5, bias=1.0, alpha=1.0, beta=0.5, name=None):
+    return apply("lrn_grad", [dy, x], _lrn_attrs(depth_radius, bias, alpha, beta), name)

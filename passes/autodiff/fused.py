@@ -6,7 +6,7 @@ from ...ir.ops.fused import decompose
 from .registry import gradient
 
 
-@gradient("fused_elementwise", "fused_matmul")
+@gradient("fused_elementwise", "fused_matmul", "fused_conv")
 def _fused(node, dy):
     from .engine import gradients
     value = decompose(node)

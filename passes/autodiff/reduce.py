@@ -1,6 +1,7 @@
 """Gradient rules of the reductions."""
 from __future__ import annotations
 
+from ...ir.errors import GradientError
 from ...ir.ops.reduce import cumsum, lrn_grad
 from ...ir.types import normalize_axes
 from .build import (binary, broadcast_like, cast, div, expand_dims, mul, reduce, sub,
@@ -108,7 +109,14 @@ def _cumsum(node, dy):
 
 @gradient("lrn")
 def _lrn(node, dy):
-    """TensorFlow's LRNGrad, as its own op (lrn_grad has no rule: no second order)."""
+    """TensorFlow's LRNGrad, as its own op (whose own rule only says that second order
+    is not implemented)."""
     a = node.attrs
     return [lrn_grad(dy, node.inputs[0], a["depth_radius"], a["bias"], a["alpha"],
                      a["beta"])]
+
+
+@gradient("lrn_grad")
+def _lrn_grad(node, dy):
+    raise GradientError(f"{node.where()}: second-order gradients of "
+                        f"local_response_normalization (lrn_grad) are not implemented")

@@ -8,6 +8,7 @@ from tests.reference import assert_matches
 
 rng = np.random.default_rng(11)
 UNFUSED = ["fold_constants", "cse", "simplify", "verify"]
+PATTERNS = ["matmul", "conv2d", "depthwise_conv2d"]
 
 
 def compile_both(g, fetches, feeds):
@@ -50,20 +51,41 @@ def _activation(name, y, alpha):
 ACTIVATIONS = ["linear", "relu", "relu6", "elu", "leaky_relu", "prelu", "sigmoid", "tanh"]
 
 
+SHAPES = {"matmul": ((6, 7), (7, 8), 8), "conv2d": ((2, 6, 5, 3), (3, 3, 3, 8), 8),
+          "depthwise_conv2d": ((2, 6, 5, 4), (3, 3, 4, 2), 8)}
+
+
+def _head(pattern, x, w):
+    if pattern == "matmul":
+        return ff.matmul(x, w)
+    return getattr(ff, pattern)(x, w, strides=2, padding="SAME")
+
+
+def _api(pattern, x, w, **kwargs):
+    if pattern == "matmul":
+        return ff.fused.matmul(x, w, **kwargs)
+    return getattr(ff.fused, pattern)(x, w, strides=2, padding="SAME", **kwargs)
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
 @pytest.mark.parametrize("activation", ACTIVATIONS)
-def test_matmul_bias_activation_fuses_and_matches_unfused(activation, gl):
+def test_bias_activation_fuses_and_matches_unfused(pattern, activation, gl):
+    x_shape, w_shape, channels = SHAPES[pattern]
     g = ff.Graph()
     with g.as_default():
-        x = ff.placeholder((6, 7), name="x")
-        w = ff.placeholder((7, 8), name="w")
-        b = ff.placeholder((8,), name="b")
-        alpha = ff.constant(rng.uniform(0.05, 0.3, 8).astype(np.float32), name="alpha")
-        pattern = _activation(activation, ff.matmul(x, w) + b, alpha)
-        api = ff.fused.matmul(x, w, bias=b, activation=activation,
-                              alpha=0.1 if activation == "leaky_relu" else alpha)
-        loss = ff.sum(pattern * pattern) + ff.sum(api * api)
+        x = ff.placeholder(x_shape, name="x")
+        w = ff.placeholder(w_shape, name="w")
+        b = ff.placeholder((channels,), name="b")
+        alpha = ff.constant(rng.uniform(0.05, 0.3, channels).astype(np.float32),
+                            name="alpha")
+        pattern_out = _activation(activation, _head(pattern, x, w) + b, alpha)
+        api = _api(pattern, x, w, bias=b, activation=activation,
+                   alpha=0.1 if activation == "leaky_relu" else alpha)
+        loss = ff.sum(pattern_out * pattern_out) + ff.sum(api * api)
         grads = ff.gradients(loss, [x, w, b])
-    feeds = [rng.standard_normal(s).astype(np.float32) * 3 for s in ((6, 7), (7, 8), (8,))]
+    feeds = [rng.standard_normal(s).astype(np.float32) * 3
+             for s in (x_shape, w_shape, (channels,))]
+    pattern = pattern_out
     sess, fused, plain = compile_both(g, [pattern, api, *grads], [x, w, b])
     with sess:
         got = fused(*feeds)
@@ -71,10 +93,40 @@ def test_matmul_bias_activation_fuses_and_matches_unfused(activation, gl):
         forward_only = sess.compile([pattern], feeds=[x, w, b])
         forward_only(*feeds)
         assert len(forward_only.kernels) == 1, forward_only.fusion_report
-        assert forward_only.kernels[0].op == "fused_matmul"
+        assert forward_only.kernels[0].op.startswith("fused_")
     for a, e in zip(got, want):
         assert_matches(a, e, rtol=1e-5, atol=1e-4)
     assert_matches(got[0], got[1], rtol=1e-5)
+
+
+def test_a_mobilenet_block_is_two_kernels(gl):
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((2, 9, 9, 8), name="x")
+        dw = ff.constant(rng.standard_normal((3, 3, 8, 1)).astype(np.float32))
+        pw = ff.constant(rng.standard_normal((1, 1, 8, 16)).astype(np.float32))
+        b1 = ff.constant(rng.standard_normal(8).astype(np.float32))
+        b2 = ff.constant(rng.standard_normal(16).astype(np.float32))
+        h = ff.relu6(ff.depthwise_conv2d(x, dw, strides=2, padding="SAME") + b1)
+        y = ff.relu6(ff.conv2d(h, pw, padding="SAME") + b2)
+    xb = rng.standard_normal((2, 9, 9, 8)).astype(np.float32)
+    sess, fused, plain = compile_both(g, [y], [x])
+    with sess:
+        (got,), (want,) = fused(xb), plain(xb)
+        assert [k.op for k in fused.kernels] == ["fused_depthwise_conv2d", "fused_conv2d"]
+    assert_matches(got, want, rtol=1e-5)
+
+
+def test_conv_bias_relu_is_one_kernel(gl):
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((1, 7, 7, 3), name="x")
+        w = ff.constant(rng.standard_normal((3, 3, 3, 4)).astype(np.float32))
+        y = ff.relu(ff.conv2d(x, w, padding="SAME") + ff.constant(np.ones(4, np.float32)))
+    with ff.Session(g) as sess:
+        fn = sess.compile([y], feeds=[x])
+        fn(np.ones((1, 7, 7, 3), np.float32))
+        assert len(fn.kernels) == 1
 
 
 def test_fused_matmul_gradient_to_second_order(gl):
@@ -123,3 +175,32 @@ def test_fused_graph_equals_unfused_after_autodiff_on_an_mlp(gl):
         assert len(fused.kernels) < len(plain.kernels)
     for a, e in zip(got, want):
         assert_matches(a, e, rtol=1e-5, atol=1e-6)
+
+
+def test_gradients_through_fused_nodes_of_a_compiled_graph(gl):
+    """A compiled graph (fused_elementwise, fused_matmul and fused_conv nodes) can be
+    differentiated again: each fused node's gradient is its ops' gradient."""
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((1, 5, 5, 2), name="x")
+        w = ff.constant(rng.standard_normal((3, 3, 2, 4)).astype(np.float32), name="w")
+        m = ff.constant(rng.standard_normal((4, 3)).astype(np.float32), name="m")
+        c = ff.tanh(ff.conv2d(x, w, padding="SAME") + 0.5)
+        y = ff.sigmoid(ff.reshape(c, (25, 4)) @ m - 1.0) * 2.0 + ff.exp(-ff.square(
+            ff.reshape(c, (25, 4))[:, :3]))
+    xb = rng.standard_normal((1, 5, 5, 2)).astype(np.float32)
+    with ff.Session(g) as sess:
+        fn = sess.compile([y], feeds=[x])
+        fn(xb)
+        compiled = fn.graph
+    ops = {n.op for n in compiled.nodes}
+    assert {"fused_conv", "fused_matmul", "fused_elementwise"} <= ops, ops
+    with compiled.as_default():
+        cx = ff.Tensor(compiled.value("x"))
+        cy = ff.Tensor(compiled.outputs[0])
+        (dx,) = ff.gradients(ff.sum(cy * cy), [cx])
+    (dx_original,) = ff.gradients(ff.sum(y * y), [x])
+    with ff.Session(compiled) as sess, ff.Session(g) as ref:
+        got = sess.run(dx, {cx: xb})
+        want = ref.run(dx_original, {x: xb})
+    assert_matches(got, want, rtol=1e-4, atol=1e-5)
