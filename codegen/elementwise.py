@@ -5,6 +5,7 @@ broadcast index, or a whole texel at a time when every input has the output's sh
 (or one element)."""
 from __future__ import annotations
 
+from ..ir.ops.elementwise import linspace_step
 from ..ir.types import promote
 from .common import make_kernel, operands, output_operand
 from .environment import glsl_float, glsl_int
@@ -13,6 +14,9 @@ from .operands import GLSL_SCALAR
 
 LOGICAL = {"logical_and", "logical_or", "logical_not"}
 COMPARISONS = {"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"}
+PREDICATES = {"is_nan", "is_inf", "is_finite"}          # float in, bool out
+FLOAT_ATTRS = {"leaky_relu": ("alpha",), "step": ("alpha",)}   # become GLSL literals
+INDEXED = {"range", "linspace"}    # no inputs: the value is computed from the index i
 
 
 def operand_dtype(node) -> str:
@@ -21,7 +25,7 @@ def operand_dtype(node) -> str:
         return "bool"
     if node.op == "div":
         return "float32"
-    if node.op in COMPARISONS:
+    if node.op in COMPARISONS or node.op in PREDICATES:
         return promote(*(v.dtype for v in node.inputs))
     return node.outputs[0].dtype
 
@@ -37,8 +41,31 @@ def step_for(node, var: str, arg_of: dict) -> dict:
         op = "identity"
     args = [{"expr": arg_of[v.name][0], "type": arg_of[v.name][1], "to": t}
             for v, t in zip(inputs, targets)]
-    return {"var": var, "op": op, "args": args, "ctype": ctype,
-            "otype": GLSL_SCALAR[node.outputs[0].dtype], "node": node.name}
+    return {"var": var, "op": op, "args": args, "consts": constants_of(node),
+            "ctype": ctype, "otype": GLSL_SCALAR[node.outputs[0].dtype], "node": node.name}
+
+
+def constants_of(node) -> list:
+    """The GLSL literals an op's macro takes after its operands (from its attrs)."""
+    if node.op in FLOAT_ATTRS:
+        return [glsl_float(node.attrs[k]) for k in FLOAT_ATTRS[node.op]]
+    return []
+
+
+def index_step(node, var: str) -> dict:
+    """range/linspace: a step of the element index alone (the kernel's expr takes i)."""
+    a = node.attrs
+    ctype = GLSL_SCALAR[node.outputs[0].dtype]
+    index = [{"expr": "i", "type": "int", "to": ctype if node.op == "range" else "int"}]
+    if node.op == "range":
+        literal = glsl_float if ctype == "float" else glsl_int
+        consts = [literal(a["start"]), literal(a["delta"])]
+    else:
+        step = linspace_step(a["start"], a["stop"], a["num"])
+        last = a["num"] - 1 if a["num"] > 1 else -1      # one element: start, not stop
+        consts = [glsl_float(a["start"]), glsl_float(step), str(last), glsl_float(a["stop"])]
+    return {"var": var, "op": node.op, "args": index, "consts": consts, "ctype": ctype,
+            "otype": ctype, "node": node.name}
 
 
 def _kernel(nodes, steps, result, inputs, out, prefix):
@@ -47,8 +74,9 @@ def _kernel(nodes, steps, result, inputs, out, prefix):
     vectorized = all(b.index.is_identity or b.size == 1 for b in inputs) and \
         all(b.size == out.size or b.size == 1 for b in inputs)
     op = nodes[0].op if len(nodes) == 1 else "fused(" + ",".join(n.op for n in nodes) + ")"
+    indexed = any(n.op in INDEXED for n in nodes)
     return make_kernel("elementwise.glsl.j2", prefix, op, nodes, inputs, out,
-                       steps=steps, result=result, vectorized=vectorized)
+                       steps=steps, result=result, vectorized=vectorized, indexed=indexed)
 
 
 def lower_node(node, layouts, prefix):
@@ -58,6 +86,8 @@ def lower_node(node, layouts, prefix):
         literal = glsl_float(value) if node.attrs["dtype"] == "float32" else \
             ("true" if value else "false") if node.attrs["dtype"] == "bool" else glsl_int(value)
         return _kernel([node], [], literal, [], out, prefix)
+    if node.op in INDEXED:
+        return _kernel([node], [index_step(node, "r0")], "r0", [], out, prefix)
     inputs = operands(node, layouts)
     arg_of = {b.value: (b.arg, b.scalar) for b in inputs}
     step = step_for(node, "r0", arg_of)
@@ -69,7 +99,8 @@ def lower_copy(node, layouts, prefix):
     out = output_operand(node.outputs[0], layouts)
     inputs = [b for b in operands(node, layouts) if b.value == node.inputs[1].name]
     arg = inputs[0]
-    step = {"var": "r0", "op": "identity", "ctype": arg.scalar, "otype": arg.scalar,
+    step = {"var": "r0", "op": "identity", "consts": [], "ctype": arg.scalar,
+            "otype": arg.scalar,
             "args": [{"expr": arg.arg, "type": arg.scalar, "to": arg.scalar}],
             "node": node.name}
     return _kernel([node], [step], "r0", inputs, out, prefix)
