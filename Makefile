@@ -17,7 +17,7 @@ $(STAMP): $(BIN)/python pyproject.toml
 install: $(STAMP)
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2   # two workers: shader JIT is single-threaded
 
 demo: $(STAMP)
 	$(BIN)/python examples/demo.py

@@ -204,3 +204,32 @@ def test_gradients_through_fused_nodes_of_a_compiled_graph(gl):
         got = sess.run(dx, {cx: xb})
         want = ref.run(dx_original, {x: xb})
     assert_matches(got, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("head", ["conv2d", "depthwise_conv2d", "matmul"])
+def test_inference_batch_norm_folds_into_the_weights(head, gl):
+    g = ff.Graph()
+    with g.as_default():
+        if head == "matmul":
+            x = ff.placeholder((5, 6), name="x")
+            w = ff.constant(rng.standard_normal((6, 8)).astype(np.float32))
+            y = ff.matmul(x, w)
+        else:
+            x = ff.placeholder((1, 6, 6, 4), name="x")
+            shape = (3, 3, 4, 8) if head == "conv2d" else (3, 3, 4, 2)
+            w = ff.constant(rng.standard_normal(shape).astype(np.float32))
+            y = getattr(ff, head)(x, w, padding="SAME")
+        channels = 8
+        stats = [rng.uniform(0.5, 1.5, channels).astype(np.float32) for _ in range(4)]
+        z = ff.relu(ff.batch_normalization(y, stats[0], stats[1], offset=stats[2],
+                                           scale=stats[3], variance_epsilon=1e-3))
+    xb = rng.standard_normal(x.shape).astype(np.float32)
+    sess, fused, plain = compile_both(g, [z], [x])
+    with sess:
+        (got,), (want,) = fused(xb), plain(xb)
+        ops = [n.op for n in fused.graph.nodes]
+        assert len(fused.kernels) == 1
+        report = "\n".join(fused.fusion_report)
+    assert "mul" not in str(fused.graph.nodes[-1].attrs["steps"]), report
+    assert head in ops or any(o.startswith("fused") for o in ops)
+    assert_matches(got, want, rtol=1e-5, atol=1e-5)
