@@ -60,3 +60,11 @@ def test_op_is_named_by_a_gl_test_and_a_gradient_test(name, opdef):
         f"{name}: no test under tests/ops names it"
     if opdef.differentiable and name not in SECOND_ORDER_ONLY:
         assert _named(name, GRAD_TESTS), f"{name}: no gradient test under tests/autodiff"
+
+
+def test_the_op_table_in_docs_is_the_registry():
+    from fragflow.tools.optable import table
+    with open(os.path.join(ROOT, "docs", "OPS.md"), encoding="utf-8") as f:
+        assert f.read() == table(), \
+            "docs/OPS.md is stale: python -m fragflow.tools.optable > docs/OPS.md"
+    assert "MISSING RULE" not in table()
