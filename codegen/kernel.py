@@ -2,9 +2,13 @@
 Program (the whole compiled graph as a flat list of steps)."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from .layout import Layout
+
+
+_COMMENT = re.compile(r"//[^\n]*")
 
 
 @dataclass(frozen=True)
@@ -38,10 +42,16 @@ class Kernel:
     user_code: tuple | None = None
 
     @property
+    def compiled_source(self) -> str:
+        """The source with its // comments emptied (lines kept, so compiler messages
+        keep their line numbers): what is compiled, and the program cache's key, so
+        that identical kernels of differently named nodes share one program — in this
+        process and, through Mesa's disk cache, in the next."""
+        return _COMMENT.sub("", self.source)
+
+    @property
     def body(self) -> str:
-        """The source without its header comment: the program cache's key, so that
-        identical kernels of differently named nodes share one compiled program."""
-        return self.source.split("// -- end of header --\n", 1)[-1]
+        return self.compiled_source
 
     def __repr__(self):
         return (f"Kernel({self.name!r}, op={self.op!r}, scope={self.scope!r}, "

@@ -11,6 +11,7 @@ See README.md and shared/DESIGN.md ("Public contract").
 """
 from .frontend import *  # noqa: F401,F403
 from .frontend import CompiledFunction, Session, Tensor, Variable, fused
+from .frontend import Sequential, initializers, layers, optim
 from .frontend import __all__ as _frontend_all
 from .ir.errors import (AttrError, BackendError, DTypeError, FeedError, FetchError,
                         FragflowError, GradientError, GraphError, NumericsError,

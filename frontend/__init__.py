@@ -13,7 +13,10 @@ from .ops_random import *  # noqa: F401,F403
 from .ops_structure import *  # noqa: F401,F403
 from .session import CompiledFunction, Session
 from .tensor import Tensor, Variable
+from . import initializers, layers, optim
+from .models import Sequential
 
 __all__ = [*ops.__all__, *ops_conv.__all__, *ops_image.__all__, *ops_math.__all__,
            *ops_nn.__all__, *ops_random.__all__, *ops_structure.__all__, *_gradients_module.__all__,
-           "Session", "CompiledFunction", "gpgpu_program", "GPGPUProgram"]
+           "Session", "CompiledFunction", "gpgpu_program", "GPGPUProgram",
+           "optim", "initializers", "layers", "Sequential"]

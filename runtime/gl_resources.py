@@ -2,7 +2,10 @@
 importing OpenGL.GL binds PyOpenGL's platform (see runtime/context/_gl.py)."""
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import subprocess
 from collections import defaultdict
 
 import numpy as np
@@ -173,6 +176,33 @@ def user_code_error(log: str, user_code, source: str) -> str:
     return "\n".join(out)
 
 
+_VALIDATED: set = set()     # sources glslangValidator accepted in this process
+
+
+def validate_with_glslang(source: str, name: str, user_code=None) -> None:
+    """FRAGFLOW_VALIDATE_SHADERS=1: a second, strict compiler (Khronos' reference
+    front end) checks every fragment shader before the driver compiles it, so that a
+    shader llvmpipe accepts but a stricter GPU driver would reject fails here too."""
+    if source in _VALIDATED:
+        return
+    tool = shutil.which("glslangValidator")
+    if tool is None:
+        raise BackendError("FRAGFLOW_VALIDATE_SHADERS is set but glslangValidator is not "
+                           "on PATH (Debian/Ubuntu: apt-get install glslang-tools)")
+    result = subprocess.run([tool, "--stdin", "-S", "frag"], input=source,
+                            capture_output=True, text=True, timeout=60)
+    if result.returncode != 0:
+        log = "\n".join(line for line in (result.stdout + result.stderr).splitlines()
+                        if line.strip() and line.strip() != "stdin")
+        if user_code is not None:
+            raise ShaderCompileError("glslangValidator: " + user_code_error(log, user_code,
+                                                                             source))
+        raise ShaderCompileError(f"kernel {name} was rejected by glslangValidator "
+                                 f"(FRAGFLOW_VALIDATE_SHADERS is set):\n{log.strip()}\n"
+                                 f"source:\n{numbered(source)}")
+    _VALIDATED.add(source)
+
+
 class ProgramCache:
     """Linked programs by kernel body (the source without its header comment)."""
 
@@ -190,9 +220,11 @@ class ProgramCache:
         return program
 
     def _link(self, kernel) -> int:
+        if os.environ.get("FRAGFLOW_VALIDATE_SHADERS"):
+            validate_with_glslang(kernel.source, kernel.name, kernel.user_code)
         if self._vertex is None:
             self._vertex = _compile(GL.GL_VERTEX_SHADER, _VERTEX_SHADER, "vertex")
-        fragment = _compile(GL.GL_FRAGMENT_SHADER, kernel.source, kernel.name,
+        fragment = _compile(GL.GL_FRAGMENT_SHADER, kernel.compiled_source, kernel.name,
                             kernel.user_code)
         program = GL.glCreateProgram()
         GL.glAttachShader(program, self._vertex)

@@ -1,0 +1,574 @@
+"""ff.layers: Keras-style layers that build graph ops when called on a tensor.
+
+A layer makes its Variables the first time it is called (from the input's static
+shape), in the input's graph, under a name scope of its own name ("dense/kernel"), and
+builds new ops on every call, sharing those Variables:
+
+    dense = ff.layers.Dense(10, activation="relu")
+    y_train = dense(x, training=True)       # ops for a training step
+    y_infer = dense(x)                      # training=False: inference ops, same weights
+
+Training and inference: `training` selects what Dropout and BatchNormalization build
+(training=True: drop / batch statistics; False: identity / moving averages). A model
+builds both sets of ops once and fetches one or the other, so a Session runs only
+the ops of the mode it fetches (no bool placeholder, no both-branches `where`).
+BatchNormalization's moving-average updates are assign ops in `layer.updates`, made by
+each training call; a training step must fetch them with its optimizer step
+(ff.optim.group), as Sequential.fit does.
+
+Dense uses ff.fused.matmul (bias and activation in the matmul's kernel); the
+convolutions use ff.fused.conv2d / ff.fused.depthwise_conv2d where those exist, else
+ff.conv2d / ff.depthwise_conv2d followed by the bias add and activation (which the
+elementwise fusion pass merges into one kernel).
+
+Names, arguments and defaults are Keras's (units, filters, kernel_size, strides,
+padding="valid", activation=None, use_bias=True, kernel_initializer="glorot_uniform",
+...); images are NHWC and kernels HWIO.
+
+>>> import fragflow as ff, numpy as np
+>>> g = ff.Graph()
+>>> with g.as_default():
+...     x = ff.placeholder((None, 8, 8, 3), name="x")
+...     y = ff.layers.Conv2D(4, 3, padding="same", activation="relu")(x)
+...     y = ff.layers.GlobalAveragePool2D()(y)
+...     y = ff.layers.Dense(2, activation="softmax")(y)
+>>> y.shape
+(None, 2)
+"""
+from __future__ import annotations
+
+import importlib
+import math
+import weakref
+
+import numpy as np
+
+from ..ir.errors import AttrError, FragflowError, ShapeError
+from . import fused as _fused
+from . import initializers as _init
+from . import ops as _ops
+from .tensor import Tensor, Variable, as_tensor_value, _wrap
+
+__all__ = ["Layer", "Dense", "Conv2D", "DepthwiseConv2D", "SeparableConv2D",
+           "BatchNormalization", "Dropout", "MaxPool2D", "AveragePool2D",
+           "GlobalAveragePool2D", "GlobalMaxPool2D", "Flatten", "Activation",
+           "MaxPooling2D", "AveragePooling2D", "GlobalAveragePooling2D",
+           "GlobalMaxPooling2D", "activation_fn", "logits_of"]
+
+# Layer names taken in each graph, so that the n-th unnamed Dense of a graph is always
+# "dense_<n>" (a model built twice the same way gets the same variable names, which is
+# what sess.restore matches).
+_NAMES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+# {output value: logits value} for softmax / sigmoid outputs of layers: the losses of
+# ff.Sequential use the logits (a stable cross-entropy), as Keras does.
+_LOGITS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _frontend_op(name):
+    """ff.<name>, looked up when a layer is called (the op may be added later)."""
+    fn = getattr(importlib.import_module(__package__), name, None)
+    if fn is None:
+        raise FragflowError(f"this layer needs ff.{name}, which this fragflow lacks")
+    return fn
+
+
+def logits_of(tensor, activation):
+    """The logits that a layer's output `tensor` was computed from by `activation`
+    ("softmax" or "sigmoid"), or None if it was not."""
+    value = tensor.value if isinstance(tensor, Tensor) else tensor
+    entry = _LOGITS.get(value.graph, {}).get(value)
+    return _wrap(entry[1]) if entry is not None and entry[0] == activation else None
+
+
+# -- activations ---------------------------------------------------------------------
+def _swish(x):
+    return x * _ops.sigmoid(x)
+
+
+_ACTIVATIONS = {
+    "linear": lambda x: x, "relu": _ops.relu, "sigmoid": _ops.sigmoid, "tanh": _ops.tanh,
+    "relu6": lambda x: _frontend_op("relu6")(x), "elu": lambda x: _frontend_op("elu")(x),
+    "selu": lambda x: _frontend_op("selu")(x),
+    "leaky_relu": lambda x: _frontend_op("leaky_relu")(x, 0.2),
+    "softplus": lambda x: _frontend_op("softplus")(x),
+    "softmax": lambda x: _frontend_op("softmax")(x, axis=-1),
+    "log_softmax": lambda x: _frontend_op("log_softmax")(x, axis=-1),
+    "exponential": _ops.exp, "swish": _swish, "silu": _swish,
+}
+# Activations a fused kernel computes (ff.fused.ACTIVATIONS, leaky_relu at alpha 0.2).
+# sigmoid is left out on purpose: a sigmoid output keeps its logits as a tensor of its
+# own, which binary cross-entropy needs for a stable loss (as softmax's do).
+_FUSABLE = {"linear", "relu", "relu6", "elu", "leaky_relu", "tanh"}
+
+
+def _activation_name(activation):
+    if activation is None:
+        return "linear"
+    if callable(activation):
+        return activation
+    if activation not in _ACTIVATIONS:
+        raise AttrError(f"unknown activation {activation!r}; use one of "
+                        f"{', '.join(sorted(_ACTIVATIONS))}, None or a function")
+    return activation
+
+
+def activation_fn(activation):
+    """The function a Keras activation name (or None, or a callable) stands for."""
+    name = _activation_name(activation)
+    return name if callable(name) else _ACTIVATIONS[name]
+
+
+def _activate(pre, activation):
+    """activation(pre), remembering pre as the logits of a softmax / sigmoid output."""
+    out = activation_fn(activation)(pre)
+    if activation in ("softmax", "sigmoid"):
+        _LOGITS.setdefault(out.graph, {})[out.value] = (activation, pre.value)
+    return out
+
+
+# -- argument normalisation ----------------------------------------------------------
+def _pair(value, what) -> tuple:
+    if isinstance(value, (int, np.integer)):
+        return (int(value), int(value))
+    value = tuple(int(v) for v in value)
+    if len(value) != 2:
+        raise AttrError(f"{what} must be an int or a pair of ints, got {list(value)}")
+    return value
+
+
+def _padding(padding) -> str:
+    if not isinstance(padding, str) or padding.lower() not in ("valid", "same"):
+        raise AttrError(f"padding must be 'valid' or 'same', got {padding!r}")
+    return padding.upper()
+
+
+def _snake(name: str) -> str:
+    out = "".join("_" + c.lower() if c.isupper() else c for c in name).lstrip("_")
+    return out.replace("2_d", "2d")
+
+
+# -- the base class ------------------------------------------------------------------
+class Layer:
+    """Base class: subclasses define build(input_shape) (making Variables with
+    add_weight) and call(x, training) (building ops)."""
+
+    def __init__(self, name=None, trainable=True, input_shape=None, **kwargs):
+        if kwargs:
+            raise AttrError(f"{type(self).__name__} got unexpected arguments "
+                            f"{', '.join(sorted(kwargs))}")
+        self._requested_name = name
+        self.name = name or _snake(type(self).__name__)
+        self.trainable = trainable
+        self.input_shape = None if input_shape is None else tuple(input_shape)
+        self.built = False
+        self.graph = None
+        self._trainable_weights: list = []
+        self._non_trainable_weights: list = []
+        self.updates: list = []          # assign ops of training calls (BatchNormalization)
+
+    # -- weights ------------------------------------------------------------------------
+    @property
+    def trainable_weights(self) -> list:
+        return list(self._trainable_weights) if self.trainable else []
+
+    @property
+    def non_trainable_weights(self) -> list:
+        return list(self._non_trainable_weights) + \
+            ([] if self.trainable else list(self._trainable_weights))
+
+    @property
+    def weights(self) -> list:
+        return self._trainable_weights + self._non_trainable_weights
+
+    def count_params(self) -> int:
+        return sum(math.prod(w.shape) for w in self.weights)
+
+    def add_weight(self, name, shape, initializer="zeros", trainable=True) -> Variable:
+        """A float32 Variable named '<layer>/<name>', initialised by initializer."""
+        value = _init.get(initializer)(tuple(shape))
+        if value.shape != tuple(shape):
+            raise ShapeError(f"{self.name}: initializer {initializer!r} gave shape "
+                             f"{list(value.shape)} for weight {name} of shape {list(shape)}")
+        var = Variable(np.asarray(value, np.float32), name=name)
+        (self._trainable_weights if trainable else self._non_trainable_weights).append(var)
+        return var
+
+    # -- calling ---------------------------------------------------------------------
+    def __call__(self, inputs, training=False):
+        x = inputs if isinstance(inputs, Tensor) else _wrap(as_tensor_value(inputs))
+        graph = x.graph
+        if not self.built:
+            self._claim_name(graph)
+            self.graph = graph
+            with graph.as_default(), graph.name_scope(self.name):
+                self.build(tuple(x.shape))
+            self.built = True
+        elif graph is not self.graph:
+            raise FragflowError(f"layer '{self.name}' was built in graph "
+                                f"'{self.graph.name}'; it cannot be called on a tensor of "
+                                f"graph '{graph.name}'")
+        with graph.as_default(), graph.name_scope(self.name):
+            return self.call(x, training=bool(training))
+
+    def _claim_name(self, graph):
+        taken = _NAMES.setdefault(graph, set())
+        if self._requested_name is not None:
+            if self.name in taken:
+                raise FragflowError(f"a layer named '{self.name}' already exists in graph "
+                                    f"'{graph.name}'; layer names must be unique")
+        else:
+            base, n = self.name, 0
+            while self.name in taken:
+                n += 1
+                self.name = f"{base}_{n}"
+        taken.add(self.name)
+
+    def build(self, input_shape):
+        pass
+
+    def call(self, x, training=False):
+        raise NotImplementedError
+
+    def compute_output_shape(self, input_shape) -> tuple:
+        """The output's shape for an input shape (by building the ops in a scratch
+        graph, the one place the shape rules live)."""
+        from ..ir.graph import Graph
+        clone = type(self).__new__(type(self))
+        clone.__dict__.update(self.__dict__, built=False, graph=None, _requested_name=None,
+                              _trainable_weights=[], _non_trainable_weights=[], updates=[])
+        scratch = Graph("shape")
+        with scratch.as_default():
+            return tuple(clone(_ops.placeholder(tuple(input_shape))).shape)
+
+    def __repr__(self):
+        return f"<ff.layers.{type(self).__name__} '{self.name}'>"
+
+
+def _check_rank(layer, shape, rank, what):
+    if len(shape) != rank:
+        raise ShapeError(f"{type(layer).__name__} '{layer.name}' needs {what} (rank "
+                         f"{rank}), got shape {list(shape)}")
+    if shape[-1] is None:
+        raise ShapeError(f"{type(layer).__name__} '{layer.name}': the input's last "
+                         f"dimension must be known to make the weights, got {list(shape)}")
+
+
+# -- dense and convolutions ----------------------------------------------------------
+class Dense(Layer):
+    """activation(x @ kernel + bias) on the last axis, in one fused matmul kernel.
+
+    kernel: (input_dim, units); bias: (units,). Inputs of rank > 2 are flattened to
+    (-1, input_dim) around the matmul (Keras applies Dense to the last axis)."""
+
+    def __init__(self, units, activation=None, use_bias=True,
+                 kernel_initializer="glorot_uniform", bias_initializer="zeros", **kwargs):
+        super().__init__(**kwargs)
+        if int(units) <= 0:
+            raise AttrError(f"Dense needs a positive number of units, got {units}")
+        self.units = int(units)
+        self.activation = _activation_name(activation)
+        self.use_bias = use_bias
+        self.kernel_initializer = kernel_initializer
+        self.bias_initializer = bias_initializer
+
+    def build(self, input_shape):
+        if len(input_shape) < 2 or input_shape[-1] is None:
+            raise ShapeError(f"Dense '{self.name}' needs an input of rank >= 2 with a "
+                             f"known last dimension, got shape {list(input_shape)}")
+        self.kernel = self.add_weight("kernel", (input_shape[-1], self.units),
+                                      self.kernel_initializer)
+        self.bias = self.add_weight("bias", (self.units,), self.bias_initializer) \
+            if self.use_bias else None
+
+    def call(self, x, training=False):
+        shape = tuple(x.shape)
+        flat = x if len(shape) == 2 else _ops.reshape(x, (-1, shape[-1]))
+        fusable = self.activation in _FUSABLE
+        pre = _fused.matmul(flat, self.kernel, bias=self.bias,
+                            activation=self.activation if fusable else "linear")
+        if len(shape) != 2:
+            pre = _ops.reshape(pre, tuple(-1 if d is None else d for d in shape[:-1])
+                               + (self.units,))
+        return pre if fusable else _activate(pre, self.activation)
+
+
+class _Conv(Layer):
+    """What the convolution layers share: strides, padding, dilation, bias, activation."""
+
+    def __init__(self, kernel_size, strides=(1, 1), padding="valid", dilation_rate=(1, 1),
+                 activation=None, use_bias=True, bias_initializer="zeros", **kwargs):
+        super().__init__(**kwargs)
+        self.kernel_size = _pair(kernel_size, "kernel_size")
+        self.strides = _pair(strides, "strides")
+        self.padding = _padding(padding)
+        self.dilation_rate = _pair(dilation_rate, "dilation_rate")
+        self.activation = _activation_name(activation)
+        self.use_bias = use_bias
+        self.bias_initializer = bias_initializer
+
+    def _conv(self, op, x, kernel, bias, strides, padding, dilations):
+        """op (conv2d or depthwise_conv2d) with bias and activation: fused when
+        ff.fused has the op and the activation is one it computes."""
+        fused_op = getattr(_fused, op, None)
+        fusable = self.activation in _FUSABLE
+        if fused_op is not None:
+            y = fused_op(x, kernel, strides=strides, padding=padding, dilations=dilations,
+                         bias=bias, activation=self.activation if fusable else "linear")
+            return y if fusable else _activate(y, self.activation)
+        y = _frontend_op(op)(x, kernel, strides=strides, padding=padding,
+                             dilations=dilations)
+        if bias is not None:
+            y = y + bias
+        return _activate(y, self.activation)
+
+
+class Conv2D(_Conv):
+    """2-D convolution of an NHWC input: kernel (kh, kw, in_channels, filters), bias
+    (filters,), then activation. padding "valid" or "same"."""
+
+    def __init__(self, filters, kernel_size, strides=(1, 1), padding="valid",
+                 dilation_rate=(1, 1), activation=None, use_bias=True,
+                 kernel_initializer="glorot_uniform", bias_initializer="zeros", **kwargs):
+        super().__init__(kernel_size, strides, padding, dilation_rate, activation,
+                         use_bias, bias_initializer, **kwargs)
+        self.filters = int(filters)
+        self.kernel_initializer = kernel_initializer
+
+    def build(self, input_shape):
+        _check_rank(self, input_shape, 4, "an NHWC image")
+        self.kernel = self.add_weight("kernel", self.kernel_size + (input_shape[-1],
+                                                                   self.filters),
+                                      self.kernel_initializer)
+        self.bias = self.add_weight("bias", (self.filters,), self.bias_initializer) \
+            if self.use_bias else None
+
+    def call(self, x, training=False):
+        return self._conv("conv2d", x, self.kernel, self.bias, self.strides, self.padding,
+                          self.dilation_rate)
+
+
+class DepthwiseConv2D(_Conv):
+    """Depthwise convolution: each input channel c has depth_multiplier filters of its
+    own; depthwise_kernel (kh, kw, in_channels, depth_multiplier), bias
+    (in_channels * depth_multiplier,), output channel c * depth_multiplier + m."""
+
+    def __init__(self, kernel_size, strides=(1, 1), padding="valid", depth_multiplier=1,
+                 dilation_rate=(1, 1), activation=None, use_bias=True,
+                 depthwise_initializer="glorot_uniform", bias_initializer="zeros",
+                 **kwargs):
+        super().__init__(kernel_size, strides, padding, dilation_rate, activation,
+                         use_bias, bias_initializer, **kwargs)
+        self.depth_multiplier = int(depth_multiplier)
+        self.depthwise_initializer = depthwise_initializer
+
+    def build(self, input_shape):
+        _check_rank(self, input_shape, 4, "an NHWC image")
+        channels = input_shape[-1]
+        self.depthwise_kernel = self.add_weight(
+            "depthwise_kernel", self.kernel_size + (channels, self.depth_multiplier),
+            self.depthwise_initializer)
+        self.bias = self.add_weight("bias", (channels * self.depth_multiplier,),
+                                    self.bias_initializer) if self.use_bias else None
+
+    def call(self, x, training=False):
+        return self._conv("depthwise_conv2d", x, self.depthwise_kernel, self.bias,
+                          self.strides, self.padding, self.dilation_rate)
+
+
+class SeparableConv2D(_Conv):
+    """A depthwise convolution (depthwise_kernel (kh, kw, in, depth_multiplier), no
+    bias) then a 1x1 convolution (pointwise_kernel (1, 1, in * depth_multiplier,
+    filters)) with the bias and activation: tf.nn.separable_conv2d's two ops."""
+
+    def __init__(self, filters, kernel_size, strides=(1, 1), padding="valid",
+                 dilation_rate=(1, 1), depth_multiplier=1, activation=None, use_bias=True,
+                 depthwise_initializer="glorot_uniform",
+                 pointwise_initializer="glorot_uniform", bias_initializer="zeros",
+                 **kwargs):
+        super().__init__(kernel_size, strides, padding, dilation_rate, activation,
+                         use_bias, bias_initializer, **kwargs)
+        self.filters = int(filters)
+        self.depth_multiplier = int(depth_multiplier)
+        self.depthwise_initializer = depthwise_initializer
+        self.pointwise_initializer = pointwise_initializer
+
+    def build(self, input_shape):
+        _check_rank(self, input_shape, 4, "an NHWC image")
+        channels = input_shape[-1]
+        self.depthwise_kernel = self.add_weight(
+            "depthwise_kernel", self.kernel_size + (channels, self.depth_multiplier),
+            self.depthwise_initializer)
+        self.pointwise_kernel = self.add_weight(
+            "pointwise_kernel", (1, 1, channels * self.depth_multiplier, self.filters),
+            self.pointwise_initializer)
+        self.bias = self.add_weight("bias", (self.filters,), self.bias_initializer) \
+            if self.use_bias else None
+
+    def call(self, x, training=False):
+        hidden = _frontend_op("depthwise_conv2d")(
+            x, self.depthwise_kernel, strides=self.strides, padding=self.padding,
+            dilations=self.dilation_rate)
+        return self._conv("conv2d", hidden, self.pointwise_kernel, self.bias, (1, 1),
+                          "VALID", (1, 1))
+
+
+# -- normalisation and regularisation -------------------------------------------------
+class BatchNormalization(Layer):
+    """Normalise over every axis but `axis` (the channels).
+
+    training=True: with the batch's mean and (biased) variance, and one assign per
+    moving statistic appended to layer.updates:
+        moving = moving * momentum + batch_statistic * (1 - momentum)
+    training=False: with moving_mean and moving_variance. Both modes compute
+    (x - mean) * gamma / sqrt(variance + epsilon) + beta (ff.batch_normalization)."""
+
+    def __init__(self, axis=-1, momentum=0.99, epsilon=1e-3, center=True, scale=True,
+                 beta_initializer="zeros", gamma_initializer="ones",
+                 moving_mean_initializer="zeros", moving_variance_initializer="ones",
+                 **kwargs):
+        super().__init__(**kwargs)
+        self.axis, self.momentum, self.epsilon = axis, float(momentum), float(epsilon)
+        self.center, self.scale = center, scale
+        self.beta_initializer, self.gamma_initializer = beta_initializer, gamma_initializer
+        self.moving_mean_initializer = moving_mean_initializer
+        self.moving_variance_initializer = moving_variance_initializer
+
+    def build(self, input_shape):
+        rank = len(input_shape)
+        axis = self.axis + rank if self.axis < 0 else self.axis
+        if not 0 <= axis < rank or input_shape[axis] is None:
+            raise ShapeError(f"BatchNormalization '{self.name}': axis {self.axis} of an "
+                             f"input of shape {list(input_shape)} must exist and be known")
+        self._axis, self._rank = axis, rank
+        n = (input_shape[axis],)
+        self.gamma = self.add_weight("gamma", n, self.gamma_initializer) \
+            if self.scale else None
+        self.beta = self.add_weight("beta", n, self.beta_initializer) \
+            if self.center else None
+        self.moving_mean = self.add_weight("moving_mean", n, self.moving_mean_initializer,
+                                           trainable=False)
+        self.moving_variance = self.add_weight("moving_variance", n,
+                                               self.moving_variance_initializer,
+                                               trainable=False)
+
+    def _broadcast(self, t):
+        """A per-channel (C,) tensor shaped to broadcast against the input."""
+        if t is None or self._axis == self._rank - 1:
+            return t
+        shape = [1] * self._rank
+        shape[self._axis] = -1
+        return _ops.reshape(t, shape)
+
+    def call(self, x, training=False):
+        b = self._broadcast
+        if training:
+            axes = [a for a in range(self._rank) if a != self._axis]
+            mean, variance = _frontend_op("moments")(x, axes=axes)
+            keep = 1.0 - self.momentum
+            self.updates.append(self.moving_mean.assign(
+                self.moving_mean * self.momentum + mean * keep, name="update_moving_mean"))
+            self.updates.append(self.moving_variance.assign(
+                self.moving_variance * self.momentum + variance * keep,
+                name="update_moving_variance"))
+        else:
+            mean, variance = self.moving_mean, self.moving_variance
+        return _frontend_op("batch_normalization")(x, b(mean), b(variance), b(self.beta),
+                                                   b(self.gamma), self.epsilon)
+
+
+class Dropout(Layer):
+    """training=True: ff.dropout (zero with probability rate, scale the rest by
+    1 / (1 - rate)); training=False: the input itself."""
+
+    def __init__(self, rate, noise_shape=None, seed=None, **kwargs):
+        super().__init__(**kwargs)
+        if not 0.0 <= float(rate) < 1.0:
+            raise AttrError(f"Dropout's rate must be in [0, 1), got {rate}")
+        self.rate, self.noise_shape, self.seed = float(rate), noise_shape, seed
+
+    def call(self, x, training=False):
+        if not training or self.rate == 0.0:
+            return x
+        return _frontend_op("dropout")(x, self.rate, noise_shape=self.noise_shape,
+                                       seed=self.seed)
+
+
+# -- pooling, reshaping, activations ---------------------------------------------------
+class _Pool2D(Layer):
+    op = ""
+
+    def __init__(self, pool_size=(2, 2), strides=None, padding="valid", **kwargs):
+        super().__init__(**kwargs)
+        self.pool_size = _pair(pool_size, "pool_size")
+        self.strides = self.pool_size if strides is None else _pair(strides, "strides")
+        self.padding = _padding(padding)
+
+    def build(self, input_shape):
+        _check_rank(self, input_shape, 4, "an NHWC image")
+
+    def call(self, x, training=False):
+        return _frontend_op(self.op)(x, ksize=self.pool_size, strides=self.strides,
+                                     padding=self.padding)
+
+
+class MaxPool2D(_Pool2D):
+    """Max over pool_size windows (strides default to pool_size)."""
+    op = "max_pool"
+
+
+class AveragePool2D(_Pool2D):
+    """Mean over pool_size windows (strides default to pool_size); with padding="same"
+    the border windows average their real elements only (TensorFlow's)."""
+    op = "avg_pool"
+
+
+class _GlobalPool2D(Layer):
+    reduce = ""
+
+    def __init__(self, keepdims=False, **kwargs):
+        super().__init__(**kwargs)
+        self.keepdims = keepdims
+
+    def build(self, input_shape):
+        _check_rank(self, input_shape, 4, "an NHWC image")
+
+    def call(self, x, training=False):
+        return getattr(_ops, self.reduce)(x, axis=[1, 2], keepdims=self.keepdims)
+
+
+class GlobalAveragePool2D(_GlobalPool2D):
+    """Mean over height and width: (N, H, W, C) -> (N, C) (keepdims: (N, 1, 1, C))."""
+    reduce = "mean"
+
+
+class GlobalMaxPool2D(_GlobalPool2D):
+    """Max over height and width: (N, H, W, C) -> (N, C)."""
+    reduce = "max"
+
+
+class Flatten(Layer):
+    """(N, d1, d2, ...) -> (N, d1 * d2 * ...): a reshape (a view, no kernel)."""
+
+    def call(self, x, training=False):
+        shape = tuple(x.shape)
+        if any(d is None for d in shape[1:]):
+            raise ShapeError(f"Flatten '{self.name}' needs known dimensions after the "
+                             f"batch, got {list(shape)}")
+        size = math.prod(shape[1:])
+        return _ops.reshape(x, (-1 if shape[0] is None else shape[0], size))
+
+
+class Activation(Layer):
+    """An activation by name ("relu", "softmax", ...) or function."""
+
+    def __init__(self, activation, **kwargs):
+        super().__init__(**kwargs)
+        self.activation = _activation_name(activation)
+
+    def call(self, x, training=False):
+        return _activate(x, self.activation)
+
+
+# Keras's longer names for the same layers.
+MaxPooling2D, AveragePooling2D = MaxPool2D, AveragePool2D
+GlobalAveragePooling2D, GlobalMaxPooling2D = GlobalAveragePool2D, GlobalMaxPool2D

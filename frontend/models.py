@@ -1,0 +1,527 @@
+"""ff.Sequential: a stack of ff.layers with Keras's compile / fit / evaluate / predict.
+
+The model owns a graph (model.graph) and a Session on it (model.session, backend "gl"
+or "numpy"). It builds, once each:
+- the inference ops: model.input (a placeholder, batch dimension None) through every
+  layer with training=False to model.output; predict and evaluate fetch these;
+- at the first fit (when the labels' dtype is known), the training ops: the same
+  layers with training=True, the loss, the metrics, and one op that applies the
+  optimizer's step and every BatchNormalization moving-average update (ff.optim.group).
+
+Every batch a run sees has the same size, so one compiled plan (one set of shaders)
+serves a whole fit: when batch_size does not divide the data, fit completes the last
+batch of an epoch with examples from the start of that epoch's order, and predict /
+evaluate pad theirs and drop the padding's results (their mean is over the real
+examples only).
+
+Losses (Keras's names): "sparse_categorical_crossentropy" (int labels),
+"categorical_crossentropy" (one-hot), "binary_crossentropy", "mean_squared_error"
+("mse"), "mean_absolute_error" ("mae"), or a function (y_true, y_pred) -> one loss per
+example. As in Keras, a cross-entropy on the output of a softmax (sigmoid) layer is
+computed from that layer's logits, which is exact where the probabilities round to 0.
+Metrics: "accuracy" ("acc", chosen to fit the loss), "sparse_categorical_accuracy",
+"categorical_accuracy", "binary_accuracy", the loss names above, or functions.
+
+>>> import fragflow as ff, numpy as np
+>>> x = np.random.default_rng(0).normal(size=(64, 2)).astype(np.float32)
+>>> y = (x[:, 0] > x[:, 1]).astype(np.int32)
+>>> ff.initializers.set_seed(0)
+>>> model = ff.Sequential([ff.layers.Dense(8, activation="relu"),
+...                        ff.layers.Dense(2, activation="softmax")], backend="numpy")
+>>> model.compile(ff.optim.Adam(0.05), "sparse_categorical_crossentropy", ["accuracy"])
+>>> history = model.fit(x, y, batch_size=16, epochs=20, verbose=0, seed=0)
+>>> history.history["loss"][-1] < history.history["loss"][0]
+True
+>>> model.predict(x[:3]).shape
+(3, 2)
+"""
+from __future__ import annotations
+
+import math
+import sys
+import time
+
+import numpy as np
+
+from ..ir.errors import AttrError, FragflowError, ShapeError
+from ..ir.graph import Graph
+from . import ops as _ops
+from . import optim as _optim
+from .layers import Layer, logits_of
+from .session import Session
+from .tensor import Tensor
+
+__all__ = ["Sequential", "History"]
+
+_EPSILON = 1e-7            # Keras's clip of probabilities in cross-entropies
+
+
+# -- losses and metrics: (labels, outputs) -> one value per example ----------------------
+def _probabilities(y_pred, axis_sum=True):
+    p = y_pred / _ops.sum(y_pred, axis=-1, keepdims=True) if axis_sum else y_pred
+    return _frontend("clip_by_value")(p, _EPSILON, 1.0 - _EPSILON)
+
+
+def _frontend(name):
+    import importlib
+    return getattr(importlib.import_module(__package__), name)
+
+
+def sparse_categorical_crossentropy(y_true, y_pred):
+    logits = logits_of(y_pred, "softmax")
+    if logits is not None:
+        return _frontend("sparse_softmax_cross_entropy_with_logits")(labels=y_true,
+                                                                     logits=logits)
+    classes = y_pred.shape[-1]
+    one_hot = _ops.cast(_ops.equal(_ops.expand_dims(y_true, -1),
+                                   _ops.constant(np.arange(classes, dtype=np.int32))),
+                        "float32")
+    return -_ops.sum(one_hot * _ops.log(_probabilities(y_pred)), axis=-1)
+
+
+def categorical_crossentropy(y_true, y_pred):
+    logits = logits_of(y_pred, "softmax")
+    if logits is not None:
+        return _frontend("softmax_cross_entropy_with_logits")(labels=y_true, logits=logits)
+    return -_ops.sum(y_true * _ops.log(_probabilities(y_pred)), axis=-1)
+
+
+def binary_crossentropy(y_true, y_pred):
+    logits = logits_of(y_pred, "sigmoid")
+    if logits is not None:
+        per_element = _frontend("sigmoid_cross_entropy_with_logits")(labels=y_true,
+                                                                     logits=logits)
+    else:
+        p = _probabilities(y_pred, axis_sum=False)
+        per_element = -(y_true * _ops.log(p) + (1.0 - y_true) * _ops.log(1.0 - p))
+    return _ops.mean(per_element, axis=-1)
+
+
+def mean_squared_error(y_true, y_pred):
+    return _ops.mean(_ops.square(y_pred - y_true), axis=-1)
+
+
+def mean_absolute_error(y_true, y_pred):
+    return _ops.mean(_ops.abs(y_pred - y_true), axis=-1)
+
+
+def sparse_categorical_accuracy(y_true, y_pred):
+    return _ops.cast(_ops.equal(_ops.argmax(y_pred, axis=-1), y_true), "float32")
+
+
+def categorical_accuracy(y_true, y_pred):
+    return _ops.cast(_ops.equal(_ops.argmax(y_pred, axis=-1),
+                                _ops.argmax(y_true, axis=-1)), "float32")
+
+
+def binary_accuracy(y_true, y_pred):
+    hit = _ops.equal(_ops.greater(y_pred, 0.5), _ops.greater(y_true, 0.5))
+    return _ops.mean(_ops.cast(hit, "float32"), axis=-1)
+
+
+LOSSES = {
+    "sparse_categorical_crossentropy": sparse_categorical_crossentropy,
+    "categorical_crossentropy": categorical_crossentropy,
+    "binary_crossentropy": binary_crossentropy,
+    "mean_squared_error": mean_squared_error, "mse": mean_squared_error,
+    "mean_absolute_error": mean_absolute_error, "mae": mean_absolute_error,
+}
+METRICS = dict(LOSSES, sparse_categorical_accuracy=sparse_categorical_accuracy,
+               categorical_accuracy=categorical_accuracy, binary_accuracy=binary_accuracy)
+_ACCURACY_FOR_LOSS = {
+    sparse_categorical_crossentropy: sparse_categorical_accuracy,
+    categorical_crossentropy: categorical_accuracy,
+    binary_crossentropy: binary_accuracy,
+}
+OPTIMIZERS = {      # Keras's string names, with Keras's default learning rates
+    "sgd": lambda: _optim.SGD(0.01), "adam": lambda: _optim.Adam(0.001),
+    "rmsprop": lambda: _optim.RMSProp(0.001), "adagrad": lambda: _optim.Adagrad(0.001),
+    "adadelta": lambda: _optim.Adadelta(0.001), "adamax": lambda: _optim.Adamax(0.001),
+}
+
+
+def _lookup(table, identifier, what):
+    if callable(identifier):
+        return identifier
+    if isinstance(identifier, str) and identifier.lower() in table:
+        return table[identifier.lower()]
+    raise AttrError(f"unknown {what} {identifier!r}; use one of "
+                    f"{', '.join(sorted(table))} or a function (y_true, y_pred)")
+
+
+def _per_example(fn, y_true, y_pred, what) -> Tensor:
+    """fn's value with one entry per example (trailing axes averaged)."""
+    value = fn(y_true, y_pred)
+    if not isinstance(value, Tensor) or value.ndim == 0:
+        raise ShapeError(f"the {what} {getattr(fn, '__name__', fn)!r} must return one "
+                         f"value per example (a tensor of rank >= 1)")
+    if value.ndim > 1:
+        value = _ops.mean(value, axis=list(range(1, value.ndim)))
+    return value
+
+
+# -- history and progress ----------------------------------------------------------------
+class History:
+    """What fit returns: history {"loss": [per epoch], "accuracy": [...],
+    "val_loss": [...], ...}, epoch (the epoch numbers) and params."""
+
+    def __init__(self, params):
+        self.params = params
+        self.epoch: list = []
+        self.history: dict = {}
+
+    def _append(self, epoch, logs):
+        self.epoch.append(epoch)
+        for k, v in logs.items():
+            self.history.setdefault(k, []).append(v)
+
+    def __repr__(self):
+        return f"<ff.History epochs={len(self.epoch)} keys={list(self.history)}>"
+
+
+class _Progress:
+    """A Keras-style progress bar on stderr (verbose=1), or one line per epoch (2)."""
+    WIDTH = 30
+
+    def __init__(self, verbose, steps, epoch, epochs, stream=None):
+        self.verbose, self.steps = verbose, steps
+        self.stream = stream or sys.stderr
+        self.start = self._last = time.perf_counter()
+        self._width = 0
+        if verbose:
+            self.stream.write(f"Epoch {epoch + 1}/{epochs}\n")
+
+    @staticmethod
+    def _format(logs):
+        return " - ".join(f"{k}: {v:.4f}" for k, v in logs.items())
+
+    def update(self, step, logs):
+        now = time.perf_counter()
+        if self.verbose != 1 or (now - self._last < 0.1 and step < self.steps):
+            return
+        self._last = now
+        done = int(self.WIDTH * step / self.steps)
+        bar = "=" * max(done - 1, 0) + (">" if done < self.WIDTH else "=") \
+            + "." * (self.WIDTH - done)
+        digits = len(str(self.steps))
+        self._write(f"\r{step:>{digits}}/{self.steps} [{bar}] "
+                    f"{now - self.start:.1f}s - {self._format(logs)}")
+        self.stream.flush()
+
+    def _write(self, line):
+        """line, padded to cover the longer line it overwrites (after a \\r)."""
+        self.stream.write(line.ljust(self._width))
+        self._width = len(line)
+
+    def end(self, logs):
+        if not self.verbose:
+            return
+        elapsed = time.perf_counter() - self.start
+        per_step = 1000 * elapsed / max(self.steps, 1)
+        prefix = "\r" if self.verbose == 1 else ""
+        self._write(f"{prefix}{self.steps}/{self.steps} - {elapsed:.1f}s "
+                    f"{per_step:.0f}ms/step - {self._format(logs)}")
+        self.stream.write("\n")
+        self.stream.flush()
+
+
+def _padded_batches(n, batch):
+    """(indices, real count) covering range(n) in batches of exactly `batch`; the last
+    is padded by repeating its first index."""
+    for start in range(0, n, batch):
+        idx = np.arange(start, min(start + batch, n))
+        real = len(idx)
+        if real < batch:
+            idx = np.concatenate([idx, np.full(batch - real, idx[0])])
+        yield idx, real
+
+
+# -- the model ---------------------------------------------------------------------------
+class Sequential:
+    """Layers applied in order. See the module docstring for what it builds and runs.
+
+    backend: "gl" (default) or "numpy", the Session the model runs on.
+    graph: the graph to build in (default: a new one, named after the model)."""
+
+    def __init__(self, layers=None, name="sequential", backend="gl", graph=None):
+        self.name = name
+        self.graph = graph if graph is not None else Graph(name)
+        self.backend = backend
+        self.layers: list = []
+        self.input = self.output = None
+        self.optimizer = self.loss = None
+        self.metrics_names: list = []
+        self.history = None
+        self._session = None
+        self._metric_fns: list = []
+        self._train = self._eval = None
+        for layer in layers or []:
+            self.add(layer)
+
+    # -- structure ------------------------------------------------------------------
+    def add(self, layer):
+        if not isinstance(layer, Layer):
+            raise AttrError(f"Sequential holds ff.layers, got {layer!r}")
+        if self.input is not None:
+            raise FragflowError(f"model '{self.name}' is already built; add layers first")
+        self.layers.append(layer)
+
+    def build(self, input_shape):
+        """Make the inference ops (and every weight) for inputs of input_shape, the
+        batch dimension first (None: any)."""
+        if self.input is not None:
+            return
+        if not self.layers:
+            raise FragflowError(f"model '{self.name}' has no layers")
+        with self.graph.as_default():
+            self.input = x = _ops.placeholder(tuple(input_shape), "float32", name="input")
+            self._output_shapes = []
+            for layer in self.layers:
+                x = layer(x, training=False)
+                self._output_shapes.append(tuple(x.shape))
+            self.output = x
+
+    def __call__(self, inputs, training=False):
+        """The layers applied to a tensor (training selects Dropout's and
+        BatchNormalization's behaviour); the weights are shared with the model's ops."""
+        x = inputs
+        for layer in self.layers:
+            x = layer(x, training=training)
+        return x
+
+    def _ensure_built(self, x):
+        if self.input is None:
+            first = self.layers[0].input_shape if self.layers else None
+            self.build((None,) + (tuple(first) if first is not None else x.shape[1:]))
+
+    @property
+    def session(self) -> Session:
+        """The Session holding this model's variables (made on first use)."""
+        if self._session is None:
+            self._session = Session(self.graph, backend=self.backend)
+        return self._session
+
+    @property
+    def weights(self) -> list:
+        return [w for layer in self.layers for w in layer.weights]
+
+    @property
+    def trainable_weights(self) -> list:
+        return [w for layer in self.layers for w in layer.trainable_weights]
+
+    @property
+    def non_trainable_weights(self) -> list:
+        return [w for layer in self.layers for w in layer.non_trainable_weights]
+
+    def count_params(self) -> int:
+        return sum(layer.count_params() for layer in self.layers)
+
+    def get_weights(self) -> list:
+        """Every layer weight's current value (numpy arrays, in self.weights' order)."""
+        return [self.session.get(w) for w in self.weights]
+
+    def set_weights(self, values) -> None:
+        for w, v in zip(self.weights, values, strict=True):
+            self.session.set(w, v)
+
+    def save_weights(self, path) -> None:
+        """The layers' weights to an .npz, keyed by variable name (no pickle). The
+        optimizer's state is not included: model.session.save(path) saves every
+        variable of the graph."""
+        np.savez(path, **{w.op.name: self.session.get(w) for w in self.weights})
+
+    def load_weights(self, path) -> None:
+        """Weights written by save_weights (of a model built the same way: the names
+        must match)."""
+        from ..ir.errors import SerializationError
+        by_name = {w.op.name: w for w in self.weights}
+        try:
+            data = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as err:
+            raise SerializationError(f"cannot read weights {path!r}: {err}") from None
+        with data:
+            missing = sorted(set(by_name) - set(data.files))
+            extra = sorted(set(data.files) - set(by_name))
+            if missing or extra:
+                raise SerializationError(
+                    f"weights {path!r} do not fit model '{self.name}': missing "
+                    f"{missing or 'none'}, unknown {extra or 'none'} (build the model "
+                    f"first, with the same layers)")
+            for name, w in by_name.items():
+                self.session.set(w, data[name])
+
+    def summary(self, print_fn=print) -> None:
+        """A table of the layers: name, type, output shape, parameters."""
+        if self.input is None:
+            raise FragflowError(f"model '{self.name}' is not built yet: call build, fit "
+                                f"or predict first")
+        print_fn(f'Model: "{self.name}"')
+        for layer, shape in zip(self.layers, self._output_shapes):
+            print_fn(f"  {layer.name + ' (' + type(layer).__name__ + ')':<48}"
+                     f"{str(shape):<24}{layer.count_params()}")
+        print_fn(f"Total params: {self.count_params()}")
+
+    # -- training setup -------------------------------------------------------------------
+    def compile(self, optimizer="rmsprop", loss=None, metrics=None):
+        """Choose the optimizer (an ff.optim instance or a Keras name), the loss and the
+        metrics. The training ops are built at the first fit."""
+        if loss is None:
+            raise AttrError("compile needs a loss")
+        self.optimizer = _lookup(OPTIMIZERS, optimizer, "optimizer")() \
+            if isinstance(optimizer, str) else optimizer
+        if not isinstance(self.optimizer, _optim.Optimizer):
+            raise AttrError(f"optimizer must be an ff.optim optimizer or one of "
+                            f"{', '.join(sorted(OPTIMIZERS))}, got {optimizer!r}")
+        self.loss = _lookup(LOSSES, loss, "loss")
+        self._metric_fns, self.metrics_names = [], []
+        for m in metrics or []:
+            if isinstance(m, str) and m.lower() in ("accuracy", "acc"):
+                fn = _ACCURACY_FOR_LOSS.get(self.loss)
+            else:
+                fn = _lookup(METRICS, m, "metric")
+            self._metric_fns.append(fn)
+            self.metrics_names.append(m if isinstance(m, str) else m.__name__)
+        self._train = self._eval = None
+
+    def _labels(self, y) -> np.ndarray:
+        """y as the labels placeholder wants it."""
+        y = np.asarray(y)
+        if self._sparse_labels():
+            return y.reshape(len(y)).astype(np.int32) if y.ndim == 2 and y.shape[1] == 1 \
+                else y.astype(np.int32)
+        shape = tuple(self.output.shape[1:])
+        if y.ndim == len(shape) and math.prod(y.shape[1:]) == math.prod(shape):
+            y = y.reshape((len(y),) + shape)          # (N,) labels for an (N, 1) output
+        return y.astype(np.float32)
+
+    def _sparse_labels(self) -> bool:
+        return self.loss is sparse_categorical_crossentropy
+
+    def _ensure_training(self):
+        if self.optimizer is None:
+            raise FragflowError(f"model '{self.name}' is not compiled: call compile("
+                                f"optimizer, loss, metrics) first")
+        if self._train is not None:
+            return
+        g = self.graph
+        with g.as_default():
+            if self._sparse_labels():
+                labels = _ops.placeholder(tuple(self.output.shape[:-1]), "int32",
+                                          name="labels")
+                # a metric guessed for an unknown loss: sparse labels -> sparse accuracy
+            else:
+                labels = _ops.placeholder(tuple(self.output.shape), "float32",
+                                          name="labels")
+            metric_fns = [fn if fn is not None else
+                          (sparse_categorical_accuracy if self._sparse_labels() else
+                           binary_accuracy if self.output.shape[-1] == 1 else
+                           categorical_accuracy) for fn in self._metric_fns]
+            with _ops.name_scope("training"):
+                before = [len(layer.updates) for layer in self.layers]
+                out = self(self.input, training=True)
+                loss = _ops.mean(_per_example(self.loss, labels, out, "loss"))
+                metrics = [_ops.mean(_per_example(fn, labels, out, "metric"))
+                           for fn in metric_fns]
+                updates = [u for layer, n in zip(self.layers, before)
+                           for u in layer.updates[n:]]
+                step = self.optimizer.minimize(loss, var_list=self.trainable_weights)
+                op = _optim.group(step, *updates, name="train_op")
+            with _ops.name_scope("evaluation"):
+                eval_loss = _per_example(self.loss, labels, self.output, "loss")
+                eval_metrics = [_per_example(fn, labels, self.output, "metric")
+                                for fn in metric_fns]
+        self.labels = labels
+        self.train_op, self.total_loss = op, loss
+        self._train = [op, loss, *metrics]
+        self._eval = [eval_loss, *eval_metrics]
+
+    # -- running --------------------------------------------------------------------------
+    def fit(self, x, y, batch_size=None, epochs=1, verbose=1, validation_data=None,
+            validation_split=0.0, shuffle=True, initial_epoch=0, seed=None) -> History:
+        """Train for epochs over (x, y) in batches of batch_size (default 32), shuffled
+        each epoch (seed: the shuffling's numpy seed). verbose: 0 silent, 1 a progress
+        bar on stderr, 2 one line per epoch. validation_data (x_val, y_val), or the
+        last validation_split of the data, is evaluated after each epoch. Returns a
+        History of the mean loss and metrics per epoch (and "val_" ones)."""
+        x = np.asarray(x, np.float32)
+        if len(x) != len(y):
+            raise ShapeError(f"fit: x has {len(x)} examples but y has {len(y)}")
+        if validation_split and validation_data is None:
+            cut = len(x) - int(len(x) * validation_split)
+            x, y, validation_data = x[:cut], y[:cut], (x[cut:], y[cut:])
+        n = len(x)
+        if n == 0:
+            raise ShapeError("fit needs at least one example")
+        self._ensure_built(x)
+        self._ensure_training()
+        y = self._labels(y)
+        batch = min(batch_size or 32, n)
+        steps = -(-n // batch)
+        run = self.session.compile(self._train, feeds=[self.input, self.labels])
+        rng = np.random.default_rng(seed)
+        names = ["loss", *self.metrics_names]
+        self.history = history = History({"batch_size": batch, "epochs": epochs,
+                                          "steps": steps, "samples": n})
+        for epoch in range(initial_epoch, epochs):
+            progress = _Progress(verbose, steps, epoch, epochs)
+            order = rng.permutation(n) if shuffle else np.arange(n)
+            order = np.concatenate([order, order[:steps * batch - n]])
+            totals = np.zeros(len(names))
+            for step in range(steps):
+                idx = order[step * batch:(step + 1) * batch]
+                values = run(x[idx], y[idx])[1:]
+                totals += [float(v) for v in values]
+                progress.update(step + 1, dict(zip(names, totals / (step + 1))))
+            logs = dict(zip(names, (totals / steps).tolist()))
+            if validation_data is not None:
+                val = self.evaluate(*validation_data, batch_size=batch, return_dict=True)
+                logs.update({f"val_{k}": v for k, v in val.items()})
+            history._append(epoch, logs)
+            progress.end(logs)
+        return history
+
+    def train_on_batch(self, x, y):
+        """One training step on exactly this batch: [loss, *metrics] before the step
+        (the loss alone without metrics)."""
+        x = np.asarray(x, np.float32)
+        self._ensure_built(x)
+        self._ensure_training()
+        run = self.session.compile(self._train, feeds=[self.input, self.labels])
+        values = [float(v) for v in run(x, self._labels(y))[1:]]
+        return values[0] if len(values) == 1 else values
+
+    def evaluate(self, x, y, batch_size=None, verbose=0, return_dict=False):
+        """The loss and metrics over (x, y) in inference mode: the loss alone if there
+        are no metrics, else [loss, *metrics] (a dict with return_dict)."""
+        x = np.asarray(x, np.float32)
+        if len(x) != len(y) or len(x) == 0:
+            raise ShapeError(f"evaluate: x has {len(x)} examples and y {len(y)}")
+        self._ensure_built(x)
+        self._ensure_training()
+        y = self._labels(y)
+        run = self.session.compile(self._eval, feeds=[self.input, self.labels])
+        sums = np.zeros(len(self._eval))
+        for idx, real in _padded_batches(len(x), min(batch_size or 32, len(x))):
+            for i, v in enumerate(run(x[idx], y[idx])):
+                sums[i] += float(np.sum(v[:real], dtype=np.float64))
+        results = (sums / len(x)).tolist()
+        names = ["loss", *self.metrics_names]
+        if verbose:
+            sys.stderr.write(_Progress._format(dict(zip(names, results))) + "\n")
+        if return_dict:
+            return dict(zip(names, results))
+        return results[0] if len(results) == 1 else results
+
+    def predict(self, x, batch_size=None, verbose=0) -> np.ndarray:
+        """The model's outputs (inference mode) for x, batch by batch."""
+        x = np.asarray(x, np.float32)
+        if len(x) == 0:
+            raise ShapeError("predict needs at least one example")
+        self._ensure_built(x)
+        run = self.session.compile([self.output], feeds=[self.input])
+        parts = [run(x[idx])[0][:real]
+                 for idx, real in _padded_batches(len(x), min(batch_size or 32, len(x)))]
+        return np.concatenate(parts)
+
+    def __repr__(self):
+        return f"<ff.Sequential '{self.name}': {len(self.layers)} layers>"
