@@ -11,7 +11,7 @@ $(BIN)/python:
 
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[test]"
+	$(BIN)/python -m pip install --quiet -e ".[test,examples]"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -21,6 +21,7 @@ test: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/python examples/demo.py
+	$(BIN)/python examples/train_digits.py
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_elementwise.py

@@ -16,10 +16,9 @@ BatchNormalization's moving-average updates are assign ops in `layer.updates`, m
 each training call; a training step must fetch them with its optimizer step
 (ff.optim.group), as Sequential.fit does.
 
-Dense uses ff.fused.matmul (bias and activation in the matmul's kernel); the
-convolutions use ff.fused.conv2d / ff.fused.depthwise_conv2d where those exist, else
-ff.conv2d / ff.depthwise_conv2d followed by the bias add and activation (which the
-elementwise fusion pass merges into one kernel).
+Dense and the convolutions build plain ops (matmul / conv2d / depthwise_conv2d, bias
+add, activation): the fusion pass runs each in one kernel, and the backward pass
+reuses the forward values (ff.fused.*'s gradients would recompute the product).
 
 Names, arguments and defaults are Keras's (units, filters, kernel_size, strides,
 padding="valid", activation=None, use_bias=True, kernel_initializer="glorot_uniform",
@@ -44,7 +43,6 @@ import weakref
 import numpy as np
 
 from ..ir.errors import AttrError, FragflowError, ShapeError
-from . import fused as _fused
 from . import initializers as _init
 from . import ops as _ops
 from .tensor import Tensor, Variable, as_tensor_value, _wrap
@@ -95,10 +93,6 @@ _ACTIVATIONS = {
     "log_softmax": lambda x: _frontend_op("log_softmax")(x, axis=-1),
     "exponential": _ops.exp, "swish": _swish, "silu": _swish,
 }
-# Activations a fused kernel computes (ff.fused.ACTIVATIONS, leaky_relu at alpha 0.2).
-# sigmoid is left out on purpose: a sigmoid output keeps its logits as a tensor of its
-# own, which binary cross-entropy needs for a stable loss (as softmax's do).
-_FUSABLE = {"linear", "relu", "relu6", "elu", "leaky_relu", "tanh"}
 
 
 def _activation_name(activation):
@@ -283,13 +277,16 @@ class Dense(Layer):
     def call(self, x, training=False):
         shape = tuple(x.shape)
         flat = x if len(shape) == 2 else _ops.reshape(x, (-1, shape[-1]))
-        fusable = self.activation in _FUSABLE
-        pre = _fused.matmul(flat, self.kernel, bias=self.bias,
-                            activation=self.activation if fusable else "linear")
+        # plain ops: the fusion pass puts bias and activation in the matmul's kernel,
+        # and the backward pass reuses the forward values (ff.fused.matmul's gradient
+        # would recompute the matmul)
+        pre = _ops.matmul(flat, self.kernel)
+        if self.bias is not None:
+            pre = pre + self.bias
         if len(shape) != 2:
             pre = _ops.reshape(pre, tuple(-1 if d is None else d for d in shape[:-1])
                                + (self.units,))
-        return pre if fusable else _activate(pre, self.activation)
+        return _activate(pre, self.activation)
 
 
 class _Conv(Layer):
@@ -307,14 +304,9 @@ class _Conv(Layer):
         self.bias_initializer = bias_initializer
 
     def _conv(self, op, x, kernel, bias, strides, padding, dilations):
-        """op (conv2d or depthwise_conv2d) with bias and activation: fused when
-        ff.fused has the op and the activation is one it computes."""
-        fused_op = getattr(_fused, op, None)
-        fusable = self.activation in _FUSABLE
-        if fused_op is not None:
-            y = fused_op(x, kernel, strides=strides, padding=padding, dilations=dilations,
-                         bias=bias, activation=self.activation if fusable else "linear")
-            return y if fusable else _activate(y, self.activation)
+        """op (conv2d or depthwise_conv2d) with bias and activation, as plain ops: the
+        fusion pass runs them in one kernel, and the backward pass reuses the forward
+        values (ff.fused.conv2d's gradient would recompute the convolution)."""
         y = _frontend_op(op)(x, kernel, strides=strides, padding=padding,
                              dilations=dilations)
         if bias is not None:

@@ -64,7 +64,10 @@ UNARY = {
     "neg": lambda n, y, dy: neg(dy),
     "abs": lambda n, y, dy: mul(dy, unary("sign", n.inputs[0])),
     "square": lambda n, y, dy: mul(dy, mul(n.inputs[0], 2.0)),
-    "relu": lambda n, y, dy: where(binary("greater", n.inputs[0], 0.0), dy, 0.0),
+    # relu, elu, selu, relu6 and leaky_relu (alpha >= 0) read their output, not their
+    # input (y > 0 exactly where x > 0): the pre-activation then has no consumer in the
+    # backward pass, so a conv/matmul + bias + activation still fuses into one kernel.
+    "relu": lambda n, y, dy: where(binary("greater", y, 0.0), dy, 0.0),
     "exp": lambda n, y, dy: mul(dy, y),
     "log": lambda n, y, dy: div(dy, n.inputs[0]),
     "sqrt": lambda n, y, dy: div(mul(dy, 0.5), y),
@@ -108,14 +111,15 @@ UNARY.update({
     "log1p": lambda n, y, dy: div(dy, add(1.0, _x(n))),
     "softplus": lambda n, y, dy: mul(dy, unary("sigmoid", _x(n))),
     # elu' = y + 1 below 0; selu' = y + scale * alpha below 0, scale above
-    "elu": lambda n, y, dy: where(binary("less", _x(n), 0.0), mul(dy, add(y, 1.0)), dy),
-    "selu": lambda n, y, dy: where(binary("less", _x(n), 0.0),
+    "elu": lambda n, y, dy: where(binary("less", y, 0.0), mul(dy, add(y, 1.0)), dy),
+    "selu": lambda n, y, dy: where(binary("less", y, 0.0),
                                    mul(dy, add(y, SELU_SCALE * SELU_ALPHA)),
                                    mul(dy, SELU_SCALE)),
-    "relu6": lambda n, y, dy: where(binary("logical_and", binary("greater", _x(n), 0.0),
-                                           binary("less", _x(n), 6.0)), dy, 0.0),
-    "leaky_relu": lambda n, y, dy: where(binary("greater", _x(n), 0.0), dy,
-                                         mul(dy, n.attrs["alpha"])),
+    "relu6": lambda n, y, dy: where(binary("logical_and", binary("greater", y, 0.0),
+                                           binary("less", y, 6.0)), dy, 0.0),
+    "leaky_relu": lambda n, y, dy: where(
+        binary("greater", y if n.attrs["alpha"] >= 0 else _x(n), 0.0), dy,
+        mul(dy, n.attrs["alpha"])),
     "step": lambda n, y, dy: zeros_like(_x(n)),                    # TensorFlow.js's
 })
 
