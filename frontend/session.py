@@ -37,7 +37,7 @@ class Session:
         self.backend = backend
         self.debug = debug
         if debug:      # one kernel per node, so a NaN is pinned on the node that made it
-            disable_passes = tuple(disable_passes) + ("fuse_matmul", "fuse_elementwise")
+            disable_passes = tuple(disable_passes) + ("fuse_epilogues", "fuse_elementwise")
         self._pass_args = dict(passes=passes, disable=disable_passes, dump_dir=dump_passes)
         PassManager(**self._pass_args)          # unknown pass names fail here, not later
         self._plans: dict = {}
@@ -94,7 +94,7 @@ class Session:
         compile_seconds = time.perf_counter() - start
         by_name = {names[v]: a for v, a in feeds.items() if v in names}
         self._execute(plan, dict(by_name))          # warm-up: JIT, first-touch
-        profile = Profile(runs, compile_seconds)
+        profile = Profile(runs, compile_seconds, graph=plan.graph)
 
         def observed(observer):
             by_name[RUN_COUNTER] = np.array(self._runs, np.int32)
@@ -308,6 +308,15 @@ class CompiledFunction:
             raise FragflowError("feed shapes are not known yet: call the function once "
                                 "(kernels depend on the shapes)")
         return list(self._last.kernels)
+
+    def dump_shaders(self, directory: str) -> list:
+        """Write one .frag file per kernel of the last compiled specialisation into
+        directory, numbered in run order; each starts with a comment naming the nodes it
+        implements (fused ones too), their scopes and source lines, the input and output
+        shapes and texture layouts, and the uniforms, and compiles as it is. Returns the
+        paths."""
+        from .shaders import write_shaders
+        return write_shaders(self.kernels, directory, self.session.graph, self.graph)
 
 
 def _feed_array(value: Value, data) -> np.ndarray:

@@ -230,6 +230,20 @@ class Graph:
     def __repr__(self):
         return f"<Graph {self.name}: {len(self.nodes)} nodes>"
 
+    # Jupyter/IPython: a drawing where Graphviz is installed, the text dump otherwise
+    def _repr_svg_(self):
+        from .dot import dot_available, graph_to_svg
+        if not dot_available() or not self.nodes:
+            return None            # IPython then shows _repr_pretty_'s text
+        try:
+            return graph_to_svg(self)
+        except FragflowError:
+            return None
+
+    def _repr_pretty_(self, printer, cycle):
+        from .printer import format_graph
+        printer.text(repr(self) if cycle else format_graph(self))
+
 
 _DEFAULT_STACK: list[Graph] = []
 _GLOBAL_DEFAULT = [Graph("default")]

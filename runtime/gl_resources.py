@@ -193,10 +193,13 @@ def validate_with_glslang(source: str, name: str, user_code=None) -> None:
                             capture_output=True, text=True, timeout=60)
     if result.returncode != 0:
         log = "\n".join(line for line in (result.stdout + result.stderr).splitlines()
-                        if line.strip() and line.strip() != "stdin")
+                        if line.strip() and line.strip() != "stdin" and
+                        not re.search(r"compilation terminated|\d+ compilation errors",
+                                      line))
         if user_code is not None:
-            raise ShaderCompileError("glslangValidator: " + user_code_error(log, user_code,
-                                                                             source))
+            first, _, rest = user_code_error(log, user_code, source).partition("\n")
+            raise ShaderCompileError(f"{first.rstrip(':')} (glslangValidator; "
+                                     f"FRAGFLOW_VALIDATE_SHADERS is set):\n{rest}")
         raise ShaderCompileError(f"kernel {name} was rejected by glslangValidator "
                                  f"(FRAGFLOW_VALIDATE_SHADERS is set):\n{log.strip()}\n"
                                  f"source:\n{numbered(source)}")
@@ -221,7 +224,7 @@ class ProgramCache:
 
     def _link(self, kernel) -> int:
         if os.environ.get("FRAGFLOW_VALIDATE_SHADERS"):
-            validate_with_glslang(kernel.source, kernel.name, kernel.user_code)
+            validate_with_glslang(kernel.compiled_source, kernel.name, kernel.user_code)
         if self._vertex is None:
             self._vertex = _compile(GL.GL_VERTEX_SHADER, _VERTEX_SHADER, "vertex")
         fragment = _compile(GL.GL_FRAGMENT_SHADER, kernel.compiled_source, kernel.name,

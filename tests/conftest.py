@@ -1,8 +1,14 @@
 """Shared test setup: the verifier runs after every pass, and helpers that run one
 graph on GL and on the numpy reference executor."""
 import os
+import shutil
 
 os.environ.setdefault("FRAGFLOW_VERIFY", "1")
+# A second, strict GLSL compiler checks every shader the suite generates (where it is
+# installed: .ci/run installs glslang-tools), so shaders llvmpipe accepts but a GPU
+# driver would reject fail here.
+if shutil.which("glslangValidator"):
+    os.environ.setdefault("FRAGFLOW_VALIDATE_SHADERS", "1")
 # Tests must not litter the user's cache: Mesa's shader cache goes to a temp dir unless
 # the caller chose one.
 os.environ.setdefault("FRAGFLOW_CACHE_DIR", os.path.join(

@@ -1,24 +1,51 @@
-"""The `fragflow` command.
+"""The `fragflow` command: see what runs.
 
-    fragflow info              the GL backend, driver, limits and cache directories
-    fragflow dump GRAPH.json   a saved graph's text dump (--format text|json|dot)
+    fragflow info                      GL backend, driver, limits and cache directories
+    fragflow dump TARGET               the graph (--format text|json|dot|svg|html),
+                                       or after a pass (--after PASS|all)
+    fragflow shaders TARGET -o DIR     one .frag per kernel, numbered in run order
+    fragflow profile TARGET            time per user op and scope, compile, upload,
+                                       readback and totals
+
+TARGET is a graph saved with ff.save_graph (JSON) or `path/model.py:func`, where func()
+returns the fetches of the graph it built, or a (fetches, feed_dict) pair. Placeholders
+without data get seeded random values; give unknown dimensions with
+--feed-shape NAME=D1,D2 (repeatable).
 """
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import sys
 
 import fragflow as ff
 
+from .target import load_target, parse_feed_shapes
 
+FORMATS = ("text", "json", "dot", "svg", "html")
+_EXTENSIONS = {"text": "txt", "json": "json", "dot": "dot", "svg": "svg", "html": "html"}
+
+
+# -- info ---------------------------------------------------------------------------------
 def cmd_info(args) -> int:
     from fragflow.runtime import get_context
+    from fragflow.runtime.shader_cache import cache_dir
     try:
         ctx = get_context()
     except ff.BackendError as err:
         print(f"no OpenGL backend works here:\n{err}", file=sys.stderr)
         return 1
-    info = ctx.info()
+    info = dict(ctx.info())
+    info["fragflow_cache_dir"] = str(cache_dir())
+    info.setdefault("shader_cache_dir", os.environ.get("MESA_SHADER_CACHE_DIR", ""))
+    info["program_cache"] = "in memory, per process, keyed by shader source"
+    info["glslangValidator"] = (shutil.which("glslangValidator") or
+                                "not found (Debian: glslang-tools)") + \
+        ("  [validating: FRAGFLOW_VALIDATE_SHADERS is set]"
+         if os.environ.get("FRAGFLOW_VALIDATE_SHADERS") else "")
+    info["graphviz_dot"] = shutil.which("dot") or "not found (Debian: graphviz); " \
+        "needed only by dump --format svg"
     width = max(len(k) for k in info)
     for key, value in info.items():
         print(f"{key.ljust(width)}  {value}")
@@ -27,25 +54,181 @@ def cmd_info(args) -> int:
     return 0
 
 
+# -- dump ---------------------------------------------------------------------------------
 def cmd_dump(args) -> int:
-    graph = ff.load_graph(args.target)
-    print(ff.dump(graph, format=args.format))
+    from .compiled import check_stage, graph_after, stage_dumps
+    target = load_target(args.target)
+    shapes = parse_feed_shapes(args.feed_shape)
+    if args.after is None:
+        if args.format in ("text", "json"):
+            return _emit(ff.dump(target.graph, format=args.format), args.output)
+        return _emit(_render(target, target.graph, args.format, shapes, user_graph=True),
+                     args.output)
+    check_stage(args.after)
+    if args.format == "text":
+        stages = stage_dumps(target, shapes)
+        if args.after != "all":
+            stages = [s for s in stages if s[0] == args.after]
+        return _emit("\n\n".join(text for _, text in stages), args.output)
+    if args.after != "all":
+        graph = graph_after(target, args.after, shapes)
+        if args.format == "json":
+            return _emit(ff.dump(graph, format="json"), args.output)
+        return _emit(_render(target, graph, args.format, shapes,
+                             subtitle=f"after {args.after}"), args.output)
+    if not args.output:
+        raise ff.FragflowError("--after all with --format "
+                               f"{args.format} writes one file per pass: give -o DIR")
+    from .compiled import STAGES
+    os.makedirs(args.output, exist_ok=True)
+    for index, stage in enumerate(STAGES):
+        graph = graph_after(target, stage, shapes)
+        text = ff.dump(graph, format="json") if args.format == "json" else \
+            _render(target, graph, args.format, shapes, subtitle=f"after {stage}")
+        path = os.path.join(args.output, f"{index:02d}.{stage}.{_EXTENSIONS[args.format]}")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        print(path)
     return 0
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="fragflow", description=__doc__.split("\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("info", help="GL backend, vendor, renderer, version and limits")
-    dump = sub.add_parser("dump", help="print a saved graph (ff.save_graph)")
-    dump.add_argument("target", help="a graph saved with ff.save_graph (JSON)")
-    dump.add_argument("--format", default="text", choices=["text", "json", "dot"])
-    args = parser.parse_args(argv)
+def _render(target, graph, fmt, shapes, user_graph=False, subtitle="") -> str:
+    """dot, svg or html of graph, with the kernels of a compiled run when one can be
+    made (fused groups, shaders, concrete shapes); without, the graph alone."""
+    from fragflow.frontend.shaders import shader_text
+    from fragflow.ir.dot import DOT_MISSING, dot_available, graph_to_dot, dot_to_svg
+    from .compiled import (compile_target, concrete_types, kernel_of, node_notes)
+    if fmt == "svg" and not dot_available():
+        raise ff.FragflowError(DOT_MISSING)
+    kernels, texts, compiled_graph, problem = [], [], None, ""
     try:
-        return {"info": cmd_info, "dump": cmd_dump}[args.command](args)
+        run = compile_target(target, shapes)
+    except ff.FragflowError as err:
+        problem = f"no kernels shown: {err}"
+        print(f"fragflow: {problem}", file=sys.stderr)
+    else:
+        kernels, compiled_graph = run.kernels, run.graph
+        texts = [shader_text(k, i, target.graph, compiled_graph)
+                 for i, k in enumerate(kernels)]
+        run.close()
+    types = concrete_types(target, shapes) if user_graph else {}
+    index = kernel_of(graph, kernels)
+    if fmt in ("dot", "svg"):
+        groups = {}
+        for name, i in index.items():
+            groups.setdefault(kernels[i].name, []).append(name)
+        dot = graph_to_dot(graph, groups, types)
+        return dot if fmt == "dot" else dot_to_svg(dot)
+    from .html import render_page
+    pruned = {name.partition(":")[0] for name in types} if user_graph and types else None
+    return render_page(
+        graph, title=f"fragflow: {graph.name}", kernels=kernels, shader_texts=texts,
+        kernel_index=index, notes=node_notes(graph, kernels, compiled_graph, pruned),
+        types=types, problem=problem,
+        subtitle=" ".join(p for p in (target.description, subtitle) if p))
+
+
+def _emit(text: str, output: str | None) -> int:
+    if output:
+        with open(output, "w", encoding="utf-8") as f:
+            f.write(text if text.endswith("\n") else text + "\n")
+        print(output)
+    else:
+        print(text)
+    return 0
+
+
+# -- shaders ------------------------------------------------------------------------------
+def cmd_shaders(args) -> int:
+    from fragflow.frontend.shaders import select, shader_text, write_shaders
+    from .compiled import compile_target
+    target = load_target(args.target)
+    run = compile_target(target, parse_feed_shapes(args.feed_shape))
+    try:
+        graphs = (target.graph, run.graph)
+        if args.output:
+            paths = write_shaders(run.kernels, args.output, *graphs, only=args.kernel)
+            for path in paths:
+                print(path)
+            print(f"{len(paths)} shader(s) of {len(run.kernels)} kernel(s) in run order",
+                  file=sys.stderr)
+        else:
+            texts = [shader_text(k, i, *graphs) for i, k in select(run.kernels, args.kernel)]
+            print("\n".join(texts))
+    finally:
+        run.close()
+    return 0
+
+
+# -- profile ------------------------------------------------------------------------------
+def cmd_profile(args) -> int:
+    target = load_target(args.target)
+    feeds = target.feeds(parse_feed_shapes(args.feed_shape))
+    if args.runs < 1:
+        raise ff.FragflowError("--runs must be at least 1")
+    with ff.Session(target.graph) as sess:
+        profile = sess.profile(target.fetches, feeds, runs=args.runs)
+        info = ff.gl_info()
+    print(f"profile of {target.description} on {info['renderer']} ({info['backend']}): "
+          f"{len(profile.kernel_rows)} kernel(s), {args.runs} run(s)")
+    print(profile.table(by=args.by))
+    return 0
+
+
+# -- the parser ---------------------------------------------------------------------------
+def _target_args(parser):
+    parser.add_argument("target", help="a graph saved with ff.save_graph (JSON), or "
+                                       "path/model.py:func")
+    parser.add_argument("--feed-shape", action="append", metavar="NAME=D1,D2",
+                        help="a placeholder's shape where it has unknown dimensions "
+                             "(repeatable)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="fragflow", description=__doc__.split("\n")[0],
+                                     epilog=__doc__.split("\n\n", 2)[2],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("info", help="GL backend, vendor, renderer, version, limits, caches")
+    dump = sub.add_parser("dump", help="the graph as text, json, dot, svg or html")
+    _target_args(dump)
+    dump.add_argument("--format", default="text", choices=FORMATS)
+    from .compiled import STAGES
+    dump.add_argument("--after", metavar="PASS|all",
+                      help=f"the graph after a pass of the pipeline ({', '.join(STAGES)}) "
+                           f"or after each (all)")
+    dump.add_argument("-o", "--output", help="write to this file (a folder for --after all "
+                                             "with a format other than text)")
+    shaders = sub.add_parser("shaders", help="the generated GLSL, one .frag per kernel")
+    _target_args(shaders)
+    shaders.add_argument("-o", "--output", metavar="DIR",
+                         help="write NN_<kernel>.frag files here (else print them)")
+    shaders.add_argument("--kernel", metavar="NAME",
+                         help="only this kernel (its name, op or program name, or a node "
+                              "it implements)")
+    profile = sub.add_parser("profile", help="where the time goes, per user op and scope")
+    _target_args(profile)
+    profile.add_argument("--runs", type=int, default=10, help="runs to average (10)")
+    profile.add_argument("--by", choices=("op", "kernel"), default="op",
+                         help="group rows by the user's scope and op (default) or list "
+                              "kernels in run order")
+    return parser
+
+
+COMMANDS = {"info": cmd_info, "dump": cmd_dump, "shaders": cmd_shaders,
+            "profile": cmd_profile}
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
     except ff.FragflowError as err:
         print(f"fragflow: {err}", file=sys.stderr)
         return 2
+    except BrokenPipeError:          # `fragflow shaders T | head`: the reader has enough
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,129 @@
+"""A TARGET compiled the way a Session compiles it: the graph after each pass, the
+kernels in run order, and which kernel computes each node of the user's graph."""
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+
+import fragflow as ff
+from fragflow.codegen.lower import VIEW_OPS
+from fragflow.passes import DEFAULT_PIPELINE, PassManager, prune
+
+from .target import Target
+
+STAGES = ("prune",) + tuple(DEFAULT_PIPELINE)
+
+
+@dataclass
+class CompiledRun:
+    target: Target
+    session: object            # ff.Session, open
+    function: object           # ff.CompiledFunction, called once
+    feeds: dict                # Value -> array
+
+    @property
+    def kernels(self) -> list:
+        return self.function.kernels
+
+    @property
+    def graph(self):
+        """The compiled graph (after every pass)."""
+        return self.function.graph
+
+    def close(self):
+        self.session.close()
+
+
+def compile_target(target: Target, feed_shapes=None, debug: bool = False) -> CompiledRun:
+    """Compile (and run once, as shapes and kernels are only known then) on GL."""
+    feeds = target.feeds(feed_shapes)
+    session = ff.Session(target.graph, debug=debug)
+    try:
+        function = session.compile(target.fetches, feeds=list(feeds))
+        function(*feeds.values())
+    except BaseException:
+        session.close()
+        raise
+    return CompiledRun(target, session, function, feeds)
+
+
+def check_stage(name: str) -> str:
+    if name not in STAGES and name != "all":
+        raise ff.FragflowError(f"--after {name!r}: no such pass; the pipeline is "
+                               f"{', '.join(STAGES)} (or all)")
+    return name
+
+
+def graph_after(target: Target, stage: str, feed_shapes=None):
+    """The graph the pipeline has made after `stage` ("prune" or a pass name)."""
+    check_stage(stage)
+    graph, _ = prune(target.graph, target.fetches, target.feed_types(feed_shapes))
+    index = STAGES.index(stage)
+    if index == 0:
+        return graph
+    return PassManager(passes=STAGES[1:index + 1], dump_dir="").run(graph)
+
+
+def stage_dumps(target: Target, feed_shapes=None) -> list:
+    """[(stage name, text)] exactly as FRAGFLOW_DUMP_PASSES writes them: a comment with
+    the node counts and what the pass reported (fusion decisions), then the text dump."""
+    graph, _ = prune(target.graph, target.fetches, target.feed_types(feed_shapes))
+    with tempfile.TemporaryDirectory(prefix="fragflow-passes-") as directory:
+        PassManager(dump_dir=directory).run(graph)
+        out = []
+        for file_name in sorted(os.listdir(directory)):
+            stage = file_name.rsplit(".", 2)[-2]
+            with open(os.path.join(directory, file_name), encoding="utf-8") as f:
+                out.append((stage, f.read().rstrip("\n")))
+    return out
+
+
+def concrete_types(target: Target, feed_shapes=None) -> dict:
+    """{value name: type text} with the shapes the run has (prune re-infers them from
+    the fed shapes); empty where they cannot be known."""
+    try:
+        graph, _ = prune(target.graph, target.fetches, target.feed_types(feed_shapes))
+    except ff.FragflowError:
+        return {}
+    return {v.name: str(v.type) for n in graph.nodes for v in n.outputs}
+
+
+def kernel_of(graph, kernels) -> dict:
+    """{node name: index of the kernel that computes it} for the nodes of graph (the
+    user's graph or one after any pass): a kernel computes the nodes it lists (a fused
+    kernel lists every node folded into it) and the node of its output value."""
+    out = {}
+    for index, kernel in enumerate(kernels):
+        names = list(kernel.nodes) + [kernel.output.value.partition(":")[0]]
+        for name in names:
+            if name in graph:
+                out.setdefault(name, index)
+    return out
+
+
+def node_notes(graph, kernels, compiled_graph=None, pruned_names=None) -> dict:
+    """Why a node has no kernel of its own, for the nodes that have none."""
+    computed = kernel_of(graph, kernels)
+    notes = {}
+    for node in graph.nodes:
+        if node.name in computed:
+            continue
+        if pruned_names is not None and node.name not in pruned_names:
+            notes[node.name] = "not needed for the fetches: pruned, never runs"
+        elif node.op == "placeholder":
+            notes[node.name] = "fed: uploaded into a texture before the kernels run"
+        elif node.op == "variable":
+            notes[node.name] = "a variable: a texture the session keeps across runs"
+        elif node.op == "constant":
+            notes[node.name] = "a constant: uploaded once when the plan is built"
+        elif node.op in VIEW_OPS:
+            notes[node.name] = (f"a view ({node.op}): shares its input's texture, "
+                                f"no kernel")
+        elif compiled_graph is not None and node.name in compiled_graph and \
+                compiled_graph.node(node.name).op == "constant":
+            notes[node.name] = "folded into a constant by fold_constants"
+        else:
+            notes[node.name] = ("no kernel of its own: the passes folded, simplified or "
+                                "merged it (see fragflow dump --after all)")
+    return notes

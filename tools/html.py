@@ -1,0 +1,296 @@
+"""The HTML view: one self-contained page (inline CSS and JS, nothing fetched).
+
+The graph is drawn as SVG here in Python (tools/layout.py places the nodes): nodes
+coloured by op family, the nodes of each fused kernel outlined, edges labelled with the
+types they carry. The page's script only reacts: clicking a node shows its attributes,
+inputs, outputs, scope and source line, and the GLSL of the kernel that computes it.
+Opening the page with #select=<node name> shows a node the same way; #click=<node name>
+clicks it."""
+from __future__ import annotations
+
+import html
+import json
+
+from fragflow.ir.dot import FAMILY_COLORS, OTHER_COLOR, family_of
+from fragflow.ir.printer import format_attr, format_steps
+
+from .layout import NODE_H, NODE_W, layered_layout
+
+
+def node_record(node, types: dict) -> dict:
+    attrs = []
+    for key, value in node.attrs.items():
+        if key == "steps":
+            attrs.append([key, format_steps(value)])
+        elif key == "glsl":
+            attrs.append([key, value.strip()])
+        elif key == "nodes":
+            attrs.append([key, ", ".join(f"{n} ({op})" for n, op, *_ in value)])
+        else:
+            attrs.append([key, format_attr(value)])
+    return {
+        "op": node.op, "family": family_of(node.op), "scope": node.scope or "(root)",
+        "source": node.source or "",
+        "attrs": attrs,
+        "inputs": [[v.name, types.get(v.name, str(v.type))] for v in node.inputs],
+        "outputs": [[v.name, types.get(v.name, str(v.type))] for v in node.outputs],
+    }
+
+
+def render_page(graph, *, title: str, kernels=(), shader_texts=(), kernel_index=None,
+                notes=None, types=None, subtitle: str = "", problem: str = "") -> str:
+    """kernels: run order; shader_texts: the .frag text of each; kernel_index: {node
+    name: kernel index}; notes: {node name: why it has no kernel}; types: {value name:
+    concrete type text}; problem: why there are no kernels (shown on the page)."""
+    types, notes, kernel_index = types or {}, notes or {}, kernel_index or {}
+    groups = {}
+    for name, index in kernel_index.items():
+        groups.setdefault(index, []).append(name)
+    outlined = {kernels[i].name: names for i, names in groups.items() if len(names) > 1}
+    layout = layered_layout(graph, outlined)
+    data = {
+        "graph": graph.name,
+        "nodes": {n.name: {**node_record(n, types), "kernel": kernel_index.get(n.name),
+                           "note": notes.get(n.name, "")} for n in graph.nodes},
+        "kernels": [{"name": k.name, "op": k.op, "nodes": list(k.nodes),
+                     "source": text} for k, text in zip(kernels, shader_texts)],
+        "problem": problem,
+    }
+    svg = _svg(graph, layout, outlined, types)
+    legend = "".join(
+        f'<span class="chip" style="background:{color}">{html.escape(family)}</span>'
+        for family, color in FAMILY_COLORS.items()
+        if any(family_of(n.op) == family for n in graph.nodes))
+    kernel_list = "".join(
+        f'<li><a href="#select={html.escape(_url(k.output.value.partition(":")[0]))}" '
+        f'data-kernel="{i}">{i:02d} {html.escape(k.name)}</a> '
+        f'<span class="dim">{html.escape(k.op)}</span></li>'
+        for i, k in enumerate(kernels)
+        if k.output.value.partition(":")[0] in graph or any(n in graph for n in k.nodes))
+    return _PAGE.format(
+        title=html.escape(title), subtitle=html.escape(subtitle),
+        legend=legend, svg=svg,
+        kernels=kernel_list or '<li class="dim">none</li>',
+        problem=(f'<p class="problem">{html.escape(problem)}</p>' if problem else ""),
+        data=_script_json(data), css=_CSS, js=_JS, error_hook=_ERROR_HOOK)
+
+
+def _url(name: str) -> str:
+    from urllib.parse import quote
+    return quote(name, safe="")
+
+
+def _script_json(data) -> str:
+    """JSON that is safe inside <script>: no "</" or "<!--" can end the element."""
+    text = json.dumps(data, ensure_ascii=True)
+    return text.replace("</", "<\\/").replace("<!--", "<\\!--")
+
+
+def _svg(graph, layout, outlined, types) -> str:
+    pos = layout["nodes"]
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" id="graph" '
+             f'width="{layout["width"]:.0f}" height="{layout["height"]:.0f}" '
+             f'viewBox="0 0 {layout["width"]:.0f} {layout["height"]:.0f}">',
+             '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" '
+             'markerWidth="7" markerHeight="7" orient="auto-start-reverse">'
+             '<path d="M0,0 L10,5 L0,10 z" fill="#777"/></marker></defs>']
+    for label, names in outlined.items():
+        xs = [pos[n][0] for n in names if n in pos]
+        ys = [pos[n][1] for n in names if n in pos]
+        if not xs:
+            continue
+        x0, y0 = min(xs) - NODE_W / 2 - 10, min(ys) - NODE_H / 2 - 22
+        x1, y1 = max(xs) + NODE_W / 2 + 10, max(ys) + NODE_H / 2 + 10
+        parts.append(f'<g class="group"><rect x="{x0:.1f}" y="{y0:.1f}" '
+                     f'width="{x1 - x0:.1f}" height="{y1 - y0:.1f}" rx="10"/>'
+                     f'<text x="{x0 + 8:.1f}" y="{y0 + 14:.1f}">fused kernel '
+                     f'{html.escape(label)}</text></g>')
+    drawn = set()
+    for node in graph.nodes:
+        for v in node.inputs:
+            key = (v.node.name, node.name, v.name)
+            if key in drawn:
+                continue
+            drawn.add(key)
+            (sx, sy), (dx, dy) = pos[v.node.name], pos[node.name]
+            sy, dy = sy + NODE_H / 2, dy - NODE_H / 2
+            bend = max(30.0, (dy - sy) / 2)
+            path = f"M{sx:.1f},{sy:.1f} C{sx:.1f},{sy + bend:.1f} {dx:.1f},{dy - bend:.1f} " \
+                   f"{dx:.1f},{dy:.1f}"
+            label = types.get(v.name, str(v.type))
+            mx, my = (sx + dx) / 2, (sy + dy) / 2
+            parts.append(f'<g class="edge"><path d="{path}" marker-end="url(#arrow)"/>'
+                         f'<text x="{mx:.1f}" y="{my:.1f}">{html.escape(label)}</text></g>')
+    for node in graph.nodes:
+        x, y = pos[node.name]
+        color = FAMILY_COLORS.get(family_of(node.op), OTHER_COLOR)
+        out = ", ".join(types.get(v.name, str(v.type)) for v in node.outputs)
+        parts.append(
+            f'<g class="node" data-node="{html.escape(node.name)}" tabindex="0">'
+            f'<title>{html.escape(node.name)} = {html.escape(node.op)}'
+            f'{"  " + html.escape(node.source) if node.source else ""}</title>'
+            f'<rect x="{x - NODE_W / 2:.1f}" y="{y - NODE_H / 2:.1f}" width="{NODE_W}" '
+            f'height="{NODE_H}" rx="6" fill="{color}"/>'
+            f'<text class="name" x="{x:.1f}" y="{y - 5:.1f}">'
+            f'{html.escape(_clip(node.name, 26))}</text>'
+            f'<text class="op" x="{x:.1f}" y="{y + 12:.1f}">'
+            f'{html.escape(_clip(f"{node.op} : {out}", 30))}</text></g>')
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else "…" + text[-(width - 1):]
+
+
+_ERROR_HOOK = """
+window.ffErrors = [];
+window.addEventListener('error', function (e) {
+  window.ffErrors.push(String(e.message || e));
+  document.documentElement.setAttribute('data-ff-errors', window.ffErrors.join(' | '));
+});
+"""
+
+_CSS = """
+body { margin: 0; font: 13px/1.4 system-ui, sans-serif; color: #222; }
+header { padding: 8px 14px; border-bottom: 1px solid #ddd; }
+header h1 { font-size: 16px; margin: 0 8px 0 0; display: inline; }
+.dim { color: #777; }
+.chip { display: inline-block; padding: 0 6px; margin: 2px; border-radius: 4px;
+        border: 1px solid #bbb; font-size: 11px; }
+main { display: flex; height: calc(100vh - 64px); }
+#canvas { flex: 1 1 55%; overflow: auto; border-right: 1px solid #ddd; }
+#details { flex: 1 1 45%; overflow: auto; padding: 8px 14px; }
+#details h2 { font-size: 15px; margin: 6px 0; font-family: monospace; }
+#details table { border-collapse: collapse; font-family: monospace; font-size: 12px; }
+#details td { border-top: 1px solid #eee; padding: 2px 8px 2px 0; vertical-align: top; }
+#details td:first-child { color: #666; white-space: nowrap; }
+pre { background: #f7f7f7; border: 1px solid #e3e3e3; padding: 8px; font-size: 11.5px;
+      overflow: auto; }
+.problem { color: #a33; }
+g.node { cursor: pointer; }
+g.node rect { stroke: #666; stroke-width: 1; }
+g.node.selected rect { stroke: #d00; stroke-width: 3; }
+g.node text { text-anchor: middle; font-family: monospace; pointer-events: none; }
+g.node text.name { font-size: 12px; font-weight: bold; }
+g.node text.op { font-size: 10.5px; fill: #333; }
+g.edge path { fill: none; stroke: #999; stroke-width: 1.2; }
+g.edge text { font: 10px monospace; fill: #555; text-anchor: middle;
+              paint-order: stroke; stroke: #fff; stroke-width: 3px; }
+g.group rect { fill: none; stroke: #3060c0; stroke-width: 1.5; stroke-dasharray: 6 4; }
+g.group text { font: 11px monospace; fill: #3060c0; }
+#kernels { font-family: monospace; font-size: 12px; padding-left: 18px; list-style: none; }
+"""
+
+_JS = r"""
+(function () {
+  var data = JSON.parse(document.getElementById('ff-data').textContent);
+  var details = document.getElementById('details');
+
+  function add(parent, tag, text, cls) {
+    var e = document.createElement(tag);
+    if (text !== undefined && text !== null) e.textContent = text;
+    if (cls) e.className = cls;
+    parent.appendChild(e);
+    return e;
+  }
+  function row(table, key, value) {
+    var tr = add(table, 'tr');
+    add(tr, 'td', key);
+    add(tr, 'td', value);
+  }
+
+  function select(name) {
+    var node = data.nodes[name];
+    var previous = document.querySelectorAll('g.node.selected');
+    for (var i = 0; i < previous.length; i++) previous[i].classList.remove('selected');
+    details.innerHTML = '';
+    if (!node) {
+      add(details, 'p', 'no node named "' + name + '" in this graph', 'problem');
+      return;
+    }
+    var groups = document.querySelectorAll('g.node');
+    for (var j = 0; j < groups.length; j++) {
+      if (groups[j].getAttribute('data-node') === name) {
+        groups[j].classList.add('selected');
+        if (groups[j].scrollIntoView) groups[j].scrollIntoView({block: 'nearest'});
+      }
+    }
+    add(details, 'h2', name).id = 'selected-name';
+    var table = add(details, 'table');
+    row(table, 'op', node.op + '  (' + node.family + ')');
+    row(table, 'scope', node.scope);
+    row(table, 'source', node.source || '(unknown)');
+    node.inputs.forEach(function (v, k) { row(table, 'input ' + k, v[0] + ' : ' + v[1]); });
+    node.outputs.forEach(function (v, k) { row(table, 'output ' + k, v[0] + ' : ' + v[1]); });
+    node.attrs.forEach(function (a) { row(table, a[0], a[1]); });
+    if (node.kernel === null || node.kernel === undefined) {
+      add(details, 'p', node.note || data.problem || 'no kernel computes this node', 'dim')
+        .id = 'no-kernel';
+      return;
+    }
+    var kernel = data.kernels[node.kernel];
+    var others = kernel.nodes.filter(function (n) { return n !== name; });
+    add(details, 'h2', 'kernel #' + node.kernel + ' ' + kernel.name + ' : ' + kernel.op);
+    if (others.length) add(details, 'p', 'the same kernel computes: ' + others.join(', '),
+                           'dim');
+    add(details, 'pre', kernel.source).id = 'glsl';
+  }
+
+  var nodes = document.querySelectorAll('g.node');
+  for (var i = 0; i < nodes.length; i++) {
+    nodes[i].addEventListener('click', function (event) {
+      var name = event.currentTarget.getAttribute('data-node');
+      select(name);
+      if (history.replaceState) history.replaceState(null, '', '#select=' +
+                                                     encodeURIComponent(name));
+    });
+  }
+  // #select=<node> shows a node as a click does; #click=<node> clicks it (for tests
+  // and links that want the click handler itself to run)
+  function fromHash() {
+    var match = /^#(select|click)=(.*)$/.exec(location.hash);
+    if (!match) return;
+    var name = decodeURIComponent(match[2]);
+    if (match[1] === 'select') return select(name);
+    for (var k = 0; k < nodes.length; k++) {
+      if (nodes[k].getAttribute('data-node') === name) {
+        nodes[k].dispatchEvent(new MouseEvent('click', {bubbles: true}));
+        return;
+      }
+    }
+    select(name);
+  }
+  window.addEventListener('hashchange', fromHash);
+  fromHash();
+  document.body.setAttribute('data-ff-ready', '1');
+})();
+"""
+
+_PAGE = """<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>{title}</title>
+<script>{error_hook}</script>
+<style>{css}</style>
+</head>
+<body>
+<header><h1>{title}</h1><span class="dim">{subtitle}</span><br>{legend}</header>
+<main>
+<div id="canvas">
+{svg}
+</div>
+<section id="details">
+<p class="dim">Click a node to see its attributes, source line and the GLSL of the kernel
+that computes it. Dashed outlines are fused kernels.</p>
+{problem}
+<h2>kernels in run order</h2>
+<ul id="kernels">{kernels}</ul>
+</section>
+</main>
+<script type="application/json" id="ff-data">{data}</script>
+<script>{js}</script>
+</body>
+</html>
+"""
