@@ -37,6 +37,20 @@ def from_texels(flat: np.ndarray, layout: Layout) -> np.ndarray:
     return out != 0 if layout.dtype == "bool" else out
 
 
+def draw(program_id, inputs, uniforms, out, width, height) -> None:
+    """One launch: the program, its uniforms and input textures, the output's
+    framebuffer, and a triangle covering it."""
+    GL.glUseProgram(program_id)
+    for setter, location, value in uniforms:
+        setter(location, value)
+    for unit, slot in enumerate(inputs):
+        GL.glActiveTexture(GL.GL_TEXTURE0 + unit)
+        GL.glBindTexture(GL.GL_TEXTURE_2D, slot.texture.id)
+    GL.glBindFramebuffer(GL.GL_FRAMEBUFFER, out.texture.fbo)
+    GL.glViewport(0, 0, width, height)
+    GL.glDrawArrays(GL.GL_TRIANGLES, 0, 3)
+
+
 class GPUTimer:
     """Per-draw GPU time with GL_TIME_ELAPSED queries (core since 3.3); where a driver
     lacks them, None: the caller times the (synchronised) draw on the CPU clock."""
@@ -180,16 +194,8 @@ class GLPlan:
     def run(self, feeds: dict) -> list:
         for name, slot, layout, staging in self._uploads:
             slot.texture.upload(to_texels(feeds[name], layout, staging))
-        for program_id, inputs, uniforms, out, width, height in self._launches:
-            GL.glUseProgram(program_id)
-            for setter, location, value in uniforms:
-                setter(location, value)
-            for unit, slot in enumerate(inputs):
-                GL.glActiveTexture(GL.GL_TEXTURE0 + unit)
-                GL.glBindTexture(GL.GL_TEXTURE_2D, slot.texture.id)
-            GL.glBindFramebuffer(GL.GL_FRAMEBUFFER, out.texture.fbo)
-            GL.glViewport(0, 0, width, height)
-            GL.glDrawArrays(GL.GL_TRIANGLES, 0, 3)
+        for launch in self._launches:
+            draw(*launch)
         results = [from_texels(slot.texture.readback(), layout)
                    for slot, layout in self._readbacks]
         for var_slot, new_slot in self._swaps:
@@ -211,18 +217,10 @@ class GLPlan:
         observer.phase("upload", time.perf_counter() - start)
         timer = GPUTimer()
         for launch, (kernel, layout) in zip(self._launches, self._launch_info):
-            program_id, inputs, uniforms, out, width, height = launch
+            out = launch[3]
             start = time.perf_counter()
             timer.begin()
-            GL.glUseProgram(program_id)
-            for setter, location, value in uniforms:
-                setter(location, value)
-            for unit, slot in enumerate(inputs):
-                GL.glActiveTexture(GL.GL_TEXTURE0 + unit)
-                GL.glBindTexture(GL.GL_TEXTURE_2D, slot.texture.id)
-            GL.glBindFramebuffer(GL.GL_FRAMEBUFFER, out.texture.fbo)
-            GL.glViewport(0, 0, width, height)
-            GL.glDrawArrays(GL.GL_TRIANGLES, 0, 3)
+            draw(*launch)
             gpu = timer.end()
             observer.kernel(kernel, gpu if gpu is not None else time.perf_counter() - start,
                             lambda out=out, layout=layout:

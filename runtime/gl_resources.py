@@ -138,13 +138,17 @@ def numbered(source: str) -> str:
     return "\n".join(f"{i:4d}  {line}" for i, line in enumerate(source.splitlines(), 1))
 
 
+def _text(log) -> str:
+    """An info log as text (PyOpenGL returns bytes or str depending on the platform)."""
+    return log.decode(errors="replace") if isinstance(log, bytes) else str(log)
+
+
 def _compile(kind, source: str, name: str, user_code=None) -> int:
     shader = GL.glCreateShader(kind)
     GL.glShaderSource(shader, source)
     GL.glCompileShader(shader)
     if not GL.glGetShaderiv(shader, GL.GL_COMPILE_STATUS):
-        log = GL.glGetShaderInfoLog(shader)
-        log = log.decode(errors="replace") if isinstance(log, bytes) else str(log)
+        log = _text(GL.glGetShaderInfoLog(shader))
         GL.glDeleteShader(shader)
         if user_code is not None:
             raise ShaderCompileError(user_code_error(log, user_code, source))
@@ -236,8 +240,7 @@ class ProgramCache:
         GL.glDetachShader(program, fragment)
         GL.glDeleteShader(fragment)
         if not GL.glGetProgramiv(program, GL.GL_LINK_STATUS):
-            log = GL.glGetProgramInfoLog(program)
-            log = log.decode(errors="replace") if isinstance(log, bytes) else str(log)
+            log = _text(GL.glGetProgramInfoLog(program))
             GL.glDeleteProgram(program)
             raise ShaderCompileError(f"kernel {kernel.name} did not link:\n{log.strip()}\n"
                                      f"source:\n{numbered(kernel.source)}")
