@@ -24,7 +24,7 @@ def run(args, **kwargs):
 def test_quick_start_runs_as_written(gl, tmp_path):
     script = tmp_path / "quick_start.py"
     script.write_text(quick_start())
-    assert len(quick_start().strip().splitlines()) <= 20
+    assert len(quick_start().strip().splitlines()) <= 15
     result = run([str(script)])
     assert result.returncode == 0, result.stderr
     assert "#version 330 core" in result.stdout and "matmul(%x, %w)" in result.stdout

@@ -233,3 +233,30 @@ def test_inference_batch_norm_folds_into_the_weights(head, gl):
     assert "mul" not in str(fused.graph.nodes[-1].attrs["steps"]), report
     assert head in ops or any(o.startswith("fused") for o in ops)
     assert_matches(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+@pytest.mark.parametrize("activation", ACTIVATIONS)
+def test_fused_ops_differentiate_to_second_order_for_every_activation(pattern, activation):
+    """ff.fused.* gradients (TensorFlow.js raises for all but linear and relu) against
+    finite differences, first and second order (numpy executor: the rules, not the
+    kernels, are under test here; the GL kernels are above)."""
+    from tests.gradcheck import check_gradients
+    shapes = {"matmul": ((2, 3), (3, 4), 4), "conv2d": ((1, 3, 3, 2), (2, 2, 2, 4), 4),
+              "depthwise_conv2d": ((1, 3, 3, 2), (2, 2, 2, 2), 4)}[pattern]
+    x_shape, w_shape, channels = shapes
+    local = np.random.default_rng(17)
+    bias = local.uniform(-0.3, 0.3, channels).astype(np.float32)
+    alpha = local.uniform(0.1, 0.3, channels).astype(np.float32)
+
+    def build(x, w):
+        kwargs = dict(bias=ff.constant(bias), activation=activation,
+                      alpha=0.1 if activation == "leaky_relu" else ff.constant(alpha))
+        if pattern == "matmul":
+            return ff.fused.matmul(x, w, **kwargs)
+        return getattr(ff.fused, pattern)(x, w, padding="SAME", **kwargs)
+    # away from the kinks of relu/relu6/leaky_relu/prelu, where differences straddle
+    data = {"x": local.uniform(0.3, 1.0, x_shape).astype(np.float32)
+            * local.choice([-1, 1], x_shape),
+            "w": local.uniform(0.3, 1.0, w_shape).astype(np.float32)}
+    check_gradients(build, data, backend="numpy", second_order=True, rtol=2e-3, atol=2e-3)
