@@ -17,7 +17,7 @@ $(STAMP): $(BIN)/python pyproject.toml
 install: $(STAMP)
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2   # two workers: shader JIT is single-threaded
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile   # 2 workers (shader JIT is single-threaded); a file stays in one worker, in order
 
 demo: $(STAMP)
 	$(BIN)/python examples/demo.py

@@ -36,7 +36,12 @@ def implemented_nodes(kernel, *graphs) -> list:
                 out.append({"name": member, "op": op, "scope": member.rpartition("/")[0],
                             "source": source or "", "user_op": op})
             continue
-        if node is not None:
+        member = next((m for m in node.attrs.get("nodes") or () if m[0] == name), None) \
+            if node is not None and node.op.startswith("fused") else None
+        if member is not None:
+            # a fused node takes its last member's name: report the member's own op
+            op, scope, source, program = member[1], node.scope, member[2] or "", None
+        elif node is not None:
             op, scope, source = node.op, node.scope, node.source or ""
             program = node.attrs.get("name") if op == "gpgpu_program" else None
         else:

@@ -9,7 +9,7 @@ from typing import Callable
 from ..ir.errors import FragflowError
 from ..ir.graph import Graph
 from ..ir.printer import format_graph
-from . import fold_batch_norm, fusion, simplify
+from . import conv_lowering, fold_batch_norm, fusion, simplify
 from .verify import verify
 
 
@@ -37,6 +37,9 @@ register_pass("cse", "compute identical nodes once")(
     simplify.eliminate_common_subexpressions)
 register_pass("simplify", "x*1, x+0, -(-x), same-dtype casts, transpose/reshape pairs")(
     simplify.simplify)
+register_pass("conv_backprop_as_conv",
+              "stride-1 conv2d input gradients as convolutions (vec4 kernels)")(
+    conv_lowering.conv_backprop_input_as_conv)
 register_pass("fold_batch_norm",
               "per-channel scales after conv/matmul (inference batch norm) into weights")(
     fold_batch_norm.fold_batch_norm)
@@ -48,8 +51,8 @@ register_pass("fuse_elementwise", "connected elementwise ops in one kernel")(
 
 # The order a Session runs them in, after prune (which always runs first: it is what
 # turns a user's graph and fetches into a compiled graph).
-DEFAULT_PIPELINE = ("fold_constants", "cse", "simplify", "fold_batch_norm",
-                    "fuse_epilogues", "fuse_elementwise", "verify")
+DEFAULT_PIPELINE = ("fold_constants", "cse", "simplify", "conv_backprop_as_conv",
+                    "fold_batch_norm", "fuse_epilogues", "fuse_elementwise", "verify")
 FUSION_PASSES = ("fuse_epilogues", "fuse_elementwise")
 
 

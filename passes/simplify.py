@@ -72,14 +72,19 @@ def _all_equal(value, number) -> bool:
 def simplify(graph, report):
     """x*1, 1*x, x+0, 0+x, x-0, -(-x), cast to the same dtype, transpose of a transpose
     and reshape of a reshape — only where the result keeps the node's type (a
-    broadcasting 1 or 0 changes the shape and stays)."""
+    broadcasting 1 or 0 changes the shape and stays); and the gradients' sum_like(g, x)
+    and g + zeros_like(x) where g already has the result's shape."""
     def same_type(a, node):
         return a.type == node.outputs[0].type
 
     def transform(node, inputs, new, mapping):
         op = node.op
         out = None
-        if op == "mul":
+        if op == "sum_like" or (op == "add" and inputs[1].node.op == "zeros_like"):
+            # gradients undo broadcasting with these; with concrete shapes that match,
+            # there was no broadcasting to undo
+            out = inputs[0]
+        elif op == "mul":
             a, b = inputs
             out = a if _all_equal(b, 1) else b if _all_equal(a, 1) else None
         elif op == "add":

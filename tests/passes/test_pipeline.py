@@ -132,3 +132,30 @@ def test_a_broadcasting_one_is_not_simplified_away():
     with ff.Session(g, backend="numpy") as sess:
         out = sess.run(y, {x: np.arange(3, dtype=np.float32)})
     assert out.shape == (2, 3)
+
+
+@pytest.mark.parametrize("padding", ["SAME", "VALID", [(2, 0), (1, 1)]])
+@pytest.mark.parametrize("kernel", [(3, 3), (2, 3)])
+def test_conv_input_gradient_as_a_convolution_equals_the_backprop_kernel(padding, kernel,
+                                                                         gl):
+    rng = np.random.default_rng(4)
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((2, 7, 6, 4), name="x")
+        w = ff.placeholder(kernel + (4, 8), name="w")
+        y = ff.conv2d(x, w, padding=padding)
+        (dx,) = ff.gradients(ff.sum(y * ff.constant(rng.standard_normal(y.shape).astype(
+            np.float32))), [x])
+    feeds = {x: rng.standard_normal((2, 7, 6, 4)).astype(np.float32),
+             w: rng.standard_normal(kernel + (4, 8)).astype(np.float32)}
+    without = [p for p in DEFAULT_PIPELINE if p != "conv_backprop_as_conv"]
+    with ff.Session(g) as sess, ff.Session(g, passes=without) as plain:
+        fn = sess.compile([dx], feeds=[x, w])
+        (got,) = fn(*feeds.values())
+        (want,) = plain.run([dx], feeds)
+        rewritable = padding in ("SAME", "VALID") or kernel[0] > 2
+        assert ("conv2d_backprop_input" not in ops_of(fn)) == rewritable
+    with ff.Session(g, backend="numpy") as ref:
+        (reference,) = ref.run([dx], feeds)
+    assert_matches(got, want, rtol=1e-4, atol=1e-4)
+    assert_matches(got, reference, rtol=1e-4, atol=1e-4)
