@@ -54,6 +54,10 @@ class GPGPUProgram:
         self.name = name
         self.inputs = tuple(inputs)
         for input_name in self.inputs:
+            if not isinstance(input_name, str):
+                raise AttrError(f"program '{name}': inputs are the names the GLSL uses "
+                                f"(inputs=['x', 'bias']), got {input_name!r}; pass the "
+                                f"tensors when calling the program")
             if not input_name.isidentifier():
                 raise AttrError(f"program '{name}': input name {input_name!r} is not a "
                                 f"GLSL identifier")

@@ -13,6 +13,10 @@ from ..passes import PassManager, prune
 from .tensor import Tensor
 
 BACKENDS = ("gl", "numpy")
+# Compiled plans a session keeps (per fetches, feeds and feed shapes); the least
+# recently used is released beyond this, so varying a None dimension cannot grow GPU
+# memory without bound.
+MAX_PLANS = 16
 _ACCEPTED_KINDS = {"float32": "fiub", "int32": "iub", "bool": "b"}
 _INT32 = np.iinfo(np.int32)
 
@@ -106,10 +110,13 @@ class Session:
         self._check_open()
         key = (tuple(values), frozenset((v, t.shape) for v, t in feed_types.items()),
                None if passes is None else tuple(passes))
-        entry = self._plans.get(key)
+        entry = self._plans.pop(key, None)
         if entry is None:
             entry = self._build(values, feed_types, passes)
-            self._plans[key] = entry
+        self._plans[key] = entry              # most recently used last
+        while len(self._plans) > MAX_PLANS:   # e.g. one plan per batch size: bounded
+            oldest = next(iter(self._plans))
+            self._plans.pop(oldest)[0].release()
         return entry
 
     def _build(self, values, feed_types, passes):
@@ -129,7 +136,9 @@ class Session:
         from ..codegen import lower
         from ..runtime.gl_plan import GLPlan
         program = lower(compiled, self._device.max_texture_size)
-        initial = {n.name: n.attrs["initial_value"] for n in compiled.nodes
+        # every variable's initial value: a fed variable that is also assigned is a
+        # placeholder in the compiled graph, but its texture is made on first use
+        initial = {n.name: n.attrs["initial_value"] for n in self.graph.nodes
                    if n.op == "variable"}
         plan = GLPlan(program, self._variables, initial)
         plan.fusion_report = manager.fusion_report
@@ -210,6 +219,9 @@ class Session:
 
     def restore(self, path: str) -> None:
         """Variables from an .npz file written by save(); loads no code (no pickle)."""
+        import os
+        if not os.path.exists(path) and os.path.exists(str(path) + ".npz"):
+            path = str(path) + ".npz"      # save() wrote it with numpy's .npz suffix
         try:
             data = np.load(path, allow_pickle=False)
         except (OSError, ValueError) as err:
@@ -245,6 +257,19 @@ class Session:
         if self._device is not None:
             self._device.pool.trim()
         self._closed = True
+
+    def __del__(self):
+        # A session dropped without close(): its textures go back to the pool (no GL
+        # call here: the collector may run on any thread, or at interpreter exit).
+        try:
+            if not getattr(self, "_closed", True):
+                for plan, _ in self._plans.values():
+                    plan.release()
+                self._plans.clear()
+                self._variables.release()
+                self._closed = True
+        except Exception:        # interpreter shutdown: nothing left to give back to
+            pass
 
     def _check_open(self):
         if self._closed:
@@ -341,12 +366,22 @@ def _feed_array(value: Value, data) -> np.ndarray:
 
 
 def _flatten(fetches):
-    """(flat list of fetches, function rebuilding the user's structure from results)."""
-    if isinstance(fetches, dict):
-        keys = list(fetches)
-        return [fetches[k] for k in keys], lambda out: dict(zip(keys, out))
-    if isinstance(fetches, (list, tuple)):
-        kind = type(fetches)
-        return list(fetches), lambda out: kind(out) if kind in (list, tuple) else \
-            kind(*out)
+    """(flat list of fetches, function rebuilding the user's structure from results):
+    tensors in lists, tuples, namedtuples and dicts, nested to any depth."""
+    if isinstance(fetches, (dict, list, tuple)):
+        items = list(fetches.values()) if isinstance(fetches, dict) else list(fetches)
+        parts = [_flatten(item) for item in items]
+        flat = [f for part, _ in parts for f in part]
+
+        def rebuild(out):
+            values, start = [], 0
+            for part, rebuild_part in parts:
+                values.append(rebuild_part(out[start:start + len(part)]))
+                start += len(part)
+            if isinstance(fetches, dict):
+                return type(fetches)(zip(fetches.keys(), values))
+            if isinstance(fetches, tuple) and hasattr(fetches, "_fields"):
+                return type(fetches)(*values)
+            return type(fetches)(values)
+        return flat, rebuild
     return [fetches], lambda out: out[0]

@@ -64,6 +64,16 @@ def eliminate_common_subexpressions(graph, report):
     return rebuild(graph, transform)
 
 
+POWERS = {2.0: "square", -1.0: "reciprocal", 0.5: "sqrt", -0.5: "rsqrt"}
+
+
+def _scalar(value):
+    """A constant's value if it holds one number, else None."""
+    array = _constant(value)
+    return float(array.reshape(())) if array is not None and array.size == 1 \
+        and array.ndim == 0 else None
+
+
 def _all_equal(value, number) -> bool:
     array = _constant(value)
     return array is not None and array.size > 0 and bool(np.all(array == number))
@@ -92,6 +102,13 @@ def simplify(graph, report):
             out = a if _all_equal(b, 0) else b if _all_equal(a, 0) else None
         elif op == "sub" and _all_equal(inputs[1], 0):
             out = inputs[0]
+        elif op == "pow" and inputs[0].dtype == "float32" and \
+                _scalar(inputs[1]) in POWERS and same_type(inputs[0], node):
+            # small integer and half powers without exp2(log2): x**2 is exactly x*x
+            unary = POWERS[_scalar(inputs[1])]
+            report.append(f"pow '{node.name}' by {_scalar(inputs[1]):g} runs as {unary}")
+            return new.add_node(unary, [inputs[0]], {}, exact_name=node.name,
+                                scope=node.scope, source=node.source).outputs
         elif op == "neg" and inputs[0].node.op == "neg":
             out = inputs[0].node.inputs[0]
         elif op == "cast" and inputs[0].dtype == node.attrs["dtype"]:

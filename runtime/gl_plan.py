@@ -119,8 +119,16 @@ class GLPlan:
         """variable_values: variable name -> initial value (used on first use)."""
         self.program = program
         self.device = variables.device
-        pool = self.device.pool
         self._owned: list = []
+        self._launches: list = []
+        try:
+            self._build(program, variables, variable_values)
+        except BaseException:
+            self.release()          # a plan that fails to build keeps no texture
+            raise
+
+    def _build(self, program, variables: VariableStore, variable_values: dict):
+        pool = self.device.pool
         layouts = program.layouts
         slot_of: dict = {}
 
@@ -184,7 +192,9 @@ class GLPlan:
         for alias, source in root.items():
             slot_of[alias] = slot_of[source]
         self._readbacks = [(slot_of[n], layouts[n]) for n in program.outputs]
-        self._swaps = [(variables.slots[var], slot_of[n]) for var, n in program.assigns]
+        # a variable that is fed in this run and assigned has no slot yet: make it
+        self._swaps = [(variables.slot(var, layouts[n], variable_values[var]), slot_of[n])
+                       for var, n in program.assigns]
         check_gl("building a plan")
 
     @property

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ...ir.errors import GradientError, GraphError
 from ...ir.graph import Value
+from ...ir.types import format_shape
 from ...ir.ops import elementwise as _ew
 from ...ir.ops.registry import get_op
 from .build import add
@@ -90,9 +91,14 @@ def gradients(ys, xs, grad_ys=None, stop_gradients=(), unconnected="none"):
     stops = set(stop_gradients or ())
     needed = _between(ys, xs, stops)
     pending: dict = {}          # value -> [gradient contributions]
-    for y, dy in zip(ys, grad_ys):
+    for k, (y, dy) in enumerate(zip(ys, grad_ys)):
         if y.dtype != "float32":
             raise GradientError(f"cannot differentiate '{y.name}': it is {y.dtype}")
+        if dy is not None and (dy.type.rank != y.type.rank or any(
+                a is not None and b is not None and a != b
+                for a, b in zip(dy.shape, y.shape))):
+            raise GradientError(f"grad_ys[{k}] has shape {format_shape(dy.shape)} but "
+                                f"ys[{k}] ('{y.name}') has shape {format_shape(y.shape)}")
         if dy is None:
             with graph.derived_from(y.node, SCOPE):
                 dy = _ew.unary("ones_like", y)
