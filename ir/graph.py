@@ -20,6 +20,14 @@ from .types import TensorType
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-]+)*$")
 
 
+def mixed_graphs(value: "Value", graph: "Graph") -> str:
+    """Why value cannot be used in graph (two graphs may well share a name)."""
+    other = value.graph.name
+    same = " (another graph of the same name)" if other == graph.name else ""
+    return (f"'{value.name}' belongs to graph '{other}'{same}, not to '{graph.name}' "
+            f"where this op is built: tensors of different graphs do not mix")
+
+
 class Value:
     """One output of a node."""
 
@@ -163,8 +171,7 @@ class Graph:
             if not isinstance(v, Value):
                 raise GraphError(f"{op}: input {v!r} is not a graph value")
             if v.graph is not self:
-                raise GraphError(f"{op}: input '{v.name}' belongs to another graph "
-                                 f"('{v.graph.name}'), not '{self.name}'")
+                raise GraphError(f"{op} ({user_location()}): {mixed_graphs(v, self)}")
         if name is not None and not _NAME_RE.match(name):
             raise GraphError(f"invalid node name {name!r}")
         node_name = exact_name or self._unique_name(name or op)

@@ -49,8 +49,9 @@ def weak_dtype(scalar, other: str) -> str:
 def as_value(graph: Graph, x, dtype: str | None = None) -> Value:
     if isinstance(x, Value):
         if x.graph is not graph:
-            raise GraphError(f"'{x.name}' belongs to graph '{x.graph.name}', "
-                             f"not '{graph.name}'")
+            from ..graph import mixed_graphs
+            from ..source import user_location
+            raise GraphError(f"{user_location()}: {mixed_graphs(x, graph)}")
         return x
     from .state import constant
     return constant(graph, x, dtype)

@@ -135,3 +135,19 @@ def test_small_integer_powers_are_exact_on_gl(gl):
     for a, e in zip(got[:4], want):
         assert_matches(a, e.astype(np.float32), rtol=0, atol=0)
     assert_matches(got[4], xb ** 3, rtol=1e-6)
+
+
+def test_mixing_tensors_of_two_graphs_says_where_even_when_they_share_a_name():
+    import os
+    here = os.path.basename(__file__)
+    first, second = ff.Graph(), ff.Graph()
+    with first.as_default():
+        a = ff.placeholder((2,), name="a")
+    with second.as_default():
+        b = ff.placeholder((2,), name="b")
+    with pytest.raises(ff.GraphError) as err:
+        a + b   # noqa: B018
+    message = str(err.value)
+    assert "another graph of the same name" in message and here in message
+    with pytest.raises(ff.GraphError, match="another graph of the same name"):
+        ff.relu(a) + b    # noqa: B018
