@@ -8,7 +8,7 @@ from types import SimpleNamespace
 from ..ir.ops.fused import _infer_step, eval_steps
 from ..ir.types import TensorType
 from . import elementwise
-from .common import kernel_name, output_operand
+from .common import output_operand
 from .layout import broadcast_index
 from .matmul import matmul_kernel
 from .operands import GLSL_SCALAR, Operand
@@ -112,4 +112,4 @@ def lower_node(node, layouts, prefix):
     return lower_fused_elementwise(node, layouts, prefix)
 
 
-__all__ = ["lower_node", "glsl_steps", "kernel_name"]
+__all__ = ["lower_node", "glsl_steps"]

@@ -49,10 +49,6 @@ class Kernel:
         process and, through Mesa's disk cache, in the next."""
         return _COMMENT.sub("", self.source)
 
-    @property
-    def body(self) -> str:
-        return self.compiled_source
-
     def __repr__(self):
         return (f"Kernel({self.name!r}, op={self.op!r}, scope={self.scope!r}, "
                 f"inputs={[b.value for b in self.inputs]}, output={self.output.value!r})")

@@ -15,9 +15,8 @@ __all__ = ["gradients", "value_and_gradients", "vjp", "stop_gradient", "custom_g
 
 
 def _values(xs):
-    single = not isinstance(xs, (list, tuple))
-    items = [xs] if single else list(xs)
-    return [x.value if isinstance(x, Tensor) else x for x in items], single
+    items = list(xs) if isinstance(xs, (list, tuple)) else [xs]
+    return [x.value if isinstance(x, Tensor) else x for x in items]
 
 
 def gradients(ys, xs, grad_ys=None, stop_gradients=None, unconnected="none"):
@@ -33,13 +32,13 @@ def gradients(ys, xs, grad_ys=None, stop_gradients=None, unconnected="none"):
     >>> ff.Session(g, backend="numpy").run(dx, {x: np.array([1., 2., 3.], np.float32)})
     array([2., 4., 6.], dtype=float32)
     """
-    y_values, _ = _values(ys)
-    x_values, _ = _values(xs)
+    y_values = _values(ys)
+    x_values = _values(xs)
     dys = None
     if grad_ys is not None:
-        dys, _ = _values(grad_ys)
+        dys = _values(grad_ys)
         dys = [None if d is None else as_tensor_value(d) for d in dys]
-    stops = _values(stop_gradients)[0] if stop_gradients is not None else ()
+    stops = _values(stop_gradients) if stop_gradients is not None else ()
     grads = _gradients(y_values, x_values, dys, stops, unconnected)
     out = [None if g is None else _wrap(g) for g in grads]
     return out

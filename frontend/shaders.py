@@ -92,7 +92,7 @@ def header_lines(kernel, index: int | None = None, *graphs) -> list:
     nodes = implemented_nodes(kernel, *graphs)
     position = f" (#{index} in run order)" if index is not None else ""
     lines = [f"fragflow kernel {kernel.name}{position}: {kernel.op}"]
-    fused = f", fused into one kernel" if len(nodes) > 1 else ""
+    fused = ", fused into one kernel" if len(nodes) > 1 else ""
     lines.append(f"implements {len(nodes)} node{'s' if len(nodes) != 1 else ''}{fused}:")
     width = max(len(f"{n['name']} = {n['op']} '{n['user_op']}'") if n["op"] != n["user_op"]
                 else len(f"{n['name']} = {n['op']}") for n in nodes)

@@ -219,7 +219,7 @@ class ProgramCache:
         self.compiles = 0
 
     def get(self, kernel) -> int:
-        key = kernel.body
+        key = kernel.compiled_source
         program = self._programs.get(key)
         if program is None:
             program = self._link(kernel)

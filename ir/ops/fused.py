@@ -130,14 +130,13 @@ def fused_matmul(a, b, extra, steps, transpose_a=False, transpose_b=False, nodes
 def decompose(node):
     """The fused node's value rebuilt from the ops it fuses (in the current graph
     scope): what its gradient is taken through."""
-    from .common import apply as build
     operands = list(node.inputs)
     if node.op == "fused_matmul":
         mm = _matmul.matmul(operands[0], operands[1], node.attrs["transpose_a"],
                             node.attrs["transpose_b"])
         operands = [mm, *operands[2:]]
     elif node.op == "fused_conv":
-        acc = build(node.attrs["conv_op"], operands[:2], dict(node.attrs["conv_attrs"]))
+        acc = apply(node.attrs["conv_op"], operands[:2], dict(node.attrs["conv_attrs"]))
         operands = [acc, *operands[2:]]
     return eval_steps(node.attrs["steps"], operands,
-                      lambda op, attrs, args: build(op, args, attrs or None))
+                      lambda op, attrs, args: apply(op, args, attrs or None))

@@ -5,8 +5,6 @@ variables in textures it owns. assign writes a variable at the end of a run.
 """
 from __future__ import annotations
 
-import numpy as np
-
 from ..errors import DTypeError, GraphError, ShapeError
 from ..graph import Graph, Value
 from ..types import TensorType, format_shape

@@ -11,7 +11,6 @@ from ...ir.graph import Value
 from ...ir.types import format_shape
 from ...ir.ops import elementwise as _ew
 from ...ir.ops.registry import get_op
-from .build import add
 from .registry import GRADIENTS
 
 SCOPE = "gradients"
@@ -59,19 +58,7 @@ def _between(ys, xs, stops) -> set:
 
 def _sum(values):
     """Several paths into one tensor: their gradients add up."""
-    if len(values) == 1:
-        return values[0]
-    if "add_n" in _registered_ops():
-        return _ew.add_n(values)
-    total = values[0]
-    for v in values[1:]:
-        total = add(total, v)
-    return total
-
-
-def _registered_ops():
-    from ...ir.ops.registry import all_ops
-    return all_ops()
+    return values[0] if len(values) == 1 else _ew.add_n(values)
 
 
 def gradients(ys, xs, grad_ys=None, stop_gradients=(), unconnected="none"):
