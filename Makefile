@@ -23,8 +23,8 @@ demo: $(STAMP)
 	$(BIN)/python examples/demo.py
 	$(BIN)/python examples/train_digits.py
 
-bench: $(STAMP)
-	$(BIN)/python benchmarks/bench_elementwise.py
+bench: $(STAMP)   # issue 11's workloads W1-W13; BENCH_ARGS="--quick --only W3,W9 --json out.json"
+	$(BIN)/python benchmarks/bench.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
