@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 
+from ..ir import sanitize
 from ..ir.types import TensorType
 from .environment import render
 from .kernel import Binding, Kernel
@@ -10,7 +11,7 @@ from .operands import Operand
 
 
 def kernel_name(prefix: str, node) -> str:
-    return f"{prefix}_{re.sub(r'[^A-Za-z0-9_]', '_', node.name)}"
+    return f"{prefix}_{re.sub(r'[^A-Za-z0-9_]', '_', node.name)}"   # safe by construction
 
 
 def operands(node, layouts) -> list:
@@ -32,6 +33,8 @@ def output_operand(value, layouts) -> Operand:
 
 
 def header_lines(nodes, inputs, out) -> list:
+    """The header comment's lines, raw: prologue.glsl.j2 writes each through the
+    `comment` filter (names and source lines come from users and files)."""
     lines = ["implements:"]
     for n in nodes:
         where = f"  {n.source}" if n.source else ""
@@ -52,11 +55,14 @@ def make_kernel(template: str, prefix: str, op: str, nodes, inputs, out, *,
     source = render(template, kernel_name=name, kernel_op=op,
                     header=header_lines(nodes, inputs, out), inputs=inputs, out=out,
                     uniforms=uniforms, **context)
+    user = _locate(user_code, source)
+    sanitize.check_shader(source, range(user[1], user[1] + user[2].count("\n") + 1)
+                          if user else range(0))
     return Kernel(name=name, op=op, nodes=tuple(n.name for n in nodes),
                   scope=nodes[0].scope, location=nodes[0].source, source=source,
                   inputs=tuple(Binding(b.sampler, b.value, b.layout) for b in inputs),
                   output=Binding("ff_out", out.value, out.layout), uniforms=uniforms,
-                  user_code=_locate(user_code, source))
+                  user_code=user)
 
 
 USER_CODE_MARK = "// -- user code --"

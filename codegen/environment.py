@@ -6,6 +6,8 @@ import os
 
 import jinja2
 
+from ..ir import sanitize
+
 TEMPLATE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
 
 
@@ -34,6 +36,7 @@ def environment() -> jinja2.Environment:
         trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
     env.filters["glsl_float"] = glsl_float
     env.filters["glsl_int"] = glsl_int
+    env.filters["comment"] = sanitize.comment   # all text from users/files in // comments
     return env
 
 

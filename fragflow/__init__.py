@@ -15,10 +15,10 @@ from .frontend import Sequential, initializers, layers, optim
 from .frontend import __all__ as _frontend_all
 from .ir.errors import (AttrError, BackendError, DTypeError, FeedError, FetchError,
                         FragflowError, GradientError, GraphError, NumericsError,
-                        SerializationError, ShaderCompileError, ShapeError,
-                        TensorTooLargeError)
+                        SerializationError, SessionClosedError, ShaderCompileError,
+                        ShapeError, TensorTooLargeError)
 from .ir.graph import Graph, get_default_graph, reset_default_graph
-from .ir.serialize import graph_from_json
+from .ir.serialize import MAX_FILE_BYTES, graph_from_json
 from .ir.types import DTYPES, TensorType
 
 __version__ = "0.1.0"
@@ -55,10 +55,15 @@ def save_graph(graph, path: str) -> None:
         f.write(graph_to_json(graph))
 
 
-def load_graph(text_or_path) -> Graph:
+def load_graph(text_or_path, *, allow_programs: bool = False,
+               max_bytes: int = MAX_FILE_BYTES) -> Graph:
     """A graph from ff.dump(g, format="json") text or a file written by save_graph.
-    Loading never executes code."""
-    return graph_from_json(text_or_path)
+
+    Loading never executes Python code, checks the whole file before building anything
+    and reads at most max_bytes. A graph holding ff.gpgpu_program nodes (GLSL that runs
+    on the GPU as written) loads only with allow_programs=True: pass it for files you
+    trust. Anything wrong with the file raises SerializationError."""
+    return graph_from_json(text_or_path, allow_programs=allow_programs, max_bytes=max_bytes)
 
 
 __all__ = list(_frontend_all) + [
@@ -66,5 +71,5 @@ __all__ = list(_frontend_all) + [
     "load_graph", "fused", "Session", "CompiledFunction", "Tensor", "Variable", "TensorType",
     "DTYPES", "FragflowError", "AttrError", "BackendError", "DTypeError", "FeedError",
     "FetchError", "GradientError", "GraphError", "NumericsError", "SerializationError",
-    "ShaderCompileError", "ShapeError", "TensorTooLargeError",
+    "SessionClosedError", "ShaderCompileError", "ShapeError", "TensorTooLargeError",
 ]

@@ -122,11 +122,16 @@ def _activate(pre, activation):
 
 # -- argument normalisation ----------------------------------------------------------
 def _pair(value, what) -> tuple:
-    if isinstance(value, (int, np.integer)):
-        return (int(value), int(value))
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        value = (int(value), int(value))
+    elif isinstance(value, (str, bytes)) or not hasattr(value, "__iter__") or any(
+            isinstance(v, bool) or not isinstance(v, (int, np.integer)) for v in value):
+        raise AttrError(f"{what} must be an int or a pair of ints, got {value!r}")
     value = tuple(int(v) for v in value)
     if len(value) != 2:
         raise AttrError(f"{what} must be an int or a pair of ints, got {list(value)}")
+    if min(value) < 1:
+        raise AttrError(f"{what} must be positive, got {list(value)}")
     return value
 
 

@@ -38,7 +38,8 @@ import itertools
 from ..ir.errors import AttrError, DTypeError, GradientError
 from ..ir.graph import get_default_graph
 from ..ir.ops.common import apply
-from ..ir.ops.program import PROGRAMS, UNIFORM_TYPES, check_output
+from ..ir.ops.program import PROGRAMS, UNIFORM_TYPES, check_output, check_uniform
+from ..ir.sanitize import InvalidNameError, identifier
 from ..ir.types import TensorType
 from ..passes.autodiff import program as _autodiff_program
 from .tensor import _wrap, as_tensor_value
@@ -58,13 +59,18 @@ class GPGPUProgram:
                 raise AttrError(f"program '{name}': inputs are the names the GLSL uses "
                                 f"(inputs=['x', 'bias']), got {input_name!r}; pass the "
                                 f"tensors when calling the program")
-            if not input_name.isidentifier():
-                raise AttrError(f"program '{name}': input name {input_name!r} is not a "
-                                f"GLSL identifier")
+            try:
+                identifier(input_name, f"program '{name}': input name")
+            except InvalidNameError as err:
+                raise AttrError(str(err)) from None
         self.output = output
         self.glsl = glsl
         self.uniforms = dict(uniforms or {})
         for uniform, glsl_type in self.uniforms.items():
+            try:
+                identifier(uniform, f"program '{name}': uniform name")
+            except InvalidNameError as err:
+                raise AttrError(str(err)) from None
             if glsl_type not in UNIFORM_TYPES:
                 raise AttrError(f"program '{name}': uniform '{uniform}' has type "
                                 f"{glsl_type!r}; use one of {', '.join(UNIFORM_TYPES)}")
@@ -85,14 +91,8 @@ class GPGPUProgram:
                 raise AttrError(f"program '{self.name}': uniform '{uniform}' "
                                 f"({glsl_type}) needs a value: {self.name}(..., "
                                 f"{uniform}=...)")
-            value = given[uniform]
-            kind = UNIFORM_TYPES[glsl_type]
-            if isinstance(value, bool) and kind is not bool or \
-                    not isinstance(value, (int, float, bool)) or \
-                    (kind is int and not isinstance(value, int)):
-                raise DTypeError(f"program '{self.name}': uniform '{uniform}' is "
-                                 f"{glsl_type}, got {value!r}")
-            values.append((uniform, kind(value)))
+            values.append((uniform, check_uniform(self.name, uniform, glsl_type,
+                                                  given[uniform])))
         return tuple(values)
 
     def __call__(self, *args, name=None, **uniform_values):

@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 import re
 
+from ..ir import sanitize
+
 HEADER_END = "// -- end of header --"
 _USER_CODE_MARK = "// -- user code --"
 _IMPLEMENTS = re.compile(r"^//   (\S+) = (\S+)(?:  (.*))?$")
@@ -133,7 +135,7 @@ def shader_text(kernel, index: int | None = None, *graphs) -> str:
                      if line.strip() == _USER_CODE_MARK), -1)
         lines = [f"user GLSL of program '{program}' starts at line {len(lines) + mark + 4}"
                  if line.startswith("user GLSL of program") else line for line in lines]
-    header = "\n".join("// " + line for line in lines)
+    header = "\n".join("// " + sanitize.comment(line) for line in lines)   # user text
     return f"{first}\n{header}\n{HEADER_END}\n{body}"
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..ir.errors import SymbolicTensorError
 from ..ir.graph import Value, get_default_graph
 from ..ir.ops import elementwise, matmul as _matmul, shape as _shape, state
 
@@ -57,6 +58,31 @@ class Tensor:
 
     def __iter__(self):
         raise TypeError("a fragflow Tensor is not iterable; index it or use ff.unstack")
+
+    # -- numpy: a Tensor has no value to give until a Session runs it -------------------
+    def _symbolic(self, what: str) -> SymbolicTensorError:
+        return SymbolicTensorError(
+            f"{what} got {self!r}, a symbolic tensor: it has a value only when a Session "
+            f"runs it (sess.run(t) gives a numpy array); inside a graph use the ff "
+            f"function of the same name (ff.reduce_sum, ff.exp, ...)")
+
+    def __array__(self, dtype=None, copy=None):
+        raise self._symbolic("np.asarray/np.array")
+
+    def __array_function__(self, func, types, args, kwargs):
+        raise self._symbolic(f"np.{getattr(func, '__name__', func)}()")
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        # array <op> tensor: numpy asks us first; give it the Tensor's operator
+        if method == "__call__" and not kwargs and len(inputs) == 2:
+            methods = _UFUNC_OPERATORS.get(ufunc.__name__)
+            if methods is not None:
+                a, b = inputs
+                if isinstance(a, Tensor):
+                    return getattr(a, methods[0])(b)
+                return getattr(b, methods[1])(a)
+        raise self._symbolic(f"np.{ufunc.__name__}" + ("" if method == "__call__"
+                                                        else f".{method}") + "()")
 
     # -- operators ------------------------------------------------------------------
     def __add__(self, other): return _wrap(elementwise.binary("add", self.value, _v(other)))
@@ -142,6 +168,18 @@ class Variable(Tensor):
 
     def __repr__(self):
         return f"<ff.Variable '{self.name}' {self.value.type}>"
+
+
+# numpy ufuncs behind Python's binary operators -> the Tensor's method and its
+# reflection, so that `array + tensor` and `array < tensor` build the graph op.
+_UFUNC_OPERATORS = {
+    name: (f"__{op}__", f"__r{op}__") for name, op in [
+        ("add", "add"), ("subtract", "sub"), ("multiply", "mul"), ("true_divide", "truediv"),
+        ("divide", "truediv"), ("floor_divide", "floordiv"), ("remainder", "mod"),
+        ("power", "pow"), ("matmul", "matmul")]}
+_UFUNC_OPERATORS.update({"less": ("__lt__", "__gt__"), "greater": ("__gt__", "__lt__"),
+                         "less_equal": ("__le__", "__ge__"),
+                         "greater_equal": ("__ge__", "__le__")})
 
 
 def matmul_promoting(a, b):

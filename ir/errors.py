@@ -55,3 +55,8 @@ class TensorTooLargeError(FragflowError, ValueError):
 
 class NumericsError(FragflowError, ArithmeticError):
     """Debug mode found NaN or Inf: names the first node that produced it."""
+
+
+class SymbolicTensorError(FragflowError, TypeError):
+    """A graph tensor used where a value is needed (numpy functions, np.asarray): it
+    has a value only when a Session runs it."""

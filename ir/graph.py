@@ -7,17 +7,15 @@ inputs exist before it). Names are unique in a graph and carry the name scope
 from __future__ import annotations
 
 import contextlib
-import re
 from collections import defaultdict
 from types import MappingProxyType
 
 import numpy as np
 
 from .errors import FragflowError, GraphError
+from .sanitize import check_name, check_scope, clean_source
 from .source import user_location
 from .types import TensorType
-
-_NAME_RE = re.compile(r"^[A-Za-z0-9_.\-]+(/[A-Za-z0-9_.\-]+)*$")
 
 
 def mixed_graphs(value: "Value", graph: "Graph") -> str:
@@ -121,12 +119,14 @@ class Graph:
     @contextlib.contextmanager
     def name_scope(self, name: str):
         """Nodes made inside get names 'outer/name/op'. A trailing '/' means absolute."""
+        if not isinstance(name, str):
+            check_name(name, "name scope")            # says what it got instead
         if name.endswith("/"):
             parts = [p for p in name.strip("/").split("/") if p]
+            check_scope("/".join(parts))           # names reach shader comments
             saved, self._scopes = self._scopes, parts
         else:
-            if not name or not _NAME_RE.match(name):
-                raise GraphError(f"invalid name scope {name!r}")
+            check_name(name, "name scope")
             saved, self._scopes = self._scopes, self._scopes + name.split("/")
         try:
             yield self.scope
@@ -172,15 +172,19 @@ class Graph:
                 raise GraphError(f"{op}: input {v!r} is not a graph value")
             if v.graph is not self:
                 raise GraphError(f"{op} ({user_location()}): {mixed_graphs(v, self)}")
-        if name is not None and not _NAME_RE.match(name):
-            raise GraphError(f"invalid node name {name!r}")
+        if name is not None:
+            check_name(name)
+        if exact_name is not None:
+            check_name(exact_name)
+        if scope is not None:
+            check_scope(scope)
         node_name = exact_name or self._unique_name(name or op)
         if node_name in self._by_name:
             raise GraphError(f"a node named '{node_name}' already exists in '{self.name}'")
         node = Node(self, op, inputs, {}, node_name,
                     self.scope if scope is None else scope,
-                    source if source is not None else self._source_override
-                    if self._source_override is not None else user_location())
+                    clean_source(source if source is not None else self._source_override
+                                 if self._source_override is not None else user_location()))
         try:
             full_attrs = opdef.check_attrs(attrs or {})
             node.attrs = MappingProxyType({k: freeze_attr(v) for k, v in full_attrs.items()})
@@ -204,9 +208,26 @@ class Graph:
 
     def value(self, name: str) -> Value:
         """'dense/add' or 'split:1' → that Value."""
-        node_name, _, index = name.partition(":")
+        if not isinstance(name, str):
+            raise GraphError(f"a tensor name must be a string, not {type(name).__name__}")
+        node_name, colon, index = name.partition(":")
         node = self.node(node_name)
-        return node.outputs[int(index) if index else 0]
+        if not colon:
+            return node.outputs[0] if node.outputs else self._no_output(node, name)
+        if not index.isdigit() or not index.isascii():
+            raise GraphError(f"invalid tensor name {name!r} in graph '{self.name}': the "
+                             f"part after ':' must be an output index (0 to "
+                             f"{len(node.outputs) - 1})")
+        if int(index) >= len(node.outputs):
+            return self._no_output(node, name)
+        return node.outputs[int(index)]
+
+    def _no_output(self, node, name):
+        count = len(node.outputs)
+        raise GraphError(f"no tensor {name!r} in graph '{self.name}': {node.where()} has "
+                         f"{count} output{'s' if count != 1 else ''}"
+                         + (f" ('{node.name}:0' to '{node.name}:{count - 1}')"
+                            if count > 1 else ""))
 
     def consumers(self) -> dict:
         """{Value: [(node, input_index), ...]} for every value that has a consumer."""

@@ -59,7 +59,11 @@ class TensorType:
     dtype: str
 
     def __post_init__(self):
-        shape = tuple(None if d is None else int(d) for d in self.shape)
+        try:
+            shape = tuple(None if d is None else _dimension(d) for d in self.shape)
+        except TypeError:
+            raise ShapeError(f"a shape is a sequence of ints (or None), got "
+                             f"{self.shape!r}") from None
         if any(d is not None and d < 0 for d in shape):
             raise ShapeError(f"negative dimension in shape {shape}")
         object.__setattr__(self, "shape", shape)
@@ -83,6 +87,22 @@ class TensorType:
     def __str__(self):
         dims = ",".join("?" if d is None else str(d) for d in self.shape)
         return f"{SHORT_NAMES[self.dtype]}[{dims}]"
+
+
+_MAX_DIM = 2 ** 31 - 1
+
+
+def _dimension(d) -> int:
+    """One dimension: an int (integral floats pass, as numpy's arithmetic makes them);
+    2.5 or "3" or True is a mistake, not 2, 3 or 1."""
+    if isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer, float,
+                                                            np.floating)):
+        raise ShapeError(f"dimension {d!r} is not an int (or None for unknown)")
+    if isinstance(d, (float, np.floating)) and not float(d).is_integer():
+        raise ShapeError(f"dimension {d!r} is not a whole number")
+    if abs(d) > _MAX_DIM:
+        raise ShapeError(f"dimension {int(d)} is larger than {_MAX_DIM}")
+    return int(d)
 
 
 def format_shape(shape) -> str:
@@ -114,9 +134,14 @@ def normalize_axes(axis, rank: int, op: str = "") -> tuple:
     """axis=None, an int or a sequence of ints (negative counts from the end)."""
     if axis is None:
         return tuple(range(rank))
+    if isinstance(axis, (str, bytes, float)) or not isinstance(axis, (int, np.integer)) \
+            and not hasattr(axis, "__iter__"):
+        raise ShapeError(f"axis must be None, an int or a sequence of ints, got {axis!r}")
     axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
     out = []
     for a in axes:
+        if isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, np.integer)):
+            raise ShapeError(f"axis {axis!r}: {a!r} is not an int")
         a = int(a)
         if not -rank <= a < rank:
             raise ShapeError(f"axis {a} is out of range for a tensor of rank {rank}")

@@ -52,6 +52,9 @@ def spatial_arg(value, d: int, what: str) -> tuple:
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
         out = (int(value),) * d
     else:
+        if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__") or any(
+                isinstance(v, bool) or not isinstance(v, (int, np.integer)) for v in value):
+            raise AttrError(f"{what} must be an int or a sequence of ints, got {value!r}")
         value = tuple(value)
         if len(value) == d + 2:
             if value[0] != 1 or value[-1] != 1:
@@ -132,6 +135,10 @@ class Window:
 
 
 def window(in_size, ksize, strides, dilations, padding) -> Window:
+    if any(k is not None and k < 1 for k in ksize):
+        # a 0-wide window would make an output larger than the input, all zeros
+        raise ShapeError(f"the window (filter or ksize) {format_shape(ksize)} has an empty "
+                         f"dimension; each must be at least 1")
     dims = [window_1d(n, k, s, r, padding if isinstance(padding, str) else padding[i])
             for i, (n, k, s, r) in enumerate(zip(in_size, ksize, strides, dilations))]
     return Window(tuple(in_size), tuple(ksize), tuple(strides), tuple(dilations),

@@ -7,6 +7,7 @@ when built (used when the program is not registered, e.g. a graph loaded elsewhe
 from __future__ import annotations
 
 from ..errors import AttrError, DTypeError, GraphError, ShapeError
+from ..sanitize import InvalidNameError, identifier
 from ..types import DTYPES, TensorType
 from .registry import REQUIRED, OpDef, register
 
@@ -35,7 +36,51 @@ def check_output(name, result) -> TensorType:
     return TensorType(shape, str(dtype))
 
 
+_INT32 = (-2 ** 31, 2 ** 31 - 1)
+
+
+def check_uniform(program: str, uniform: str, glsl_type: str, value):
+    """value as the uniform's Python kind, if it fits the GLSL type (ints in int32)."""
+    kind = UNIFORM_TYPES[glsl_type]
+    if isinstance(value, bool) and kind is not bool or \
+            not isinstance(value, (int, float, bool)) or \
+            (kind is int and not isinstance(value, int)):
+        raise DTypeError(f"program '{program}': uniform '{uniform}' is {glsl_type}, got "
+                         f"{value!r}")
+    if kind is int and not _INT32[0] <= value <= _INT32[1]:
+        raise DTypeError(f"program '{program}': int uniform '{uniform}' = {value} is "
+                         f"outside int32's range ({_INT32[0]}..{_INT32[1]})")
+    return kind(value)
+
+
+def check_names(attrs):
+    """Every word of the program that becomes GLSL outside the user's code: input and
+    uniform names (identifiers) and uniform types. Loaded graphs come through here."""
+    name = attrs["name"]
+    if not isinstance(name, str) or not name.replace("_", "").isalnum() \
+            or not name.isascii():
+        raise AttrError(f"program name {name!r} must be letters, digits and _")
+    try:
+        for input_name in attrs["inputs"]:
+            identifier(input_name, f"program '{name}': input name")
+        declared = dict(attrs["uniforms"])
+        for uniform, glsl_type in declared.items():
+            identifier(uniform, f"program '{name}': uniform name")
+            if glsl_type not in UNIFORM_TYPES:
+                raise AttrError(f"program '{name}': uniform '{uniform}' has type "
+                                f"{glsl_type!r}; use one of {', '.join(UNIFORM_TYPES)}")
+    except InvalidNameError as err:
+        raise AttrError(str(err)) from None
+    values = dict(attrs["uniform_values"])
+    if set(values) != set(declared):
+        raise AttrError(f"program '{name}': uniform values {sorted(values)} do not match "
+                        f"the declared uniforms {sorted(declared)}")
+    for uniform, value in values.items():
+        check_uniform(name, uniform, declared[uniform], value)
+
+
 def _infer(types, attrs):
+    check_names(attrs)
     name = attrs["name"]
     if len(types) != len(attrs["inputs"]):
         raise AttrError(f"program '{name}' takes {len(attrs['inputs'])} input(s) "

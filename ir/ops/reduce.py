@@ -2,8 +2,9 @@
 keepdims; argmax and argmin over one axis (int32 indices, the first on ties, NaN
 counts as the largest/smallest like NumPy).
 
-An empty reduction gives the identity: 0 for sum and mean, 1 for prod, -inf / int32's
-minimum for max and +inf / int32's maximum for min (TensorFlow's values). mean of an int32
+An empty reduction gives the identity: 0 for sum, 1 for prod, -inf / int32's minimum for
+max and +inf / int32's maximum for min (TensorFlow's values); the float mean of nothing
+is NaN (0/0, as TensorFlow and NumPy give) and the int32 mean 0. mean of an int32
 tensor is the wrapped int32 sum divided by the count, truncated (TensorFlow's).
 """
 from __future__ import annotations
@@ -20,7 +21,7 @@ NUMERIC = ("float32", "int32")
 
 def identity_of(op: str, dtype: str):
     big = np.inf if dtype == "float32" else np.iinfo(np.int32).max
-    return {"sum": 0, "mean": 0, "prod": 1, "max": -big if dtype == "float32"
+    return {"sum": 0, "mean": np.nan if dtype == "float32" else 0, "prod": 1, "max": -big if dtype == "float32"
             else np.iinfo(np.int32).min, "min": big}[op]
 
 
@@ -88,8 +89,12 @@ register(OpDef("argmin", "reduce", _arg_type, _arg_ref(np.argmin), attrs={"axis"
 
 
 def _axis_attr(axis):
-    if axis is None or isinstance(axis, (int, np.integer)):
+    if axis is None or isinstance(axis, (int, np.integer)) and not isinstance(axis, bool):
         return None if axis is None else int(axis)
+    # a string is a sequence too: axis="21" must not mean axes (2, 1)
+    if isinstance(axis, (str, bytes, float, bool)) or not hasattr(axis, "__iter__") or \
+            any(isinstance(a, bool) or not isinstance(a, (int, np.integer)) for a in axis):
+        raise ShapeError(f"axis must be None, an int or a sequence of ints, got {axis!r}")
     return tuple(int(a) for a in axis)
 
 

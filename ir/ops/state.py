@@ -73,6 +73,9 @@ def run_counter(graph: Graph) -> Value:
 def placeholder(graph: Graph, shape, dtype, name=None) -> Value:
     if shape is None:
         raise ShapeError("placeholder needs a shape (use None for unknown dimensions)")
+    if isinstance(shape, (str, bytes)) or not hasattr(shape, "__iter__"):
+        raise ShapeError(f"placeholder shape must be a sequence of ints or None, got "
+                         f"{shape!r} (a scalar has shape ())")
     return apply("placeholder", [], {"shape": tuple(shape), "dtype": dtype}, name, graph)
 
 

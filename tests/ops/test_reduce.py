@@ -127,7 +127,8 @@ def test_empty_reductions_give_the_identity(gl):
     out, _ = check_all(g, fetches, feeds)
     assert (out["sum_f(axis=1)"] == 0).all() and (out["prod_i(axis=1)"] == 1).all()
     assert (out["max_f(axis=None)"] == -np.inf) and (out["min_i(axis=1)"] == I32_MAX).all()
-    assert (out["max_i(axis=1)"] == I32_MIN).all() and (out["mean_f(axis=1)"] == 0).all()
+    assert (out["max_i(axis=1)"] == I32_MIN).all() and (out["mean_i(axis=1)"] == 0).all()
+    assert np.isnan(out["mean_f(axis=1)"]).all() and np.isnan(out["mean_f(axis=None)"])
     assert out["sum_f(axis=2)"].shape == (3, 0)
 
 
