@@ -55,11 +55,16 @@ def import_gl(platform: str):
 
 
 def load_library(names: tuple[str, ...], install: str) -> ctypes.CDLL:
-    """dlopen the first of `names` that loads; BackendError saying what to install if none."""
+    """dlopen the first of `names` that loads; BackendError saying what to install if none.
+
+    RTLD_LOCAL: fragflow calls through the handle, and nothing it loads should add
+    symbols to the process's global scope; libOSMesa would bring libLLVM-15 there, where
+    a later `import triton` binds to it and crashes (issue 17, see _bundled_llvm).
+    """
     errors = []
     for name in names:
         try:
-            return ctypes.CDLL(name, mode=ctypes.RTLD_GLOBAL)
+            return ctypes.CDLL(name, mode=ctypes.RTLD_LOCAL)
         except OSError as exc:
             errors.append(str(exc))
     raise BackendError(f"cannot load {' / '.join(names)} ({'; '.join(errors)}); install {install}")
