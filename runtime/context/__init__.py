@@ -28,6 +28,7 @@ import threading
 
 from ...ir.errors import BackendError
 from ..shader_cache import configure_shader_cache
+from ._bundled_llvm import preload_bundled_llvm
 from ._gl import check_platform, import_gl, load_library
 
 __all__ = ["GLContext", "get_context", "available_backends", "BACKENDS"]
@@ -186,6 +187,7 @@ def get_context() -> GLContext:
             return _current
         names, notes = _candidates()
         cache_dir = configure_shader_cache()  # Mesa reads it when the first context is made
+        preload_bundled_llvm()  # triton's LLVM before the driver's (issue 17; see _bundled_llvm)
         failed = []
         for name in names:
             try:
