@@ -15,8 +15,8 @@ from .frontend import Sequential, initializers, layers, optim
 from .frontend import __all__ as _frontend_all
 from .ir.errors import (AttrError, BackendError, DTypeError, FeedError, FetchError,
                         FragflowError, GradientError, GraphError, NumericsError,
-                        SerializationError, SessionClosedError, ShaderCompileError,
-                        ShapeError, TensorTooLargeError)
+                        SerializationError, ShaderCompileError, ShapeError,
+                        TensorTooLargeError)
 from .ir.graph import Graph, get_default_graph, reset_default_graph
 from .ir.serialize import MAX_FILE_BYTES, graph_from_json
 from .ir.types import DTYPES, TensorType
@@ -71,5 +71,5 @@ __all__ = list(_frontend_all) + [
     "load_graph", "fused", "Session", "CompiledFunction", "Tensor", "Variable", "TensorType",
     "DTYPES", "FragflowError", "AttrError", "BackendError", "DTypeError", "FeedError",
     "FetchError", "GradientError", "GraphError", "NumericsError", "SerializationError",
-    "SessionClosedError", "ShaderCompileError", "ShapeError", "TensorTooLargeError",
+    "ShaderCompileError", "ShapeError", "TensorTooLargeError",
 ]
