@@ -37,18 +37,56 @@ def from_texels(flat: np.ndarray, layout: Layout) -> np.ndarray:
     return out != 0 if layout.dtype == "bool" else out
 
 
-def draw(program_id, inputs, uniforms, out, width, height) -> None:
+class BoundState:
+    """What the launch loop has bound so far: draw() skips every GL call that would set
+    what is already set (dependent tiny kernels cost little more than their calls).
+
+    It knows only what draw() did, so it is valid only while nothing else binds:
+    forget() it before a launch loop (uploads bind textures, readbacks bind
+    framebuffers, linking a program uses glUseProgram, deleting an object unbinds it)
+    and after anything else touched the context (run_observed's observers)."""
+    __slots__ = ("program", "framebuffer", "width", "height", "active_unit", "textures")
+
+    def __init__(self):
+        self.textures: dict = {}         # texture unit -> texture id bound there
+        self.forget()
+
+    def forget(self) -> None:
+        self.program = self.framebuffer = self.width = self.height = None
+        self.active_unit = None
+        self.textures.clear()
+
+
+BOUND = BoundState()      # one GL context per process (runs hold the session's lock)
+_TEXTURE0, _TEXTURE_2D, _FRAMEBUFFER = GL.GL_TEXTURE0, GL.GL_TEXTURE_2D, GL.GL_FRAMEBUFFER
+_TRIANGLES = GL.GL_TRIANGLES
+
+
+def draw(program_id, inputs, uniforms, out, width, height, bound=BOUND) -> None:
     """One launch: the program, its uniforms and input textures, the output's
-    framebuffer, and a triangle covering it."""
-    GL.glUseProgram(program_id)
-    for setter, location, value in uniforms:
+    framebuffer, and a triangle covering it; only the calls that change state."""
+    if bound.program != program_id:
+        GL.glUseProgram(program_id)
+        bound.program = program_id
+    for setter, location, value in uniforms:    # kernels sharing a program differ here
         setter(location, value)
+    textures = bound.textures
     for unit, slot in enumerate(inputs):
-        GL.glActiveTexture(GL.GL_TEXTURE0 + unit)
-        GL.glBindTexture(GL.GL_TEXTURE_2D, slot.texture.id)
-    GL.glBindFramebuffer(GL.GL_FRAMEBUFFER, out.texture.fbo)
-    GL.glViewport(0, 0, width, height)
-    GL.glDrawArrays(GL.GL_TRIANGLES, 0, 3)
+        texture_id = slot.texture.id
+        if textures.get(unit) != texture_id:
+            if bound.active_unit != unit:
+                GL.glActiveTexture(_TEXTURE0 + unit)
+                bound.active_unit = unit
+            GL.glBindTexture(_TEXTURE_2D, texture_id)
+            textures[unit] = texture_id
+    fbo = out.texture.fbo
+    if bound.framebuffer != fbo:
+        GL.glBindFramebuffer(_FRAMEBUFFER, fbo)
+        bound.framebuffer = fbo
+    if bound.width != width or bound.height != height:
+        GL.glViewport(0, 0, width, height)
+        bound.width, bound.height = width, height
+    GL.glDrawArrays(_TRIANGLES, 0, 3)
 
 
 class GPUTimer:
@@ -204,6 +242,7 @@ class GLPlan:
     def run(self, feeds: dict) -> list:
         for name, slot, layout, staging in self._uploads:
             slot.texture.upload(to_texels(feeds[name], layout, staging))
+        BOUND.forget()                # uploads (and anything since the last run) bound
         for launch in self._launches:
             draw(*launch)
         results = [from_texels(slot.texture.readback(), layout)
@@ -230,6 +269,7 @@ class GLPlan:
             out = launch[3]
             start = time.perf_counter()
             timer.begin()
+            BOUND.forget()            # the observer may have read a texture back
             draw(*launch)
             gpu = timer.end()
             observer.kernel(kernel, gpu if gpu is not None else time.perf_counter() - start,
