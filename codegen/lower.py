@@ -3,8 +3,10 @@ group once fusion runs), views for the ops that only reshape, uploads for feeds 
 constants, and the variables' textures."""
 from __future__ import annotations
 
+from ..ir.errors import TooManyInputsError
 from ..ir.graph import Graph
 from ..ir.ops.registry import get_op
+from ..passes.split_wide import DEFAULT_TEXTURE_UNITS
 from . import (conv, elementwise, fused, gradient, image, matmul, program, random, reduce,
                shape, structure)
 from .kernel import Program
@@ -30,7 +32,11 @@ LOWERINGS = {
 }
 
 
-def lower(graph: Graph, max_texture_size: int) -> Program:
+def lower(graph: Graph, max_texture_size: int,
+          max_texture_units: int | None = None) -> Program:
+    """max_texture_units: the textures one kernel may read (the context's
+    GL_MAX_TEXTURE_IMAGE_UNITS; GL 3.3's 16 when not given)."""
+    units = DEFAULT_TEXTURE_UNITS if max_texture_units is None else max_texture_units
     layouts = {}
     for node in graph.nodes:
         for v in node.outputs:
@@ -62,8 +68,19 @@ def lower(graph: Graph, max_texture_size: int) -> Program:
         else:
             family = get_op(node.op).family
             kernel = LOWERINGS[family](node, layouts, f"k{len(program.kernels)}")
+            _check_texture_units(node, kernel, units)
             program.steps.append(("kernel", kernel))
     return program
+
+
+def _check_texture_units(node, kernel, units: int) -> None:
+    """A kernel binding more textures than the GPU has units would not link; the passes
+    split what they can (split_wide_nodes, fusion), so this is what they cannot."""
+    if len(kernel.inputs) > units:
+        raise TooManyInputsError(
+            f"{node.where()}: its kernel would read {len(kernel.inputs)} textures but the "
+            f"GPU binds at most {units} per kernel (GL_MAX_TEXTURE_IMAGE_UNITS); give it "
+            f"fewer inputs, e.g. combine some first")
 
 
 def _takes_texture(program: Program, value: str, assigned: str, layouts: dict) -> bool:

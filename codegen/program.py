@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import textwrap
 
+from ..ir.program_loops import check_program_loops
 from .common import make_kernel, output_operand
 from .layout import broadcast_index, strides
 from .operands import Operand
@@ -29,6 +30,8 @@ def lower_node(node, layouts, prefix):
     values = dict(attrs["uniform_values"])
     uniforms = {name: (glsl_type, values[name]) for name, glsl_type in declared.items()}
     glsl = textwrap.dedent(attrs["glsl"]).rstrip()
+    # shapes are all known now: a loop bound made of them may run past llvmpipe's limit
+    check_program_loops(attrs, [v.shape for v in node.inputs], out_shape, node.source)
     return make_kernel("program.glsl.j2", prefix, attrs["name"], [node], inputs, out,
                        uniforms=uniforms, user_code=(attrs["name"], glsl), glsl=glsl,
                        out_unravel=list(zip(strides(out_shape), out_shape)))

@@ -27,6 +27,15 @@ The GLSL is the body of a function run once per output element (GLSL 330). It se
 - outShape, <name>Shape (int or ivecN), outSize, <name>Size: the shapes, as constants.
 - each uniform by its name, set per call: prog(x, scale=2.0).
 
+Loops: llvmpipe (Mesa's CPU driver, what runs fragflow where there is no GPU) ends a
+shader invocation's loops after 65,535 iterations in all, silently: the output is
+whatever the loops had computed by then. An invocation computes up to four output
+elements, so keep each element's loops (nested loops multiply, all loops add up)
+under about 16,380 iterations; split longer work over more output elements or several
+programs. A LoopLimitWarning is raised when the program is called (and again when it
+is compiled, once shapes are known) if `for` bounds made of literals, `const` names,
+uniforms and shape constants are known to go past this. GPU drivers have no such limit.
+
 Inputs and outputs have rank 0 to 4. `gradient(*inputs, y, dy, **uniforms)` returns
 one gradient per input (graph ops or other programs; None for none); without it, differentiating
 through the program raises GradientError naming it. `reference(*arrays, **uniforms)`
@@ -37,6 +46,7 @@ import itertools
 
 from ..ir.errors import AttrError, DTypeError, GradientError
 from ..ir.graph import get_default_graph
+from ..ir.program_loops import check_program_loops
 from ..ir.ops.common import apply
 from ..ir.ops.program import PROGRAMS, UNIFORM_TYPES, check_output, check_uniform
 from ..ir.sanitize import InvalidNameError, identifier
@@ -106,7 +116,12 @@ class GPGPUProgram:
                  "inputs": self.inputs, "uniforms": tuple(self.uniforms.items()),
                  "uniform_values": self._uniform_values(uniform_values),
                  "output_shape": out_type.shape, "output_dtype": out_type.dtype}
-        return _wrap(apply("gpgpu_program", values, attrs, name or self.name, graph))
+        result = apply("gpgpu_program", values, attrs, name or self.name, graph)
+        node = result.node
+        # warn now, at the user's line, when the loops' bounds are already known
+        check_program_loops(node.attrs, [v.shape for v in values], out_type.shape,
+                            node.source)
+        return _wrap(result)
 
     def __repr__(self):
         return f"<ff.gpgpu_program {self.name}({', '.join(self.inputs)})>"

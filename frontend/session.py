@@ -124,7 +124,11 @@ class Session:
         args = dict(self._pass_args)
         if passes is not None:
             args["passes"] = passes
-        manager = PassManager(**args)
+        # GL: the context's GL_MAX_TEXTURE_IMAGE_UNITS (wide add_n/concat are split and
+        # fusion stays within it); numpy: the passes' default, GL 3.3's 16
+        units = None if self._device is None else \
+            self._device.context.info()["max_texture_image_units"]
+        manager = PassManager(**args, max_texture_units=units)
         compiled = manager.run(compiled)
         names = {v: mapping[v].name for v in feed_types if v in mapping}
         if self.backend == "numpy":
@@ -135,7 +139,7 @@ class Session:
             return plan, names
         from ..codegen import lower
         from ..runtime.gl_plan import GLPlan
-        program = lower(compiled, self._device.max_texture_size)
+        program = lower(compiled, self._device.max_texture_size, units)
         # every variable's initial value: a fed variable that is also assigned is a
         # placeholder in the compiled graph, but its texture is made on first use
         initial = {n.name: n.attrs["initial_value"] for n in self.graph.nodes

@@ -53,6 +53,16 @@ class TensorTooLargeError(FragflowError, ValueError):
     """A tensor that does not fit in the GPU's largest texture."""
 
 
+class TooManyInputsError(FragflowError, ValueError):
+    """A kernel that would read more textures than the GPU binds at once
+    (GL_MAX_TEXTURE_IMAGE_UNITS), e.g. a gpgpu_program with too many inputs."""
+
+
+class LoopLimitWarning(UserWarning):
+    """A user GLSL loop known to run past llvmpipe's 65,535 iterations per invocation
+    (llvmpipe ends it there, silently)."""
+
+
 class NumericsError(FragflowError, ArithmeticError):
     """Debug mode found NaN or Inf: names the first node that produced it."""
 

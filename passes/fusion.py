@@ -9,15 +9,17 @@ fuse_elementwise: connected groups of elementwise ops become one fused_elementwi
 
 A node joins only when that is legal: its result is used by nothing outside the group
 and is not fetched (a fused intermediate never exists in memory), and, for an epilogue,
-the op keeps the matmul's shape. Every candidate turned down is reported with why —
+the op keeps the matmul's shape, and the kernel reads at most max_texture_units
+textures (the GPU's GL_MAX_TEXTURE_IMAGE_UNITS, passed in by the PassManager: a kernel
+binding more does not link). Every candidate turned down is reported with why —
 silent non-fusion is a known pain of TensorFlow's remapper."""
 from __future__ import annotations
 
 from ..ir.ops.registry import get_op
 from .rewrite import consumers, rebuild
+from .split_wide import DEFAULT_TEXTURE_UNITS
 
 MAX_STEPS = 32
-MAX_INPUTS = 12     # samplers: GL guarantees 16 texture units per fragment shader
 NOT_STEPS = {"fill", "range", "linspace", "assign"}    # no operands / writes state
 
 
@@ -87,21 +89,25 @@ def _grow(root, users, fetched, report, accept):
     return group
 
 
-def fuse_elementwise(graph, report):
+def fuse_elementwise(graph, report, max_texture_units: int = DEFAULT_TEXTURE_UNITS):
+    """Connected elementwise ops → fused_elementwise, each reading at most
+    max_texture_units distinct textures."""
     users = consumers(graph)
     fetched = set(graph.outputs)
+    position = {node: k for k, node in enumerate(graph.nodes)}
     assigned: set = set()
     groups: dict = {}              # root -> members in creation order
     for node in reversed(graph.nodes):
         if node in assigned or not fusable(node):
             continue
         group = _grow(node, users, fetched, report, lambda n: n not in assigned)
-        members = [n for n in graph.nodes if n in group]
+        members = sorted(group, key=position.__getitem__)
         _, externals = _steps(members, [])
-        while len(externals) > MAX_INPUTS and len(members) > 1:
+        while len(externals) > max_texture_units and len(members) > 1:
             dropped = members.pop(0)         # the earliest: it stays a kernel of its own
             report.append(f"rejected {dropped.op} '{dropped.name}' for the group of "
-                          f"'{node.name}': more than {MAX_INPUTS} inputs")
+                          f"'{node.name}': the kernel would read {len(externals)} "
+                          f"textures, more than the {max_texture_units} it may bind")
             _, externals = _steps(members, [])
         assigned.update(members)
         if len(members) > 1:
@@ -126,15 +132,15 @@ def fuse_elementwise(graph, report):
 HEADS = ("matmul", "conv2d", "depthwise_conv2d")
 
 
-def fuse_epilogues(graph, report):
+def fuse_epilogues(graph, report, max_texture_units: int = DEFAULT_TEXTURE_UNITS):
     """matmul / conv2d / depthwise_conv2d + its elementwise chain (bias, activation,
-    ...) → fused_matmul / fused_conv."""
+    ...) → fused_matmul / fused_conv, reading at most max_texture_units textures."""
     users = consumers(graph)
     fetched = set(graph.outputs)
     chains: dict = {}              # last node of a chain -> (head, chain)
     for node in graph.nodes:
         if node.op in HEADS and node.outputs[0].dtype == "float32":
-            chain = _epilogue_chain(node, users, fetched, report)
+            chain = _epilogue_chain(node, users, fetched, report, max_texture_units)
             if chain:
                 chains[chain[-1]] = (node, chain)
                 report.append(f"fused {node.op} '{node.name}' with "
@@ -163,10 +169,14 @@ def fuse_epilogues(graph, report):
     return rebuild(graph, transform, skip)
 
 
-def _epilogue_chain(head, users, fetched, report) -> list:
+def _epilogue_chain(head, users, fetched, report, max_texture_units) -> list:
     """The elementwise ops after head that can run in its kernel's epilogue: each the
-    single consumer of the one before, not fetched, keeping head's shape."""
+    single consumer of the one before, not fetched, keeping head's shape, and the
+    kernel's textures (head's inputs, then each distinct extra operand of the chain,
+    as fused_matmul / fused_conv bind them) within max_texture_units."""
     value, chain = head.outputs[0], []
+    extras: set = set()            # operands the chain reads besides head's result
+    inside = {value}               # values the kernel computes itself
     where = f"the epilogue of {head.op} '{head.name}'"
     while True:
         if value in fetched:
@@ -186,6 +196,14 @@ def _epilogue_chain(head, users, fetched, report) -> list:
             report.append(f"rejected {consumer.op} '{consumer.name}' for {where}: it "
                           f"broadcasts the result to {consumer.outputs[0].type}")
             break
+        more = extras | {v for v in consumer.inputs if v not in inside}
+        if len(head.inputs) + len(more) > max_texture_units:
+            report.append(f"rejected {consumer.op} '{consumer.name}' for {where}: the "
+                          f"kernel would read {len(head.inputs) + len(more)} textures, "
+                          f"more than the {max_texture_units} it may bind")
+            break
+        extras = more
         chain.append(consumer)
         value = consumer.outputs[0]
+        inside.add(value)
     return chain

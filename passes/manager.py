@@ -9,23 +9,26 @@ from typing import Callable
 from ..ir.errors import FragflowError
 from ..ir.graph import Graph
 from ..ir.printer import format_graph
-from . import conv_lowering, fold_batch_norm, fusion, simplify
+from . import conv_lowering, fold_batch_norm, fusion, simplify, split_wide
 from .verify import verify
 
 
 @dataclass(frozen=True)
 class Pass:
     name: str
-    run: Callable          # (Graph, report: list of str) -> Graph
+    run: Callable          # (Graph, report: list of str, **options) -> Graph
     doc: str = ""
+    # the target's limits the pass plans with, passed as keyword arguments (names from
+    # PassManager.options, e.g. "max_texture_units")
+    options: tuple = ()
 
 
 PASSES: dict = {}
 
 
-def register_pass(name: str, doc: str = ""):
+def register_pass(name: str, doc: str = "", options: tuple = ()):
     def decorator(fn):
-        PASSES[name] = Pass(name, fn, doc)
+        PASSES[name] = Pass(name, fn, doc, tuple(options))
         return fn
     return decorator
 
@@ -43,22 +46,29 @@ register_pass("conv_backprop_as_conv",
 register_pass("fold_batch_norm",
               "per-channel scales after conv/matmul (inference batch norm) into weights")(
     fold_batch_norm.fold_batch_norm)
+register_pass("split_wide_nodes",
+              "add_n / concat of more inputs than a kernel binds textures, as a tree",
+              options=("max_texture_units",))(split_wide.split_wide_nodes)
 register_pass("fuse_epilogues",
-              "matmul / conv2d / depthwise_conv2d + bias + activation in one kernel")(
-    fusion.fuse_epilogues)
-register_pass("fuse_elementwise", "connected elementwise ops in one kernel")(
-    fusion.fuse_elementwise)
+              "matmul / conv2d / depthwise_conv2d + bias + activation in one kernel",
+              options=("max_texture_units",))(fusion.fuse_epilogues)
+register_pass("fuse_elementwise", "connected elementwise ops in one kernel",
+              options=("max_texture_units",))(fusion.fuse_elementwise)
 
 # The order a Session runs them in, after prune (which always runs first: it is what
 # turns a user's graph and fetches into a compiled graph).
 DEFAULT_PIPELINE = ("fold_constants", "cse", "simplify", "conv_backprop_as_conv",
-                    "fold_batch_norm", "fuse_epilogues", "fuse_elementwise", "verify")
+                    "fold_batch_norm", "split_wide_nodes", "fuse_epilogues",
+                    "fuse_elementwise", "verify")
 FUSION_PASSES = ("fuse_epilogues", "fuse_elementwise")
 
 
 class PassManager:
+    """Runs passes in order. max_texture_units: how many textures one kernel may read
+    (the GL context's GL_MAX_TEXTURE_IMAGE_UNITS; GL 3.3's 16 when not given)."""
+
     def __init__(self, passes=None, disable=(), dump_dir: str | None = None,
-                 verify_each: bool | None = None):
+                 verify_each: bool | None = None, max_texture_units: int | None = None):
         names = list(DEFAULT_PIPELINE if passes is None else passes)
         unknown = [n for n in list(names) + list(disable) if n not in PASSES]
         if unknown:
@@ -69,13 +79,15 @@ class PassManager:
         self.verify_each = bool(os.environ.get("FRAGFLOW_VERIFY")) if verify_each is None \
             else verify_each
         self.log: list = []      # (pass name, nodes before, nodes after, report lines)
+        self.options = {"max_texture_units": split_wide.DEFAULT_TEXTURE_UNITS
+                        if max_texture_units is None else int(max_texture_units)}
 
     def run(self, graph: Graph) -> Graph:
         self._dump(0, "prune", graph, None, [])
         for index, p in enumerate(self.passes, 1):
             before = len(graph.nodes)
             report: list = []
-            graph = p.run(graph, report)
+            graph = p.run(graph, report, **{k: self.options[k] for k in p.options})
             self.log.append((p.name, before, len(graph.nodes), report))
             if self.verify_each and p.name != "verify":
                 verify(graph)

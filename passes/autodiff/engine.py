@@ -26,22 +26,25 @@ def _check(values, what):
 
 
 def _between(ys, xs, stops) -> set:
-    """Nodes on some path from an x to a y (not through a stop or a non-float value)."""
+    """Nodes on some path from an x to a y (not through a stop or a non-float value).
+
+    Iterative on purpose: a graph's nodes are in creation order, which is a
+    topological order, so one forward sweep finds what reaches an x and one explicit
+    stack walks back from the ys; chains of any depth fit (no recursion limit)."""
     x_set = set(xs)
-    reaches_x: dict = {}
+    reaches_x: dict = {}           # node -> some float path from an x into it
 
     def reaches(value) -> bool:
         if value in x_set:
             return True
         if value in stops or value.dtype != "float32":
             return False
-        node = value.node
-        if not get_op(node.op).differentiable:
-            return False
-        if node not in reaches_x:
-            reaches_x[node] = False    # cycles cannot happen; guards re-entry
-            reaches_x[node] = any(reaches(v) for v in node.inputs)
-        return reaches_x[node]
+        return reaches_x.get(value.node, False)
+
+    graph = (ys or xs)[0].graph
+    for node in graph.nodes:
+        reaches_x[node] = get_op(node.op).differentiable and \
+            any(reaches(v) for v in node.inputs)
 
     needed, stack = set(), list(ys)
     while stack:
