@@ -349,11 +349,25 @@ class CompiledFunction:
 
 
 def _feed_array(value: Value, data) -> np.ndarray:
-    """data as an array of the tensor's dtype and a shape it accepts, or a FeedError."""
-    try:
-        array = np.asarray(data)
-    except Exception as err:
-        raise FeedError(f"feed for '{value.name}' is not array-like: {err}") from None
+    """data as an array of the tensor's dtype and a shape it accepts, or a FeedError.
+
+    Accepts numpy arrays, anything with __dlpack__ (torch CPU tensors, JAX arrays on
+    the CPU) or __array__, and nested lists. A C-contiguous input of the tensor's dtype
+    is used in place, with no copy (torch tensors through DLPack).
+    """
+    array, reasons = None, []
+    if not isinstance(data, np.ndarray) and hasattr(data, "__dlpack__"):
+        try:
+            array = np.from_dlpack(data)        # a view of the producer's memory
+        except Exception as err:                # e.g. a GPU tensor, requires_grad, bfloat16
+            reasons.append(str(err))
+    if array is None:
+        try:
+            array = np.asarray(data)
+        except Exception as err:
+            reasons.append(str(err))
+            raise FeedError(f"feed for '{value.name}' is not array-like: "
+                            f"{'; '.join(dict.fromkeys(reasons))}") from None
     dtype = value.dtype
     if array.dtype.kind not in _ACCEPTED_KINDS[dtype]:
         raise FeedError(f"feed for '{value.name}' has dtype {array.dtype}, but the tensor "
