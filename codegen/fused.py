@@ -75,7 +75,7 @@ def lower_fused_matmul(node, layouts, prefix):
                                [acc_type] + [v.type for v in extra_vals])
     epilogue = {"operands": extra, "steps": steps, "result": result}
     return matmul_kernel(node, a, b, out, prefix, extra=extra, epilogue=epilogue,
-                         op="fused_matmul", nodes=_header_nodes(node))
+                         op="fused_matmul", nodes=_header_nodes(node), layouts=layouts)
 
 
 def lower_fused_conv(node, layouts, prefix):

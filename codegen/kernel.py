@@ -40,6 +40,14 @@ class Kernel:
     uniforms: dict = field(default_factory=dict)   # name -> (glsl type, value)
     # user-written GLSL inside the source: (program name, first source line, its text)
     user_code: tuple | None = None
+    # more render targets (layout locations 1, 2, ..) written by the same draw: blocked
+    # kernels spread a fragment's block of results over several textures
+    extra_outputs: tuple = ()
+
+    @property
+    def outputs(self) -> tuple:
+        """Every texture the kernel writes, the primary output first."""
+        return (self.output,) + tuple(self.extra_outputs)
 
     @property
     def compiled_source(self) -> str:

@@ -1,9 +1,34 @@
-"""Lowering matmul to templates/matmul.glsl.j2."""
+"""Lowering matmul: a blocked kernel (templates/matmul_blocked.glsl.j2) and a stitch
+(templates/matmul_stitch.glsl.j2) for float products big enough to pay for the second
+launch, one kernel (templates/matmul.glsl.j2) otherwise.
+
+Why blocked: on llvmpipe a texel fetch (~1.5 ns) costs far more than the arithmetic
+it feeds, so speed is fetches per multiply-add. A fragment of the one-kernel path
+computes one texel (1 row x 4 columns) and fetches 5 texels per 16 multiply-adds; a
+blocked fragment computes R rows x CT column texels (4 x 2 by default, 32 results)
+and fetches R + 4 CT = 12 texels per 128 (0.09 per multiply-add instead of 0.31).
+Its results go to R * CT render targets (one draw): target j = r * CT + h holds, for
+every fragment, the texel of row i0 + r * S and column texel c0 + h * NTC, where S
+and NTC are the slab heights (rows and column texels divided among the targets).
+Slabs, rather than interleaved rows, keep neighbouring output texels in the same
+target, so the stitch, which gathers every output texel from its target with one
+fetch and applies a fused epilogue (bias, activation), branches coherently.
+"""
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass, replace
+
+from ..ir.types import TensorType
 from .common import make_kernel, operands, output_operand
-from .layout import affine_index, strides
+from .layout import affine_index, layout_for, strides
+from .operands import Operand
 from .reduce import unroll_for
+
+# Fewest multiply-adds (batch * M * N * K) for which the blocked kernel and its stitch
+# (two launches) beat the one-kernel path; below it the launch dominates.
+BLOCKED_MIN_MACS = 1 << 17
+MAX_TARGETS = 8          # GL 3.3 guarantees 8 draw buffers
 
 
 def _batch_strides(operand_shape, batch_shape):
@@ -15,15 +40,136 @@ def _batch_strides(operand_shape, batch_shape):
     return [0 if d == 1 else s for d, s in zip(padded, padded_strides)]
 
 
-def matmul_kernel(node, a, b, out, prefix, extra=(), epilogue=None, op="matmul",
-                  nodes=None):
-    """A matmul kernel; with an epilogue (codegen/fused.py), it applies elementwise
-    steps to each result before writing it, reading the extra operands."""
+@dataclass(frozen=True)
+class Blocking:
+    """How a blocked kernel divides a [batch, M, N] result among fragments and render
+    targets (see the module docstring)."""
+    batch: int
+    m: int
+    n: int
+    rows: int            # R: rows per fragment
+    cols: int            # CT: column texels (4 columns each) per fragment
+
+    @property
+    def slab(self) -> int:              # S: rows per target
+        return -(-self.m // self.rows)
+
+    @property
+    def col_texels(self) -> int:        # NT: column texels of a result row
+        return -(-self.n // 4)
+
+    @property
+    def col_slab(self) -> int:          # NTC: column texels per target
+        return -(-self.col_texels // self.cols)
+
+    @property
+    def fragments(self) -> int:
+        return self.batch * self.slab * self.col_slab
+
+    @property
+    def targets(self) -> int:
+        return self.rows * self.cols
+
+
+def choose_blocking(batch: int, m: int, n: int) -> Blocking:
+    """4 rows x 2 column texels where the result has them; narrower results take more
+    rows, shorter ones more column texels (at most MAX_TARGETS targets)."""
+    nt = -(-n // 4)
+    cols = min(2, nt)
+    rows = min(MAX_TARGETS // cols, m)
+    cols = min(MAX_TARGETS // rows, nt)
+    return Blocking(batch, m, n, rows, cols)
+
+
+def target_operands(blocking: Blocking, out: Operand, max_texture_size: int,
+                    layouts: dict) -> list:
+    """The blocked kernel's render targets as operands (sampler names t0, t1, ..),
+    their layouts registered in `layouts` under names derived from the output's."""
+    ttype = TensorType((blocking.fragments * 4,), "float32")
+    layout = layout_for(ttype, max_texture_size, f"{out.value}'s blocks")
+    targets = []
+    for j in range(blocking.targets):
+        name = f"{out.value}#block{j}"
+        layouts[name] = layout
+        targets.append(Operand(sampler=f"t{j}", value=name, layout=layout,
+                               type=str(ttype)))
+    return targets
+
+
+def stitch_kernel(blocking, targets, out, prefix, op, nodes, extra=(), epilogue=None,
+                  **context):
+    """The kernel that gathers each output texel from its target (and applies the
+    epilogue); `context` lets other blocked kernels (conv) pass their own mapping."""
+    return make_kernel("matmul_stitch.glsl.j2", prefix, op + "_stitch", nodes,
+                       list(targets) + list(extra), out, blocking=blocking,
+                       targets=targets, epilogue=epilogue, **context)
+
+
+def with_targets(kernel, targets):
+    """A kernel whose first target is its output and the others extra outputs."""
+    from .kernel import Binding
+    return replace(kernel, extra_outputs=tuple(Binding(t.sampler, t.value, t.layout)
+                                               for t in targets[1:]))
+
+
+def blocked_matmul(node, a, b, out, prefix, layouts, extra=(), epilogue=None,
+                   op="matmul", nodes=None) -> list:
+    """[blocked kernel, stitch kernel] for out = a @ b (see the module docstring)."""
+    nodes = nodes or [node]
     ta, tb = node.attrs["transpose_a"], node.attrs["transpose_b"]
+    out_shape = out.layout.shape
+    batch_shape = out_shape[:-2]
+    m, n = out_shape[-2], out_shape[-1]
+    k = a.layout.shape[-2] if ta else a.layout.shape[-1]
+    nb = math.prod(batch_shape)
+    blocking = choose_blocking(nb, m, n)
+    max_size = _max_texture_size(layouts, out)
+    targets = target_operands(blocking, out, max_size, layouts)
+    a_batch = affine_index(batch_shape, _batch_strides(a.layout.shape, batch_shape))
+    b_batch = affine_index(batch_shape, _batch_strides(b.layout.shape, batch_shape))
+    a_texels = not ta and k % 4 == 0              # a row's 4 consecutive k in one texel
+    if not tb and n % 4 == 0:
+        b_mode = "rows"                           # B[k, 4 columns] is one texel
+    elif tb and k % 4 == 0:
+        b_mode = "cols"                           # B[4 k, column] is one texel
+    else:
+        b_mode = "scalar"
+    step4 = a_texels or b_mode == "cols"
+    bound = [a, b] if a is not b else [a, _alias(a)]
+    main = make_kernel("matmul_blocked.glsl.j2", prefix, op, nodes, bound, targets[0],
+                       blocking=blocking, extra_outputs=targets[1:], ta=ta, tb=tb, k=k,
+                       a_batch=a_batch, b_batch=b_batch, a_texels=a_texels,
+                       b_mode=b_mode, step4=step4,
+                       unroll=unroll_for(k // 4 if step4 else k))
+    main = with_targets(main, targets)
+    stitch = stitch_kernel(blocking, targets, out, prefix + "s", op, nodes, extra,
+                           epilogue, mapping="matmul")
+    return [main, stitch]
+
+
+def _max_texture_size(layouts, out) -> int:
+    """A texture size the context allows: the output's own sides, or GL 3.3's minimum
+    (targets hold about 1/R*CT of the output each, so they fit where it fits)."""
+    return max(out.layout.width, out.layout.height, 1024)
+
+
+def use_blocked(a, b, out, k) -> bool:
+    return (out.layout.dtype == "float32" and a.layout.dtype == "float32"
+            and b.layout.dtype == "float32" and out.layout.size * k >= BLOCKED_MIN_MACS)
+
+
+def matmul_kernel(node, a, b, out, prefix, extra=(), epilogue=None, op="matmul",
+                  nodes=None, layouts=None):
+    """The kernels of a matmul; with an epilogue (codegen/fused.py), elementwise steps
+    are applied to each result before it is written, reading the extra operands.
+    Returns a list of kernels (blocked + stitch) or one kernel."""
+    ta, tb = node.attrs["transpose_a"], node.attrs["transpose_b"]
+    k = a.layout.shape[-2] if ta else a.layout.shape[-1]
+    if layouts is not None and use_blocked(a, b, out, k):
+        return blocked_matmul(node, a, b, out, prefix, layouts, extra, epilogue, op, nodes)
     out_shape = out.layout.shape
     batch = out_shape[:-2]
     m, n = out_shape[-2], out_shape[-1]
-    k = a.layout.shape[-2] if ta else a.layout.shape[-1]
     a_index = affine_index(out_shape, _batch_strides(a.layout.shape, batch)
                            + [1 if ta else k, 0])
     b_index = affine_index(out_shape, _batch_strides(b.layout.shape, batch)
@@ -44,9 +190,9 @@ def matmul_kernel(node, a, b, out, prefix, extra=(), epilogue=None, op="matmul",
 def lower_node(node, layouts, prefix):
     ins = operands(node, layouts)
     a, b = (ins[0], ins[0]) if len(ins) == 1 else ins
-    return matmul_kernel(node, a, b, output_operand(node.outputs[0], layouts), prefix)
+    return matmul_kernel(node, a, b, output_operand(node.outputs[0], layouts), prefix,
+                         layouts=layouts)
 
 
 def _alias(op):
-    from .operands import Operand
     return Operand(sampler="x1", value=op.value, layout=op.layout, type=op.type, arg="a1")

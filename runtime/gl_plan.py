@@ -8,7 +8,7 @@ from OpenGL import GL
 
 from ..codegen.layout import Layout
 from .device import Device
-from .gl_resources import Texture, check_gl
+from .gl_resources import RenderTargets, Texture, check_gl
 
 
 class Slot:
@@ -159,6 +159,7 @@ class GLPlan:
         self.device = variables.device
         self._owned: list = []
         self._launches: list = []
+        self._framebuffers: list = []      # RenderTargets of multi-output kernels
         try:
             self._build(program, variables, variable_values)
         except BaseException:
@@ -199,6 +200,8 @@ class GLPlan:
                  {root.get(n, n) for _, n in program.assigns}
         produced = {s[1] if s[0] == "empty" else s[1].output.value
                     for s in program.steps if s[0] != "alias"}
+        produced |= {b.value for s in program.steps if s[0] == "kernel"
+                     for b in s[1].extra_outputs}
         last_use = {}
         for index, step in enumerate(program.steps):
             if step[0] == "kernel":
@@ -219,7 +222,16 @@ class GLPlan:
                 program_id = self.device.programs.get(kernel)
                 inputs = tuple(slot_of[root.get(b.value, b.value)] for b in kernel.inputs)
                 uniforms = self.device.programs.uniform_setters(program_id, kernel)
-                self._launches.append((program_id, inputs, uniforms, slot_of[out],
+                target = slot_of[out]
+                if kernel.extra_outputs:        # several render targets, one draw
+                    for b in kernel.extra_outputs:
+                        reusable = free.get(layouts[b.value].texture_key)
+                        slot_of[b.value] = reusable.pop() if reusable else \
+                            new_slot(layouts[b.value])
+                    targets = RenderTargets(slot_of[b.value].texture for b in kernel.outputs)
+                    self._framebuffers.append(targets)
+                    target = Slot(targets)
+                self._launches.append((program_id, inputs, uniforms, target,
                                        layout.width, layout.height))
                 self._launch_info.append((kernel, layout))
                 for b in kernel.inputs:
@@ -288,6 +300,9 @@ class GLPlan:
         return [s.texture for s in self._owned]
 
     def release(self) -> None:
+        for targets in self._framebuffers:
+            targets.delete()
+        self._framebuffers.clear()
         for slot in self._owned:
             self.device.pool.release(slot.texture)
         self._owned.clear()

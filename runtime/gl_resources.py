@@ -89,6 +89,34 @@ class Texture:
         GL.glDeleteTextures(1, [self.id])
 
 
+class RenderTargets:
+    """A framebuffer with several textures attached (COLOR_ATTACHMENT0, 1, ..): one
+    draw writes them all (a blocked kernel's render targets). Stands where a Texture
+    stands as a launch's output: `fbo`, and readback() of the first attachment."""
+    __slots__ = ("fbo", "textures")
+
+    def __init__(self, textures):
+        self.textures = list(textures)
+        self.fbo = int(GL.glGenFramebuffers(1))
+        GL.glBindFramebuffer(GL.GL_FRAMEBUFFER, self.fbo)
+        attachments = [GL.GL_COLOR_ATTACHMENT0 + j for j in range(len(self.textures))]
+        for attachment, texture in zip(attachments, self.textures):
+            GL.glFramebufferTexture2D(GL.GL_FRAMEBUFFER, attachment, GL.GL_TEXTURE_2D,
+                                      texture.id, 0)
+        GL.glDrawBuffers(len(attachments), attachments)    # per-framebuffer state: once
+        status = GL.glCheckFramebufferStatus(GL.GL_FRAMEBUFFER)
+        if status != GL.GL_FRAMEBUFFER_COMPLETE:
+            self.delete()
+            raise BackendError(f"cannot render into {len(self.textures)} textures at once "
+                               f"(framebuffer status {status:#x})")
+
+    def readback(self) -> np.ndarray:
+        return self.textures[0].readback()
+
+    def delete(self) -> None:
+        GL.glDeleteFramebuffers(1, [self.fbo])
+
+
 class TexturePool:
     """Textures by (width, height, format): plans take them when they are built and
     give them back when they are released, so a rebuilt plan allocates nothing."""
