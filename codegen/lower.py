@@ -3,8 +3,10 @@ group once fusion runs), views for the ops that only reshape, uploads for feeds 
 constants, and the variables' textures."""
 from __future__ import annotations
 
+from ..ir.errors import TooManyInputsError
 from ..ir.graph import Graph
 from ..ir.ops.registry import get_op
+from ..passes.split_wide import DEFAULT_TEXTURE_UNITS
 from . import (conv, elementwise, fused, gradient, image, matmul, program, random, reduce,
                shape, structure)
 from .kernel import Program
@@ -30,7 +32,11 @@ LOWERINGS = {
 }
 
 
-def lower(graph: Graph, max_texture_size: int) -> Program:
+def lower(graph: Graph, max_texture_size: int,
+          max_texture_units: int | None = None) -> Program:
+    """max_texture_units: the textures one kernel may read (the context's
+    GL_MAX_TEXTURE_IMAGE_UNITS; GL 3.3's 16 when not given)."""
+    units = DEFAULT_TEXTURE_UNITS if max_texture_units is None else max_texture_units
     layouts = {}
     for node in graph.nodes:
         for v in node.outputs:
@@ -50,10 +56,14 @@ def lower(graph: Graph, max_texture_size: int) -> Program:
         elif any(layouts[v.name].size == 0 for v in node.outputs):
             program.steps.append(("empty", out))    # nothing to compute
         elif node.op == "assign":
-            # The new value is copied into a texture of the run's own, which replaces
-            # the variable's when the run ends (GL cannot read and write one texture).
-            kernel = elementwise.lower_copy(node, layouts, f"k{len(program.kernels)}")
-            program.steps.append(("kernel", kernel))
+            # The new value's texture replaces the variable's when the run ends (GL
+            # cannot read and write one texture): the texture a kernel of this run
+            # wrote it into, where no one else needs that texture; else a copy.
+            if _takes_texture(program, node.inputs[1].name, out, layouts):
+                program.steps.append(("alias", out, node.inputs[1].name))
+            else:
+                kernel = elementwise.lower_copy(node, layouts, f"k{len(program.kernels)}")
+                program.steps.append(("kernel", kernel))
             program.assigns.append((node.inputs[0].node.name, out))
         else:
             family = get_op(node.op).family
@@ -61,5 +71,41 @@ def lower(graph: Graph, max_texture_size: int) -> Program:
             # a node may run as several kernels (a blocked matmul and its stitch); the
             # lowering registers the layouts of the values between them in `layouts`
             for kernel in lowered if isinstance(lowered, list) else [lowered]:
+                _check_texture_units(node, kernel, units)
                 program.steps.append(("kernel", kernel))
     return program
+
+
+def _check_texture_units(node, kernel, units: int) -> None:
+    """A kernel binding more textures than the GPU has units would not link; the passes
+    split what they can (split_wide_nodes, fusion), so this is what they cannot."""
+    if len(kernel.inputs) > units:
+        raise TooManyInputsError(
+            f"{node.where()}: its kernel would read {len(kernel.inputs)} textures but the "
+            f"GPU binds at most {units} per kernel (GL_MAX_TEXTURE_IMAGE_UNITS); give it "
+            f"fewer inputs, e.g. combine some first")
+
+
+def _takes_texture(program: Program, value: str, assigned: str, layouts: dict) -> bool:
+    """Whether an assign can hand the variable the very texture `value` was computed
+    into (no copy kernel). The runtime swaps it with the variable's at the end of the
+    run and the next run computes `value` into the variable's old texture. Only for a
+    value that a single-output kernel of this program writes (not a variable, feed or
+    constant, whose texture must keep its content), that no earlier assign took, and
+    whose texture has the variable's size and format. Fetched values are read back
+    before the swap; kernels reading the value later in the run still find it there."""
+    root = value
+    aliases = {s[1]: s[2] for s in program.steps if s[0] == "alias"}
+    while root in aliases:
+        root = aliases[root]
+    writers = [s[1] for s in program.steps
+               if s[0] == "kernel" and s[1].output.value == root]
+    if len(writers) != 1 or getattr(writers[0], "extra_outputs", ()):
+        return False        # several render targets: the framebuffer pins the textures
+    taken = set()
+    for _, name in program.assigns:
+        while name in aliases:
+            name = aliases[name]
+        taken.add(name)
+    return root not in taken and \
+        layouts[root].texture_key == layouts[assigned].texture_key
