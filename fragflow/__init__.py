@@ -20,6 +20,7 @@ from .ir.errors import (AttrError, BackendError, DTypeError, FeedError, FetchErr
 from .ir.graph import Graph, get_default_graph, reset_default_graph
 from .ir.serialize import MAX_FILE_BYTES, graph_from_json
 from .ir.types import DTYPES, TensorType
+from .ir.errors import LoopLimitWarning, TooManyInputsError   # limits: docs/LIMITS.md
 
 __version__ = "0.1.0"
 
@@ -67,6 +68,7 @@ def load_graph(text_or_path, *, allow_programs: bool = False,
 
 
 __all__ = list(_frontend_all) + [
+    "LoopLimitWarning", "TooManyInputsError",
     "Graph", "get_default_graph", "reset_default_graph", "dump", "save_graph", "gl_info",
     "load_graph", "fused", "Session", "CompiledFunction", "Tensor", "Variable", "TensorType",
     "DTYPES", "FragflowError", "AttrError", "BackendError", "DTypeError", "FeedError",

@@ -35,6 +35,8 @@ under about 16,380 iterations; split longer work over more output elements or se
 programs. A LoopLimitWarning is raised when the program is called (and again when it
 is compiled, once shapes are known) if `for` bounds made of literals, `const` names,
 uniforms and shape constants are known to go past this. GPU drivers have no such limit.
+A program reads at most GL_MAX_TEXTURE_IMAGE_UNITS inputs (16 on any GL 3.3; more
+raises TooManyInputsError when it is compiled). See docs/LIMITS.md.
 
 Inputs and outputs have rank 0 to 4. `gradient(*inputs, y, dy, **uniforms)` returns
 one gradient per input (graph ops or other programs; None for none); without it, differentiating

@@ -74,7 +74,8 @@ def _eval(node, constants):
             raise _Unknown(node.id)
         return value
     if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
-        return _BINARY[type(node.op)](_eval(node.left, constants), _eval(node.right, constants))
+        left, right = _eval(node.left, constants), _eval(node.right, constants)
+        return _BINARY[type(node.op)](left, right)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
         value = _eval(node.operand, constants)
         return -value if isinstance(node.op, ast.USub) else value

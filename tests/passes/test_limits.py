@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 import fragflow as ff
-from fragflow.ir.errors import LoopLimitWarning, TooManyInputsError
 from fragflow.ir.program_loops import loop_iterations
 from fragflow.ir.types import TensorType
 from fragflow.passes import PassManager, prune
@@ -210,7 +209,7 @@ def test_a_program_reading_more_textures_than_the_gpu_binds_is_refused(gl):
         xs = [ff.placeholder((4,), "float32", name=f"x{k}") for k in range(count)]
         y = wide(*xs)
     sess = ff.Session(g)
-    with pytest.raises(TooManyInputsError, match=rf"wide_sum.*{count} textures.*at most "
+    with pytest.raises(ff.TooManyInputsError, match=rf"wide_sum.*{count} textures.*at most "
                                                   rf"{count - 1}"):
         sess.run(y, {x: np.zeros(4, np.float32) for x in xs})
     sess.close()
@@ -256,7 +255,8 @@ def test_a_program_whose_loops_pass_the_limit_warns_at_the_call(glsl, uniforms, 
     g = ff.Graph()
     with g.as_default():
         x = ff.placeholder((10000,), "float32", name="x")
-        with pytest.warns(LoopLimitWarning, match=r"'count'.*65,535 iterations") as record:
+        with pytest.warns(ff.LoopLimitWarning,
+                          match=r"'count'.*65,535 iterations") as record:
             prog(x, **values)
     # it points at the user's call
     assert os.path.abspath(record[0].filename) == os.path.abspath(__file__)
@@ -268,7 +268,7 @@ def test_a_program_within_the_limit_does_not_warn():
     with g.as_default():
         x = ff.placeholder((None,), "float32", name="x")
         with warnings.catch_warnings():
-            warnings.simplefilter("error", LoopLimitWarning)
+            warnings.simplefilter("error", ff.LoopLimitWarning)
             prog(x, n=16000)
             _counter(COUNT.replace("k < n", "k < xSize"), {})(x)   # size unknown yet
 
@@ -280,7 +280,7 @@ def test_a_bound_known_only_at_compile_time_warns_when_compiled(gl):
         x = ff.placeholder((None,), "float32", name="x")
         y = prog(x)
     sess = ff.Session(g)
-    with pytest.warns(LoopLimitWarning, match=r"'count'.*20,000 iterations per element"):
+    with pytest.warns(ff.LoopLimitWarning, match=r"'count'.*20,000 iterations per element"):
         sess.run(y, {x: np.zeros(20000, np.float32)})
     sess.close()
 
