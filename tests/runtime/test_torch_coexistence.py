@@ -1,6 +1,6 @@
 """fragflow and PyTorch (with triton) in one process, in either import order (issue 17).
 
-Without the fix, creating a Mesa context (EGL or OSMesa) put the system libLLVM into the
+Without the fix, creating a Mesa context (EGL, OSMesa, GLX) put the system libLLVM into the
 global symbol scope and a later `import torch._dynamo` (which loads triton's
 libtriton.so, with its own LLVM) died with SIGSEGV in libtriton.so's static
 constructors. Each case runs in a fresh interpreter: a crash must show up as a failed
@@ -22,6 +22,8 @@ import sys
 import textwrap
 
 import pytest
+
+from tests.runtime.test_context_backends import display  # noqa: F401  (a fixture: Xvfb)
 
 HAVE_TORCH = importlib.util.find_spec("torch") is not None
 HAVE_TRITON = importlib.util.find_spec("triton") is not None
@@ -87,9 +89,12 @@ print(json.dumps(results))
 """
 
 
-def run_script(*parts: str, backend: str, timeout: float = 120) -> dict:
+def run_script(*parts: str, backend: str, timeout: float = 120, display=None) -> dict:
     env = dict(os.environ, FRAGFLOW_GL=backend)
-    env.pop("PYOPENGL_PLATFORM", None)
+    for var in ("PYOPENGL_PLATFORM", "DISPLAY", "WAYLAND_DISPLAY"):
+        env.pop(var, None)
+    if display:
+        env["DISPLAY"] = display
     code = textwrap.dedent(PRELUDE) + "".join(textwrap.dedent(p) for p in parts) + \
         textwrap.dedent(EPILOGUE)
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
@@ -114,6 +119,13 @@ def test_fragflow_first_then_torch_dynamo_and_compile(backend):
     check(result, backend, fragflow_runs=2, torch_runs=1)
     assert result["preload"]["triton"].startswith("loaded "), result["preload"]
     assert "RTLD_LOCAL" in result["preload"]["triton"]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("glfw") is None, reason="pip: glfw missing")
+def test_fragflow_on_a_glx_window_first_then_torch_dynamo(display):
+    # Mesa's GLX driver is loaded the same way (RTLD_GLOBAL, libLLVM with it).
+    result = run_script(FRAGFLOW_RUN, TORCH_COMPILE, backend="glfw", display=display)
+    check(result, "glfw", fragflow_runs=1, torch_runs=1)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
