@@ -16,24 +16,36 @@ def _constant(value):
     return node.attrs["value"] if node.op == "constant" else None
 
 
-def fold_constants(graph, report):
-    """Nodes whose inputs are all constants become constants (numpy references)."""
-    def transform(node, inputs, new, mapping):
-        opdef = get_op(node.op)
-        if (opdef.stateful or opdef.family in NEVER_FOLD_FAMILIES or not inputs
-                or len(node.outputs) != 1
-                or any(v.node.op != "constant" for v in inputs)
-                or not node.outputs[0].type.is_static
-                or node.outputs[0].type.size > FOLD_LIMIT):
-            return None
+def _folded(node, inputs, new, report):
+    """node as a constant when its inputs are all constants (numpy reference), or
+    when it is zeros_like/ones_like of a static shape (only the shape matters); else
+    None."""
+    opdef = get_op(node.op)
+    if (opdef.stateful or opdef.family in NEVER_FOLD_FAMILIES or len(node.outputs) != 1
+            or not node.outputs[0].type.is_static
+            or node.outputs[0].type.size > FOLD_LIMIT):
+        return None
+    out = node.outputs[0]
+    if node.op in ("zeros_like", "ones_like"):
+        # the gradients' seeds and accumulators: no kernel, and x + 0, x * 1 go away
+        value = np.full(out.shape, 0 if node.op == "zeros_like" else 1,
+                        dtype=np.dtype(out.dtype))
+    elif not inputs or any(v.node.op != "constant" for v in inputs):
+        return None
+    else:
         with np.errstate(all="ignore"):
             (value,) = opdef.run_reference([_constant(v) for v in inputs], node.attrs)
-        value = np.asarray(value, dtype=np.dtype(node.outputs[0].dtype)).reshape(
-            node.outputs[0].shape)
-        report.append(f"folded {node.op} '{node.name}' into a constant")
-        return new.add_node("constant", [], {"value": value}, exact_name=node.name,
-                            scope=node.scope, source=node.source).outputs
-    return rebuild(graph, transform)
+        value = np.asarray(value, dtype=np.dtype(out.dtype)).reshape(out.shape)
+    report.append(f"folded {node.op} '{node.name}' into a constant")
+    return new.add_node("constant", [], {"value": value}, exact_name=node.name,
+                        scope=node.scope, source=node.source).outputs
+
+
+def fold_constants(graph, report):
+    """Nodes whose inputs are all constants become constants (numpy references), and
+    so do zeros_like/ones_like of static shapes."""
+    return rebuild(graph, lambda node, inputs, new, mapping:
+                   _folded(node, inputs, new, report))
 
 
 def _attr_key(value):
@@ -83,13 +95,18 @@ def simplify(graph, report):
     """x*1, 1*x, x+0, 0+x, x-0, -(-x), cast to the same dtype, transpose of a transpose
     and reshape of a reshape — only where the result keeps the node's type (a
     broadcasting 1 or 0 changes the shape and stays); and the gradients' sum_like(g, x)
-    and g + zeros_like(x) where g already has the result's shape."""
+    and g + zeros_like(x) where g already has the result's shape; a node left with
+    constant inputs only (zeros_like/ones_like became constants here) is folded."""
     def same_type(a, node):
         return a.type == node.outputs[0].type
 
     def transform(node, inputs, new, mapping):
         op = node.op
         out = None
+        if any(v.node.op == "constant" for v in inputs) or op in ("zeros_like", "ones_like"):
+            folded = _folded(node, inputs, new, report)   # constants this pass made
+            if folded is not None:
+                return folded
         if op == "sum_like" or (op == "add" and inputs[1].node.op == "zeros_like"):
             # gradients undo broadcasting with these; with concrete shapes that match,
             # there was no broadcasting to undo
