@@ -23,7 +23,7 @@ Mesa's libLLVM-15 binds to itself too. That is why importing torch._dynamo befor
 first context always worked. So before a GL driver is loaded, fragflow dlopens
 libtriton.so the same way Python will (RTLD_NOW | RTLD_LOCAL), without importing
 triton: its constructors run while its own symbols are the only LLVM ones around, and
-the later `import triton` finds the library already loaded. Cost, measured: ~25 ms once
+the later `import triton` finds the library already loaded. Cost, measured: 20-40 ms once
 per process, ~2.5 MB private memory (the ~90 MB more RSS are shared, file-backed pages
 of the library). If an LLVM is already mapped (some other GL library came first), the
 preload adds RTLD_DEEPBIND so libtriton.so still binds to itself first.
