@@ -20,6 +20,10 @@ from .rewrite import consumers, rebuild
 from .split_wide import DEFAULT_TEXTURE_UNITS
 
 MAX_STEPS = 32
+# A big matmul / conv runs as a blocked kernel writing up to 8 render targets and a
+# stitch kernel that reads them all and applies the epilogue (codegen/matmul.py,
+# MAX_TARGETS): an epilogue's operands are bound after those 8 textures.
+HEAD_TEXTURES = 8
 NOT_STEPS = {"fill", "range", "linspace", "assign"}    # no operands / writes state
 
 
@@ -172,9 +176,10 @@ def fuse_epilogues(graph, report, max_texture_units: int = DEFAULT_TEXTURE_UNITS
 def _epilogue_chain(head, users, fetched, report, max_texture_units) -> list:
     """The elementwise ops after head that can run in its kernel's epilogue: each the
     single consumer of the one before, not fetched, keeping head's shape, and the
-    kernel's textures (head's inputs, then each distinct extra operand of the chain,
-    as fused_matmul / fused_conv bind them) within max_texture_units."""
+    kernel's textures (head's inputs or its blocked kernel's targets, then each
+    distinct extra operand of the chain) within max_texture_units."""
     value, chain = head.outputs[0], []
+    head_textures = max(len(head.inputs), HEAD_TEXTURES)
     extras: set = set()            # operands the chain reads besides head's result
     inside = {value}               # values the kernel computes itself
     where = f"the epilogue of {head.op} '{head.name}'"
@@ -197,9 +202,9 @@ def _epilogue_chain(head, users, fetched, report, max_texture_units) -> list:
                           f"broadcasts the result to {consumer.outputs[0].type}")
             break
         more = extras | {v for v in consumer.inputs if v not in inside}
-        if len(head.inputs) + len(more) > max_texture_units:
+        if head_textures + len(more) > max_texture_units:
             report.append(f"rejected {consumer.op} '{consumer.name}' for {where}: the "
-                          f"kernel would read {len(head.inputs) + len(more)} textures, "
+                          f"kernel would read {head_textures + len(more)} textures, "
                           f"more than the {max_texture_units} it may bind")
             break
         extras = more

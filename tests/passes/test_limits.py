@@ -30,9 +30,14 @@ def _compiled(graph, fetches, feeds: dict, units: int):
 
 
 def _widest(graph) -> int:
-    """Most textures a kernel of graph reads (every node with inputs is a kernel here or
-    a view of one; the fused ops' inputs are their distinct operands)."""
-    return max(len(n.inputs) for n in graph.nodes)
+    """Most textures a kernel of graph may read: a node's inputs (the fused ops' are
+    their distinct operands); a fused matmul / conv may run as a blocked kernel and a
+    stitch that reads 8 render targets, then the epilogue's operands."""
+    def textures(node):
+        if node.op in ("fused_matmul", "fused_conv"):
+            return 8 + len(node.inputs) - 2
+        return len(node.inputs)
+    return max(textures(n) for n in graph.nodes)
 
 
 def _gl_units(gl) -> int:
@@ -83,17 +88,40 @@ def test_fusion_counts_distinct_textures_including_epilogue_operands():
         y = a @ w
         for b in bs:                       # an epilogue reading six more textures
             y = ff.tanh(y + b)
-        zs = [ff.placeholder((4, 5), "float32", name=f"z{k}") for k in range(8)]
-        for z in zs:                       # an elementwise group reading nine
+        zs = [ff.placeholder((4, 5), "float32", name=f"z{k}") for k in range(20)]
+        for z in zs:                       # an elementwise group reading 21
             y = y * z + z
     feeds = {t: RNG.standard_normal(t.shape).astype(np.float32) for t in [a, w, *bs, *zs]}
-    for units in (3, 4, 7):
+    # a big matmul's stitch kernel reads 8 targets before the epilogue's operands
+    for units in (9, 12, 16):
         compiled, by_name = _compiled(g, [y], feeds, units)
         assert _widest(compiled) <= units, units
         assert any(n.op.startswith("fused") for n in compiled.nodes)
         out, = NumpyPlan(compiled, NumpyVariables()).run(by_name)
         ref = ff.Session(g, backend="numpy", passes=()).run(y, feeds)
         np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-6)
+
+
+def test_a_big_matmuls_epilogue_stays_within_the_limit_on_gl(gl):
+    """Big enough for the blocked matmul, whose stitch kernel reads its 8 render targets
+    and then the epilogue's operands."""
+    g = ff.Graph()
+    with g.as_default():
+        a = ff.placeholder((64, 64), "float32", name="a")
+        w = ff.placeholder((64, 64), "float32", name="w")
+        bs = [ff.placeholder((64,), "float32", name=f"b{k}") for k in range(40)]
+        y = a @ w
+        for b in bs:
+            y = y + b
+    feeds = {t: RNG.standard_normal(t.shape).astype(np.float32) for t in [a, w, *bs]}
+    expected = feeds[a].astype(np.float64) @ feeds[w] + np.sum([feeds[b] for b in bs], 0)
+    sess = ff.Session(g)
+    fn = sess.compile(y, feeds=list(feeds))
+    out, = fn(*feeds.values())
+    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4)
+    assert max(len(k.inputs) for k in fn.kernels) <= _gl_units(gl)
+    assert any(n.op == "fused_matmul" and len(n.inputs) > 2 for n in fn.graph.nodes)
+    sess.close()
 
 
 def test_fusion_reports_the_texture_limit_it_kept_to():
@@ -103,9 +131,9 @@ def test_fusion_reports_the_texture_limit_it_kept_to():
         for x in xs:
             y = y * x
     pruned, _ = prune(g, [y.value], {x.value: x.value.type for x in xs})
-    manager = PassManager(max_texture_units=4)
+    manager = PassManager(max_texture_units=5)
     manager.run(pruned)
-    assert any("more than the 4 it may bind" in line for line in manager.fusion_report)
+    assert any("more than the 5 it may bind" in line for line in manager.fusion_report)
 
 
 def test_the_numpy_backend_plans_with_gl_33s_16_units():
