@@ -198,7 +198,10 @@ def softmax_cross_entropy_with_logits(labels, logits, axis=-1, name=None):
 def sparse_softmax_cross_entropy_with_logits(labels, logits, name=None):
     """-log_softmax(logits)[label] per example: labels int32 [d0, ..., dn-1] are class
     indices into logits [d0, ..., dn-1, classes]. A label outside [0, classes) gives a
-    NaN loss (TensorFlow raises on CPU and gives NaN on GPU). A composite: the class
+    NaN loss (TensorFlow raises on CPU and gives NaN on GPU); nothing checks labels at
+    run time (it would cost a readback per run), so training on such labels silently
+    makes the weights NaN. Session(debug=True) raises NumericsError at the first one,
+    naming the node '<name>/nan_where_label_out_of_range'. A composite: the class
     count is static, so a one-hot mask (labels == arange(classes)) picks the class.
 
     >>> import numpy as np, fragflow as ff
@@ -223,12 +226,15 @@ def sparse_softmax_cross_entropy_with_logits(labels, logits, name=None):
     if classes is None:
         raise ShapeError("sparse_softmax_cross_entropy_with_logits: the number of classes "
                          "(the logits' last dimension) must be known when the graph is built")
-    hit = _ops.equal(_ops.expand_dims(labels, -1),
-                     _ops.constant(np.arange(classes, dtype=np.int32)))
-    # where, not a product: a -inf log-probability of another class must not give NaN
-    picked = _ops.sum(_ops.where(hit, log_softmax(logits), 0.0), axis=-1)
-    valid = _ops.equal(_ops.sum(_ops.cast(hit, "int32"), axis=-1), 1)
-    return _ops.where(valid, -picked, np.float32(np.nan))
+    with logits.graph.name_scope(name or "sparse_softmax_cross_entropy_with_logits"):
+        hit = _ops.equal(_ops.expand_dims(labels, -1),
+                         _ops.constant(np.arange(classes, dtype=np.int32)))
+        # where, not a product: a -inf log-probability of another class must not give NaN
+        picked = _ops.sum(_ops.where(hit, log_softmax(logits), 0.0), axis=-1)
+        valid = _ops.equal(_ops.sum(_ops.cast(hit, "int32"), axis=-1), 1)
+        # named so that debug mode's NaN error says what went wrong
+        return _ops.where(valid, -picked, np.float32(np.nan),
+                          name="nan_where_label_out_of_range")
 
 
 @_export

@@ -48,16 +48,18 @@ class Tensor:
         return f"<ff.Tensor '{self.name}' {self.value.type}>"
 
     def __bool__(self):
-        raise TypeError("a fragflow Tensor has no truth value until it runs; "
-                        "use ff.where / ff.logical_* in the graph, or sess.run it")
+        raise SymbolicTensorError(f"{self!r} has no truth value until it runs; use "
+                                  f"ff.where / ff.logical_* in the graph, or sess.run it")
 
     def __len__(self):
         if not self.shape or self.shape[0] is None:
-            raise TypeError(f"len() of {self!r}: the first dimension is not known")
+            raise SymbolicTensorError(f"len() of {self!r}: the first dimension is not "
+                                      f"known" if self.shape else f"len() of a scalar "
+                                      f"{self!r}")
         return self.shape[0]
 
     def __iter__(self):
-        raise TypeError("a fragflow Tensor is not iterable; index it or use ff.unstack")
+        raise SymbolicTensorError(f"{self!r} is not iterable; index it or use ff.unstack")
 
     # -- numpy: a Tensor has no value to give until a Session runs it -------------------
     def _symbolic(self, what: str) -> SymbolicTensorError:
@@ -206,7 +208,7 @@ def _v(x, graph=None):
     if isinstance(x, Tensor):
         return x.value
     if isinstance(x, (list, tuple)) and any(isinstance(e, Tensor) for e in x):
-        raise TypeError("a list holding tensors is not a tensor: use ff.stack")
+        raise SymbolicTensorError("a list holding tensors is not a tensor: use ff.stack")
     if graph is not None and not isinstance(x, Value):
         return state.constant(graph, x)
     return x

@@ -3,16 +3,34 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import DTypeError, GraphError
+from ..errors import AttrError, DTypeError, GraphError
 from ..graph import Graph, Value
 from ..types import TensorType, as_dtype
 
 _INT32 = np.iinfo(np.int32)
 
 
+def int_attr(value, what: str) -> int:
+    """value as an int attr; "0", 1.5 or True is a mistake, not 0, 1 or 1."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise AttrError(f"{what} must be an int, got {value!r}")
+    return int(value)
+
+
+def ints_attr(values, what: str) -> tuple:
+    """values as a tuple of ints (a string is not a sequence of axes)."""
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise AttrError(f"{what} must be a sequence of ints, got {values!r}")
+    return tuple(int_attr(v, what) for v in values)
+
+
 def to_array(value, dtype=None) -> np.ndarray:
     """A numpy array of a fragflow dtype (float64 → float32, int64 → int32 if it fits)."""
-    arr = np.asarray(value)
+    try:
+        arr = np.asarray(value)
+    except ValueError as err:                 # ragged nested lists
+        raise DTypeError(f"cannot make a tensor from {type(value).__name__} data: "
+                         f"{err}") from None
     if dtype is None:
         if arr.dtype.kind == "f":
             dtype = "float32"

@@ -5,8 +5,9 @@ Semantics follow TensorFlow where it differs from NumPy or GLSL:
 - floor_div and mod are floor division and floor modulo (the result of mod has the
   divisor's sign); float floor_div is floor(a / b).
 - integer division or modulo by zero gives 0 (TensorFlow raises; GPUs cannot).
-- integer pow with a negative exponent is 1/(a**-b) truncated: 1 for a = 1,
-  ±1 for a = -1, 0 otherwise.
+- integer pow with a negative exponent known when the graph is built (a constant)
+  raises DTypeError, as TensorFlow and NumPy do; one known only at run time gives
+  1/(a**-b) truncated: 1 for a = 1, ±1 for a = -1, 0 otherwise.
 - round is half to even; maximum, minimum and relu propagate NaN.
 - cast float → int truncates toward zero, saturates at int32's limits, and maps NaN
   to 0 (TensorFlow leaves these undefined); anything → bool is "!= 0".
@@ -445,7 +446,21 @@ def unary(op: str, x, name=None, attrs=None):
 
 def binary(op: str, a, b, name=None):
     a, b = as_values(a, b)
+    if op == "pow":
+        _check_int_exponent(a, b)
     return apply(op, [a, b], None, name)
+
+
+def _check_int_exponent(a, b):
+    """int32 ** (a negative constant) is an error, as in TensorFlow and NumPy."""
+    if promote(a.dtype, b.dtype) != "int32" or b.node.op != "constant":
+        return
+    exponent = b.node.attrs["value"]
+    if exponent.size and exponent.min() < 0:
+        from ..source import user_location
+        raise DTypeError(f"pow ({user_location()}): int32 to the negative power "
+                         f"{exponent.min()} is not allowed (as in TensorFlow and NumPy); "
+                         f"cast the base to float32 first")
 
 
 def where(cond, x, y, name=None):

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..errors import AttrError, ShapeError
 from ..types import TensorType, format_shape, normalize_axes
-from .common import apply
+from .common import apply, int_attr, ints_attr
 from .registry import REQUIRED, OpDef, register
 
 
@@ -171,12 +171,12 @@ def reshape(x, shape, name=None):
 
 
 def transpose(x, perm=None, name=None):
-    return apply("transpose", [x], {"perm": None if perm is None else tuple(int(p) for p in perm)},
+    return apply("transpose", [x], {"perm": None if perm is None else ints_attr(perm, "perm")},
                  name)
 
 
 def expand_dims(x, axis, name=None):
-    return apply("expand_dims", [x], {"axis": int(axis)}, name)
+    return apply("expand_dims", [x], {"axis": int_attr(axis, "axis")}, name)
 
 
 def squeeze(x, axis=None, name=None):

@@ -29,7 +29,7 @@ import numpy as np
 
 from ..errors import AttrError, DTypeError, ShapeError
 from ..types import TensorType, as_dtype, format_shape, normalize_axes
-from .common import apply, as_value, graph_of
+from .common import apply, as_value, graph_of, int_attr
 from .registry import REQUIRED, OpDef, register
 
 NUMERIC = ("float32", "int32")
@@ -499,7 +499,7 @@ def concat(values, axis, name=None):
                   for i in range(0, len(values), MAX_CONCAT_INPUTS)]
         values = [g[0] if len(g) == 1 else concat(g, axis) for g in groups]
         return concat(values, axis, name)
-    return apply("concat", values, {"axis": int(axis)}, name,
+    return apply("concat", values, {"axis": int_attr(axis, "axis")}, name,
                  graph=graph_of(*values) if values else None)
 
 
@@ -541,7 +541,8 @@ def _index_value(graph, indices):
 
 def gather(params, indices, axis=0, batch_dims=0, name=None):
     indices = _index_value(params.graph, indices)
-    return apply("gather", [params, indices], {"axis": int(axis), "batch_dims": int(batch_dims)},
+    return apply("gather", [params, indices], {"axis": int_attr(axis, "axis"),
+                                               "batch_dims": int_attr(batch_dims, "batch_dims")},
                  name)
 
 
@@ -567,7 +568,7 @@ def unsorted_segment_sum(data, segment_ids, num_segments, name=None):
 def one_hot(indices, depth, on_value=1, off_value=0, axis=-1, dtype="float32", name=None):
     dtype = as_dtype(dtype)
     return apply("one_hot", [indices], {
-        "depth": int(depth), "on_value": _scalar_of(on_value, dtype),
+        "depth": int_attr(depth, "depth"), "on_value": _scalar_of(on_value, dtype),
         "off_value": _scalar_of(off_value, dtype), "axis": int(axis), "dtype": dtype}, name)
 
 
