@@ -216,7 +216,10 @@ def loop_iterations(glsl: str, constants: dict) -> int:
         value = evaluate(expression, known)
         if value is not None:
             known[name] = value
-    return _block_iterations(text, known)
+    try:
+        return _block_iterations(text, known)
+    except RecursionError:      # loops nested thousands deep: not worth a guess
+        return 0
 
 
 # -- the program's constants and the warning ----------------------------------------

@@ -269,6 +269,8 @@ def test_loop_iterations_reads_for_headers():
     assert loop_iterations("for (int i = 0; i < xSize; i++) {} while (true) {}",
                            {"xSize": None}) == 0
     assert loop_iterations("for (int i = 0; i < 10; i--) {}", {}) == 0
+    deep = "for (int i = 0; i < 2; i++) {" * 3000 + "}" * 3000
+    assert loop_iterations(deep, {}) == 0          # no RecursionError from the reader
 
 
 @pytest.mark.parametrize("glsl, uniforms, values", [
