@@ -1,6 +1,16 @@
 """Lowering a compiled graph to a Program: a kernel per compute node (one per fused
 group once fusion runs), views for the ops that only reshape, uploads for feeds and
-constants, and the variables' textures."""
+constants, and the variables' textures.
+
+A family's lowering, `lower_node(node, layouts, prefix)`, returns one Kernel or a list
+of Kernels run in that order (a tree of reduction passes, a blocked matmul and its
+stitch). The last one writes the node's output; the ones before it write values of
+their own, named "<node name>:<suffix>" (e.g. "sum_3:r0"), whose layouts lower() takes
+from the kernels' output bindings (codegen/reduce_tree.py scratch_layout makes such
+layouts). The runtime plans them like any value: a texture, freed after its last
+reader. `prefix` ("k<N>", N = the run index of the node's first kernel) starts every
+kernel name; make each name unique, e.g. "k<N>.p<i>_<node>" for the passes before the
+last and "k<N>_<node>" for the last, which is the name a single kernel would have."""
 from __future__ import annotations
 
 from ..ir.errors import TooManyInputsError
@@ -68,10 +78,11 @@ def lower(graph: Graph, max_texture_size: int,
         else:
             family = get_op(node.op).family
             lowered = LOWERINGS[family](node, layouts, f"k{len(program.kernels)}")
-            # a node may run as several kernels (a blocked matmul and its stitch); the
-            # lowering registers the layouts of the values between them in `layouts`
+            # a node may run as several kernels (see the module docstring)
             for kernel in lowered if isinstance(lowered, list) else [lowered]:
                 _check_texture_units(node, kernel, units)
+                for b in kernel.outputs:        # values between a node's kernels
+                    layouts.setdefault(b.value, b.layout)
                 program.steps.append(("kernel", kernel))
     return program
 

@@ -3,11 +3,11 @@ among them), softmax / log_softmax, cumsum, and lrn / lrn_grad."""
 from __future__ import annotations
 
 from ..ir.errors import AttrError
-from ..ir.ops.reduce import identity_of
 from ..ir.types import normalize_axes
 from .common import make_kernel, operands, output_operand
 from .environment import glsl_float, glsl_int
 from .layout import affine_index, strides
+from . import reduce_tree
 
 # llvmpipe ends a shader invocation's loops after 65535 iterations in all (one limiter
 # per shader, shared by every loop in it), without an error. Keep a kernel's iterations
@@ -25,25 +25,9 @@ def unroll_for(trips: int) -> int:
 
 
 def reduction_kernel(node, x, out, axes, reduce_op: str, prefix: str, kernel_op=None):
-    """A kernel reducing operand x over axes into out (also used by sum_like)."""
-    shape = x.layout.shape
-    kept = [a for a in range(len(shape)) if a not in axes]
-    in_strides = strides(shape)
-    kept_index = affine_index([shape[a] for a in kept], [in_strides[a] for a in kept])
-    reduced_dims = [shape[a] for a in axes]
-    reduced_index = affine_index(reduced_dims, [in_strides[a] for a in axes])
-    count = 1
-    for d in reduced_dims:
-        count *= d
-    identity = ""
-    if reduce_op in ("max", "min"):
-        value = identity_of(reduce_op, x.dtype)
-        identity = glsl_float(value) if x.dtype == "float32" else glsl_int(value)
-    return make_kernel("reduce.glsl.j2", prefix, kernel_op or reduce_op, [node], [x], out,
-                       kind="reduce", reduce_op=reduce_op, kept_index=kept_index,
-                       reduced_index=reduced_index, count=count, identity=identity,
-                       unroll=unroll_for(count - (1 if reduce_op in ("argmax", "argmin")
-                                                  else 0)))
+    """The kernels (a tree of passes, codegen/reduce_tree.py) reducing operand x over
+    axes into out (also used by sum_like)."""
+    return reduce_tree.reduction_kernels(node, x, out, axes, reduce_op, prefix, kernel_op)
 
 
 def _along_axis(x, axis):
@@ -54,14 +38,6 @@ def _along_axis(x, axis):
     start_strides = [0 if a == axis else s for a, s in enumerate(in_strides)]
     return {"count": shape[axis], "stride": in_strides[axis],
             "start_index": affine_index(shape, start_strides)}
-
-
-def softmax_kernel(node, x, out, prefix):
-    axis = normalize_axes(node.attrs["axis"], len(x.layout.shape))[0]
-    along = _along_axis(x, axis)
-    return make_kernel("reduce.glsl.j2", prefix, node.op, [node], [x], out, kind="softmax",
-                       log=node.op == "log_softmax", unroll=unroll_for(along["count"]),
-                       **along)
 
 
 def cumsum_kernel(node, x, out, prefix):
@@ -100,11 +76,13 @@ def lower_node(node, layouts, prefix):
     inputs = operands(node, layouts)
     out = output_operand(node.outputs[0], layouts)
     if node.op in ("softmax", "log_softmax"):
-        return softmax_kernel(node, inputs[0], out, prefix)
+        axis = normalize_axes(node.attrs["axis"], len(inputs[0].layout.shape))[0]
+        return reduce_tree.softmax_kernels(node, inputs[0], out, axis, prefix, layouts)
     if node.op == "cumsum":
         return cumsum_kernel(node, inputs[0], out, prefix)
     if node.op in ("lrn", "lrn_grad"):
         return lrn_kernel(node, inputs, out, prefix)
     x = inputs[0]
     axes = normalize_axes(node.attrs["axis"], len(x.layout.shape))
-    return reduction_kernel(node, x, out, axes, node.op, prefix)
+    return reduce_tree.reduction_kernels(node, x, out, axes, node.op, prefix,
+                                         layouts=layouts)

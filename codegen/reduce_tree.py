@@ -1,0 +1,296 @@
+"""Reductions as trees of passes (templates/reduce_tree.glsl.j2).
+
+One fragment walking a whole long axis leaves the GPU (or llvmpipe's threads) idle and
+runs into llvmpipe's loop limit, so a reduction runs as passes: each views its input as
+outer x R x inner and reduces windows of W elements of R into outer x ceil(R/W) x inner,
+until the axis is gone. A fragment of a pass writes one texel (four outputs) and reads
+about W texels: contiguous ones when inner == 1 (four consecutive windows), or, when
+inner % 4 == 0, one texel per position holding all four of its outputs (column sums).
+Several reduced axes go innermost first, each to the end before the next.
+
+Windows are as wide as keeps the first pass's output at MIN_FRAGMENTS fragments or more
+(llvmpipe splits a draw into 64x64 tiles over its threads) but never below WINDOW_MIN,
+so a pass cuts the data by at least that much; a reduction whose whole work is small
+runs in one pass. Values between passes are named "<node>:r<k>" and live in textures
+laid out SCRATCH_HEIGHT texels tall where they can (llvmpipe shades 4x4 blocks).
+
+On top of the passes: mean (the sum, divided by the count in the last pass),
+argmax/argmin (passes after the first carry the winners' positions and fetch their
+values), logsumexp (the max, then the sum of exp(x - max), finished with max + log),
+and softmax / log_softmax (those two reductions along the axis, then one kernel that
+normalises every element).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..ir.ops.reduce import identity_of
+from ..ir.types import TensorType
+from .common import make_kernel
+from .environment import glsl_float, glsl_int
+from .layout import Layout, affine_index
+from .operands import Operand
+from . import reduce as _limits       # LOOP_TRIPS / unroll_for, read when used
+
+MIN_FRAGMENTS = 16384       # four full 64x64 tiles
+WINDOW_MIN = 64             # a pass reduces its axis at least this much
+WINDOW_MAX = 2048           # the most elements one output element reduces in a pass
+SMALL_WORK = 1 << 16        # elements a single pass reduces without splitting the axis
+MIN_UNROLL = 4              # the hot loops' bodies, unrolled (llvmpipe's loop overhead)
+ROW_TEXELS = 2048
+
+
+@dataclass(frozen=True)
+class Pass:
+    """Reduce windows of `window` along `length` of an outer x length x inner view."""
+    outer: int
+    length: int
+    inner: int
+    window: int
+
+    @property
+    def out_length(self) -> int:
+        return -(-self.length // self.window)
+
+    @property
+    def out_size(self) -> int:
+        return self.outer * self.out_length * self.inner
+
+    @property
+    def mode(self) -> str:
+        if self.inner == 1:
+            return "contiguous"
+        return "strided4" if self.inner % 4 == 0 else "strided"
+
+
+def choose_window(outer: int, length: int, inner: int) -> int:
+    """The window of a pass over outer x length x inner (see the module docstring)."""
+    kept = outer * inner
+    if length <= WINDOW_MAX and (kept >= 4 * MIN_FRAGMENTS or length * kept <= SMALL_WORK
+                                 or length <= WINDOW_MIN):
+        return length
+    window = length * kept // (4 * MIN_FRAGMENTS)
+    window = max(WINDOW_MIN, min(WINDOW_MAX, window))
+    window -= window % 4                         # whole texels along contiguous rows
+    return min(window, length)
+
+
+def groups_of(shape, axes) -> list:
+    """[size, reduced] runs of adjacent axes of one kind (size-1 axes dropped)."""
+    groups = []
+    for axis, size in enumerate(shape):
+        if size == 1:
+            continue
+        reduced = axis in axes
+        if groups and groups[-1][1] == reduced:
+            groups[-1][0] *= size
+        else:
+            groups.append([size, reduced])
+    return groups
+
+
+def plan(shape, axes) -> list:
+    """[(Pass, group sizes and kinds of its output)] reducing `axes` of `shape`,
+    innermost reduced run first; one pass of window 1 (a copy) when nothing is
+    reduced (every reduced axis has length 1)."""
+    groups = groups_of(shape, axes)
+    passes = []
+    while any(reduced for _, reduced in groups):
+        g = max(i for i, (_, reduced) in enumerate(groups) if reduced)
+        outer = math.prod(size for size, _ in groups[:g])
+        inner = math.prod(size for size, _ in groups[g + 1:])
+        step = Pass(outer, groups[g][0], inner, choose_window(outer, groups[g][0], inner))
+        groups = [list(grp) for grp in groups]
+        groups[g][0] = step.out_length
+        out_groups = [tuple(grp) for grp in groups]
+        passes.append((step, out_groups))
+        groups = groups_of([size for size, _ in groups],
+                           {i for i, (_, reduced) in enumerate(groups) if reduced})
+        # groups_of drops the finished run (length 1) and merges its neighbours
+    if not passes:
+        size = math.prod(shape)
+        passes.append((Pass(size, 1, 1, 1), [(size, False)]))
+    return passes
+
+
+def scratch_layout(shape, dtype: str, like: Layout) -> Layout:
+    """A texture for a value between passes: at least 4 texels tall where it can be
+    (llvmpipe shades 4x4 blocks), rows of a power of two texels (cheap index
+    arithmetic), no wider or taller than `like` allows."""
+    size = math.prod(shape)
+    texels = max(1, -(-size // 4))
+    cap = max(like.width, like.height, 1)
+    width = 1
+    while width * 4 < texels and width < ROW_TEXELS:
+        width *= 2
+    width = min(width, cap)
+    return Layout(tuple(shape), dtype, width, -(-texels // width))
+
+
+def _literal(value, dtype: str) -> str:
+    return glsl_float(value) if dtype == "float32" else glsl_int(value)
+
+
+class TreeBuilder:
+    """The kernels of one node, in run order. Passes before the node's last kernel are
+    named k<N>.p<i>_<node> (the last keeps the k<N>_<node> a single kernel would have);
+    the values between them are <node>:r<k>, their layouts added to `layouts`."""
+
+    def __init__(self, node, prefix: str, kernel_op: str, layouts: dict | None = None):
+        self.node, self.prefix, self.kernel_op = node, prefix, kernel_op
+        self.layouts = {} if layouts is None else layouts
+        self.kernels: list = []
+        self._values = 0
+
+    def scratch(self, shape, dtype: str, like: Layout) -> Operand:
+        name = f"{self.node.name}:r{self._values}"
+        self._values += 1
+        layout = scratch_layout(shape, dtype, like)
+        self.layouts[name] = layout
+        return Operand(sampler="ff_out", value=name, layout=layout,
+                       type=str(TensorType(tuple(shape), dtype)))
+
+    def add(self, template: str, inputs, out: Operand, **context) -> Operand:
+        final = out.value in {v.name for v in self.node.outputs}
+        prefix = self.prefix if final else f"{self.prefix}.p{len(self.kernels)}"
+        self.kernels.append(make_kernel(template, prefix, self.kernel_op, [self.node],
+                                        _rename(inputs), out, **context))
+        return out
+
+
+def _bind(inputs) -> dict:
+    """{value name: its operand as bound}, samplers x0, x1, ... in binding order, one
+    per distinct value (a plan frees a kernel's input texture once per binding)."""
+    bound = {}
+    for op in inputs:
+        if op.value not in bound:
+            bound[op.value] = Operand(sampler=f"x{len(bound)}", value=op.value,
+                                      layout=op.layout, type=op.type)
+    return bound
+
+
+def _rename(inputs) -> list:
+    """Samplers x0, x1, ... in binding order, one per distinct value."""
+    return list(_bind(inputs).values())
+
+
+def tree_reduce(builder: TreeBuilder, x: Operand, out: Operand, axes, op: str,
+                finish_op: str = "", slice_max: Operand | None = None,
+                shift: Operand | None = None) -> Operand:
+    """Passes reducing x over axes with op (sum, prod, max, min, argmax, argmin, sumexp)
+    into out, which the last pass writes; returns out.
+
+    finish_op: "mean" (divide by the count), "logsumexp" (max + log(sum), the max read
+    from slice_max at the output's own index). sumexp: exp(x - shift) summed, shift
+    holding one value per kept element (indexed like the output without the reduced
+    axes)."""
+    shape = x.layout.shape
+    steps = plan(shape, axes)
+    count = math.prod(shape[a] for a in axes)
+    src, values = x, None
+    for number, (step, out_groups) in enumerate(steps):
+        last = number == len(steps) - 1
+        arg = op in ("argmax", "argmin")
+        if last:
+            target = out
+        else:
+            dtype = "int32" if arg else x.dtype
+            target = builder.scratch((step.outer, step.out_length, step.inner), dtype,
+                                     x.layout)
+        pass_op = "sum" if op == "sumexp" and number > 0 else op
+        inputs = [src] + ([values] if values is not None else [])
+        shift_index = None
+        if pass_op == "sumexp":
+            inputs.append(shift)
+            shift_index = _kept_index(out_groups)
+        if last and finish_op == "logsumexp":
+            inputs.append(slice_max)
+        bound = _bind(inputs)
+        init = _init(pass_op, x.dtype)
+        trips = step.window + 8
+        builder.add("reduce_tree.glsl.j2", list(bound.values()), target, kind="pass",
+                    rop=pass_op,
+                    mode=step.mode, outer=step.outer, length=step.length,
+                    inner=step.inner, window=step.window, out_length=step.out_length,
+                    axis_length=shape[axes[0]] if arg and axes else 1,
+                    aligned=step.length % 4 == 0 and step.window % 4 == 0,
+                    values=values and bound[values.value],
+                    shift=bound[shift.value] if pass_op == "sumexp" else None,
+                    shift_index=shift_index,
+                    slice_max=bound[slice_max.value] if last and finish_op == "logsumexp"
+                    else None,
+                    finish_op=finish_op if last else "", count=count, init=init,
+                    unroll=max(MIN_UNROLL if step.window >= 16 else 1,
+                               _limits.unroll_for(trips)),
+                    pass_number=number + 1, pass_count=len(steps))
+        if arg and number == 0:
+            values = x
+        src = target
+    return out
+
+
+def _init(op: str, dtype: str) -> str:
+    if op in ("sum", "sumexp"):
+        return "0"
+    if op == "prod":
+        return "1"
+    base = {"argmax": "max", "argmin": "min"}.get(op, op)
+    return _literal(identity_of(base, dtype), dtype)
+
+
+def _kept_index(out_groups):
+    """The affine map from a pass's output element to its kept element (reduced groups
+    contribute nothing)."""
+    sizes = [size for size, _ in out_groups]
+    kept_sizes = [size for size, reduced in out_groups if not reduced]
+    kept_strides, acc = [], 1
+    for size in reversed(kept_sizes):
+        kept_strides.append(acc)
+        acc *= size
+    kept_strides.reverse()
+    it = iter(kept_strides)
+    return affine_index(sizes, [0 if reduced else next(it) for _, reduced in out_groups])
+
+
+# --- lowerings --------------------------------------------------------------------------
+
+def reduction_kernels(node, x: Operand, out: Operand, axes, op: str, prefix: str,
+                      kernel_op: str | None = None, layouts: dict | None = None) -> list:
+    """The kernels reducing x over axes with op (sum, mean, max, min, prod, argmax,
+    argmin, logsumexp) into out."""
+    builder = TreeBuilder(node, prefix, kernel_op or op, layouts)
+    axes = tuple(sorted(axes))
+    shape = x.layout.shape
+    if math.prod(shape[a] for a in axes) == 0:
+        value = -math.inf if op == "logsumexp" else identity_of(op, out.dtype)
+        builder.add("reduce_tree.glsl.j2", [], out, kind="fill", rop=op, values=None,
+                    identity=_literal(value, out.dtype))
+    elif op == "mean":
+        tree_reduce(builder, x, out, axes, "sum", finish_op="mean")
+    elif op == "logsumexp":
+        kept = tuple(d for a, d in enumerate(shape) if a not in axes)
+        slice_max = builder.scratch(kept, "float32", x.layout)
+        tree_reduce(builder, x, slice_max, axes, "max")
+        tree_reduce(builder, x, out, axes, "sumexp", finish_op="logsumexp",
+                    slice_max=slice_max, shift=slice_max)
+    else:
+        tree_reduce(builder, x, out, axes, op)
+    return builder.kernels
+
+
+def softmax_kernels(node, x: Operand, out: Operand, axis: int, prefix: str,
+                    layouts: dict | None = None) -> list:
+    """softmax / log_softmax along axis: its max, its sum of exp(x - max), then one
+    kernel normalising every element."""
+    builder = TreeBuilder(node, prefix, node.op, layouts)
+    shape = x.layout.shape
+    kept = tuple(d for a, d in enumerate(shape) if a != axis)
+    slice_max = builder.scratch(kept, "float32", x.layout)
+    tree_reduce(builder, x, slice_max, (axis,), "max")
+    total = builder.scratch(kept, "float32", x.layout)
+    tree_reduce(builder, x, total, (axis,), "sumexp", shift=slice_max)
+    builder.add("reduce_tree.glsl.j2", [x, slice_max, total], out, kind="normalize",
+                rop=node.op, values=None, log=node.op == "log_softmax",
+                length=shape[axis], inner=math.prod(shape[axis + 1:]))
+    return builder.kernels
