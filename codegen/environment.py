@@ -40,5 +40,22 @@ def environment() -> jinja2.Environment:
     return env
 
 
+def use_bytecode_cache(directory) -> bool:
+    """Keep the compiled templates in `directory` (the runtime points it into fragflow's
+    cache directory), so a new process loads them instead of compiling its templates
+    again (~1 s of Jinja in a process's first run). Jinja keys each entry by the
+    template's source, so an edited template compiles afresh. The entries are Python
+    code: only a directory that is this user's alone is used. Returns whether it is."""
+    try:
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        info = os.stat(directory)
+        if hasattr(os, "getuid") and (info.st_uid != os.getuid() or info.st_mode & 0o022):
+            return False
+    except OSError:
+        return False
+    environment().bytecode_cache = jinja2.FileSystemBytecodeCache(str(directory))
+    return True
+
+
 def render(template: str, **context) -> str:
     return environment().get_template(template).render(**context)

@@ -12,6 +12,9 @@ class Device:
 
     def __init__(self):
         self.context = get_context()
+        from ..codegen.environment import use_bytecode_cache
+        from .shader_cache import cache_dir
+        use_bytecode_cache(cache_dir() / "templates")  # with Mesa's: a fast first run
         from .gl_resources import ProgramCache, TexturePool
         self.max_texture_size = self.context.info()["max_texture_size"]
         self.pool = TexturePool()
