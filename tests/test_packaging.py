@@ -118,7 +118,8 @@ def test_the_wheel_installed_in_a_fresh_venv_runs_a_graph_and_the_cli(wheel, tmp
     purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig."
                               "get_paths()['purelib'])"], capture_output=True, text=True,
                              check=True, env={"PATH": "/usr/bin:/bin"}).stdout.strip()
-    deps = [p for p in site.getsitepackages() if os.path.isdir(p)]
+    deps = [p for p in site.getsitepackages() + [site.getusersitepackages()]
+            if os.path.isdir(p)]
     with open(os.path.join(purelib, "outer_dependencies.pth"), "w") as f:
         f.write("\n".join(deps) + "\n")
     result = subprocess.run(
