@@ -61,6 +61,10 @@ DEFAULT_PIPELINE = ("fold_constants", "cse", "simplify", "conv_backprop_as_conv"
                     "fold_batch_norm", "split_wide_nodes", "fuse_epilogues",
                     "fuse_elementwise", "verify")
 FUSION_PASSES = ("fuse_epilogues", "fuse_elementwise")
+# What a compiled graph needs before any GPU can run it (no kernel reading more
+# textures than the GPU binds): a custom pipeline that leaves one out gets it at its
+# end, unless disable= names it.
+REQUIRED_PASSES = ("split_wide_nodes",)
 
 
 class PassManager:
@@ -70,6 +74,7 @@ class PassManager:
     def __init__(self, passes=None, disable=(), dump_dir: str | None = None,
                  verify_each: bool | None = None, max_texture_units: int | None = None):
         names = list(DEFAULT_PIPELINE if passes is None else passes)
+        names += [n for n in REQUIRED_PASSES if n not in names]
         unknown = [n for n in list(names) + list(disable) if n not in PASSES]
         if unknown:
             raise FragflowError(f"unknown pass(es) {unknown}; known: {sorted(PASSES)}")

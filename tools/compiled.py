@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import fragflow as ff
 from fragflow.codegen.lower import VIEW_OPS
 from fragflow.passes import DEFAULT_PIPELINE, PassManager, prune
+from fragflow.passes.manager import REQUIRED_PASSES
 
 from .target import Target
 
@@ -62,7 +63,9 @@ def graph_after(target: Target, stage: str, feed_shapes=None):
     index = STAGES.index(stage)
     if index == 0:
         return graph
-    return PassManager(passes=STAGES[1:index + 1], dump_dir="").run(graph)
+    stages = STAGES[1:index + 1]
+    return PassManager(passes=stages, dump_dir="",
+                       disable=[n for n in REQUIRED_PASSES if n not in stages]).run(graph)
 
 
 def stage_dumps(target: Target, feed_shapes=None) -> list:

@@ -136,6 +136,14 @@ def test_fusion_reports_the_texture_limit_it_kept_to():
     assert any("more than the 5 it may bind" in line for line in manager.fusion_report)
 
 
+def test_a_custom_pipeline_still_splits_wide_nodes_unless_told_not_to():
+    g, xs, total, feeds = _wide_add_n(40)
+    pruned, _ = prune(g, [total.value], {x.value: x.value.type for x in xs})
+    assert _widest(PassManager(passes=["cse"]).run(pruned)) <= 16
+    kept = PassManager(passes=[], disable=["split_wide_nodes"]).run(pruned)
+    assert _widest(kept) == 40
+
+
 def test_the_numpy_backend_plans_with_gl_33s_16_units():
     assert PassManager().options["max_texture_units"] == 16
     g, xs, total, feeds = _wide_add_n(40)
@@ -174,9 +182,10 @@ def test_a_weight_used_100_times_gives_its_gradient_on_gl(gl):
     sess.close()
 
 
-def test_add_n_of_40_tensors_on_gl(gl):
+@pytest.mark.parametrize("passes", [None, ()], ids=["default", "no_passes"])
+def test_add_n_of_40_tensors_on_gl(gl, passes):
     g, xs, total, feeds = _wide_add_n(40, shape=(7, 9))
-    with ff.Session(g) as sess:
+    with ff.Session(g, passes=passes) as sess:
         out = sess.run(total, feeds)
     expected = np.sum([feeds[x] for x in xs], axis=0, dtype=np.float64)
     np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
