@@ -19,7 +19,7 @@ import numpy as np
 
 from .errors import FragflowError, SerializationError
 from .graph import Graph
-from .sanitize import InvalidNameError, check_name, check_scope, check_source
+from .sanitize import NAME_RE, InvalidNameError, check_name, check_scope, check_source
 from .types import DTYPES
 
 FORMAT = "fragflow.graph"
@@ -94,7 +94,7 @@ def graph_from_json(text_or_path, *, allow_programs: bool = False,
         except FragflowError as err:
             raise SerializationError(f"cannot rebuild the saved graph at {where}: "
                                      f"{err}") from None
-        except (ArithmeticError, LookupError, TypeError, ValueError) as err:
+        except (ArithmeticError, AttributeError, LookupError, TypeError, ValueError) as err:
             # an op's checks that a well-typed but inconsistent file still gets past
             raise SerializationError(f"cannot rebuild the saved graph at {where}: "
                                      f"{type(err).__name__}: {err}") from None
@@ -214,7 +214,7 @@ def _check_node(index, spec, ops, seen, allow_programs):
             raise SerializationError(f"{where}: {op} has no attribute {_shown(key)} (it "
                                      f"takes {sorted(allowed) or 'none'})")
         _check_json_attr(value, f"{where}: attr '{key}'", key == "glsl")
-        kind = ATTR_KINDS.get(key)
+        kind = ATTR_KINDS.get(f"{op}.{key}", ATTR_KINDS.get(key))
         if kind is _ARRAY:
             if not (isinstance(value, dict) and "ndarray" in value):
                 raise SerializationError(f"{where}: attr '{key}' must be an array")
@@ -315,7 +315,22 @@ def _is_dims(v):
 
 
 def _is_dtype(v):
-    return v in DTYPES
+    return isinstance(v, str) and v in DTYPES
+
+
+def _is_header_nodes(v):
+    """A fused node's folded-in nodes: (name, op, source) triples (shader headers)."""
+    from .ops.registry import all_ops
+    ops = all_ops()
+    return isinstance(v, tuple) and all(
+        isinstance(t, tuple) and len(t) == 3 and all(isinstance(e, str) for e in t)
+        and NAME_RE.match(t[0]) and t[1] in ops and t[2].isascii() and t[2].isprintable()
+        for t in v)
+
+
+def _is_pairs(v):
+    return isinstance(v, tuple) and all(
+        isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str) for p in v)
 
 
 _BOOL = (lambda v: isinstance(v, bool), "true or false")
@@ -344,6 +359,9 @@ ATTR_KINDS = {
     **dict.fromkeys(["perm", "noise_shape"], _OPTIONAL_INTS),
     **dict.fromkeys(["mode", "conv_op", "name", "key", "glsl"], _STRING),
     "axis": _AXIS, "dtype": _DTYPE, "output_dtype": _DTYPE, "initial_value": _ARRAY,
+    "constant.value": _ARRAY,          # "op.attr": where ops share a name, not a type
+    "nodes": (_is_header_nodes, "a list of [node name, op, source] triples"),
+    "conv_attrs": (_is_pairs, "a list of [name, value] pairs"),
 }
 
 

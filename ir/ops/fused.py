@@ -34,7 +34,8 @@ def eval_steps(steps, operands, run):
                 values.append(results[k])
             else:
                 raise AttrError(f"unknown step argument {kind!r}")
-        results.append(run(op, dict(attrs), values))
+        # defaults filled here, once, for the type rule, the reference and the kernel
+        results.append(run(op, get_op(op).check_attrs(dict(attrs)), values))
     if not results:
         raise AttrError("a fused op needs at least one step")
     return results[-1]
@@ -89,7 +90,10 @@ def _conv_head(attrs):
     if attrs["conv_op"] not in CONV_HEADS:
         raise AttrError(f"conv_op must be one of {CONV_HEADS}, got {attrs['conv_op']!r}")
     opdef = get_op(attrs["conv_op"])
-    return opdef, opdef.check_attrs(dict(attrs["conv_attrs"]))
+    given = dict(attrs["conv_attrs"])
+    if set(given) != set(opdef.attrs):       # the kernel reads every one of them
+        raise AttrError(f"conv_attrs must set {sorted(opdef.attrs)}, got {sorted(given)}")
+    return opdef, opdef.check_attrs(given)
 
 
 def _fused_conv_type(types, attrs):

@@ -186,3 +186,51 @@ def test_allowed_programs_still_have_safe_names(attr, value, fragment):
     _node(doc, "gpgpu_program")["attrs"][attr] = value
     with pytest.raises(SerializationError, match=fragment):
         ff.load_graph(json.dumps(doc), allow_programs=True)
+
+
+def _fused_doc():
+    from fragflow.passes.manager import PassManager
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((4, 8), name="x")
+        w = ff.Variable(np.ones((8, 5), np.float32), name="w")
+        y = ff.exp(ff.leaky_relu(ff.relu(x @ w + 1.0), 0.2) * 3.0)
+        im = ff.placeholder((1, 6, 6, 2), name="im")
+        k = ff.Variable(np.ones((3, 3, 2, 4), np.float32), name="k")
+        c = ff.relu(ff.conv2d(im, k, padding="SAME") + 1.0)
+        e = ff.exp(ff.leaky_relu(x, 0.2) - 1.0)
+    g.outputs = [y.value, c.value, e.value]
+    return json.loads(ff.dump(PassManager().run(g), format="json"))
+
+
+@pytest.mark.parametrize("op, attr, value, fragment", [
+    ("fused_matmul", "nodes", [["a\n#define exp(a) 42.0", "exp", ""]], "control char"),
+    ("fused_matmul", "nodes", [["a;b", "exp", ""]], "triples"),
+    ("fused_matmul", "nodes", [["a", "exp"]], "triples"),
+    ("fused_conv", "nodes", [["a", "no_such_op", ""]], "triples"),
+    ("fused_conv", "nodes", [["a", "exp", "m.py:1\r\n#define"]], "control characters"),
+    ("fused_conv", "conv_attrs", [], "conv_attrs must set"),
+    ("fused_conv", "conv_attrs", [1, 2], "pairs"),
+    ("fused_elementwise", "steps", [["leaky_relu", [["alpha", "1); x"]], [["in", 0]]]],
+     "alpha must be a Python number"),
+    ("fused_elementwise", "steps", [["exp", [], [["in", 9]]]], "operand 9"),
+])
+def test_fused_nodes_from_a_file_are_checked(op, attr, value, fragment):
+    doc = _fused_doc()
+    _node(doc, op)["attrs"][attr] = value
+    with pytest.raises(SerializationError, match=fragment):
+        ff.load_graph(json.dumps(doc))
+
+
+def test_a_fused_step_without_its_attrs_takes_the_defaults_on_gl_and_numpy(gl):
+    doc = _fused_doc()
+    fused = _node(doc, "fused_elementwise")
+    step = next(s for s in fused["attrs"]["steps"] if s[0] == "leaky_relu")
+    step[1] = []                                   # alpha left out: its default, 0.2
+    g = ff.load_graph(json.dumps(doc))
+    x = np.linspace(-3, 3, 32, dtype=np.float32).reshape(4, 8)
+    feeds = {g.value("x"): x, g.value("im"): np.ones((1, 6, 6, 2), np.float32)}
+    out = ff.Session(g).run(list(g.outputs), feeds)
+    ref = ff.Session(g, backend="numpy").run(list(g.outputs), feeds)
+    for a, b in zip(out, ref):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
