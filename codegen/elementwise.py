@@ -1,15 +1,19 @@
 """Lowering elementwise nodes to templates/elementwise.glsl.j2.
 
-A kernel is an expression DAG (`steps`) over its inputs; each input is read at its
-broadcast index, or a whole texel at a time when every input has the output's shape
-(or one element)."""
+A kernel is an expression DAG (`steps`) over its inputs, computed in vec4 arithmetic for
+the four elements of one output texel per fragment. How each input's four lanes are
+read (`read_of`) decides the fetches per output texel: one for an input of the output's
+shape or one read aligned and contiguous, one for a broadcast whose four lanes share an
+element, four (one per lane) otherwise."""
 from __future__ import annotations
+
+import math
 
 from ..ir.ops.elementwise import linspace_step
 from ..ir.types import promote
 from .common import make_kernel, operands, output_operand
 from .environment import glsl_float, glsl_int
-from .layout import broadcast_index
+from .layout import AffineIndex, broadcast_index
 from .operands import GLSL_SCALAR
 
 LOGICAL = {"logical_and", "logical_or", "logical_not"}
@@ -48,15 +52,23 @@ def step_for(node, var: str, arg_of: dict) -> dict:
 def constants_of(node) -> list:
     """The GLSL literals an op's macro takes after its operands (from its attrs)."""
     if node.op in FLOAT_ATTRS:
-        return [glsl_float(node.attrs[k]) for k in FLOAT_ATTRS[node.op]]
+        return [float_attr(node.attrs[k]) for k in FLOAT_ATTRS[node.op]]
     return []
 
 
+def float_attr(x) -> str:
+    """A float attr as GLSL. Zero is the uniform ff_zero (elementwise_lib): with a
+    literal 0 the compiler folds alpha * x to 0, where x = inf or NaN gives NaN."""
+    if x == 0:
+        return "-ff_zero" if math.copysign(1.0, x) < 0 else "ff_zero"
+    return glsl_float(x)
+
+
 def index_step(node, var: str) -> dict:
-    """range/linspace: a step of the element index alone (the kernel's expr takes i)."""
+    """range/linspace: a step of the element index alone (the kernel's ff_lanes)."""
     a = node.attrs
     ctype = GLSL_SCALAR[node.outputs[0].dtype]
-    index = [{"expr": "i", "type": "int", "to": ctype if node.op == "range" else "int"}]
+    index = [{"expr": "ff_lanes", "type": "int", "to": ctype if node.op == "range" else "int"}]
     if node.op == "range":
         literal = glsl_float if ctype == "float" else glsl_int
         consts = [literal(a["start"]), literal(a["delta"])]
@@ -68,15 +80,33 @@ def index_step(node, var: str) -> dict:
             "otype": ctype, "node": node.name}
 
 
+def read_of(index: AffineIndex) -> str:
+    """How an input at `index` (of the output's flat index i) gives the four lanes
+    i = 4k .. 4k+3 of one output texel:
+      "same"   the output's own layout: the texel at the fragment's position;
+      "texel"  one aligned texel (the innermost axis is contiguous, a multiple of 4);
+      "splat"  one element for all four (no term of the index moves within a texel);
+      "gather" one fetch per lane."""
+    if index.is_identity:
+        return "same"
+    if all(s % 4 == 0 for s, _, _ in index.terms):
+        return "splat"
+    inner = [(s, d, t) for s, d, t in index.terms if s % 4 != 0]
+    if len(inner) == 1 and inner[0][0] == 1 and inner[0][1] % 4 == 0 and inner[0][2] == 1 \
+            and index.offset % 4 == 0 and all(t % 4 == 0 for s, _, t in index.terms if s != 1):
+        return "texel"
+    return "gather"
+
+
 def _kernel(nodes, steps, result, inputs, out, prefix):
     for b in inputs:
         b.index = broadcast_index(out.layout.shape, b.layout.shape)
-    vectorized = all(b.index.is_identity or b.size == 1 for b in inputs) and \
-        all(b.size == out.size or b.size == 1 for b in inputs)
+        b.read = read_of(b.index) if b.size > 1 else "splat"
     op = nodes[0].op if len(nodes) == 1 else "fused(" + ",".join(n.op for n in nodes) + ")"
     indexed = any(n.op in INDEXED for n in nodes)
     return make_kernel("elementwise.glsl.j2", prefix, op, nodes, inputs, out,
-                       steps=steps, result=result, vectorized=vectorized, indexed=indexed)
+                       steps=steps, result=result, indexed=indexed,
+                       invariant_output=True)
 
 
 def lower_node(node, layouts, prefix):

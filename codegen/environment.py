@@ -7,6 +7,7 @@ import os
 import jinja2
 
 from ..ir import sanitize
+from .helpers import HELPERS_MARK, with_helpers
 
 TEMPLATE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
 
@@ -37,6 +38,7 @@ def environment() -> jinja2.Environment:
     env.filters["glsl_float"] = glsl_float
     env.filters["glsl_int"] = glsl_int
     env.filters["comment"] = sanitize.comment   # all text from users/files in // comments
+    env.globals["helpers_mark"] = HELPERS_MARK    # where a template wants its helpers
     return env
 
 
@@ -57,5 +59,11 @@ def use_bytecode_cache(directory) -> bool:
     return True
 
 
+def _render_plain(template: str) -> str:
+    return environment().get_template(template).render()
+
+
 def render(template: str, **context) -> str:
-    return environment().get_template(template).render(**context)
+    """The template's text, with the helpers its code calls where it asks for them."""
+    return with_helpers(environment().get_template(template).render(**context),
+                        _render_plain)

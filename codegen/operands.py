@@ -13,13 +13,16 @@ GLSL_SAMPLER = {"float32": "sampler2D", "int32": "isampler2D", "bool": "isampler
 @dataclass
 class Operand:
     """A texture as a template sees it. `index` maps the output's flat index to this
-    operand's (elementwise kernels); `arg` is its parameter name in expr()."""
+    operand's (elementwise kernels and epilogues); `read` is how an elementwise kernel
+    reads its four lanes (codegen/elementwise.py read_of); `arg` is its name in the
+    kernel's expressions."""
     sampler: str
     value: str
     layout: Layout
     type: str                      # "f32[2,3]", for comments
     index: AffineIndex | None = None
     arg: str = ""
+    read: str = ""
 
     dtype = property(lambda self: self.layout.dtype)
     width = property(lambda self: self.layout.width)

@@ -434,6 +434,73 @@ def test_operators_int_and_weak_scalars(gl):
     check(g, ys, {i: random_of(rng, "int32", (5, 7)), b: random_of(rng, "bool", (5, 7))})
 
 
+# -- vec4 kernels: how each input's four lanes are read ----------------------------------------
+# (output shape, input shape, read): "same" layout, one aligned "texel", one element
+# "splat" over four lanes, or a "gather" of four elements.
+READS = [
+    ((6, 8), (6, 8), "same"), ((7,), (7,), "same"), ((5, 8), (8,), "texel"),
+    ((2, 6, 4), (6, 4), "texel"), ((5, 8), (5, 1), "splat"), ((2, 3, 4), (3, 1), "splat"),
+    ((9,), (), "splat"), ((5, 3), (3,), "gather"), ((3, 5), (3, 1), "gather"),
+    ((4, 6), (6,), "gather"), ((3, 4, 2), (4, 1), "gather"),
+]
+
+
+@pytest.mark.parametrize("out_shape,in_shape,read", READS)
+def test_read_classes(out_shape, in_shape, read):
+    from fragflow.codegen.elementwise import read_of
+    from fragflow.codegen.layout import broadcast_index
+    size = int(np.prod(in_shape, dtype=np.int64))
+    got = read_of(broadcast_index(out_shape, in_shape)) if size > 1 else "splat"
+    assert got == read
+
+
+@pytest.mark.parametrize("out_shape,in_shape,read", READS)
+def test_vec4_reads(gl, out_shape, in_shape, read):
+    """A fused chain over float, int32 and bool inputs read each way, against numpy;
+    sizes that are not a multiple of 4 end in a partly filled texel."""
+    rng = rng_for("vec4_reads", out_shape, in_shape)
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder(out_shape, "float32", name="x")
+        b = ff.placeholder(in_shape, "float32", name="b")
+        i = ff.placeholder(out_shape, "int32", name="i")
+        j = ff.placeholder(in_shape, "int32", name="j")
+        c = ff.placeholder(in_shape, "bool", name="c")
+        ys = {"float": ff.maximum(ff.tanh(x * b) - b, x) / (b + 2.0),
+              "int": ff.floor_div(i, j) + i % 7 - ff.abs(j),
+              "bool": ff.where(ff.logical_and(c, x > b), i, ff.cast(x, "int32")),
+              "mixed": ff.cast(c, "float32") * x + ff.cast(j, "float32")}
+    out, _ = check(g, ys, {x: random_of(rng, "float32", out_shape),
+                           b: random_of(rng, "float32", in_shape),
+                           i: random_of(rng, "int32", out_shape),
+                           j: random_of(rng, "int32", in_shape),
+                           c: random_of(rng, "bool", in_shape)})
+    with ff.Session(g) as sess:
+        kernels = sess.compile([ys["float"]], feeds=[x, b]).kernels
+    (kernel,) = kernels
+    main = kernel.source[kernel.source.index("void main()"):]
+    assert "for (" not in main and "if (" not in main      # straight vec4 arithmetic
+    fetches = 1 + (4 if read == "gather" else 1) + 1      # x, b and the constant 2
+    assert f"// fetches per output texel: {fetches}" in main
+
+
+def test_vec4_kernel_carries_only_its_helpers(gl):
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((4, 4), "float32", name="x")
+        ys = {"add": x + x, "relu": ff.relu(x), "erf": ff.erf(x)}
+    with ff.Session(g) as sess:
+        sources = {k: sess.compile([y], feeds=[x], passes=["verify"]).kernels[0].source
+                   for k, y in ys.items()}
+    assert "ff_relu" not in sources["add"] and "ff_erf" not in sources["add"]
+    assert "vec4 ff_relu(vec4 x)" in sources["relu"] and "ff_erf" not in sources["relu"]
+    for name in ("ff_erf", "ERF_SERIES", "ff_exp", "ff_copysign"):   # and what it calls
+        assert name in sources["erf"]
+    assert "ff_tanh" not in sources["erf"]
+    for source in sources.values():
+        assert len(source.splitlines()) < 150
+
+
 # -- large tensors ------------------------------------------------------------------------------
 def test_large(gl):
     """~1M elements: several texture rows, broadcasting along them."""
