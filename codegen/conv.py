@@ -14,12 +14,108 @@ Paths of the sums of products (a fragment computes one RGBA texel = 4 outputs):
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from ..ir.errors import FragflowError
 from ..ir.ops import conv as _conv
+from . import matmul
 from .common import make_kernel, operands, output_operand
 from .layout import strides
 from .reduce import unroll_for
+
+@dataclass(frozen=True)
+class PixelBlock:
+    """How the blocked depthwise kernel divides its output: a fragment per block of
+    rows x cols adjacent output pixels and channel texel, one render target per pixel
+    of the block (templates/depthwise_blocked.glsl.j2)."""
+    batch: int
+    out_h: int
+    out_w: int
+    c4: int              # output channel texels per pixel
+    rows: int
+    cols: int
+
+    @property
+    def rows_count(self) -> int:
+        return -(-self.out_h // self.rows)
+
+    @property
+    def cols_count(self) -> int:
+        return -(-self.out_w // self.cols)
+
+    @property
+    def fragments(self) -> int:
+        return self.batch * self.rows_count * self.cols_count * self.c4
+
+    @property
+    def targets(self) -> int:
+        return self.rows * self.cols
+
+
+# Depthwise filters up to this many taps run blocked (its loops are unrolled in Jinja:
+# a bigger window makes a long shader for little gain).
+BLOCKED_DEPTHWISE_TAPS = 49
+
+
+def blocked_conv(node, g, context, inputs, out, layouts, prefix, extra, epilogue, op,
+                 nodes):
+    """[blocked kernel, stitch] for a 2D convolution big enough to pay for the second
+    launch, or None. A plain convolution is a matmul of its windows with the filter:
+    fragments compute 4 pixels x 8 output channels (codegen/matmul.py's blocking);
+    a depthwise one computes 4 channels of 2 x 4 adjacent pixels, reading each input
+    texel of their shared footprint once."""
+    taps = math.prod(g["ksize"])
+    if out.layout.size * taps * (1 if context["depthwise"] else g["C"]) < \
+            matmul.BLOCKED_MIN_MACS:
+        return None
+    x, w = inputs
+    if context["depthwise"]:
+        return _blocked_depthwise(g, context, x, w, out, layouts, prefix, extra, epilogue,
+                                  op, nodes, taps)
+    blocking = matmul.choose_blocking(1, g["N"] * g["out_count"], g["COUT"])
+    blocks, names = matmul.target_operands(
+        blocking, out, matmul._max_texture_size(layouts, out), layouts)
+    fours = g["C"] % 4 == 0
+    main = matmul.blocked_kernel(
+        "conv_blocked.glsl.j2", prefix, op, nodes, [x, w], blocks, names, blocking, g=g,
+        xs=context["xs"], channels_in_fours=fours,
+        unroll=unroll_for(taps * g["C"] // (4 if fours else 1)))
+    stitch = matmul.stitch_kernel(blocks, out, prefix + "s", op, nodes, extra, epilogue,
+                                  mapping="matmul", blocking=blocking,
+                                  aligned=g["COUT"] % 4 == 0)
+    return [main, stitch]
+
+
+def _blocked_depthwise(g, context, x, w, out, layouts, prefix, extra, epilogue, op, nodes,
+                       taps):
+    c, mult = g["C"], g["M"]
+    if not ((mult == 1 and c % 4 == 0) or mult % 4 == 0) or taps > BLOCKED_DEPTHWISE_TAPS:
+        return None
+    out_h, out_w = g["out_size"]
+    cols = min(4, out_w)
+    rows = min(matmul.MAX_TARGETS // cols, out_h)
+    block = PixelBlock(g["N"], out_h, out_w, g["COUT"] // 4, rows, cols)
+    kh, kw = g["ksize"]
+    (sy, sx), (dy, dx) = g["strides"], g["dilations"]
+    uses = {}
+    for py in range(rows):
+        for px in range(cols):
+            for ky in range(kh):
+                for kx in range(kw):
+                    uses.setdefault((py * sy + ky * dy, px * sx + kx * dx), []).append(
+                        (py * cols + px, ky * kw + kx))
+    footprint = [(fy, fx, pairs) for (fy, fx), pairs in sorted(uses.items())]
+    blocks, names = matmul.target_operands(
+        block, out, matmul._max_texture_size(layouts, out), layouts)
+    main = matmul.blocked_kernel(
+        "depthwise_blocked.glsl.j2", prefix, op, nodes, [x, w], blocks, names, block,
+        block=block, g=g, xs=context["xs"], taps=taps, footprint=footprint,
+        footprint_rows=sorted({fy for fy, _, _ in footprint}),
+        footprint_cols=sorted({fx for _, fx, _ in footprint}))
+    stitch = matmul.stitch_kernel(blocks, out, prefix + "s", op, nodes, extra, epilogue,
+                                  mapping="depthwise", aligned=True, g=g, block=block)
+    return [main, stitch]
+
 
 # llvmpipe's limit is 65535 iterations per fragment; window ops whose loops would come
 # near it are refused with an error rather than silently cut short.
@@ -104,5 +200,10 @@ def lower_node(node, layouts, prefix, extra=(), epilogue=None, kernel_op=None,
                 f"past what llvmpipe runs (65535); use a smaller window or batch")
     if epilogue is not None and kind != "conv":
         raise FragflowError(f"{node.where()}: only convolutions take an epilogue")
+    if kind == "conv" and d == 2 and len(inputs) == 2:
+        blocked = blocked_conv(node, g, context, inputs, out, layouts, prefix, extra,
+                               epilogue, kernel_op or node.op, nodes or [node])
+        if blocked is not None:
+            return blocked
     return make_kernel("conv.glsl.j2", prefix, kernel_op or node.op, nodes or [node],
                        inputs + list(extra), out, g=g, epilogue=epilogue, **context)

@@ -70,6 +70,7 @@ def lower_fused_matmul(node, layouts, prefix):
              for k, v in enumerate(extra_vals)]
     for e in extra:
         e.index = broadcast_index(out.layout.shape, e.layout.shape)
+    _set_lanes(extra)
     acc_type = TensorType(out.layout.shape, _infer_acc_dtype(node))
     steps, result = glsl_steps(node.attrs["steps"], ["acc"] + [e.arg for e in extra],
                                [acc_type] + [v.type for v in extra_vals])
@@ -90,6 +91,7 @@ def lower_fused_conv(node, layouts, prefix):
              for k, v in enumerate(extra_vals)]
     for e in extra:
         e.index = broadcast_index(out.layout.shape, e.layout.shape)
+    _set_lanes(extra)
     acc_type = TensorType(out.layout.shape, "float32")
     steps, result = glsl_steps(node.attrs["steps"], ["acc"] + [e.arg for e in extra],
                                [acc_type] + [v.type for v in extra_vals])
@@ -97,6 +99,32 @@ def lower_fused_conv(node, layouts, prefix):
     return conv.lower_node(head, layouts, prefix, extra=extra, epilogue=epilogue,
                            kernel_op=f"fused_{node.attrs['conv_op']}",
                            nodes=_header_nodes(node))
+
+
+def lanes_mode(operand) -> str:
+    """How the four lanes e..e+3 (e % 4 == 0) of an output texel read an epilogue
+    operand through its broadcast index: "texel" when they read one aligned texel of it
+    in order (a bias along a last axis of 4k elements), "same" when all read one
+    element (a scalar, or a bias along an outer axis), else "lanes" (one fetch each)."""
+    if operand.dtype == "bool":
+        return "lanes"             # stored as int: read per lane, converted per lane
+    index = operand.index
+    inner = [(s, d, t) for s, d, t in index.terms if s < 4]
+    outer = [(s, d, t) for s, d, t in index.terms if s >= 4]
+    if any(s % 4 for s, _, _ in outer):
+        return "lanes"
+    if not inner:
+        return "same"
+    if len(inner) != 1:
+        return "lanes"
+    (s, d, t), = inner
+    aligned = index.offset % 4 == 0 and all(t_ % 4 == 0 for _, _, t_ in outer)
+    return "texel" if (s, t) == (1, 1) and d % 4 == 0 and aligned else "lanes"
+
+
+def _set_lanes(extra):
+    for e in extra:
+        e.lanes = lanes_mode(e)
 
 
 def _infer_acc_dtype(node) -> str:

@@ -43,6 +43,9 @@ class Kernel:
     # more render targets (layout locations 1, 2, ..) written by the same draw: blocked
     # kernels spread a fragment's block of results over several textures
     extra_outputs: tuple = ()
+    # > 0: the output is a 2D array texture of that many layers, layer j written by
+    # render target j (a blocked kernel's blocks; its stitch reads them as one sampler)
+    output_layers: int = 0
 
     @property
     def outputs(self) -> tuple:

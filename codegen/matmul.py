@@ -7,12 +7,13 @@ it feeds, so speed is fetches per multiply-add. A fragment of the one-kernel pat
 computes one texel (1 row x 4 columns) and fetches 5 texels per 16 multiply-adds; a
 blocked fragment computes R rows x CT column texels (4 x 2 by default, 32 results)
 and fetches R + 4 CT = 12 texels per 128 (0.09 per multiply-add instead of 0.31).
-Its results go to R * CT render targets (one draw): target j = r * CT + h holds, for
+Its results go to R * CT render targets (one draw; the layers of one array texture):
+target j = r * CT + h holds, for
 every fragment, the texel of row i0 + r * S and column texel c0 + h * NTC, where S
 and NTC are the slab heights (rows and column texels divided among the targets).
 Slabs, rather than interleaved rows, keep neighbouring output texels in the same
 target, so the stitch, which gathers every output texel from its target with one
-fetch and applies a fused epilogue (bias, activation), branches coherently.
+fetch and applies a fused epilogue (bias, activation), reads one layer per texel.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from dataclasses import dataclass, replace
 
 from ..ir.types import TensorType
 from .common import make_kernel, operands, output_operand
+from .kernel import Binding
 from .layout import affine_index, layout_for, strides
 from .operands import Operand
 from .reduce import unroll_for
@@ -81,35 +83,35 @@ def choose_blocking(batch: int, m: int, n: int) -> Blocking:
     return Blocking(batch, m, n, rows, cols)
 
 
-def target_operands(blocking: Blocking, out: Operand, max_texture_size: int,
-                    layouts: dict) -> list:
-    """The blocked kernel's render targets as operands (sampler names t0, t1, ..),
-    their layouts registered in `layouts` under names derived from the output's."""
+def target_operands(blocking, out: Operand, max_texture_size: int, layouts: dict) -> tuple:
+    """(the blocks, render target names): the blocked kernel writes its targets into
+    the layers of one array texture (value `<output>#blocks`, its per-layer layout
+    registered in `layouts`); the template names targets 1.. t1, t2, .."""
     ttype = TensorType((blocking.fragments * 4,), "float32")
     layout = layout_for(ttype, max_texture_size, f"{out.value}'s blocks")
-    targets = []
-    for j in range(blocking.targets):
-        name = f"{out.value}#block{j}"
-        layouts[name] = layout
-        targets.append(Operand(sampler=f"t{j}", value=name, layout=layout,
-                               type=str(ttype)))
-    return targets
+    name = f"{out.value}#blocks"
+    layouts[name] = layout
+    blocks = Operand(sampler="ff_blocks", value=name, layout=layout, type=str(ttype))
+    names = [Operand(sampler=f"t{j}", value=name, layout=layout, type=str(ttype))
+             for j in range(1, blocking.targets)]
+    return blocks, names
 
 
-def stitch_kernel(blocking, targets, out, prefix, op, nodes, extra=(), epilogue=None,
-                  **context):
+def blocked_kernel(template, prefix, op, nodes, inputs, blocks, names, blocking, **context):
+    """A blocked kernel writing blocking.targets render targets (layers of `blocks`)."""
+    kernel = make_kernel(template, prefix, op, nodes, inputs, blocks, blocking=blocking,
+                         extra_outputs=names, **context)
+    return replace(kernel, output_layers=blocking.targets)
+
+
+def stitch_kernel(blocks, out, prefix, op, nodes, extra=(), epilogue=None, **context):
     """The kernel that gathers each output texel from its target (and applies the
-    epilogue); `context` lets other blocked kernels (conv) pass their own mapping."""
-    return make_kernel("matmul_stitch.glsl.j2", prefix, op + "_stitch", nodes,
-                       list(targets) + list(extra), out, blocking=blocking,
-                       targets=targets, epilogue=epilogue, **context)
-
-
-def with_targets(kernel, targets):
-    """A kernel whose first target is its output and the others extra outputs."""
-    from .kernel import Binding
-    return replace(kernel, extra_outputs=tuple(Binding(t.sampler, t.value, t.layout)
-                                               for t in targets[1:]))
+    epilogue); `context` tells the template how the blocks map (matmul, depthwise)."""
+    kernel = make_kernel("matmul_stitch.glsl.j2", prefix, op + "_stitch", nodes,
+                         list(extra), out, blocks=blocks, epilogue=epilogue,
+                         epilogue_vec4=True, **context)
+    return replace(kernel, inputs=(Binding(blocks.sampler, blocks.value, blocks.layout),)
+                   + kernel.inputs)
 
 
 def blocked_matmul(node, a, b, out, prefix, layouts, extra=(), epilogue=None,
@@ -124,7 +126,7 @@ def blocked_matmul(node, a, b, out, prefix, layouts, extra=(), epilogue=None,
     nb = math.prod(batch_shape)
     blocking = choose_blocking(nb, m, n)
     max_size = _max_texture_size(layouts, out)
-    targets = target_operands(blocking, out, max_size, layouts)
+    blocks, names = target_operands(blocking, out, max_size, layouts)
     a_batch = affine_index(batch_shape, _batch_strides(a.layout.shape, batch_shape))
     b_batch = affine_index(batch_shape, _batch_strides(b.layout.shape, batch_shape))
     a_texels = not ta and k % 4 == 0              # a row's 4 consecutive k in one texel
@@ -134,16 +136,12 @@ def blocked_matmul(node, a, b, out, prefix, layouts, extra=(), epilogue=None,
         b_mode = "cols"                           # B[4 k, column] is one texel
     else:
         b_mode = "scalar"
-    step4 = a_texels or b_mode == "cols"
     bound = [a, b] if a is not b else [a, _alias(a)]
-    main = make_kernel("matmul_blocked.glsl.j2", prefix, op, nodes, bound, targets[0],
-                       blocking=blocking, extra_outputs=targets[1:], ta=ta, tb=tb, k=k,
-                       a_batch=a_batch, b_batch=b_batch, a_texels=a_texels,
-                       b_mode=b_mode, step4=step4,
-                       unroll=unroll_for(k // 4 if step4 else k))
-    main = with_targets(main, targets)
-    stitch = stitch_kernel(blocking, targets, out, prefix + "s", op, nodes, extra,
-                           epilogue, mapping="matmul")
+    main = blocked_kernel("matmul_blocked.glsl.j2", prefix, op, nodes, bound, blocks, names,
+                          blocking, ta=ta, tb=tb, k=k, a_batch=a_batch, b_batch=b_batch,
+                          a_texels=a_texels, b_mode=b_mode, unroll=unroll_for(k // 4))
+    stitch = stitch_kernel(blocks, out, prefix + "s", op, nodes, extra, epilogue,
+                           mapping="matmul", blocking=blocking, aligned=n % 4 == 0)
     return [main, stitch]
 
 

@@ -8,7 +8,7 @@ from OpenGL import GL
 
 from ..codegen.layout import Layout
 from .device import Device
-from .gl_resources import RenderTargets, Texture, check_gl
+from .gl_resources import ArrayTexture, RenderTargets, Texture, check_gl
 
 
 class Slot:
@@ -77,7 +77,7 @@ def draw(program_id, inputs, uniforms, out, width, height, bound=BOUND) -> None:
             if bound.active_unit != unit:
                 GL.glActiveTexture(_TEXTURE0 + unit)
                 bound.active_unit = unit
-            GL.glBindTexture(_TEXTURE_2D, texture_id)
+            GL.glBindTexture(slot.texture.target, texture_id)
             textures[unit] = texture_id
     fbo = out.texture.fbo
     if bound.framebuffer != fbo:
@@ -160,6 +160,7 @@ class GLPlan:
         self._owned: list = []
         self._launches: list = []
         self._framebuffers: list = []      # RenderTargets of multi-output kernels
+        self._arrays: list = []            # ArrayTextures of blocked kernels' targets
         try:
             self._build(program, variables, variable_values)
         except BaseException:
@@ -202,6 +203,9 @@ class GLPlan:
                     for s in program.steps if s[0] != "alias"}
         produced |= {b.value for s in program.steps if s[0] == "kernel"
                      for b in s[1].extra_outputs}
+        # layered outputs live in the plan's own array textures, never in the pool's
+        produced -= {s[1].output.value for s in program.steps
+                     if s[0] == "kernel" and s[1].output_layers}
         last_use = {}
         for index, step in enumerate(program.steps):
             if step[0] == "kernel":
@@ -215,15 +219,24 @@ class GLPlan:
                 continue
             out = step[1] if step[0] == "empty" else step[1].output.value
             layout = layouts[out]
-            reusable = free.get(layout.texture_key) if out not in pinned else None
-            slot_of[out] = reusable.pop() if reusable else new_slot(layout)
+            layers = step[1].output_layers if step[0] == "kernel" else 0
+            if layers:
+                self._arrays.append(ArrayTexture(layout.width, layout.height, layers))
+                slot_of[out] = Slot(self._arrays[-1])
+            else:
+                reusable = free.get(layout.texture_key) if out not in pinned else None
+                slot_of[out] = reusable.pop() if reusable else new_slot(layout)
             if step[0] == "kernel":
                 kernel = step[1]
                 program_id = self.device.programs.get(kernel)
                 inputs = tuple(slot_of[root.get(b.value, b.value)] for b in kernel.inputs)
                 uniforms = self.device.programs.uniform_setters(program_id, kernel)
                 target = slot_of[out]
-                if kernel.extra_outputs:        # several render targets, one draw
+                if layers:                      # render targets: the array's layers
+                    targets = RenderTargets(array=slot_of[out].texture)
+                    self._framebuffers.append(targets)
+                    target = Slot(targets)
+                elif kernel.extra_outputs:      # several render targets, one draw
                     for b in kernel.extra_outputs:
                         reusable = free.get(layouts[b.value].texture_key)
                         slot_of[b.value] = reusable.pop() if reusable else \
@@ -297,12 +310,15 @@ class GLPlan:
         return results
 
     def textures(self) -> list:
-        return [s.texture for s in self._owned]
+        return [s.texture for s in self._owned] + list(self._arrays)
 
     def release(self) -> None:
         for targets in self._framebuffers:
             targets.delete()
         self._framebuffers.clear()
+        for array in self._arrays:
+            array.delete()
+        self._arrays.clear()
         for slot in self._owned:
             self.device.pool.release(slot.texture)
         self._owned.clear()

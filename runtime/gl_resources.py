@@ -40,6 +40,7 @@ def check_gl(what: str) -> None:
 class Texture:
     """An RGBA texture of one format, with a framebuffer to render into it."""
     __slots__ = ("id", "fbo", "width", "height", "format")
+    target = GL.GL_TEXTURE_2D          # what draw() binds it as
 
     def __init__(self, width: int, height: int, fmt: str):
         internal, pixel_format, pixel_type, _ = _FORMATS[fmt]
@@ -89,29 +90,67 @@ class Texture:
         GL.glDeleteTextures(1, [self.id])
 
 
-class RenderTargets:
-    """A framebuffer with several textures attached (COLOR_ATTACHMENT0, 1, ..): one
-    draw writes them all (a blocked kernel's render targets). Stands where a Texture
-    stands as a launch's output: `fbo`, and readback() of the first attachment."""
-    __slots__ = ("fbo", "textures")
+class ArrayTexture:
+    """An RGBA32F 2D array texture: a blocked kernel's render targets, one layer each,
+    which its stitch kernel reads as one sampler2DArray (one fetch, no branch on the
+    target: llvmpipe runs both sides of a branch, so choosing among 8 textures fetched
+    from all 8). Owned by the plan that made it, not pooled."""
+    __slots__ = ("id", "width", "height", "layers")
+    target = GL.GL_TEXTURE_2D_ARRAY
+    format = "rgba32f"
 
-    def __init__(self, textures):
-        self.textures = list(textures)
+    def __init__(self, width: int, height: int, layers: int):
+        self.width, self.height, self.layers = width, height, layers
+        self.id = int(GL.glGenTextures(1))
+        GL.glBindTexture(GL.GL_TEXTURE_2D_ARRAY, self.id)
+        GL.glTexImage3D(GL.GL_TEXTURE_2D_ARRAY, 0, GL.GL_RGBA32F, width, height, layers, 0,
+                        GL.GL_RGBA, GL.GL_FLOAT, None)
+        for pname in (GL.GL_TEXTURE_MIN_FILTER, GL.GL_TEXTURE_MAG_FILTER):
+            GL.glTexParameteri(GL.GL_TEXTURE_2D_ARRAY, pname, GL.GL_NEAREST)
+        GL.glTexParameteri(GL.GL_TEXTURE_2D_ARRAY, GL.GL_TEXTURE_MAX_LEVEL, 0)
+
+    @property
+    def nbytes(self) -> int:
+        return self.width * self.height * 16 * self.layers
+
+    def delete(self) -> None:
+        GL.glDeleteTextures(1, [self.id])
+
+
+class RenderTargets:
+    """A framebuffer with several color attachments (COLOR_ATTACHMENT0, 1, ..): one draw
+    writes them all. Either textures, or the layers of one ArrayTexture. Stands where a
+    Texture stands as a launch's output: `fbo`, and readback() of the first one."""
+    __slots__ = ("fbo", "width", "height")
+    format = "rgba32f"
+
+    def __init__(self, textures=(), array=None):
+        textures = list(textures)
+        count = array.layers if array is not None else len(textures)
+        first = array if array is not None else textures[0]
+        self.width, self.height = first.width, first.height
         self.fbo = int(GL.glGenFramebuffers(1))
         GL.glBindFramebuffer(GL.GL_FRAMEBUFFER, self.fbo)
-        attachments = [GL.GL_COLOR_ATTACHMENT0 + j for j in range(len(self.textures))]
-        for attachment, texture in zip(attachments, self.textures):
-            GL.glFramebufferTexture2D(GL.GL_FRAMEBUFFER, attachment, GL.GL_TEXTURE_2D,
-                                      texture.id, 0)
-        GL.glDrawBuffers(len(attachments), attachments)    # per-framebuffer state: once
+        attachments = [GL.GL_COLOR_ATTACHMENT0 + j for j in range(count)]
+        for j, attachment in enumerate(attachments):
+            if array is not None:
+                GL.glFramebufferTextureLayer(GL.GL_FRAMEBUFFER, attachment, array.id, 0, j)
+            else:
+                GL.glFramebufferTexture2D(GL.GL_FRAMEBUFFER, attachment, GL.GL_TEXTURE_2D,
+                                          textures[j].id, 0)
+        GL.glDrawBuffers(count, attachments)    # per-framebuffer state: set once
+        GL.glReadBuffer(GL.GL_COLOR_ATTACHMENT0)
         status = GL.glCheckFramebufferStatus(GL.GL_FRAMEBUFFER)
         if status != GL.GL_FRAMEBUFFER_COMPLETE:
             self.delete()
-            raise BackendError(f"cannot render into {len(self.textures)} textures at once "
+            raise BackendError(f"cannot render into {count} textures at once "
                                f"(framebuffer status {status:#x})")
 
     def readback(self) -> np.ndarray:
-        return self.textures[0].readback()
+        out = np.empty(self.width * self.height * 4, np.float32)
+        GL.glBindFramebuffer(GL.GL_FRAMEBUFFER, self.fbo)
+        GL.glReadPixels(0, 0, self.width, self.height, GL.GL_RGBA, GL.GL_FLOAT, out)
+        return out
 
     def delete(self) -> None:
         GL.glDeleteFramebuffers(1, [self.fbo])

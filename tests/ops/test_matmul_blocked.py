@@ -32,7 +32,7 @@ def test_the_blocked_path_is_taken(gl, monkeypatch):
         ops = [k.op for k in fn.kernels]
         assert ops == ["fused_matmul", "fused_matmul_stitch"], ops
         main = fn.kernels[0]
-        assert len(main.outputs) == 8 and len(main.extra_outputs) == 7
+        assert main.output_layers == 8       # 8 render targets, layers of one texture
         rng = np.random.default_rng(0)
         av = rng.standard_normal((64, 48)).astype(np.float32)
         bv = rng.standard_normal((48, 64)).astype(np.float32)
