@@ -420,7 +420,7 @@ def first_run_child():
     start = time.perf_counter()
     fn = sess.compile([probs], feeds=[x])
     compiled = time.perf_counter() - start
-    fn(image)
+    (first_out,) = fn(image)
     gl_finish()
     first = time.perf_counter() - start
     times = []
@@ -429,6 +429,8 @@ def first_run_child():
         fn(image)
         gl_finish()
         times.append(time.perf_counter() - t0)
+    check("W8 (first run)", first_out, ff.Session(g, backend="numpy").run(probs, {x: image}),
+          rtol=1e-3, atol=1e-5)
     print(json.dumps({"graph_build_s": build, "context_s": context, "compile_s": compiled,
                       "first_s": first,
                       "steady_s": statistics.median(times),
