@@ -28,6 +28,8 @@ LLVMPIPE_LOOP_LIMIT = 65535
 ELEMENTS_PER_INVOCATION = 4       # one RGBA texel per fragment shader invocation
 # main()'s own loop over the texel's four elements counts against the same limit
 LANE_LOOP_ITERATIONS = 4
+# counts stop here: far past any limit, and still a number a message can print
+MAX_COUNTED = 1 << 62
 
 _COMMENTS = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 _FOR = re.compile(r"\bfor\s*\(")
@@ -101,39 +103,41 @@ def _component(vector, index):
 
 
 # -- reading loops ---------------------------------------------------------------------
-def _matching(text: str, start: int, open_: str, close: str) -> int:
-    """Index of the bracket closing the one at text[start]; -1 if none."""
-    depth = 0
-    for k in range(start, len(text)):
-        if text[k] == open_:
-            depth += 1
-        elif text[k] == close:
-            depth -= 1
-            if depth == 0:
-                return k
-    return -1
+def _brackets(text: str) -> dict:
+    """{index of an opening bracket: index of its closing one} for (), [] and {}, in
+    one pass (an unclosed one is missing)."""
+    pairs, stacks = {}, {"(": [], "[": [], "{": []}
+    closing = {")": "(", "]": "[", "}": "{"}
+    for k, ch in enumerate(text):
+        if ch in stacks:
+            stacks[ch].append(k)
+        elif ch in closing and stacks[closing[ch]]:
+            pairs[stacks[closing[ch]].pop()] = k
+    return pairs
 
 
-def _statement_end(text: str, start: int) -> int:
-    """Index just past the statement starting at text[start] (a block, a nested for, or
-    anything up to its ';')."""
+def _statement_end(text: str, start: int, pairs: dict, loop_ends: dict) -> int:
+    """Index just past the statement starting at or after text[start]: a block, a for
+    loop (loop_ends: its end, by where it starts, for loops already read), an if /
+    else with blocks, or anything up to its ';'."""
     k = start
     while k < len(text) and text[k].isspace():
         k += 1
     if k < len(text) and text[k] == "{":
-        end = _matching(text, k, "{", "}")
-        return len(text) if end < 0 else end + 1
-    loop = _FOR.match(text, k)
-    if loop:
-        header_end = _matching(text, loop.end() - 1, "(", ")")
-        return len(text) if header_end < 0 else _statement_end(text, header_end + 1)
-    depth = 0
+        return pairs.get(k, len(text) - 1) + 1
+    if k in loop_ends:                  # for (...) for (...) s;
+        return loop_ends[k]
     while k < len(text):
-        if text[k] in "({[":
-            depth += 1
-        elif text[k] in ")}]":
-            depth -= 1
-        elif text[k] == ";" and depth <= 0:
+        if text[k] == "{":              # if (c) { ... } ends here, unless an else follows
+            k = pairs.get(k, len(text) - 1) + 1
+            rest = text[k:k + 16].lstrip()
+            if not re.match(r"else\b", rest):
+                return k
+            continue
+        if text[k] in "([":
+            k = pairs.get(k, len(text) - 1) + 1               # skip the bracketed part
+            continue
+        if text[k] == ";":
             return k + 1
         k += 1
     return len(text)
@@ -188,38 +192,48 @@ def _increment(step: str, var: str, constants: dict):
     return None
 
 
-def _block_iterations(text: str, constants: dict) -> int:
-    """Known loop iterations of one run of text: each loop's trips times (1 + what its
-    body runs), summed."""
-    total, k = 0, 0
-    while True:
-        loop = _FOR.search(text, k)
-        if not loop:
-            return total
-        header_end = _matching(text, loop.end() - 1, "(", ")")
-        if header_end < 0:
-            return total
-        body_end = _statement_end(text, header_end + 1)
-        trips = _trips(text[loop.end():header_end], constants)
-        if trips:
-            total += trips * (1 + _block_iterations(text[header_end + 1:body_end],
-                                                    constants))
-        k = body_end
+def _loops(text: str, constants: dict) -> list:
+    """[(start, body start, body end, trips or None)] of every for loop, in order."""
+    pairs = _brackets(text)
+    headers = [(m.start(), m.end(), pairs[m.end() - 1]) for m in _FOR.finditer(text)
+               if m.end() - 1 in pairs]
+    loops, loop_ends = [], {}
+    for start, header_start, header_end in reversed(headers):   # inner loops first
+        body_end = _statement_end(text, header_end + 1, pairs, loop_ends)
+        loop_ends[start] = body_end
+        loops.append((start, header_end + 1, body_end,
+                      _trips(text[header_start:header_end], constants)))
+    return loops[::-1]
 
 
 def loop_iterations(glsl: str, constants: dict) -> int:
     """A lower bound of the loop iterations one element's run of glsl makes (0 when no
-    bound is known). constants: name -> number, or tuple for vector shapes."""
+    bound is known): each loop's trips times (1 + what one run of its body makes),
+    summed. constants: name -> number, or tuple for vector shapes. Linear in the
+    text's length, however deep the loops nest (no recursion)."""
     text = _COMMENTS.sub(" ", glsl)
     known = dict(constants)
     for name, expression in _CONST.findall(text):
         value = evaluate(expression, known)
         if value is not None:
             known[name] = value
-    try:
-        return _block_iterations(text, known)
-    except RecursionError:      # loops nested thousands deep: not worth a guess
-        return 0
+    loops = _loops(text, known)
+    parent, open_loops = {}, []          # loop index -> the loop whose body holds it
+    for index, (start, _, _, _) in enumerate(loops):
+        while open_loops and loops[open_loops[-1]][2] <= start:
+            open_loops.pop()
+        parent[index] = open_loops[-1] if open_loops else None
+        open_loops.append(index)
+    inner = [0] * len(loops)             # iterations of one run of each loop's body
+    total = 0
+    for index in reversed(range(len(loops))):     # bodies before the loops around them
+        trips = loops[index][3] or 0
+        made = min(trips * (1 + inner[index]), MAX_COUNTED)
+        if parent[index] is None:
+            total += made
+        else:
+            inner[parent[index]] += made
+    return total
 
 
 # -- the program's constants and the warning ----------------------------------------
@@ -256,9 +270,9 @@ def check_program_loops(attrs, input_shapes, output_shape, source: str) -> int:
         max(1, min(ELEMENTS_PER_INVOCATION, size))
     per_invocation = per_element * lanes + LANE_LOOP_ITERATIONS
     if per_invocation > LLVMPIPE_LOOP_LIMIT:
+        where = f" ({source})" if source else ""
         warn_loop_limit(
-            f"program '{attrs['name']}'"
-            f"{' (' + source + ')' if source else ''}: its loops run {per_element:,} "
+            f"program '{attrs['name']}'{where}: its loops run at least {per_element:,} "
             f"iterations per element, {per_invocation:,} per shader invocation "
             f"({lanes} element{'s' if lanes > 1 else ''} each); llvmpipe (Mesa's CPU "
             f"driver) silently ends a shader invocation's loops after "

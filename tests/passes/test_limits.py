@@ -278,8 +278,14 @@ def test_loop_iterations_reads_for_headers():
     assert loop_iterations("for (int i = 0; i < xSize; i++) {} while (true) {}",
                            {"xSize": None}) == 0
     assert loop_iterations("for (int i = 0; i < 10; i--) {}", {}) == 0
-    deep = "for (int i = 0; i < 2; i++) {" * 3000 + "}" * 3000
-    assert loop_iterations(deep, {}) == 0          # no RecursionError from the reader
+    # if / else blocks end a loop's statement: the loop after them is not nested
+    branches = ("for (int k = 0; k < 3; k++) if (k > 1) { a; } else { for (int j = 0; "
+                "j < 10; j++) {} } for (int q = 0; q < 5; q++) {}")
+    assert loop_iterations(branches, {}) == 3 * (1 + 10) + 5
+    # thousands deep, braced or not: read in linear time, no recursion
+    for deep in ["for (int i = 0; i < 2; i++) {" * 3000 + "}" * 3000,
+                 "for (int i = 0; i < 2; i++) " * 3000 + "s += 1.0;"]:
+        assert loop_iterations(deep, {}) > 2 ** 60
 
 
 @pytest.mark.parametrize("glsl, uniforms, values", [
