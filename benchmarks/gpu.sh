@@ -3,10 +3,11 @@
 #
 #     benchmarks/gpu.sh [out-dir [bench.py options]]     (default out-dir: out/gpu)
 #
-# Makes the venv (make install), prints `fragflow info` (it must name the GPU, not
+# Makes the venv (make install; offline, an installed python), prints `fragflow info` (it must name the GPU, not
 # llvmpipe), runs the GL tests, then the benchmark; writes out-dir/bench.json and
 # out-dir/bench.md (the table for the README, beside the llvmpipe one).
-# FRAGFLOW_GPU_ALLOW_SOFTWARE=1 runs it on a software renderer too (to try the script).
+# FRAGFLOW_GPU_ALLOW_SOFTWARE=1 runs it on a software renderer too (to try the script);
+# FRAGFLOW_GPU_NO_INSTALL=1 PYTHON=... skips make install; GPU_TESTS picks test paths.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-out/gpu}
@@ -24,8 +25,26 @@ fi
 
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total \
     --format=csv,noheader || echo "nvidia-smi not found"
-make install
-.venv/bin/fragflow info | tee "$out/info.txt"
+# The venv: make install (needs the package index), else a python that already has
+# fragflow's dependencies (a machine without network), with fragflow from this tree.
+if [ -z "${FRAGFLOW_GPU_NO_INSTALL:-}" ] && make install; then
+    py=.venv/bin/python
+else
+    py=${PYTHON:-python3}
+    echo "gpu.sh: make install failed (no network?); using $py with PYTHONPATH" >&2
+    # the view first, then the tree (for tests/); not the tree's fragflow/ (3.11+)
+    export PYTHONSAFEPATH=1
+    view=$PWD/$out/pythonpath
+    export PYTHONPATH=$view:$PWD${PYTHONPATH:+:$PYTHONPATH}
+    # fragflow's subpackages are the top-level folders: a fragflow/ view of them
+    mkdir -p "$view/fragflow"
+    ln -sf "$PWD/fragflow/__init__.py" "$view/fragflow/__init__.py"
+    for d in ir passes codegen runtime frontend tools; do
+        ln -sfn "$PWD/$d" "$view/fragflow/$d"
+    done
+fi
+"$py" -c "import sys; from fragflow.tools.cli import main; sys.exit(main(['info']))" \
+    | tee "$out/info.txt"
 if grep -qi "llvmpipe\|softpipe\|swrast" "$out/info.txt" && \
         [ -z "${FRAGFLOW_GPU_ALLOW_SOFTWARE:-}" ]; then
     echo "gpu.sh: the GL context is a software renderer, not the GPU (see above);" \
@@ -33,11 +52,12 @@ if grep -qi "llvmpipe\|softpipe\|swrast" "$out/info.txt" && \
     exit 1
 fi
 
-.venv/bin/python -m pytest -q -p no:cacheprovider tests/ops tests/runtime tests/frontend \
-    tests/models tests/autodiff/test_manual_training.py > "$out/tests.txt" 2>&1 \
+# shellcheck disable=SC2086
+"$py" -m pytest -q -p no:cacheprovider ${GPU_TESTS:-tests/ops tests/runtime tests/frontend \
+    tests/models tests/autodiff/test_manual_training.py} > "$out/tests.txt" 2>&1 \
     || echo "gpu.sh: some GL tests FAILED on this GPU (see $out/tests.txt)" >&2
 tail -3 "$out/tests.txt"
 
 # torch (when installed) is imported by the benchmark before fragflow's context.
-.venv/bin/python benchmarks/bench.py --json "$out/bench.json" "$@" | tee "$out/bench.md"
+"$py" benchmarks/bench.py --json "$out/bench.json" "$@" | tee "$out/bench.md"
 echo "gpu.sh: table in $out/bench.md, figures in $out/bench.json"
