@@ -1,13 +1,13 @@
-"""Lowering the reduce family to templates/reduce.glsl.j2: reductions (logsumexp
-among them), softmax / log_softmax, cumsum, and lrn / lrn_grad."""
+"""Lowering the reduce family: reductions (logsumexp among them) and softmax /
+log_softmax as trees of passes (codegen/reduce_tree.py), cumsum as a scan
+(codegen/scan.py), lrn / lrn_grad (templates/reduce.glsl.j2)."""
 from __future__ import annotations
 
 from ..ir.errors import AttrError
 from ..ir.types import normalize_axes
 from .common import make_kernel, operands, output_operand
-from .environment import glsl_float, glsl_int
-from .layout import affine_index, strides
-from . import reduce_tree
+from .environment import glsl_float
+from . import reduce_tree, scan
 
 # llvmpipe ends a shader invocation's loops after 65535 iterations in all (one limiter
 # per shader, shared by every loop in it), without an error. Keep a kernel's iterations
@@ -28,28 +28,6 @@ def reduction_kernel(node, x, out, axes, reduce_op: str, prefix: str, kernel_op=
     """The kernels (a tree of passes, codegen/reduce_tree.py) reducing operand x over
     axes into out (also used by sum_like)."""
     return reduce_tree.reduction_kernels(node, x, out, axes, reduce_op, prefix, kernel_op)
-
-
-def _along_axis(x, axis):
-    """What a kernel walking one axis of x needs: its length, its stride and, per
-    element, where the element's slice along the axis starts."""
-    shape = x.layout.shape
-    in_strides = strides(shape)
-    start_strides = [0 if a == axis else s for a, s in enumerate(in_strides)]
-    return {"count": shape[axis], "stride": in_strides[axis],
-            "start_index": affine_index(shape, start_strides)}
-
-
-def cumsum_kernel(node, x, out, prefix):
-    axis = normalize_axes(node.attrs["axis"], len(x.layout.shape))[0]
-    along = _along_axis(x, axis)
-    # Along a contiguous axis one lane per texel sums whole texels, four a trip (a
-    # sixteenth of the trips); elsewhere each lane walks its own range.
-    contiguous = along["stride"] == 1
-    trips = along["count"] // 16 + 8 if contiguous else along["count"]
-    return make_kernel("reduce.glsl.j2", prefix, "cumsum", [node], [x], out, kind="cumsum",
-                       contiguous=contiguous, exclusive=node.attrs["exclusive"],
-                       reverse=node.attrs["reverse"], unroll=unroll_for(trips), **along)
 
 
 def lrn_kernel(node, inputs, out, prefix):
@@ -79,7 +57,9 @@ def lower_node(node, layouts, prefix):
         axis = normalize_axes(node.attrs["axis"], len(inputs[0].layout.shape))[0]
         return reduce_tree.softmax_kernels(node, inputs[0], out, axis, prefix, layouts)
     if node.op == "cumsum":
-        return cumsum_kernel(node, inputs[0], out, prefix)
+        axis = normalize_axes(node.attrs["axis"], len(inputs[0].layout.shape))[0]
+        return scan.cumsum_kernels(node, inputs[0], out, axis, node.attrs["exclusive"],
+                                   node.attrs["reverse"], prefix, layouts)
     if node.op in ("lrn", "lrn_grad"):
         return lrn_kernel(node, inputs, out, prefix)
     x = inputs[0]

@@ -34,7 +34,7 @@ from .operands import Operand
 from . import reduce as _limits       # LOOP_TRIPS / unroll_for, read when used
 
 MIN_FRAGMENTS = 16384       # four full 64x64 tiles
-WINDOW_MIN = 64             # a pass reduces its axis at least this much
+WINDOW_MIN = 256            # a pass reduces its axis at least this much
 WINDOW_MAX = 2048           # the most elements one output element reduces in a pass
 SMALL_WORK = 1 << 16        # elements a single pass reduces without splitting the axis
 MIN_UNROLL = 4              # the hot loops' bodies, unrolled (llvmpipe's loop overhead)
@@ -207,27 +207,38 @@ def tree_reduce(builder: TreeBuilder, x: Operand, out: Operand, axes, op: str,
         if last and finish_op == "logsumexp":
             inputs.append(slice_max)
         bound = _bind(inputs)
-        init = _init(pass_op, x.dtype)
-        trips = step.window + 8
-        builder.add("reduce_tree.glsl.j2", list(bound.values()), target, kind="pass",
-                    rop=pass_op,
-                    mode=step.mode, outer=step.outer, length=step.length,
-                    inner=step.inner, window=step.window, out_length=step.out_length,
-                    axis_length=shape[axes[0]] if arg and axes else 1,
-                    aligned=step.length % 4 == 0 and step.window % 4 == 0,
-                    values=values and bound[values.value],
-                    shift=bound[shift.value] if pass_op == "sumexp" else None,
-                    shift_index=shift_index,
-                    slice_max=bound[slice_max.value] if last and finish_op == "logsumexp"
-                    else None,
-                    finish_op=finish_op if last else "", count=count, init=init,
-                    unroll=max(MIN_UNROLL if step.window >= 16 else 1,
-                               _limits.unroll_for(trips)),
-                    pass_number=number + 1, pass_count=len(steps))
+        emit_pass(builder, bound, target, step, pass_op,
+                  axis_length=shape[axes[0]] if arg and axes else 1,
+                  values=values and bound[values.value],
+                  shift=bound[shift.value] if pass_op == "sumexp" else None,
+                  shift_index=shift_index,
+                  slice_max=bound[slice_max.value] if last and finish_op == "logsumexp"
+                  else None,
+                  finish_op=finish_op if last else "", count=count,
+                  pass_number=number + 1, pass_count=len(steps))
         if arg and number == 0:
             values = x
         src = target
     return out
+
+
+def emit_pass(builder: TreeBuilder, bound: dict, target: Operand, step: Pass, op: str,
+              **context) -> Operand:
+    """One pass kernel: the first bound operand viewed as step's outer x length x inner,
+    reduced with op into target (context: what templates/reduce_tree.glsl.j2's pass
+    takes beyond the step: values, shift, finish_op, ...)."""
+    src = next(iter(bound.values()))
+    trips = step.window + 8
+    defaults = dict(axis_length=1, values=None, shift=None, shift_index=None,
+                    slice_max=None, finish_op="", count=1, pass_number=1, pass_count=1)
+    builder.add("reduce_tree.glsl.j2", list(bound.values()), target, kind="pass",
+                rop=op, mode=step.mode, outer=step.outer, length=step.length,
+                inner=step.inner, window=step.window, out_length=step.out_length,
+                aligned=step.length % 4 == 0 and step.window % 4 == 0,
+                init=_init(op, (context.get("values") or src).dtype),
+                unroll=max(MIN_UNROLL if step.window >= 16 else 1, _limits.unroll_for(trips)),
+                **{**defaults, **context})
+    return target
 
 
 def _init(op: str, dtype: str) -> str:

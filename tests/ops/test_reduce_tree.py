@@ -16,7 +16,7 @@ import pytest
 
 import fragflow as ff
 from fragflow.codegen import reduce as reduce_codegen
-from fragflow.codegen import reduce_tree
+from fragflow.codegen import reduce_tree, scan
 from tests.gradcheck import check_gradients
 from tests.reference import assert_matches, run_both
 
@@ -33,6 +33,7 @@ def small_windows(monkeypatch):
     monkeypatch.setattr(reduce_tree, "WINDOW_MAX", 8)
     monkeypatch.setattr(reduce_tree, "SMALL_WORK", 8)
     monkeypatch.setattr(reduce_tree, "MIN_FRAGMENTS", 4)
+    monkeypatch.setattr(scan, "BLOCK", {"contiguous": 8, "strided": 4})
 
 
 def scale_of(op, data, axis, keepdims=False):
@@ -110,7 +111,8 @@ def test_reductions_over_long_and_awkward_axes(gl):
         for name, (data, axes) in cases.items():
             x = ff.placeholder(data.shape, name=name)
             feeds[x] = data
-            for op in ("sum", "mean", "max", "min"):
+            # sum and max everywhere; mean and min (the same passes) once each
+            for op in ("sum", "max") if name != "rows" else ("sum", "mean", "max", "min"):
                 for axis in axes:
                     label = f"{op} {name} axis={axis}"
                     fetches[label] = REDUCTIONS[op](x, axis=axis, keepdims=name == "mixed")
@@ -226,6 +228,69 @@ def test_a_node_runs_as_several_kernels_with_values_between_them(gl):
     assert all(v.startswith(y.name + ":r") for v in between)
 
 
+# --- cumsum ---------------------------------------------------------------------------
+
+def np_cumsum(x, axis, exclusive, reverse):
+    """In float64 (numpy's float32 running sum drifts on long axes)."""
+    wide = x.astype(np.float64) if x.dtype == np.float32 else x
+    if reverse:
+        wide = np.flip(wide, axis)
+    out = np.cumsum(wide, axis=axis, dtype=wide.dtype)
+    if exclusive:
+        out = np.concatenate([np.zeros_like(np.take(out, [0], axis=axis)),
+                              np.take(out, range(x.shape[axis] - 1), axis=axis)], axis=axis)
+    if reverse:
+        out = np.flip(out, axis)
+    return np.ascontiguousarray(out).astype(x.dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+def test_cumsum_scans_across_blocks_in_every_mode(gl, dtype):
+    rng = np.random.default_rng(17)
+    cases = {"rows": ((3, 1001), 1), "cols": ((1001, 3), 0), "cols4": ((2, 700, 8), 1),
+             "long": ((70001,), 0)}
+    if dtype == "int32":
+        del cases["long"], cases["cols"]       # the same kernels as float32's
+    g = ff.Graph()
+    with g.as_default():
+        feeds, fetches, expected, scales = {}, {}, {}, {}
+        for name, (shape, axis) in cases.items():
+            data = (rng.uniform(-2, 2, shape).astype(np.float32) if dtype == "float32"
+                    else rng.integers(-2 ** 31, 2 ** 31 - 1, shape, dtype=np.int64)
+                    .astype(np.int32))                  # int32 sums wrap
+            x = ff.placeholder(shape, dtype, name=name)
+            feeds[x] = data
+            for exclusive in (False, True):
+                for reverse in (False, True):
+                    label = f"{name} exclusive={exclusive} reverse={reverse}"
+                    fetches[label] = ff.cumsum(x, axis, exclusive, reverse)
+                    with np.errstate(over="ignore"):
+                        expected[label] = np_cumsum(data, axis, exclusive, reverse)
+                    if dtype == "float32":
+                        scales[label] = np_cumsum(np.abs(data), axis, exclusive, reverse)
+    out, ref = run_both(g, fetches, feeds)
+    for label in fetches:
+        assert_matches(out[label], ref[label], rtol=RTOL, scale=scales.get(label),
+                       what=f"{label} (reference executor)")
+        assert_matches(out[label], expected[label], rtol=RTOL, scale=scales.get(label),
+                       what=f"{label} (float64 formula)")
+
+
+def test_cumsum_infinities_and_nan_cross_blocks(gl, small_windows):
+    data = np.random.default_rng(18).uniform(-1, 1, (3, 37)).astype(np.float32)
+    data[0, 5] = inf                    # inf from block 0 on
+    data[1, 9], data[1, 30] = inf, -inf  # NaN from the second on
+    data[2, 20] = nan
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder(data.shape, name="x")
+        fetches = {f"{e} {r}": ff.cumsum(x, 1, e, r) for e in (False, True)
+                   for r in (False, True)}
+    out = check_all(g, fetches, {x: data})
+    assert out["False False"][0, 36] == inf and np.isnan(out["False False"][1, 36])
+    assert not np.isnan(out["False False"][2, :20]).any()
+
+
 # --- gradients -------------------------------------------------------------------------
 
 def test_gradients_through_trees_match_finite_differences(gl, small_windows):
@@ -234,6 +299,7 @@ def test_gradients_through_trees_match_finite_differences(gl, small_windows):
     check_gradients(lambda t: ff.softmax(t, 1) * ff.reduce_logsumexp(t, 0), {"x": x})
     check_gradients(lambda t: ff.log_softmax(t, 0) + ff.mean(t, 1, keepdims=True), {"x": x})
     check_gradients(lambda t: ff.max(t, 1) + ff.sum(t * t, 0)[:5], {"x": x})
+    check_gradients(lambda t: ff.cumsum(t, 1) * ff.cumsum(t, 0, True, True), {"x": x})
 
 
 def test_gradient_graphs_reduce_with_trees(gl):

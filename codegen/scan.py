@@ -1,0 +1,70 @@
+"""cumsum as a scan in log passes (templates/reduce.glsl.j2's cumsum kernel and a
+reduce_tree pass).
+
+An element's running sum walks back to the start of its slice, which costs a long axis
+its length per element. Instead the axis is cut into blocks of BLOCK elements:
+
+    block sums   one tree pass (window BLOCK) sums each block;
+    offsets      the exclusive running sums of the block sums (the same scan, again,
+                 over an axis BLOCK times shorter, down to one block);
+    final        each element's running sum within its block, plus its block's offset.
+
+Reversed scans reverse each step (the offset of a block is the sum of the blocks after
+it). An element walks at most BLOCK elements, so each kernel's loops stay far below
+llvmpipe's 65535 iterations for any axis length.
+"""
+from __future__ import annotations
+
+import math
+
+from .layout import affine_index, strides
+from .operands import Operand
+from .reduce_tree import Pass, TreeBuilder, _bind, emit_pass
+from . import reduce as _limits
+
+# Elements per block: a contiguous axis sums whole texels (a quarter of the fetches of
+# a strided one, whose lanes fetch one element at a time).
+BLOCK = {"contiguous": 64, "strided": 16}
+
+
+def cumsum_kernels(node, x: Operand, out: Operand, axis: int, exclusive: bool,
+                   reverse: bool, prefix: str, layouts: dict | None = None) -> list:
+    builder = TreeBuilder(node, prefix, "cumsum", layouts)
+    scan(builder, x, out, axis, exclusive, reverse)
+    return builder.kernels
+
+
+def scan(builder: TreeBuilder, x: Operand, out: Operand, axis: int, exclusive: bool,
+         reverse: bool) -> Operand:
+    """The kernels writing cumsum(x, axis, exclusive, reverse) into out."""
+    shape = x.layout.shape
+    length = shape[axis]
+    outer, inner = math.prod(shape[:axis]), math.prod(shape[axis + 1:])
+    block = BLOCK["contiguous" if inner == 1 else "strided"]
+    if length <= block:
+        return _final(builder, x, out, axis, exclusive, reverse, length, None)
+    step = Pass(outer, length, inner, block)
+    sums = builder.scratch((outer, step.out_length, inner), x.dtype, x.layout)
+    emit_pass(builder, _bind([x]), sums, step, "sum")
+    offsets = builder.scratch(sums.layout.shape, x.dtype, x.layout)
+    scan(builder, sums, offsets, 1, True, reverse)
+    return _final(builder, x, out, axis, exclusive, reverse, block, offsets)
+
+
+def _final(builder, x, out, axis, exclusive, reverse, block, offsets):
+    """Running sums within blocks of `block` elements, plus offsets[block] if given."""
+    shape = x.layout.shape
+    in_strides = strides(shape)
+    start_strides = [0 if a == axis else s for a, s in enumerate(in_strides)]
+    along = {"count": shape[axis], "stride": in_strides[axis],
+             "start_index": affine_index(shape, start_strides)}
+    # Along a contiguous axis one lane per texel sums whole texels, four a trip (a
+    # sixteenth of the trips); elsewhere each lane walks its own range.
+    contiguous = along["stride"] == 1
+    trips = block // 16 + 8 if contiguous else block
+    bound = _bind([x] + ([offsets] if offsets is not None else []))
+    return builder.add("reduce.glsl.j2", list(bound.values()), out, kind="cumsum",
+                       contiguous=contiguous, exclusive=exclusive, reverse=reverse,
+                       block=block, blocks=-(-shape[axis] // block),
+                       offsets=bound[offsets.value] if offsets is not None else None,
+                       unroll=_limits.unroll_for(trips), **along)
