@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from ..ir.types import TensorType
 from .common import make_kernel, operands, output_operand
 from .kernel import Binding
-from .layout import affine_index, layout_for, strides
+from .layout import Layout, affine_index, layout_for, strides
 from .operands import Operand
 from .reduce import unroll_for
 
@@ -89,6 +89,11 @@ def target_operands(blocking, out: Operand, max_texture_size: int, layouts: dict
     registered in `layouts`); the template names targets 1.. t1, t2, .."""
     ttype = TensorType((blocking.fragments * 4,), "float32")
     layout = layout_for(ttype, max_texture_size, f"{out.value}'s blocks")
+    if layout.height < 4:
+        # llvmpipe shades 4x4 pixel blocks: a texture 1 or 2 rows tall would leave half
+        # its lanes idle; 4 rows of a quarter of the width cost the same fragments
+        width = -(-blocking.fragments // 16) * 4
+        layout = Layout(ttype.shape, "float32", width, -(-blocking.fragments // width))
     name = f"{out.value}#blocks"
     layouts[name] = layout
     blocks = Operand(sampler="ff_blocks", value=name, layout=layout, type=str(ttype))
