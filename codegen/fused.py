@@ -57,7 +57,8 @@ def lower_fused_elementwise(node, layouts, prefix):
     steps, result = glsl_steps(node.attrs["steps"], [b.arg for b in inputs],
                                [v.type for v in node.inputs])
     nodes = _header_nodes(node)
-    kernel = elementwise._kernel(nodes, steps, result, inputs, out, prefix)
+    kernel = elementwise._kernel(nodes, steps, result, inputs, out, prefix,
+                                 constants=elementwise.scalar_constants(node.inputs))
     return kernel
 
 

@@ -484,6 +484,26 @@ def test_vec4_reads(gl, out_shape, in_shape, read):
     assert f"// fetches per output texel: {fetches}" in main
 
 
+def test_scalar_constants_as_uniforms(gl):
+    """Past 65,536 output elements one-element constants are uniforms, not fetches:
+    float (NaN and -0 too), int32 and bool, in fused and single-op kernels."""
+    rng = rng_for("uniform_constants")
+    shape = (257, 259)                      # 66,563 elements, not a multiple of 4
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder(shape, "float32", name="x")
+        i = ff.placeholder(shape, "int32", name="i")
+        ys = {"fused": ff.maximum(x * 1.5 - 0.25, np.float32(np.nan)) + (-0.0),
+              "single": x * np.float32(-3.0),
+              "int": ff.floor_div(i, 7) * -2,
+              "bool": ff.logical_or(x > 0.5, ff.constant(False))}
+    check(g, ys, {x: random_of(rng, "float32", shape), i: random_of(rng, "int32", shape)})
+    with ff.Session(g) as sess:
+        (kernel,) = sess.compile([ys["fused"]], feeds=[x]).kernels
+    assert "uniform float u_a1;" in kernel.source
+    assert "// fetches per output texel: 1" in kernel.source
+
+
 def test_vec4_kernel_carries_only_its_helpers(gl):
     g = ff.Graph()
     with g.as_default():
