@@ -57,8 +57,8 @@ def synced(fn):
 
 def interleaved(sides: dict, runs: int, budget: float) -> dict:
     """Median seconds per side; the sides take turns run by run, so a noisy neighbour
-    slows them alike. Stops after `runs` rounds, or earlier (but after 3) when `budget`
-    seconds are spent."""
+    slows them alike. Up to `runs` rounds, until `budget` seconds are spent (at least
+    3 rounds): fast cases get many rounds, slow ones a few."""
     for fn in sides.values():
         fn()                                      # warm-up: JIT, allocations, caches
     times = {name: [] for name in sides}
@@ -647,7 +647,7 @@ def main(argv=None):
         return 0
     if torch is not None and args.torch_threads:
         torch.set_num_threads(args.torch_threads)
-    cfg = argparse.Namespace(runs=5 if args.quick else 15, budget=3.0 if args.quick else 10.0,
+    cfg = argparse.Namespace(runs=10 if args.quick else 100, budget=1.5 if args.quick else 5.0,
                              n=1 << 22, matmul=1024)
     wanted = {w.strip().upper() for w in args.only.split(",") if w.strip()}
     unknown = wanted - {c.id for c in Case.cases}
