@@ -12,6 +12,7 @@ See README.md and shared/DESIGN.md ("Public contract").
 from .frontend import *  # noqa: F401,F403
 from .frontend import CompiledFunction, Session, Tensor, Variable, fused
 from .frontend import Sequential, initializers, layers, optim
+from .frontend import onnx            # ff.onnx.load / ff.onnx.export (docs/ONNX.md)
 from .frontend import __all__ as _frontend_all
 from .ir.errors import (AttrError, BackendError, DTypeError, FeedError, FetchError,
                         FragflowError, GradientError, GraphError, NumericsError,
@@ -69,6 +70,7 @@ def load_graph(text_or_path, *, allow_programs: bool = False,
 
 __all__ = list(_frontend_all) + [
     "LoopLimitWarning", "TooManyInputsError",
+    "onnx",
     "Graph", "get_default_graph", "reset_default_graph", "dump", "save_graph", "gl_info",
     "load_graph", "fused", "Session", "CompiledFunction", "Tensor", "Variable", "TensorType",
     "DTYPES", "FragflowError", "AttrError", "BackendError", "DTypeError", "FeedError",

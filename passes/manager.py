@@ -10,6 +10,7 @@ from ..ir.errors import FragflowError
 from ..ir.graph import Graph
 from ..ir.printer import format_graph
 from . import conv_lowering, fold_batch_norm, fusion, simplify, split_wide
+from . import layout_transposes
 from .verify import verify
 
 
@@ -40,6 +41,10 @@ register_pass("cse", "compute identical nodes once")(
     simplify.eliminate_common_subexpressions)
 register_pass("simplify", "x*1, x+0, -(-x), same-dtype casts, transpose/reshape pairs")(
     simplify.simplify)
+register_pass("layout_transposes",
+              "cancel transpose pairs, sink transposes below elementwise ops and "
+              "reductions (an imported NCHW model's layout changes)")(
+    layout_transposes.remove_layout_transposes)
 register_pass("conv_backprop_as_conv",
               "stride-1 conv2d input gradients as convolutions (vec4 kernels)")(
     conv_lowering.conv_backprop_input_as_conv)
@@ -57,10 +62,10 @@ register_pass("fuse_elementwise", "connected elementwise ops in one kernel",
 
 # The order a Session runs them in, after prune (which always runs first: it is what
 # turns a user's graph and fetches into a compiled graph).
-DEFAULT_PIPELINE = ("fold_constants", "cse", "simplify", "conv_backprop_as_conv",
-                    "fold_batch_norm", "split_wide_nodes", "fuse_epilogues",
-                    "fuse_elementwise", "verify")
-FUSION_PASSES = ("fuse_epilogues", "fuse_elementwise")
+DEFAULT_PIPELINE = ("fold_constants", "layout_transposes", "cse", "simplify",
+                    "conv_backprop_as_conv", "fold_batch_norm", "split_wide_nodes",
+                    "fuse_epilogues", "fuse_elementwise", "verify")
+FUSION_PASSES = ("fuse_epilogues", "fuse_elementwise", "layout_transposes")
 # What a compiled graph needs before any GPU can run it (no kernel reading more
 # textures than the GPU binds): a custom pipeline that leaves one out gets it at its
 # end, unless disable= names it.

@@ -1,0 +1,16 @@
+"""fragflow's ONNX bridge: ff.onnx.load (import a model as a graph you can run, read
+and fine-tune) and ff.onnx.export (write a graph as ONNX). Needs the `onnx` package
+(pip install 'fragflow[onnx]'); importing this module does not. See docs/ONNX.md."""
+from .errors import (OnnxExportError, OnnxImportError, OnnxNotInstalledError,
+                     UnsupportedOnnxOpError)
+from .importer import ImportedModel, load
+
+
+def supported_ops() -> list:
+    """The ONNX op types ff.onnx.load imports, sorted."""
+    from .op_table import RULES
+    return sorted(RULES)
+
+
+__all__ = ["load", "ImportedModel", "supported_ops", "OnnxImportError",
+           "UnsupportedOnnxOpError", "OnnxExportError", "OnnxNotInstalledError"]

@@ -1,0 +1,352 @@
+"""Reading an ONNX model into a fragflow graph.
+
+The walk is simple: placeholders for the graph inputs, then each node in the model's
+(topological) order through its rule in op_table.RULES, then the outputs. What makes it
+more than a table lookup:
+
+- Values known at import time stay numpy arrays ("static"): Constant nodes, integer
+  initializers and everything computed only from them (Shape of a known shape, Gather,
+  Concat, Unsqueeze, Slice...). A node whose inputs are all static is evaluated at
+  import with onnx's reference evaluator, so shape arithmetic never reaches the GPU and
+  rules may demand static inputs (Reshape's shape, Slice's starts).
+- Float initializers become ff.Variables (trainable=True, the default) so that
+  ff.gradients, the optimizers and sess.save work on the imported model; rules may ask
+  for a variable in another layout (a conv weight as HWIO), made once from the ONNX
+  array at import: the layout change costs nothing when the model runs.
+- int64 becomes int32 where every value fits, else OnnxImportError naming the node.
+- ONNX is NCHW and fragflow's convolutions NHWC: rules keep ONNX's semantics exactly by
+  transposing around each convolution; passes/layout_transposes.py removes the pairs.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ...ir.graph import Graph
+from ..ops import constant, name_scope, placeholder
+from ..tensor import Tensor, Variable
+from .errors import OnnxImportError, UnsupportedOnnxOpError, require_onnx, where
+
+INT32_MIN, INT32_MAX = np.iinfo(np.int32).min, np.iinfo(np.int32).max
+STATIC_FOLD_LIMIT = 1 << 20      # elements: bigger static results are not folded
+_BAD_NAME_CHARS = re.compile(r"[^A-Za-z0-9_.\-/]")
+
+
+def clean_name(raw: str, fallback: str) -> str:
+    """An ONNX name as a valid fragflow name ('/conv1/Conv' -> 'conv1/Conv',
+    'input:0' -> 'input_0'); fallback when nothing is left."""
+    segments = [s for s in _BAD_NAME_CHARS.sub("_", raw or "").split("/") if s]
+    return "/".join(segments)[:200] or fallback
+
+
+class Init:
+    """A float initializer not yet in the graph: a Variable when a rule first reads it
+    (in the layout that rule asks for), its array when a rule needs it static."""
+    __slots__ = ("name", "array")
+
+    def __init__(self, name, array):
+        self.name, self.array = name, array
+
+
+class ImportedModel:
+    """An ONNX model as a fragflow graph.
+
+    graph: the ff.Graph. inputs / outputs: placeholders and result tensors, in the
+    model's order. inputs_by_onnx_name / outputs_by_onnx_name: the same by ONNX name
+    (placeholders are named after the ONNX inputs where the name is a valid fragflow
+    name, so sess.run(model.outputs, {"input": x}) works; else see these maps).
+    variables: ONNX initializer name -> ff.Variable (the trainable weights). opset: the
+    model's default-domain opset.
+    """
+
+    def __init__(self, graph, inputs, outputs, variables, opset, onnx_model):
+        self.graph = graph
+        self.inputs_by_onnx_name = dict(inputs)
+        self.outputs_by_onnx_name = dict(outputs)
+        self.inputs = list(self.inputs_by_onnx_name.values())
+        self.outputs = list(self.outputs_by_onnx_name.values())
+        self.variables = variables
+        self.opset = opset
+        self.onnx_model = onnx_model
+
+    def feed_dict(self, feeds: dict) -> dict:
+        """{ONNX input name or placeholder: array} -> {placeholder: array}."""
+        return {self.inputs_by_onnx_name.get(k, k) if isinstance(k, str) else k: v
+                for k, v in feeds.items()}
+
+    def session(self, **kwargs):
+        """An ff.Session of the model's graph (kwargs as ff.Session's)."""
+        from ..session import Session
+        return Session(self.graph, **kwargs)
+
+    def __repr__(self):
+        return (f"ImportedModel(graph={self.graph.name!r}, inputs={list(self.inputs_by_onnx_name)}, "
+                f"outputs={list(self.outputs_by_onnx_name)}, variables={len(self.variables)}, "
+                f"opset={self.opset})")
+
+
+def onnx_dtype_name(elem_type: int) -> str:
+    onnx = require_onnx()
+    return onnx.TensorProto.DataType.Name(elem_type)
+
+
+class Importer:
+    """One import: the value table (ONNX name -> ndarray | Init | Tensor) and the
+    helpers rules use (tensor, static, weight, attrs)."""
+
+    def __init__(self, model, trainable: bool, input_shapes: dict | None):
+        self.onnx = require_onnx()
+        from onnx import numpy_helper
+        self.numpy_helper = numpy_helper
+        self.model = model
+        self.trainable = trainable
+        self.input_shapes = dict(input_shapes or {})
+        self.opset = next((o.version for o in model.opset_import
+                           if o.domain in ("", "ai.onnx")), 1)
+        self.values: dict = {}
+        self.variables: dict = {}        # initializer name -> Variable (ONNX layout)
+        self._weights: dict = {}         # (initializer name, layout key) -> Variable
+        self.node = None                 # the node being imported (for errors)
+
+    # -- errors ---------------------------------------------------------------------------
+    def error(self, what: str, cls=OnnxImportError):
+        here = where(self.node) if self.node is not None else "model"
+        return cls(f"{here} (opset {self.opset}): {what}")
+
+    # -- values ---------------------------------------------------------------------------
+    def is_static(self, x) -> bool:
+        return isinstance(x, np.ndarray)
+
+    def static(self, x, what: str) -> np.ndarray:
+        """x's value at import time, or an error saying that input `what` must be known."""
+        if isinstance(x, np.ndarray):
+            return x
+        if isinstance(x, Init):
+            return x.array
+        raise self.error(f"{what} must be known at import time (a constant, an initializer "
+                         f"or computed from them and from static shapes); it is computed "
+                         f"by the graph")
+
+    def ints(self, x, what: str) -> list:
+        return [int(v) for v in np.asarray(self.static(x, what)).reshape(-1)]
+
+    def as_int32(self, array: np.ndarray) -> np.ndarray:
+        if array.size and (array.min() < INT32_MIN or array.max() > INT32_MAX):
+            bad = array[(array < INT32_MIN) | (array > INT32_MAX)].reshape(-1)[0]
+            raise self.error(f"an int64 tensor holds {int(bad)}, which does not fit in "
+                             f"int32 (fragflow's integer type)")
+        return array.astype(np.int32)
+
+    def to_supported(self, array: np.ndarray) -> np.ndarray:
+        """An array in a dtype fragflow has: float32, int32 or bool."""
+        array = np.asarray(array)
+        if array.dtype == np.bool_:
+            return array
+        if np.issubdtype(array.dtype, np.floating):
+            return array.astype(np.float32)
+        if np.issubdtype(array.dtype, np.integer):
+            return self.as_int32(array) if array.dtype != np.int32 else array
+        raise self.error(f"dtype {array.dtype} is not supported (fragflow has float32, "
+                         f"int32 and bool)")
+
+    def tensor(self, x) -> Tensor:
+        """x as a graph tensor: static arrays become constants, initializers Variables."""
+        if isinstance(x, Tensor):
+            return x
+        if isinstance(x, Init):
+            if x.name not in self.variables:
+                self.variables[x.name] = self._variable(x.name, x.array, "")
+            return self.variables[x.name]
+        if x is None:
+            raise self.error("a required input is missing")
+        return constant(self.to_supported(x))
+
+    def weight(self, x, key: str, transform):
+        """x transformed by the numpy function transform, made at import time: a
+        Variable for an initializer (once per layout key), a constant for a static
+        array; None when x is computed by the graph (the rule then transforms it with
+        graph ops)."""
+        if isinstance(x, Init):
+            if (x.name, key) not in self._weights:
+                self._weights[(x.name, key)] = self._variable(
+                    x.name, transform(x.array), key)
+                self.variables.setdefault(f"{x.name}:{key}" if key else x.name,
+                                          self._weights[(x.name, key)])
+            return self._weights[(x.name, key)]
+        if isinstance(x, np.ndarray):
+            return constant(self.to_supported(transform(x)))
+        return None
+
+    def _variable(self, name, array, key):
+        base = clean_name(name, "weight") + (f"_{key}" if key else "")
+        with name_scope("/"):
+            return Variable(self.to_supported(np.ascontiguousarray(array)), name=base)
+
+    # -- attributes -----------------------------------------------------------------------
+    def attrs(self, node) -> dict:
+        from onnx import helper
+        out = {}
+        for a in node.attribute:
+            value = helper.get_attribute_value(a)
+            if isinstance(value, bytes):
+                value = value.decode("utf-8", "replace")
+            elif a.type == self.onnx.AttributeProto.TENSOR:
+                value = self.numpy_helper.to_array(value)
+            elif a.type in (self.onnx.AttributeProto.GRAPH, self.onnx.AttributeProto.GRAPHS):
+                raise self.error(f"attribute '{a.name}' holds a subgraph (control flow); "
+                                 f"fragflow imports dataflow graphs only")
+            out[a.name] = value
+        return out
+
+    # -- the walk -------------------------------------------------------------------------
+    def run(self) -> ImportedModel:
+        from .op_table import RULES
+        g = self.model.graph
+        graph = Graph(clean_name(g.name, "onnx_model"))
+        initializer_names = {t.name for t in g.initializer}
+        inputs, outputs = {}, {}
+        with graph.as_default():
+            for vi in g.input:
+                if vi.name in initializer_names:
+                    continue        # an initializer listed as an input (IR < 4): a weight
+                inputs[vi.name] = self._placeholder(vi)
+                self.values[vi.name] = inputs[vi.name]
+            for t in g.initializer:
+                self.values[t.name] = self._initializer(t)
+            for node in g.node:
+                self.node = node
+                self._import_node(node, RULES)
+            self.node = None
+            for vi in g.output:
+                if vi.name not in self.values:
+                    raise OnnxImportError(f"model output '{vi.name}' is not computed by "
+                                          f"any node")
+                outputs[vi.name] = self.tensor(self.values[vi.name])
+        return ImportedModel(graph, inputs, outputs, dict(self.variables), self.opset,
+                             self.model)
+
+    def _placeholder(self, vi):
+        tt = vi.type.tensor_type
+        if not vi.type.HasField("tensor_type"):
+            raise OnnxImportError(f"graph input '{vi.name}' is not a tensor (sequences and "
+                                  f"maps are not supported)")
+        dtype = _DTYPES.get(tt.elem_type)
+        if dtype is None:
+            raise OnnxImportError(f"graph input '{vi.name}' has dtype "
+                                  f"{onnx_dtype_name(tt.elem_type)}; fragflow has float32, "
+                                  f"int32 (int64 inputs are fed as int32) and bool")
+        shape = tuple(d.dim_value if d.HasField("dim_value") else None
+                      for d in tt.shape.dim) if tt.HasField("shape") else None
+        if vi.name in self.input_shapes:
+            shape = tuple(self.input_shapes[vi.name])
+        if shape is None:
+            raise OnnxImportError(f"graph input '{vi.name}' has no shape; give one with "
+                                  f"input_shapes={{'{vi.name}': (...)}}")
+        name = clean_name(vi.name, "input")
+        with name_scope("/"):
+            return placeholder(shape, dtype, name=name)
+
+    def _initializer(self, t):
+        array = self.numpy_helper.to_array(t)
+        if self.trainable and np.issubdtype(array.dtype, np.floating):
+            return Init(t.name, array)
+        return array
+
+    def _import_node(self, node, rules):
+        if node.domain not in ("", "ai.onnx"):
+            raise self.error(f"op domain '{node.domain}' is not supported (only the default "
+                             f"ONNX domain)", UnsupportedOnnxOpError)
+        inputs = [self.values[n] if n else None for n in node.input]
+        for n in node.input:
+            if n and n not in self.values:
+                raise self.error(f"input '{n}' is not produced by any earlier node")
+        rule = rules.get(node.op_type)
+        if rule is None:
+            raise self.error(f"op type {node.op_type} is not supported by fragflow's ONNX "
+                             f"importer (see docs/ONNX.md for the supported ops)",
+                             UnsupportedOnnxOpError)
+        outputs = None
+        if inputs and all(x is None or isinstance(x, np.ndarray) for x in inputs) \
+                and node.op_type not in NEVER_FOLD:
+            outputs = self._fold(node, inputs)
+        if outputs is None:
+            scope = clean_name(node.name, node.op_type)
+            with name_scope(scope):
+                outputs = rule(self, node, inputs, self.attrs(node))
+        outputs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
+        for name, value in zip(node.output, outputs):
+            if name:
+                self.values[name] = value
+
+    def _fold(self, node, inputs):
+        """node evaluated at import by onnx's reference evaluator (its inputs are all
+        static); None when that fails or the result is large (then the rule runs and
+        fold_constants may still fold it)."""
+        from onnx import helper
+        from onnx.reference import ReferenceEvaluator
+        if sum(x.size for x in inputs if x is not None) > STATIC_FOLD_LIMIT:
+            return None
+        names = [f"i{k}" for k in range(len(inputs))]
+        feeds = {n: x for n, x in zip(names, inputs) if x is not None}
+        copy = helper.make_node(node.op_type, [n if x is not None else ""
+                                               for n, x in zip(names, inputs)],
+                                [f"o{k}" for k in range(len(node.output))])
+        copy.attribute.extend(node.attribute)
+        try:
+            evaluator = ReferenceEvaluator(copy, opsets={"": self.opset})
+            results = evaluator.run(None, feeds)
+        except Exception:            # noqa: BLE001 -- the rule then builds graph ops
+            return None
+        return [np.asarray(r) for r in results]
+
+
+NEVER_FOLD = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
+              "Multinomial", "Dropout"}
+
+
+def _dtype_table():
+    onnx = require_onnx()
+    T = onnx.TensorProto
+    return {T.FLOAT: "float32", T.DOUBLE: "float32", T.FLOAT16: "float32",
+            T.INT32: "int32", T.INT64: "int32", T.INT16: "int32", T.INT8: "int32",
+            T.UINT8: "int32", T.UINT16: "int32", T.BOOL: "bool"}
+
+
+class _LazyDTypes(dict):
+    def get(self, key, default=None):
+        if not len(self):
+            self.update(_dtype_table())
+        return super().get(key, default)
+
+
+_DTYPES = _LazyDTypes()
+
+
+def load(model, *, trainable: bool = True, input_shapes: dict | None = None) -> ImportedModel:
+    """Import an ONNX model (a path, bytes or an onnx.ModelProto) as a fragflow graph.
+
+    trainable: float initializers become ff.Variables (fine-tuning, sess.save); False
+    makes them constants (inference: fold_constants and fold_batch_norm then see them).
+    input_shapes: {ONNX input name: shape} overriding the model's (None for a free dim).
+
+    >>> import fragflow as ff                                # doctest: +SKIP
+    >>> m = ff.onnx.load("model.onnx")
+    >>> ff.Session(m.graph).run(m.outputs, {"input": x})
+    """
+    onnx = require_onnx()
+    if isinstance(model, (bytes, bytearray)):
+        model = onnx.load_from_string(bytes(model))
+    elif not isinstance(model, onnx.ModelProto):
+        try:
+            model = onnx.load(str(model))
+        except OSError as err:
+            raise OnnxImportError(f"cannot read ONNX model {model!r}: {err}") from None
+        except Exception as err:     # noqa: BLE001 -- protobuf's decode errors
+            raise OnnxImportError(f"{model!r} is not an ONNX model: {err}") from None
+    newest = onnx.defs.onnx_opset_version()
+    importer = Importer(model, trainable, input_shapes)
+    if importer.opset < 7 or importer.opset > newest:
+        raise OnnxImportError(f"the model uses opset {importer.opset}; fragflow imports "
+                              f"opsets 7 to {newest}")
+    return importer.run()

@@ -1,0 +1,889 @@
+"""The import table: one small rule per ONNX op type, written with fragflow's ops.
+
+A rule is rule(ctx, node, inputs, attrs) -> output value(s), where inputs are numpy
+arrays (static: known at import), importer.Init (initializers) or ff Tensors; ctx is
+the importer (ctx.tensor(x), ctx.static(x, what), ctx.weight(...), ctx.error(...)).
+Rules keep ONNX's semantics exactly: NCHW in, NCHW out. Convolutions and pools run
+NHWC between two transposes; passes/layout_transposes.py removes those that cancel.
+Where an ONNX op has no fragflow op, its rule composes existing ones (HardSwish,
+Gelu, LayerNormalization, InstanceNormalization, DepthToSpace...): fusion makes most
+of them one kernel.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+import fragflow.frontend as F
+
+from .importer import Init
+
+RULES: dict = {}
+TO_NHWC, TO_NCHW = (0, 2, 3, 1), (0, 3, 1, 2)
+
+
+def rule(*op_types):
+    def decorator(fn):
+        for t in op_types:
+            RULES[t] = fn
+        return fn
+    return decorator
+
+
+def _shape(ctx, x):
+    if isinstance(x, (np.ndarray, Init)):
+        return tuple((x.array if isinstance(x, Init) else x).shape)
+    return tuple(x.shape)
+
+
+def _rank(ctx, x):
+    return len(_shape(ctx, x))
+
+
+def _axis(axis, rank):
+    return axis + rank if axis < 0 else axis
+
+
+def _unsupported_attr(ctx, attrs, name, allowed):
+    if name in attrs and attrs[name] not in allowed:
+        raise ctx.error(f"attribute {name}={attrs[name]!r} is not supported "
+                        f"(supported: {', '.join(repr(a) for a in allowed)})")
+
+
+def _input_or_attr(ctx, inputs, index, attrs, name, what, default=None):
+    """An operand that moved from an attribute to an input in a later opset (Reshape's
+    shape, Slice's starts, Squeeze's axes, Clip's min, Pad's pads, Split's split)."""
+    if len(inputs) > index and inputs[index] is not None:
+        return ctx.ints(inputs[index], what)
+    if name in attrs:
+        value = attrs[name]
+        return list(value) if isinstance(value, (list, tuple)) else value
+    return default
+
+
+# -- elementwise ------------------------------------------------------------------------
+UNARY = {"Relu": F.relu, "Sigmoid": F.sigmoid, "Tanh": F.tanh, "Exp": F.exp, "Log": F.log,
+         "Sqrt": F.sqrt, "Abs": F.abs, "Neg": F.neg, "Floor": F.floor, "Ceil": F.ceil,
+         "Reciprocal": F.reciprocal, "Sin": F.sin, "Cos": F.cos, "Tan": F.tan,
+         "Asin": F.asin, "Acos": F.acos, "Atan": F.atan, "Sinh": F.sinh, "Cosh": F.cosh,
+         "Asinh": F.asinh, "Acosh": F.acosh, "Atanh": F.atanh, "Erf": F.erf,
+         "Sign": F.sign, "Round": F.round, "Softplus": F.softplus, "Not": F.logical_not,
+         "Identity": F.identity, "IsNaN": F.is_nan}
+BINARY = {"Add": F.add, "Sub": F.sub, "Mul": F.mul, "Pow": F.pow, "Equal": F.equal,
+          "Less": F.less, "Greater": F.greater, "LessOrEqual": F.less_equal,
+          "GreaterOrEqual": F.greater_equal, "And": F.logical_and, "Or": F.logical_or}
+
+
+def _unary_rule(fn):
+    return lambda ctx, node, x, a: fn(ctx.tensor(x[0]))
+
+
+def _binary_rule(fn):
+    return lambda ctx, node, x, a: fn(ctx.tensor(x[0]), ctx.tensor(x[1]))
+
+
+for _t, _fn in UNARY.items():
+    RULES[_t] = _unary_rule(_fn)
+for _t, _fn in BINARY.items():
+    RULES[_t] = _binary_rule(_fn)
+
+
+@rule("Div")
+def div(ctx, node, x, a):
+    p, q = ctx.tensor(x[0]), ctx.tensor(x[1])
+    if p.dtype != "int32":
+        return F.div(p, q)
+    quotient = F.div(p, q)            # ONNX's integer division truncates toward zero
+    return F.cast(F.sign(quotient) * F.floor(F.abs(quotient)), "int32")
+
+
+@rule("Mod")
+def mod(ctx, node, x, a):
+    p, q = ctx.tensor(x[0]), ctx.tensor(x[1])
+    if not a.get("fmod", 0):
+        return F.mod(p, q)               # the divisor's sign, as Python (and ff.mod)
+    ratio = F.div(p, q)                  # C's fmod: the dividend's sign
+    trunc = F.sign(ratio) * F.floor(F.abs(ratio))
+    result = F.cast(p, "float32") - F.cast(q, "float32") * trunc
+    return F.cast(result, p.dtype) if p.dtype != "float32" else result
+
+
+@rule("Xor")
+def xor(ctx, node, x, a):
+    return F.not_equal(ctx.tensor(x[0]), ctx.tensor(x[1]))
+
+
+@rule("IsInf")
+def is_inf(ctx, node, x, a):
+    t = ctx.tensor(x[0])
+    pos, neg = a.get("detect_positive", 1), a.get("detect_negative", 1)
+    if pos and neg:
+        return F.is_inf(t)
+    if pos:
+        return F.equal(t, np.float32(np.inf))
+    if neg:
+        return F.equal(t, np.float32(-np.inf))
+    return F.logical_and(F.is_inf(t), F.is_nan(t))
+
+
+@rule("Sum", "Mean", "Max", "Min")
+def variadic(ctx, node, x, a):
+    ts = [ctx.tensor(v) for v in x]
+    pair = {"Sum": F.add, "Mean": F.add, "Max": F.maximum, "Min": F.minimum}[node.op_type]
+    out = ts[0]
+    for t in ts[1:]:
+        out = pair(out, t)
+    return out / float(len(ts)) if node.op_type == "Mean" and len(ts) > 1 else out
+
+
+@rule("Where")
+def where(ctx, node, x, a):
+    return F.where(ctx.tensor(x[0]), ctx.tensor(x[1]), ctx.tensor(x[2]))
+
+
+@rule("Cast")
+def cast(ctx, node, x, a):
+    from .importer import _DTYPES
+    dtype = _DTYPES.get(a["to"])
+    if dtype is None:
+        from .importer import onnx_dtype_name
+        raise ctx.error(f"Cast to {onnx_dtype_name(a['to'])} is not supported (fragflow "
+                        f"has float32, int32 and bool)")
+    return F.cast(ctx.tensor(x[0]), dtype)
+
+
+@rule("CastLike")
+def cast_like(ctx, node, x, a):
+    return F.cast(ctx.tensor(x[0]), ctx.tensor(x[1]).dtype)
+
+
+@rule("Clip")
+def clip(ctx, node, x, a):
+    t = ctx.tensor(x[0])
+    if ctx.opset < 11:
+        low, high = a.get("min", -np.inf), a.get("max", np.inf)
+    else:
+        low = x[1] if len(x) > 1 and x[1] is not None else -np.inf
+        high = x[2] if len(x) > 2 and x[2] is not None else np.inf
+    if not isinstance(low, F.Tensor) and not isinstance(high, F.Tensor):
+        low, high = float(ctx.static(low, "min")), float(ctx.static(high, "max"))
+        if low == 0.0 and high == 6.0:
+            return F.relu6(t)
+        if np.isinf(low) and np.isinf(high):
+            return F.identity(t)
+        if np.isinf(low):
+            return F.minimum(t, np.float32(high))
+        if np.isinf(high):
+            return F.maximum(t, np.float32(low))
+        if t.dtype == "int32":
+            low, high = int(low), int(high)
+    return F.clip_by_value(t, ctx.tensor(low) if isinstance(low, (Init, F.Tensor)) else low,
+                           ctx.tensor(high) if isinstance(high, (Init, F.Tensor)) else high)
+
+
+# -- activations (compositions where fragflow has no op) ------------------------------
+@rule("LeakyRelu")
+def leaky_relu(ctx, node, x, a):
+    return F.leaky_relu(ctx.tensor(x[0]), alpha=float(a.get("alpha", 0.01)))
+
+
+@rule("PRelu")
+def prelu(ctx, node, x, a):
+    t, slope = ctx.tensor(x[0]), ctx.tensor(x[1])
+    return F.where(F.less(t, 0.0), t * slope, t)
+
+
+@rule("Elu")
+def elu(ctx, node, x, a):
+    t, alpha = ctx.tensor(x[0]), float(a.get("alpha", 1.0))
+    return F.elu(t) if alpha == 1.0 else F.where(F.greater(t, 0.0), t, alpha * F.expm1(t))
+
+
+@rule("Selu")
+def selu(ctx, node, x, a):
+    t = ctx.tensor(x[0])
+    alpha, gamma = float(a.get("alpha", 1.67326319217681884765625)), \
+        float(a.get("gamma", 1.05070102214813232421875))
+    return gamma * F.where(F.greater(t, 0.0), t, alpha * F.expm1(t))
+
+
+@rule("Celu")
+def celu(ctx, node, x, a):
+    t, alpha = ctx.tensor(x[0]), float(a.get("alpha", 1.0))
+    return F.maximum(t, 0.0) + F.minimum(alpha * F.expm1(t / alpha), 0.0)
+
+
+@rule("ThresholdedRelu")
+def thresholded_relu(ctx, node, x, a):
+    t = ctx.tensor(x[0])
+    return F.where(F.greater(t, float(a.get("alpha", 1.0))), t, F.zeros_like(t))
+
+
+@rule("HardSigmoid")
+def hard_sigmoid(ctx, node, x, a):
+    t = ctx.tensor(x[0])
+    return F.clip_by_value(float(a.get("alpha", 0.2)) * t + float(a.get("beta", 0.5)),
+                           0.0, 1.0)
+
+
+@rule("HardSwish")
+def hard_swish(ctx, node, x, a):
+    t = ctx.tensor(x[0])
+    return t * (F.relu6(t + 3.0) * (1.0 / 6.0))
+
+
+@rule("Softsign")
+def softsign(ctx, node, x, a):
+    t = ctx.tensor(x[0])
+    return t / (F.abs(t) + 1.0)
+
+
+@rule("Mish")
+def mish(ctx, node, x, a):
+    t = ctx.tensor(x[0])
+    return t * F.tanh(F.softplus(t))
+
+
+@rule("Gelu")
+def gelu(ctx, node, x, a):
+    t = ctx.tensor(x[0])
+    if a.get("approximate", "none") == "tanh":
+        inner = math.sqrt(2.0 / math.pi) * (t + 0.044715 * t * t * t)
+        return 0.5 * t * (F.tanh(inner) + 1.0)
+    return 0.5 * t * (F.erf(t * (1.0 / math.sqrt(2.0))) + 1.0)
+
+
+@rule("Dropout")
+def dropout(ctx, node, x, a):
+    # inference: the identity (training_mode, an input since opset 12, must be false)
+    if len(x) > 2 and x[2] is not None and bool(np.asarray(ctx.static(x[2], "training_mode"))):
+        raise ctx.error("Dropout with training_mode=true is not supported")
+    t = ctx.tensor(x[0])
+    if len(node.output) > 1 and node.output[1]:
+        return [F.identity(t), F.fill(list(t.shape), True, "bool")]
+    return F.identity(t)
+
+
+# -- matrices ---------------------------------------------------------------------------
+@rule("MatMul")
+def matmul(ctx, node, x, a):
+    p, q = ctx.tensor(x[0]), ctx.tensor(x[1])
+    squeeze = []
+    if len(p.shape) == 1:
+        p, squeeze = F.expand_dims(p, 0), squeeze + [-2]
+    if len(q.shape) == 1:
+        q, squeeze = F.expand_dims(q, 1), squeeze + [-1]
+    out = F.matmul(p, q)
+    for axis in sorted(squeeze):
+        out = F.squeeze(out, axis=axis if axis == -1 else len(out.shape) + axis)
+    return out
+
+
+@rule("Gemm")
+def gemm(ctx, node, x, a):
+    p, q = ctx.tensor(x[0]), ctx.tensor(x[1])
+    out = F.matmul(p, q, transpose_a=bool(a.get("transA", 0)),
+                   transpose_b=bool(a.get("transB", 0)))
+    alpha, beta = float(a.get("alpha", 1.0)), float(a.get("beta", 1.0))
+    if alpha != 1.0:
+        out = out * alpha
+    if len(x) > 2 and x[2] is not None and beta != 0.0:
+        c = ctx.tensor(x[2])
+        out = out + (c if beta == 1.0 else c * beta)
+    return out
+
+
+# -- convolutions and pools (NHWC between transposes) ------------------------------------
+def _spatial_padding(ctx, a, in_sizes, kernel, strides, dilations):
+    """ONNX's pads/auto_pad as fragflow's padding ("VALID", "SAME" or pairs)."""
+    auto = a.get("auto_pad", "NOTSET")
+    d = len(kernel)
+    if auto == "VALID":
+        return "VALID"
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        if auto == "SAME_UPPER":
+            return "SAME"
+        pairs = []
+        for n, k, s, r in zip(in_sizes, kernel, strides, dilations):
+            if n is None:
+                raise ctx.error("auto_pad SAME_LOWER needs static spatial sizes")
+            total = max((math.ceil(n / s) - 1) * s + (k - 1) * r + 1 - n, 0)
+            pairs.append((total - total // 2, total // 2))
+        return pairs
+    pads = list(a.get("pads", [0] * (2 * d)))
+    pairs = [(pads[i], pads[i + d]) for i in range(d)]
+    return "VALID" if not any(sum(p) for p in pairs) else pairs
+
+
+def _conv_attrs(ctx, a, kernel):
+    d = len(kernel)
+    strides = tuple(a.get("strides", [1] * d))
+    dilations = tuple(a.get("dilations", [1] * d))
+    return strides, dilations
+
+
+@rule("Conv")
+def conv(ctx, node, x, a):
+    X, W = x[0], x[1]
+    B = x[2] if len(x) > 2 else None
+    w_shape = _shape(ctx, W)
+    rank = _rank(ctx, X)
+    if rank not in (3, 4):
+        raise ctx.error(f"Conv of rank {rank} input: fragflow imports 1-D and 2-D "
+                        f"convolutions (3-D convolutions are not mapped yet)")
+    one_d = rank == 3
+    t = ctx.tensor(X)
+    if one_d:                                     # NCW as NCHW with H = 1
+        t = F.expand_dims(t, 2)
+        w_shape = (w_shape[0], w_shape[1], 1, w_shape[2])
+        for key in ("kernel_shape", "strides", "dilations"):
+            if key in a:
+                a[key] = [1] + list(a[key])
+        if "pads" in a:
+            a["pads"] = [0, a["pads"][0], 0, a["pads"][1]]
+    expand = (lambda w: w[:, :, None, :]) if one_d else (lambda w: w)
+    kernel = tuple(w_shape[2:])
+    strides, dilations = _conv_attrs(ctx, a, kernel)
+    channels = t.shape[1]
+    group = int(a.get("group", 1))
+    padding = _spatial_padding(ctx, a, t.shape[2:], kernel, strides, dilations)
+    xt = F.transpose(t, TO_NHWC)
+    out_channels = w_shape[0]
+    if group == 1:
+        w = ctx.weight(W, "hwio", lambda w: expand(w).transpose(2, 3, 1, 0))
+        if w is None:
+            w = F.transpose(ctx.tensor(W), (2, 3, 1, 0)) if not one_d else \
+                F.transpose(F.expand_dims(ctx.tensor(W), 2), (2, 3, 1, 0))
+        y = F.conv2d(xt, w, strides=strides, padding=padding, dilations=dilations)
+    elif group == channels and w_shape[1] == 1:
+        m = out_channels // group
+        w = ctx.weight(W, "hwcm", lambda w: expand(w).reshape(
+            group, m, *kernel).transpose(2, 3, 0, 1))
+        if w is None:
+            raise ctx.error("a depthwise Conv needs its weight at import time")
+        y = F.depthwise_conv2d(xt, w, strides=strides, padding=padding,
+                               dilations=dilations)
+    else:
+        if channels is None or channels % group or out_channels % group:
+            raise ctx.error(f"group={group} does not divide the channels")
+        ci, co = channels // group, out_channels // group
+        parts = []
+        for g in range(group):
+            w = ctx.weight(W, f"hwio_g{g}", lambda w, g=g: expand(w)[g * co:(g + 1) * co]
+                           .transpose(2, 3, 1, 0))
+            if w is None:
+                raise ctx.error("a grouped Conv needs its weight at import time")
+            parts.append(F.conv2d(xt[:, :, :, g * ci:(g + 1) * ci], w, strides=strides,
+                                  padding=padding, dilations=dilations))
+        y = F.concat(parts, axis=3)
+    if B is not None:
+        y = y + ctx.tensor(B)                    # NHWC: the bias is on the last axis
+    y = F.transpose(y, TO_NCHW)
+    return F.squeeze(y, axis=2) if one_d else y
+
+
+def _pool_padding(ctx, a, in_sizes, kernel, strides):
+    padding = _spatial_padding(ctx, a, in_sizes, kernel, strides, (1,) * len(kernel))
+    if not a.get("ceil_mode", 0):
+        return padding
+    if isinstance(padding, str):
+        if padding == "SAME":
+            return padding           # SAME's sizes are already rounded up
+        padding = [(0, 0)] * len(kernel)
+    pairs = []
+    for n, k, s, (b, e) in zip(in_sizes, kernel, strides, padding):
+        if n is None:
+            raise ctx.error("ceil_mode=1 needs static spatial sizes")
+        out = math.ceil((n + b + e - k) / s) + 1
+        if (out - 1) * s >= n + b:               # a last window of padding alone: dropped
+            out -= 1
+        pairs.append((b, e + max((out - 1) * s + k - (n + b + e), 0)))
+    return pairs
+
+
+@rule("MaxPool", "AveragePool", "LpPool")
+def pool(ctx, node, x, a):
+    if node.op_type == "LpPool":
+        raise ctx.error("LpPool is not supported")
+    if len(node.output) > 1 and node.output[1]:
+        raise ctx.error("MaxPool's Indices output is not supported")
+    t = ctx.tensor(x[0])
+    if len(t.shape) != 4:
+        raise ctx.error(f"{node.op_type} of a rank {len(t.shape)} input: fragflow imports "
+                        f"2-D pools (NCHW)")
+    kernel = tuple(a["kernel_shape"])
+    strides = tuple(a.get("strides", [1] * len(kernel)))
+    if any(r != 1 for r in a.get("dilations", [1] * len(kernel))):
+        raise ctx.error("pool dilations other than 1 are not supported")
+    padding = _pool_padding(ctx, a, t.shape[2:], kernel, strides)
+    xt = F.transpose(t, TO_NHWC)
+    if node.op_type == "AveragePool" and a.get("count_include_pad", 0) and \
+            not isinstance(padding, str):
+        # padding counted in the mean: pad with zeros first, then pool without padding
+        xt = F.pad(xt, [(0, 0)] + [tuple(p) for p in padding] + [(0, 0)])
+        padding = "VALID"
+    if not isinstance(padding, str) and any(b >= k or e >= k for (b, e), k in
+                                            zip(padding, kernel)):
+        raise ctx.error(f"pads {list(padding)} as large as the window {list(kernel)}")
+    fn = F.max_pool if node.op_type == "MaxPool" else F.avg_pool
+    y = fn(xt, ksize=kernel, strides=strides, padding=padding)
+    return F.transpose(y, TO_NCHW)
+
+
+@rule("GlobalAveragePool", "GlobalMaxPool")
+def global_pool(ctx, node, x, a):
+    t = ctx.tensor(x[0])
+    axes = tuple(range(2, len(t.shape)))
+    fn = F.reduce_mean if node.op_type == "GlobalAveragePool" else F.reduce_max
+    return fn(t, axis=axes, keepdims=True)
+
+
+def _per_channel(v, rank):
+    """A (C,) vector shaped to broadcast over NC... ((C, 1, 1) for rank 4)."""
+    return F.reshape(v, [-1] + [1] * (rank - 2))
+
+
+@rule("BatchNormalization")
+def batch_norm(ctx, node, x, a):
+    if a.get("training_mode", 0):
+        raise ctx.error("BatchNormalization with training_mode=1 is not supported "
+                        "(import runs batch norm with its running statistics)")
+    t = ctx.tensor(x[0])
+    eps = float(a.get("epsilon", 1e-5))
+    rank = len(t.shape)
+    mean = np.asarray(ctx.static(x[3], "mean"), np.float32)
+    var = np.asarray(ctx.static(x[4], "var"), np.float32)
+    inv_std = (1.0 / np.sqrt(var + np.float32(eps))).astype(np.float32)
+    if isinstance(x[1], np.ndarray) and isinstance(x[2], np.ndarray):
+        scale = (x[1] * inv_std).astype(np.float32)
+        shift = (x[2] - mean * scale).astype(np.float32)
+        scale_t, shift_t = F.constant(scale.reshape([-1] + [1] * (rank - 2))), \
+            F.constant(shift.reshape([-1] + [1] * (rank - 2)))
+        return t * scale_t + shift_t
+    # trainable gamma and beta: scale = gamma / sqrt(var + eps), shift = beta - mean * scale
+    gamma, beta = ctx.tensor(x[1]), ctx.tensor(x[2])
+    scale = gamma * F.constant(inv_std)
+    shift = beta - F.constant(mean) * scale
+    return t * _per_channel(scale, rank) + _per_channel(shift, rank)
+
+
+@rule("InstanceNormalization")
+def instance_norm(ctx, node, x, a):
+    t = ctx.tensor(x[0])
+    rank = len(t.shape)
+    axes = tuple(range(2, rank))
+    eps = float(a.get("epsilon", 1e-5))
+    mean = F.reduce_mean(t, axis=axes, keepdims=True)
+    centred = t - mean
+    var = F.reduce_mean(F.square(centred), axis=axes, keepdims=True)
+    normed = centred * F.rsqrt(var + eps)
+    return normed * _per_channel(ctx.tensor(x[1]), rank) + \
+        _per_channel(ctx.tensor(x[2]), rank)
+
+
+@rule("LayerNormalization")
+def layer_norm(ctx, node, x, a):
+    if len([o for o in node.output if o]) > 1:
+        raise ctx.error("LayerNormalization's Mean and InvStdDev outputs are not supported")
+    t = ctx.tensor(x[0])
+    rank = len(t.shape)
+    axes = tuple(range(_axis(int(a.get("axis", -1)), rank), rank))
+    eps = float(a.get("epsilon", 1e-5))
+    mean = F.reduce_mean(t, axis=axes, keepdims=True)
+    centred = t - mean
+    var = F.reduce_mean(F.square(centred), axis=axes, keepdims=True)
+    out = centred * F.rsqrt(var + eps) * ctx.tensor(x[1])
+    return out + ctx.tensor(x[2]) if len(x) > 2 and x[2] is not None else out
+
+
+@rule("LRN")
+def lrn(ctx, node, x, a):
+    size = int(a["size"])
+    if size % 2 == 0:
+        raise ctx.error("LRN with an even size is not supported")
+    t = F.transpose(ctx.tensor(x[0]), TO_NHWC)
+    y = F.local_response_normalization(t, depth_radius=(size - 1) // 2,
+                                       bias=float(a.get("bias", 1.0)),
+                                       alpha=float(a.get("alpha", 1e-4)) / size,
+                                       beta=float(a.get("beta", 0.75)))
+    return F.transpose(y, TO_NCHW)
+
+
+@rule("Resize", "Upsample")
+def resize(ctx, node, x, a):
+    t = ctx.tensor(x[0])
+    if len(t.shape) != 4:
+        raise ctx.error("Resize of a non-4-D (NCHW) input is not supported")
+    mode = a.get("mode", "nearest")
+    if node.op_type == "Upsample" or ctx.opset < 11:
+        scales = a.get("scales") if ctx.opset < 9 else ctx.static(x[1], "scales")
+        sizes, coord = None, "asymmetric"
+        if mode in ("linear", "bilinear"):
+            mode = "linear"
+    else:
+        scales = x[2] if len(x) > 2 and x[2] is not None else None
+        sizes = x[3] if len(x) > 3 and x[3] is not None else None
+        scales = None if scales is None or ctx.static(scales, "scales").size == 0 \
+            else ctx.static(scales, "scales")
+        sizes = None if sizes is None else ctx.ints(sizes, "sizes")
+        coord = a.get("coordinate_transformation_mode", "half_pixel")
+        if "axes" in a:
+            raise ctx.error("Resize's axes attribute is not supported")
+    n, c, h, w = t.shape
+    if sizes is None:
+        scales = [float(s) for s in np.asarray(scales).reshape(-1)]
+        if scales[:2] != [1.0, 1.0]:
+            raise ctx.error("Resize of the batch or channel axes is not supported")
+        if h is None or w is None:
+            raise ctx.error("Resize needs static spatial sizes")
+        sizes = [n, c, int(math.floor(h * scales[2])), int(math.floor(w * scales[3]))]
+    size = tuple(sizes[2:])
+    xt = F.transpose(t, TO_NHWC)
+    if mode == "nearest":
+        nearest = a.get("nearest_mode", "round_prefer_floor")
+        if coord == "asymmetric" and (nearest == "floor" or node.op_type == "Upsample"
+                                      or ctx.opset < 11):
+            y = F.resize_nearest_neighbor(xt, size)
+        elif coord == "align_corners" and nearest in ("round_prefer_ceil",):
+            y = F.resize_nearest_neighbor(xt, size, align_corners=True)
+        elif coord in ("half_pixel", "tf_half_pixel_for_nn") and \
+                nearest == "round_prefer_ceil":
+            y = F.resize_nearest_neighbor(xt, size, half_pixel_centers=True)
+        else:
+            raise ctx.error(f"Resize nearest with coordinate_transformation_mode={coord!r} "
+                            f"and nearest_mode={nearest!r} is not supported")
+    elif mode == "linear":
+        if coord == "asymmetric":
+            y = F.resize_bilinear(xt, size)
+        elif coord == "align_corners":
+            y = F.resize_bilinear(xt, size, align_corners=True)
+        elif coord == "half_pixel" or (coord == "pytorch_half_pixel" and min(size) > 1):
+            y = F.resize_bilinear(xt, size, half_pixel_centers=True)
+        else:
+            raise ctx.error(f"Resize linear with coordinate_transformation_mode={coord!r} "
+                            f"is not supported")
+        if a.get("antialias", 0):
+            raise ctx.error("Resize with antialias=1 is not supported")
+    else:
+        raise ctx.error(f"Resize mode {mode!r} is not supported (nearest and linear are)")
+    return F.transpose(y, TO_NCHW)
+
+
+@rule("DepthToSpace")
+def depth_to_space(ctx, node, x, a):
+    t = ctx.tensor(x[0])
+    b = int(a["blocksize"])
+    n, c, h, w = t.shape
+    if a.get("mode", "DCR") == "DCR":
+        y = F.reshape(t, [-1, b, b, c // (b * b), h, w])
+        y = F.transpose(y, (0, 3, 4, 1, 5, 2))
+    else:
+        y = F.reshape(t, [-1, c // (b * b), b, b, h, w])
+        y = F.transpose(y, (0, 1, 4, 2, 5, 3))
+    return F.reshape(y, [-1, c // (b * b), h * b, w * b])
+
+
+@rule("SpaceToDepth")
+def space_to_depth(ctx, node, x, a):
+    t = ctx.tensor(x[0])
+    b = int(a["blocksize"])
+    n, c, h, w = t.shape
+    y = F.reshape(t, [-1, c, h // b, b, w // b, b])
+    y = F.transpose(y, (0, 3, 5, 1, 2, 4))
+    return F.reshape(y, [-1, c * b * b, h // b, w // b])
+
+
+# -- reductions and softmax --------------------------------------------------------------
+REDUCTIONS = {"ReduceSum": F.reduce_sum, "ReduceMean": F.reduce_mean,
+              "ReduceMax": F.reduce_max, "ReduceMin": F.reduce_min,
+              "ReduceProd": F.reduce_prod}
+
+
+@rule(*REDUCTIONS, "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum",
+      "ReduceLogSumExp")
+def reduce(ctx, node, x, a):
+    t = ctx.tensor(x[0])
+    keep = bool(a.get("keepdims", 1))
+    axes_in_input = ctx.opset >= 18 or (node.op_type == "ReduceSum" and ctx.opset >= 13)
+    axes = (ctx.ints(x[1], "axes") if len(x) > 1 and x[1] is not None else None) \
+        if axes_in_input else a.get("axes")
+    if axes is not None and len(axes) == 0:
+        axes = None
+    if axes is None and a.get("noop_with_empty_axes", 0):
+        return F.identity(t)
+    axis = None if axes is None else tuple(_axis(int(v), len(t.shape)) for v in axes)
+    op = node.op_type
+    if op in REDUCTIONS:
+        return REDUCTIONS[op](t, axis=axis, keepdims=keep)
+    if op == "ReduceL1":
+        return F.reduce_sum(F.abs(t), axis=axis, keepdims=keep)
+    if op == "ReduceL2":
+        return F.sqrt(F.reduce_sum(F.square(t), axis=axis, keepdims=keep))
+    if op == "ReduceSumSquare":
+        return F.reduce_sum(F.square(t), axis=axis, keepdims=keep)
+    if op == "ReduceLogSum":
+        return F.log(F.reduce_sum(t, axis=axis, keepdims=keep))
+    return F.reduce_logsumexp(t, axis=axis, keepdims=keep)
+
+
+@rule("ArgMax", "ArgMin")
+def arg_reduce(ctx, node, x, a):
+    if a.get("select_last_index", 0):
+        raise ctx.error("select_last_index=1 is not supported")
+    t = ctx.tensor(x[0])
+    axis = _axis(int(a.get("axis", 0)), len(t.shape))
+    fn = F.argmax if node.op_type == "ArgMax" else F.argmin
+    out = fn(t, axis=axis)
+    return F.expand_dims(out, axis) if a.get("keepdims", 1) else out
+
+
+@rule("Softmax", "LogSoftmax")
+def softmax(ctx, node, x, a):
+    t = ctx.tensor(x[0])
+    rank = len(t.shape)
+    fn = F.softmax if node.op_type == "Softmax" else F.log_softmax
+    if ctx.opset >= 13:
+        return fn(t, axis=_axis(int(a.get("axis", -1)), rank))
+    axis = _axis(int(a.get("axis", 1)), rank)       # before 13: over the flattened tail
+    if axis == rank - 1:
+        return fn(t, axis=-1)
+    tail = t.shape[axis:]
+    if any(d is None for d in tail):
+        raise ctx.error("Softmax (opset < 13) over axes of unknown size")
+    flat = F.reshape(t, [-1, int(np.prod(tail))])
+    return F.reshape(fn(flat, axis=-1), [d if d is not None else -1 for d in t.shape])
+
+
+@rule("CumSum")
+def cumsum(ctx, node, x, a):
+    t = ctx.tensor(x[0])
+    axis = _axis(ctx.ints(x[1], "axis")[0], len(t.shape))
+    return F.cumsum(t, axis=axis, exclusive=bool(a.get("exclusive", 0)),
+                    reverse=bool(a.get("reverse", 0)))
+
+
+# -- shapes and structure ----------------------------------------------------------------
+@rule("Constant")
+def constant(ctx, node, x, a):
+    for key in ("value", "value_float", "value_floats", "value_int", "value_ints"):
+        if key in a:
+            value = np.asarray(a[key])
+            if key.startswith("value_float"):
+                value = value.astype(np.float32)
+            elif key.startswith("value_int"):
+                value = value.astype(np.int64)
+            return value
+    raise ctx.error(f"Constant with attribute(s) {sorted(a)} is not supported")
+
+
+@rule("Shape")
+def shape(ctx, node, x, a):
+    dims = _shape(ctx, x[0])
+    start, end = int(a.get("start", 0)), a.get("end")
+    dims = dims[start:None if end is None else int(end)]
+    if any(d is None for d in dims):
+        raise ctx.error(f"Shape of a tensor with unknown dims {list(dims)}: give static "
+                        f"input shapes with ff.onnx.load(..., input_shapes={{...}})")
+    return np.array(dims, np.int64)
+
+
+@rule("Size")
+def size(ctx, node, x, a):
+    dims = _shape(ctx, x[0])
+    if any(d is None for d in dims):
+        raise ctx.error("Size of a tensor with unknown dims")
+    return np.array(int(np.prod(dims)), np.int64)
+
+
+@rule("ConstantOfShape")
+def constant_of_shape(ctx, node, x, a):
+    dims = ctx.ints(x[0], "shape")
+    value = np.asarray(a.get("value", np.zeros(1, np.float32))).reshape(-1)
+    return np.full(dims, value[0], value.dtype)
+
+
+def _resolve_shape(ctx, in_shape, target, allowzero=False):
+    out = []
+    for i, s in enumerate(target):
+        out.append(in_shape[i] if s == 0 and not allowzero else s)
+    out = [-1 if d is None else d for d in out]
+    if out.count(-1) > 1:
+        raise ctx.error(f"Reshape to {target} of a tensor of shape {list(in_shape)} leaves "
+                        f"more than one dim unknown")
+    return out
+
+
+@rule("Reshape")
+def reshape(ctx, node, x, a):
+    target = _input_or_attr(ctx, x, 1, a, "shape", "shape")
+    t = ctx.tensor(x[0])
+    return F.reshape(t, _resolve_shape(ctx, t.shape, target, bool(a.get("allowzero", 0))))
+
+
+@rule("Flatten")
+def flatten(ctx, node, x, a):
+    t = ctx.tensor(x[0])
+    axis = _axis(int(a.get("axis", 1)), len(t.shape))
+    head, tail = t.shape[:axis], t.shape[axis:]
+    if all(d is not None for d in tail):
+        return F.reshape(t, [-1, int(np.prod(tail, dtype=np.int64))])
+    if all(d is not None for d in head):
+        return F.reshape(t, [int(np.prod(head, dtype=np.int64)), -1])
+    raise ctx.error("Flatten with unknown dims on both sides of the axis")
+
+
+@rule("Transpose")
+def transpose(ctx, node, x, a):
+    t = ctx.tensor(x[0])
+    perm = a.get("perm", list(reversed(range(len(t.shape)))))
+    return F.transpose(t, tuple(int(p) for p in perm))
+
+
+@rule("Squeeze")
+def squeeze(ctx, node, x, a):
+    t = ctx.tensor(x[0])
+    axes = _input_or_attr(ctx, x, 1, a, "axes", "axes")
+    if axes is None:
+        axes = [i for i, d in enumerate(t.shape) if d == 1]
+    axes = sorted(_axis(int(v), len(t.shape)) for v in axes)
+    for axis in reversed(axes):
+        t = F.squeeze(t, axis=axis)
+    return t
+
+
+@rule("Unsqueeze")
+def unsqueeze(ctx, node, x, a):
+    t = ctx.tensor(x[0])
+    axes = _input_or_attr(ctx, x, 1, a, "axes", "axes")
+    rank = len(t.shape) + len(axes)
+    for axis in sorted(_axis(int(v), rank) for v in axes):
+        t = F.expand_dims(t, axis)
+    return t
+
+
+@rule("Concat")
+def concat(ctx, node, x, a):
+    ts = [ctx.tensor(v) for v in x if v is not None]
+    axis = _axis(int(a["axis"]), len(ts[0].shape))
+    ts = [v for v in ts if v.shape[axis] != 0] or ts[:1]
+    return ts[0] if len(ts) == 1 else F.concat(ts, axis=axis)
+
+
+@rule("Split")
+def split(ctx, node, x, a):
+    t = ctx.tensor(x[0])
+    axis = _axis(int(a.get("axis", 0)), len(t.shape))
+    sizes = _input_or_attr(ctx, x, 1, a, "split", "split")
+    count = len(node.output)
+    dim = t.shape[axis]
+    if sizes is None:
+        if dim is None:
+            raise ctx.error("Split of an axis of unknown size")
+        part = -(-dim // count) if "num_outputs" in a else dim // count
+        sizes = [part] * (count - 1) + [dim - part * (count - 1)]
+    outs, start = [], 0
+    for s in sizes:
+        key = [slice(None)] * len(t.shape)
+        key[axis] = slice(start, start + s)
+        outs.append(t[tuple(key)])
+        start += s
+    return outs
+
+
+@rule("Slice")
+def slice_(ctx, node, x, a):
+    t = x[0]
+    shape_ = _shape(ctx, t)
+    if ctx.opset < 10:
+        starts, ends = list(a["starts"]), list(a["ends"])
+        axes, steps = a.get("axes"), None
+    else:
+        starts, ends = ctx.ints(x[1], "starts"), ctx.ints(x[2], "ends")
+        axes = ctx.ints(x[3], "axes") if len(x) > 3 and x[3] is not None else None
+        steps = ctx.ints(x[4], "steps") if len(x) > 4 and x[4] is not None else None
+    axes = list(range(len(starts))) if axes is None else axes
+    steps = [1] * len(starts) if steps is None else steps
+    key = [slice(None)] * len(shape_)
+    for s, e, ax, st in zip(starts, ends, axes, steps):
+        ax = _axis(int(ax), len(shape_))
+        d = shape_[ax]
+        if d is not None:           # ONNX clamps like Python; keep the numbers small
+            s, e = max(min(s, d), -d - 1), max(min(e, d), -d - 1)
+        key[ax] = slice(s, e, st)
+    return ctx.tensor(t)[tuple(key)]
+
+
+@rule("Gather")
+def gather(ctx, node, x, a):
+    params = ctx.tensor(x[0])
+    axis = _axis(int(a.get("axis", 0)), len(params.shape))
+    indices = x[1]
+    if isinstance(indices, np.ndarray):
+        dim = params.shape[axis]
+        indices = np.asarray(indices).astype(np.int64)
+        if dim is not None:
+            indices = np.where(indices < 0, indices + dim, indices)
+        indices = ctx.as_int32(indices)
+        if indices.ndim == 0:
+            key = [slice(None)] * len(params.shape)
+            key[axis] = int(indices)
+            return params[tuple(key)]
+    return F.gather(params, ctx.tensor(indices), axis=axis)
+
+
+@rule("Expand")
+def expand(ctx, node, x, a):
+    t = ctx.tensor(x[0])
+    target = ctx.ints(x[1], "shape")
+    rank = max(len(target), len(t.shape))
+    have = [1] * (rank - len(t.shape)) + list(t.shape)
+    want = [1] * (rank - len(target)) + target
+    out = [h if w == 1 else w for h, w in zip(have, want)]
+    if any(d is None for d in out):
+        raise ctx.error("Expand to a shape with unknown dims")
+    return F.broadcast_to(t, out) if tuple(out) != tuple(t.shape) else F.identity(t)
+
+
+@rule("Tile")
+def tile(ctx, node, x, a):
+    return F.tile(ctx.tensor(x[0]), ctx.ints(x[1], "repeats"))
+
+
+@rule("Pad")
+def pad(ctx, node, x, a):
+    t = ctx.tensor(x[0])
+    rank = len(t.shape)
+    pads = a.get("pads", a.get("paddings")) if ctx.opset < 11 else ctx.ints(x[1], "pads")
+    value = a.get("value", 0.0) if ctx.opset < 11 else (
+        float(np.asarray(ctx.static(x[2], "constant_value")).reshape(-1)[0])
+        if len(x) > 2 and x[2] is not None else 0.0)
+    axes = ctx.ints(x[3], "axes") if len(x) > 3 and x[3] is not None else list(range(rank))
+    pairs = [(0, 0)] * rank
+    k = len(axes)
+    for i, ax in enumerate(axes):
+        pairs[_axis(ax, rank)] = (int(pads[i]), int(pads[i + k]))
+    if any(p < 0 for pair in pairs for p in pair):
+        raise ctx.error("negative pads (cropping) are not supported")
+    mode = a.get("mode", "constant")
+    if mode == "constant":
+        return F.pad(t, pairs, constant_values=value)
+    if mode == "reflect":
+        return F.pad(t, pairs, mode="REFLECT")
+    if mode == "edge" and all(p <= 1 for pair in pairs for p in pair):
+        return F.pad(t, pairs, mode="SYMMETRIC")     # one element: edge = symmetric
+    raise ctx.error(f"Pad mode {mode!r} is not supported here (constant, reflect, and "
+                    f"edge by at most one element are)")
+
+
+@rule("Range")
+def range_(ctx, node, x, a):
+    start, limit, delta = (np.asarray(ctx.static(v, n)).reshape(()) for v, n in
+                           zip(x, ("start", "limit", "delta")))
+    return np.arange(start, limit, delta)
+
+
+@rule("EyeLike")
+def eye_like(ctx, node, x, a):
+    shape_ = _shape(ctx, x[0])
+    return np.eye(shape_[0], shape_[1], int(a.get("k", 0)), dtype=np.float32)
