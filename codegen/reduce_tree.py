@@ -34,8 +34,8 @@ from .operands import Operand
 from . import reduce as _limits       # LOOP_TRIPS / unroll_for, read when used
 
 MIN_FRAGMENTS = 16384       # four full 64x64 tiles
-WINDOW_MIN = 256            # a pass reduces its axis at least this much
-WINDOW_MAX = 2048           # the most elements one output element reduces in a pass
+WINDOW_MIN = 256            # a pass reduces its axis at least this much (4x along rows)
+WINDOW_MAX = 4096           # the most elements one output element reduces in a pass
 SMALL_WORK = 1 << 16        # elements a single pass reduces without splitting the axis
 MIN_UNROLL = 4              # the hot loops' bodies, unrolled (llvmpipe's loop overhead)
 ROW_TEXELS = 2048
@@ -71,7 +71,11 @@ def choose_window(outer: int, length: int, inner: int) -> int:
                                  or length <= WINDOW_MIN):
         return length
     window = length * kept // (4 * MIN_FRAGMENTS)
-    window = max(WINDOW_MIN, min(WINDOW_MAX, window))
+    # Measured on llvmpipe (process CPU time, the shared machine's load disturbs it
+    # least): along rows windows of 1024 (a fragment reads 1024 texels) beat 256 by
+    # ~10%; down columns (a new row each step) 256 beat 64 and 1024.
+    least = WINDOW_MIN * 4 if inner == 1 else WINDOW_MIN
+    window = min(WINDOW_MAX, max(least, window))
     window -= window % 4                         # whole texels along contiguous rows
     return min(window, length)
 
