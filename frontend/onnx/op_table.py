@@ -167,7 +167,10 @@ def clip(ctx, node, x, a):
         low = x[1] if len(x) > 1 and x[1] is not None else -np.inf
         high = x[2] if len(x) > 2 and x[2] is not None else np.inf
     if not isinstance(low, F.Tensor) and not isinstance(high, F.Tensor):
-        low, high = float(ctx.static(low, "min")), float(ctx.static(high, "max"))
+        low = float(np.asarray(ctx.static(low if isinstance(low, Init) else np.asarray(low),
+                                          "min")).reshape(()))
+        high = float(np.asarray(ctx.static(high if isinstance(high, Init) else
+                                           np.asarray(high), "max")).reshape(()))
         if low == 0.0 and high == 6.0:
             return F.relu6(t)
         if np.isinf(low) and np.isinf(high):
@@ -402,10 +405,8 @@ def _pool_padding(ctx, a, in_sizes, kernel, strides):
     return pairs
 
 
-@rule("MaxPool", "AveragePool", "LpPool")
+@rule("MaxPool", "AveragePool")
 def pool(ctx, node, x, a):
-    if node.op_type == "LpPool":
-        raise ctx.error("LpPool is not supported")
     if len(node.output) > 1 and node.output[1]:
         raise ctx.error("MaxPool's Indices output is not supported")
     t = ctx.tensor(x[0])
@@ -538,6 +539,10 @@ def resize(ctx, node, x, a):
         if h is None or w is None:
             raise ctx.error("Resize needs static spatial sizes")
         sizes = [n, c, int(math.floor(h * scales[2])), int(math.floor(w * scales[3]))]
+        if sizes[2] != h * scales[2] or sizes[3] != w * scales[3]:
+            # ONNX then maps coordinates by the scale, fragflow's resizes by the sizes
+            raise ctx.error(f"Resize by scales {scales[2:]} of a {h}x{w} image: fragflow "
+                            f"resizes only where the scaled size is a whole number")
     size = tuple(sizes[2:])
     xt = F.transpose(t, TO_NHWC)
     if mode == "nearest":

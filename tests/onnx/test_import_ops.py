@@ -1,0 +1,336 @@
+"""ONNX ops imported one model at a time (built with onnx.helper) and run on GL against
+onnxruntime: elementwise and broadcasting, activations, reductions, softmax, shapes,
+convolutions and pools, the attribute -> input moves between opsets, and the errors."""
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import fragflow as ff
+from tests.onnx.helpers import assert_close, ort_run
+
+pytestmark = pytest.mark.usefixtures("gl")
+rng = np.random.default_rng(7)
+
+
+def randn(*shape):
+    a = rng.standard_normal(shape).astype(np.float32)
+    a.reshape(-1)[:2] = 0.0                   # zeros among the values
+    return a
+
+
+def _elem(a):
+    return {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.int64): TensorProto.INT64,
+            np.dtype(np.int32): TensorProto.INT32, np.dtype(np.bool_): TensorProto.BOOL}[a.dtype]
+
+
+def make_model(nodes, inputs: dict, outputs, initializers=None, opset=17):
+    graph = helper.make_graph(
+        nodes, "test",
+        [helper.make_tensor_value_info(k, _elem(v), v.shape) for k, v in inputs.items()],
+        [helper.make_empty_tensor_value_info(o) for o in outputs],
+        initializer=[numpy_helper.from_array(v, k) for k, v in (initializers or {}).items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    return model
+
+
+def check(nodes, inputs, outputs=("y",), initializers=None, opset=17, **load_args):
+    """The model on GL equals onnxruntime; returns the imported model and the compiled
+    function (for kernel checks)."""
+    model = make_model(nodes, inputs, list(outputs), initializers, opset)
+    expected = ort_run(model, inputs)
+    imported = ff.onnx.load(model, **load_args)
+    fn = ff.Session(imported.graph).compile(imported.outputs, feeds=imported.inputs)
+    got = fn(*[inputs[k] for k in imported.inputs_by_onnx_name])
+    for g, e in zip(got, expected):
+        assert_close(g, e)
+    return imported, fn
+
+
+def node(op, inputs, outputs=("y",), **attrs):
+    return helper.make_node(op, list(inputs), list(outputs), **attrs)
+
+
+# -- elementwise, broadcasting, activations ------------------------------------------------
+X, Y = randn(2, 3, 5), randn(3, 1)
+UNARY = ["Relu", "Sigmoid", "Tanh", "Exp", "Abs", "Neg", "Floor", "Ceil", "Sin", "Cos",
+         "Erf", "Sign", "Softplus", "Softsign", "HardSwish", "Selu", "Elu"]
+
+
+@pytest.mark.parametrize("op", UNARY)
+def test_unary(op):
+    check([node(op, ["x"])], {"x": X * 3})
+
+
+@pytest.mark.parametrize("op", ["Add", "Sub", "Mul", "Div", "Max", "Min", "Mean", "Sum"])
+def test_binary_broadcasting(op):
+    check([node(op, ["x", "z"])], {"x": X, "z": Y + 2.5})
+
+
+def test_pow_comparison_and_where():
+    nodes = [node("Pow", ["x", "z"], ["p"]), node("Greater", ["x", "z"], ["c"]),
+             node("Where", ["c", "p", "x"])]
+    check(nodes, {"x": np.abs(X) + 0.1, "z": Y})
+
+
+@pytest.mark.parametrize("op,attrs,opset", [
+    ("LeakyRelu", {"alpha": 0.1}, 17), ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}, 17),
+    ("Elu", {"alpha": 0.5}, 17), ("Celu", {"alpha": 2.0}, 17), ("Mish", {}, 18),
+    ("Gelu", {}, 20), ("Gelu", {"approximate": "tanh"}, 20),
+    ("ThresholdedRelu", {"alpha": 0.5}, 17)])
+def test_activation_with_attributes(op, attrs, opset):
+    check([node(op, ["x"], **attrs)], {"x": X * 3}, opset=opset)
+
+
+def test_clip_before_and_after_opset_11():
+    check([node("Clip", ["x"], min=-0.5, max=0.7)], {"x": X}, opset=9)
+    check([node("Clip", ["x", "lo", "hi"])], {"x": X}, initializers={
+        "lo": np.float32(-0.5), "hi": np.float32(0.7)}, opset=13)
+    _, fn = check([node("Clip", ["x", "lo", "hi"])], {"x": X * 9}, initializers={
+        "lo": np.float32(0), "hi": np.float32(6)}, opset=13)
+    assert [k.op for k in fn.kernels] == ["relu6"]
+
+
+def test_prelu_with_a_per_channel_slope():
+    check([node("PRelu", ["x", "s"])], {"x": randn(2, 3, 4, 4)},
+          initializers={"s": randn(3, 1, 1)})
+
+
+# -- reductions and softmax -------------------------------------------------------------
+@pytest.mark.parametrize("op,opset,axes_as_input", [
+    ("ReduceSum", 11, False), ("ReduceSum", 13, True), ("ReduceMean", 13, False),
+    ("ReduceMean", 18, True), ("ReduceMax", 13, False), ("ReduceMin", 13, False),
+    ("ReduceProd", 13, False), ("ReduceL2", 13, False), ("ReduceL1", 13, False),
+    ("ReduceSumSquare", 13, False), ("ReduceLogSumExp", 13, False)])
+@pytest.mark.parametrize("keepdims", [0, 1])
+def test_reductions(op, opset, axes_as_input, keepdims):
+    x = randn(3, 4, 5)
+    if axes_as_input:
+        check([node(op, ["x", "axes"], keepdims=keepdims)], {"x": x},
+              initializers={"axes": np.array([0, -1], np.int64)}, opset=opset)
+    else:
+        check([node(op, ["x"], axes=[0, -1], keepdims=keepdims)], {"x": x}, opset=opset)
+
+
+def test_argmax_keeps_the_axis():
+    check([node("ArgMax", ["x"], axis=1), node("ArgMin", ["x"], ["z"], axis=2, keepdims=0)],
+          {"x": randn(3, 4, 5)}, outputs=("y", "z"))
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+@pytest.mark.parametrize("opset", [11, 13])
+def test_softmax_axis_semantics_of_each_opset(op, opset):
+    # before opset 13 axis=1 of a 3-D input means "over the flattened axes 1 and 2"
+    check([node(op, ["x"], axis=1)], {"x": randn(2, 3, 4) * 4}, opset=opset)
+
+
+# -- shapes -----------------------------------------------------------------------------
+def test_shape_arithmetic_is_folded_at_import():
+    nodes = [node("Shape", ["x"], ["s"]),
+             node("Gather", ["s", "zero"], ["n"], axis=0),
+             node("Unsqueeze", ["n", "axes"], ["n1"]),
+             node("Concat", ["n1", "minus_one"], ["target"], axis=0),
+             node("Reshape", ["x", "target"], ["y"])]
+    imported, fn = check(nodes, {"x": randn(2, 3, 4)}, initializers={
+        "zero": np.array(0, np.int64), "axes": np.array([0], np.int64),
+        "minus_one": np.array([-1], np.int64)}, opset=13)
+    ops = {n.op for n in imported.graph.nodes}
+    assert ops <= {"placeholder", "reshape"}, ops        # no shape work left in the graph
+    assert fn.kernels == [] or all(k.op != "gather" for k in fn.kernels)
+
+
+@pytest.mark.parametrize("opset", [9, 13])
+def test_slice_attributes_then_inputs(opset):
+    x = randn(4, 6, 5)
+    if opset < 10:
+        nodes, inits = [node("Slice", ["x"], starts=[1, -4], ends=[3, 1000], axes=[0, 1])], {}
+    else:
+        nodes = [node("Slice", ["x", "st", "en", "ax", "sp"])]
+        inits = {"st": np.array([1, -1], np.int64), "en": np.array([3, -7], np.int64),
+                 "ax": np.array([0, 1], np.int64), "sp": np.array([1, -2], np.int64)}
+    check(nodes, {"x": x}, initializers=inits, opset=opset)
+
+
+@pytest.mark.parametrize("opset", [11, 13])
+def test_squeeze_and_unsqueeze_axes_attribute_then_input(opset):
+    x = randn(3, 1, 4)
+    if opset < 13:
+        nodes, inits = [node("Squeeze", ["x"], ["s"], axes=[1]),
+                        node("Unsqueeze", ["s"], axes=[0, 3])], {}
+    else:
+        nodes = [node("Squeeze", ["x", "a1"], ["s"]), node("Unsqueeze", ["s", "a2"])]
+        inits = {"a1": np.array([1], np.int64), "a2": np.array([0, 3], np.int64)}
+    check(nodes, {"x": x}, initializers=inits, opset=opset)
+
+
+@pytest.mark.parametrize("opset", [11, 13, 18])
+def test_split_sizes_attribute_input_or_count(opset):
+    x = randn(2, 7)
+    if opset == 11:
+        nodes, inits = [node("Split", ["x"], ["a", "b"], axis=1, split=[3, 4])], {}
+    elif opset == 13:
+        nodes, inits = [node("Split", ["x", "s"], ["a", "b"], axis=1)], \
+            {"s": np.array([5, 2], np.int64)}
+    else:
+        nodes, inits = [node("Split", ["x"], ["a", "b"], axis=1, num_outputs=2)], {}
+    check(nodes, {"x": x}, outputs=("a", "b"), initializers=inits, opset=opset)
+
+
+@pytest.mark.parametrize("opset,mode", [(9, "constant"), (13, "constant"), (13, "reflect")])
+def test_pad_attribute_then_inputs(opset, mode):
+    x = randn(2, 3, 4)
+    if opset < 11:
+        nodes, inits = [node("Pad", ["x"], pads=[0, 1, 2, 0, 2, 1], value=1.5)], {}
+    else:
+        nodes = [node("Pad", ["x", "p", "v"], mode=mode)]
+        inits = {"p": np.array([0, 1, 2, 0, 2, 1], np.int64), "v": np.float32(1.5)}
+    check(nodes, {"x": x}, initializers=inits, opset=opset)
+
+
+def test_structure_ops():
+    x = randn(2, 3, 4)
+    nodes = [node("Transpose", ["x"], ["t"], perm=[2, 0, 1]),
+             node("Gather", ["t", "idx"], ["g"], axis=2),
+             node("Flatten", ["g"], ["f"], axis=1),
+             node("Tile", ["f", "reps"], ["tl"]),
+             node("Expand", ["z", "shape"], ["e"]),
+             node("Concat", ["x", "x"], ["c"], axis=-1)]
+    check(nodes, {"x": x, "z": randn(3, 1)}, outputs=("tl", "e", "c"), initializers={
+        "idx": np.array([2, -1, 0], np.int64), "reps": np.array([2, 1], np.int64),
+        "shape": np.array([2, 3, 4], np.int64)})
+
+
+def test_reshape_shape_attribute_of_opset_1_style_models_is_rejected_with_its_input():
+    # Reshape's shape is an input from opset 5: a dynamic one must be known at import
+    model = make_model([node("Reshape", ["x", "s"])], {"x": randn(6), "s": np.array(
+        [2, 3], np.int64)}, ["y"])
+    with pytest.raises(ff.onnx.OnnxImportError, match="Reshape node.*must be known"):
+        ff.onnx.load(model)
+
+
+# -- matrices, convolutions, pools --------------------------------------------------------
+def test_matmul_batched_and_vector():
+    check([node("MatMul", ["a", "b"], ["m"]), node("MatMul", ["m", "v"])],
+          {"a": randn(2, 3, 4), "b": randn(4, 5), "v": randn(5)})
+
+
+def test_gemm_with_transposes_alpha_and_beta():
+    check([node("Gemm", ["a", "b", "c"], transA=1, transB=1, alpha=0.5, beta=2.0)],
+          {"a": randn(4, 3)}, initializers={"b": randn(5, 4), "c": randn(5)})
+
+
+@pytest.mark.parametrize("attrs,w_shape", [
+    ({"pads": [1, 0, 1, 2], "strides": [2, 1]}, (6, 4, 3, 3)),
+    ({"auto_pad": "SAME_UPPER", "strides": [2, 2]}, (6, 4, 3, 3)),
+    ({"auto_pad": "SAME_LOWER", "strides": [2, 2]}, (6, 4, 2, 2)),
+    ({"dilations": [2, 2]}, (6, 4, 3, 3)),
+    ({"group": 2, "pads": [1, 1, 1, 1]}, (6, 2, 3, 3)),
+    ({"group": 4, "pads": [1, 1, 1, 1]}, (8, 1, 3, 3))])
+def test_conv2d(attrs, w_shape):
+    check([node("Conv", ["x", "w", "b"], **attrs)], {"x": randn(2, 4, 9, 8)},
+          initializers={"w": randn(*w_shape), "b": randn(w_shape[0])})
+
+
+def test_conv1d():
+    check([node("Conv", ["x", "w"], pads=[1, 2], strides=[2])], {"x": randn(2, 3, 11)},
+          initializers={"w": randn(5, 3, 4)})
+
+
+@pytest.mark.parametrize("op,attrs", [
+    ("MaxPool", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ("MaxPool", {"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1}),
+    ("AveragePool", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ("AveragePool", {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "count_include_pad": 1}),
+    ("GlobalAveragePool", {}), ("GlobalMaxPool", {})])
+def test_pools(op, attrs):
+    check([node(op, ["x"], **attrs)], {"x": randn(2, 3, 7, 9)})
+
+
+def test_batch_norm_trainable_and_constant():
+    inits = {"s": randn(3) + 1, "b": randn(3), "m": randn(3),
+             "v": np.abs(randn(3)) + 0.5}
+    nodes = [node("BatchNormalization", ["x", "s", "b", "m", "v"], epsilon=1e-3)]
+    check(nodes, {"x": randn(2, 3, 4, 5)}, initializers=inits)
+    check(nodes, {"x": randn(2, 3, 4, 5)}, initializers=inits, trainable=False)
+
+
+def test_normalizations():
+    x = randn(2, 3, 4, 5)
+    check([node("InstanceNormalization", ["x", "s", "b"], epsilon=1e-4)], {"x": x},
+          initializers={"s": randn(3), "b": randn(3)})
+    check([node("LayerNormalization", ["x", "s", "b"], axis=-2)], {"x": x},
+          initializers={"s": randn(4, 5), "b": randn(4, 5)})
+
+
+@pytest.mark.parametrize("mode", ["DCR", "CRD"])
+def test_depth_to_space_and_back(mode):
+    check([node("DepthToSpace", ["x"], ["d"], blocksize=2, mode=mode),
+           node("SpaceToDepth", ["d"], blocksize=2)], {"x": randn(2, 8, 3, 5)},
+          outputs=("d", "y"))
+
+
+@pytest.mark.parametrize("mode,coord,nearest", [
+    ("nearest", "asymmetric", "floor"), ("linear", "half_pixel", None),
+    ("linear", "align_corners", None), ("linear", "asymmetric", None)])
+def test_resize(mode, coord, nearest):
+    attrs = {"mode": mode, "coordinate_transformation_mode": coord}
+    if nearest:
+        attrs["nearest_mode"] = nearest
+    check([node("Resize", ["x", "", "scales"], **attrs)], {"x": randn(1, 2, 4, 5)},
+          initializers={"scales": np.array([1, 1, 2, 3], np.float32)}, opset=13)
+
+
+@pytest.mark.parametrize("mode,coord", [("linear", "half_pixel"),
+                                        ("linear", "align_corners")])
+def test_resize_to_sizes(mode, coord):
+    check([node("Resize", ["x", "", "", "sizes"], mode=mode,
+                coordinate_transformation_mode=coord)], {"x": randn(1, 2, 4, 5)},
+          initializers={"sizes": np.array([1, 2, 7, 3], np.int64)}, opset=13)
+
+
+def test_upsample_of_opset_9():
+    check([node("Upsample", ["x", "scales"], mode="nearest")], {"x": randn(1, 2, 3, 4)},
+          initializers={"scales": np.array([1, 1, 2, 2], np.float32)}, opset=9)
+
+
+# -- names, dtypes and errors -----------------------------------------------------------
+def test_invalid_onnx_input_names_are_mapped():
+    model = make_model([node("Relu", ["input:0"], ["out:0"])], {"input:0": X}, ["out:0"])
+    imported = ff.onnx.load(model)
+    placeholder = imported.inputs_by_onnx_name["input:0"]
+    out = ff.Session(imported.graph).run(imported.outputs_by_onnx_name["out:0"],
+                                         imported.feed_dict({"input:0": X}))
+    assert_close(out, np.maximum(X, 0))
+    assert placeholder.name == "input_0"
+
+
+def test_int64_input_is_fed_as_int32_and_values_that_do_not_fit_raise():
+    check([node("Add", ["i", "c"])], {"i": np.arange(6, dtype=np.int64).reshape(2, 3)},
+          initializers={"c": np.array([5], np.int64)})
+    model = make_model([node("Add", ["i", "c"])], {"i": np.zeros(2, np.int64)}, ["y"],
+                       {"c": np.array([1 << 40], np.int64)})
+    with pytest.raises(ff.onnx.OnnxImportError, match=r"Add node.*does not fit in int32"):
+        ff.onnx.load(model)
+
+
+def test_unsupported_op_names_the_node_and_op_type():
+    bad = helper.make_node("Det", ["x"], ["y"], name="my_det")
+    model = make_model([bad], {"x": randn(3, 3)}, ["y"])
+    with pytest.raises(ff.onnx.UnsupportedOnnxOpError, match="Det node 'my_det'.*Det"):
+        ff.onnx.load(model)
+
+
+def test_unsupported_attribute_names_it():
+    model = make_model([node("Resize", ["x", "", "s"], mode="cubic")], {"x": randn(1, 1, 2, 2)},
+                       ["y"], {"s": np.array([1, 1, 2, 2], np.float32)}, opset=13)
+    with pytest.raises(ff.onnx.OnnxImportError, match="Resize node.*'cubic'"):
+        ff.onnx.load(model)
+
+
+def test_not_a_model_raises_an_import_error(tmp_path):
+    path = tmp_path / "junk.onnx"
+    path.write_bytes(b"\x00\x01 not protobuf")
+    with pytest.raises(ff.onnx.OnnxImportError):
+        ff.onnx.load(str(path))
+    with pytest.raises(ff.onnx.OnnxImportError):
+        ff.onnx.load(str(tmp_path / "missing.onnx"))
