@@ -52,6 +52,11 @@ def make_kernel(template: str, prefix: str, op: str, nodes, inputs, out, *,
                 uniforms=None, user_code=None, **context) -> Kernel:
     name = kernel_name(prefix, nodes[0])
     uniforms = uniforms or {}
+    if (context.get("epilogue") or {}).get("steps"):
+        # elementwise steps after a matmul/conv: exact, as in elementwise kernels
+        # (prologue.glsl.j2); blocked kernels run them in their stitch pass, so the
+        # accumulation keeps its fused multiply-adds there (measured: no cost)
+        context.setdefault("invariant_output", True)
     source = render(template, kernel_name=name, kernel_op=op,
                     header=header_lines(nodes, inputs, out), inputs=inputs, out=out,
                     uniforms=uniforms, **context)

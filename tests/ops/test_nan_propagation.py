@@ -88,3 +88,28 @@ def test_elementwise_kernels_are_exact(gl):
     assert kernel.op == "fused(zeros_like,div)"
     assert "invariant ff_out;" in kernel.source
     assert "vec4(ff_zero)" in kernel.source and "uniform float ff_zero;" in kernel.source
+
+
+@pytest.mark.parametrize("m,k,n", [(3, 2, 2), (64, 96, 128)], ids=["one_kernel", "blocked"])
+def test_matmul_epilogues_keep_nan(gl, m, k, n):
+    """Steps fused after a matmul are exact too: relu(y - y) and (y + c) - c with
+    y = a @ b holding inf and NaN, c = inf."""
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    a[0, 0], a[1, 1] = np.inf, np.nan
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    c = np.full((m, n), np.inf, np.float32)
+    g = ff.Graph()
+    with g.as_default():
+        y = ff.Variable(a, name="a") @ ff.Variable(b, name="b")
+        ys = [ff.relu(y - y), (y + ff.Variable(c, name="c")) - ff.Variable(c, name="c2")]
+    with ff.Session(g) as sess:
+        got = [sess.compile([t]) for t in ys]
+        kernels = [fn.kernels for fn in got]
+        got = [fn()[0] for fn in got]
+    with ff.Session(g, backend="numpy") as ref_sess:
+        want = ref_sess.run(ys)
+    assert all(any(kk.op.startswith("fused_matmul") for kk in ks) for ks in kernels)
+    for g_, w_ in zip(got, want):
+        assert np.isnan(w_).any()
+        np.testing.assert_array_equal(np.isnan(g_), np.isnan(w_))
