@@ -16,8 +16,8 @@ from .frontend import onnx            # ff.onnx.load / ff.onnx.export (docs/ONNX
 from .frontend import __all__ as _frontend_all
 from .ir.errors import (AttrError, BackendError, DTypeError, FeedError, FetchError,
                         FragflowError, GradientError, GraphError, NumericsError,
-                        SerializationError, ShaderCompileError, ShapeError,
-                        TensorTooLargeError)
+                        SerializationError, SessionClosedError, ShaderCompileError,
+                        ShapeError, TensorTooLargeError)
 from .ir.graph import Graph, get_default_graph, reset_default_graph
 from .ir.serialize import MAX_FILE_BYTES, graph_from_json
 from .ir.types import DTYPES, TensorType
@@ -75,5 +75,5 @@ __all__ = list(_frontend_all) + [
     "load_graph", "fused", "Session", "CompiledFunction", "Tensor", "Variable", "TensorType",
     "DTYPES", "FragflowError", "AttrError", "BackendError", "DTypeError", "FeedError",
     "FetchError", "GradientError", "GraphError", "NumericsError", "SerializationError",
-    "ShaderCompileError", "ShapeError", "TensorTooLargeError",
+    "SessionClosedError", "ShaderCompileError", "ShapeError", "TensorTooLargeError",
 ]

@@ -3,9 +3,14 @@ feeds and feed shapes, and runs it on the GL context or the numpy reference exec
 Variables live in the session (on the GPU for backend="gl") across runs."""
 from __future__ import annotations
 
+import os
+import threading
+import zipfile
+
 import numpy as np
 
-from ..ir.errors import FeedError, FetchError, FragflowError, SerializationError
+from ..ir.errors import (FeedError, FetchError, FragflowError, SerializationError,
+                         SessionClosedError)
 from ..ir.graph import Graph, Value, get_default_graph
 from ..ir.ops.state import RUN_COUNTER
 from ..ir.types import TensorType, format_shape
@@ -23,6 +28,10 @@ _INT32 = np.iinfo(np.int32)
 
 class Session:
     """Runs a graph.
+
+    A session may be used from several threads at once: each call runs whole, under
+    the process-wide GL lock (backend="gl") or the session's own lock ("numpy"), on
+    the one GL context, which is made current on the calling thread for the call.
 
     >>> import fragflow as ff, numpy as np
     >>> g = ff.Graph()
@@ -50,17 +59,21 @@ class Session:
         if backend == "gl":
             from ..runtime.device import Device
             self._device = Device.get()
+            # every GL call of this session runs in this section (see runtime/context)
+            self._lock = self._device.gl
             from ..runtime.gl_plan import VariableStore
             self._variables = VariableStore(self._device)
         else:
             from ..runtime import NumpyVariables
             self._device = None
+            self._lock = threading.RLock()      # plan cache and variables, one call at a time
             self._variables = NumpyVariables()
 
     # -- running ----------------------------------------------------------------------
     def run(self, fetches, feed_dict=None):
         """Evaluate fetches (a tensor, or a list/tuple/dict of them: the same structure
         comes back, as numpy arrays) with feed_dict {tensor: value}."""
+        self._check_open()
         flat, rebuild = _flatten(fetches)
         values = [self._fetch_value(f) for f in flat]
         feeds = self._check_feeds(feed_dict or {})
@@ -68,12 +81,14 @@ class Session:
 
     def compile(self, fetches, feeds=(), passes=None):
         """A callable fn(*feed_values) -> list of arrays, for fixed fetches and feeds."""
+        self._check_open()
         return CompiledFunction(self, fetches, feeds, passes)
 
     def _run_values(self, values: list, feeds: dict, passes=None) -> list:
-        plan, names = self._plan(values, {v: TensorType(a.shape, v.dtype)
-                                          for v, a in feeds.items()}, passes)
-        return self._execute(plan, {names[v]: a for v, a in feeds.items() if v in names})
+        types = {v: TensorType(a.shape, v.dtype) for v, a in feeds.items()}
+        with self._lock:          # the plan must not be evicted before it has run
+            plan, names = self._plan(values, types, passes)
+            return self._execute(plan, {names[v]: a for v, a in feeds.items() if v in names})
 
     def _execute(self, plan, feeds_by_name: dict) -> list:
         """One run: the run counter (random ops' fresh draws) is fed like a placeholder."""
@@ -87,11 +102,16 @@ class Session:
     def profile(self, fetches, feed_dict=None, runs: int = 10):
         """Run fetches `runs` times and report where the time goes, per user op and
         scope (GPU time per kernel), with compile, upload and readback times."""
-        import time
-        from .debugging import Profile, timed_runs
+        self._check_open()
         flat, _ = _flatten(fetches)
         values = [self._fetch_value(f) for f in flat]
         feeds = self._check_feeds(feed_dict or {})
+        with self._lock:
+            return self._profile(values, feeds, runs)
+
+    def _profile(self, values, feeds, runs):
+        import time
+        from .debugging import Profile, timed_runs
         types = {v: TensorType(a.shape, v.dtype) for v, a in feeds.items()}
         start = time.perf_counter()
         plan, names = self._plan(values, types)
@@ -107,17 +127,29 @@ class Session:
         return timed_runs(observed, runs, profile)
 
     def _plan(self, values, feed_types: dict, passes=None):
-        self._check_open()
         key = (tuple(values), frozenset((v, t.shape) for v, t in feed_types.items()),
                None if passes is None else tuple(passes))
-        entry = self._plans.pop(key, None)
-        if entry is None:
-            entry = self._build(values, feed_types, passes)
-        self._plans[key] = entry              # most recently used last
-        while len(self._plans) > MAX_PLANS:   # e.g. one plan per batch size: bounded
-            oldest = next(iter(self._plans))
-            self._plans.pop(oldest)[0].release()
-        return entry
+        with self._lock:
+            self._check_open()
+            entry = self._plans.pop(key, None)
+            built = entry is None
+            if built:
+                entry = self._build(values, feed_types, passes)
+                if self._device is not None:     # its programs stay while it lives
+                    self._device.programs.pin(entry[0].kernels)
+            self._plans[key] = entry              # most recently used last
+            while len(self._plans) > MAX_PLANS:   # e.g. one plan per batch size: bounded
+                oldest = next(iter(self._plans))
+                self._release_plan(self._plans.pop(oldest)[0])
+            if built and self._device is not None:
+                self._device.programs.evict()     # programs no live plan uses: bounded
+            return entry
+
+    def _release_plan(self, plan) -> None:
+        """Textures back to the pool (which deletes beyond its bound), programs unpinned."""
+        if self._device is not None:
+            self._device.programs.unpin(plan.kernels)
+        plan.release()
 
     def _build(self, values, feed_types, passes):
         compiled, mapping = prune(self.graph, values, feed_types)
@@ -189,20 +221,29 @@ class Session:
 
     def get(self, var) -> np.ndarray:
         """A variable's current value."""
+        self._check_open()
         name = self._variable_name(var)
-        if name in self._variable_names_held():
-            return self._variables.read(name)
+        with self._lock:
+            self._check_open()
+            if name in self._variable_names_held():
+                return self._variables.read(name)
         return np.array(self.graph.node(name).attrs["initial_value"])
 
     def set(self, var, value) -> None:
         """Overwrite a variable's value (on the GPU for backend="gl")."""
+        self._check_open()
         name = self._variable_name(var)
         node = self.graph.node(name)
         array = _feed_array(node.outputs[0], value)
-        if name not in self._variable_names_held():
+        with self._lock:
+            self._check_open()
+            self._write_variable(node, array)
+
+    def _write_variable(self, node, array) -> None:
+        if node.name not in self._variable_names_held():
             self._create_variable(node, array)
         else:
-            self._variables.write(name, array)
+            self._variables.write(node.name, array)
 
     def _create_variable(self, node, array):
         if self.backend == "numpy":
@@ -217,67 +258,105 @@ class Session:
 
     def save(self, path: str) -> None:
         """Every variable of the graph to an .npz file (no pickle)."""
-        values = {n.name: self.get(n.outputs[0]) for n in self.graph.nodes
-                  if n.op == "variable"}
-        np.savez(path, **values)
+        self._check_open()
+        with self._lock:          # one consistent state, not a run's half-way point
+            values = {n.name: self.get(n.outputs[0]) for n in self.graph.nodes
+                      if n.op == "variable"}
+        try:
+            np.savez(path, **values)
+        except OSError as err:
+            raise SerializationError(f"cannot write checkpoint {str(path)!r}: "
+                                     f"{err.strerror or err}") from None
 
-    def restore(self, path: str) -> None:
-        """Variables from an .npz file written by save(); loads no code (no pickle)."""
-        import os
+    def restore(self, path: str, strict: bool = True) -> None:
+        """Variables from an .npz file written by save(); loads no code (no pickle).
+
+        All or nothing: every entry's name, shape and dtype is checked (from the file's
+        headers, before any data is read), then every value, and only then is any
+        variable written. Every variable of the graph must be in the file unless
+        strict=False (those missing keep their values). A file that is not such a
+        checkpoint (truncated, corrupt, not .npz, holding objects) raises
+        SerializationError."""
+        self._check_open()
         if not os.path.exists(path) and os.path.exists(str(path) + ".npz"):
             path = str(path) + ".npz"      # save() wrote it with numpy's .npz suffix
-        try:
-            data = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as err:
-            raise SerializationError(f"cannot read checkpoint {path!r}: {err}") from None
-        with data:
-            for name in data.files:
-                if name not in self.graph or self.graph.node(name).op != "variable":
-                    raise SerializationError(f"checkpoint {path!r} holds '{name}', which is "
-                                             f"not a variable of graph '{self.graph.name}'")
-                try:
-                    self.set(self.graph.node(name).outputs[0], data[name])
-                except FeedError as err:
-                    raise SerializationError(f"checkpoint {path!r}: {err}") from None
+        variables = {n.name: n for n in self.graph.nodes if n.op == "variable"}
+        arrays = _read_checkpoint(path, variables, self.graph.name)
+        missing = [name for name in variables if name not in arrays]
+        if missing and strict:
+            raise SerializationError(
+                f"checkpoint {str(path)!r} lacks variable(s) {', '.join(map(repr, missing))} "
+                f"of graph '{self.graph.name}' (restore(..., strict=False) restores the "
+                f"others and leaves these as they are)")
+        checked = {}
+        for name, array in arrays.items():
+            try:
+                checked[name] = _feed_array(variables[name].outputs[0], array)
+            except FeedError as err:
+                raise SerializationError(f"checkpoint {str(path)!r}: {err}") from None
+        with self._lock:
+            self._check_open()
+            for name, array in checked.items():
+                self._write_variable(variables[name], array)
 
     # -- resources ------------------------------------------------------------------
     def memory(self) -> dict:
-        """Textures (and their bytes) this session holds on the GPU."""
-        if self.backend == "numpy":
-            return {"textures": 0, "bytes": 0}
-        textures = list(self._variables.textures())
-        for plan, _ in self._plans.values():
-            textures.extend(plan.textures())
-        return {"textures": len(textures), "bytes": sum(t.nbytes for t in textures)}
+        """What this session holds on the GPU, and what the process holds:
+
+        textures, bytes  textures this session holds (variables and its plans' own)
+        plans            compiled plans it keeps (at most MAX_PLANS)
+        live_textures    textures that exist in the process (held by any session, or
+                         free in the pool)
+        pool_textures, pool_bytes   free textures the pool keeps for reuse (bounded)
+        programs         linked GL programs in the process (bounded beyond those that
+                         live plans launch); pinned_programs: those
+        """
+        with self._lock:
+            plans = list(self._plans.values())
+            out = {"textures": 0, "bytes": 0, "plans": len(plans), "live_textures": 0,
+                   "pool_textures": 0, "pool_bytes": 0, "programs": 0,
+                   "pinned_programs": 0}
+            if self.backend == "numpy":
+                return out
+            textures = list(self._variables.textures())
+            for plan, _ in plans:
+                textures.extend(plan.textures())
+            out.update(self._device.stats(), textures=len(textures),
+                       bytes=sum(t.nbytes for t in textures))
+            return out
 
     def close(self) -> None:
-        """Give back every texture; the session cannot run afterwards."""
-        if self._closed:
-            return
-        for plan, _ in self._plans.values():
-            plan.release()
-        self._plans.clear()
-        self._variables.release()
-        if self._device is not None:
-            self._device.pool.trim()
-        self._closed = True
+        """Give back every texture and program; the session cannot run afterwards."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            _release_session(self._device, list(self._plans.values()), self._variables)
+            self._plans.clear()
+            if self._device is not None:
+                self._device.pool.trim()
+                self._device.trim_heap()
 
     def __del__(self):
-        # A session dropped without close(): its textures go back to the pool (no GL
-        # call here: the collector may run on any thread, or at interpreter exit).
+        # A session dropped without close() gives its textures and programs back at the
+        # start of the next GL section: the collector may run on any thread, even one
+        # inside a GL section, so no GL call and no pool change happens here.
         try:
             if not getattr(self, "_closed", True):
-                for plan, _ in self._plans.values():
-                    plan.release()
-                self._plans.clear()
-                self._variables.release()
                 self._closed = True
+                if self._device is None:
+                    return
+                self._device.gl.defer(lambda device=self._device,
+                                      plans=list(self._plans.values()),
+                                      variables=self._variables:
+                                      _release_session(device, plans, variables))
         except Exception:        # interpreter shutdown: nothing left to give back to
             pass
 
     def _check_open(self):
         if self._closed:
-            raise FragflowError("this session is closed")
+            raise SessionClosedError("this session is closed: run, compile, get, set, "
+                                     "save and restore need an open one")
 
     def __enter__(self):
         return self
@@ -305,12 +384,13 @@ class CompiledFunction:
             raise FeedError(f"this function takes {len(self._feeds)} feed(s) "
                             f"({', '.join(v.name for v in self._feeds)}), got {len(arrays)}")
         feeds = {v: _feed_array(v, a) for v, a in zip(self._feeds, arrays)}
-        plan, names = self.session._plan(self._values, {v: TensorType(a.shape, v.dtype)
-                                                        for v, a in feeds.items()},
-                                         self._passes)
-        self._last = plan
-        return self.session._execute(plan, {names[v]: a for v, a in feeds.items()
-                                            if v in names})
+        types = {v: TensorType(a.shape, v.dtype) for v, a in feeds.items()}
+        session = self.session
+        with session._lock:       # the plan must not be evicted before it has run
+            plan, names = session._plan(self._values, types, self._passes)
+            self._last = plan
+            return session._execute(plan, {names[v]: a for v, a in feeds.items()
+                                           if v in names})
 
     @property
     def fusion_report(self) -> list:
@@ -346,6 +426,66 @@ class CompiledFunction:
         paths."""
         from .shaders import write_shaders
         return write_shaders(self.kernels, directory, self.session.graph, self.graph)
+
+
+def _release_session(device, plans, variables) -> None:
+    """A closed or collected session's plans and variables given back: textures to the
+    pool (which deletes beyond its bound), programs unpinned and evicted beyond theirs."""
+    for plan, _ in plans:
+        if device is not None:
+            device.programs.unpin(plan.kernels)
+        plan.release()
+    variables.release()
+    if device is not None:
+        device.programs.evict()
+
+
+def _read_checkpoint(path, variables: dict, graph_name: str) -> dict:
+    """{name: array} of an .npz checkpoint, every entry checked against `variables`
+    (name, shape, dtype from its header) before any data is read; SerializationError
+    naming the file and the entry for anything else."""
+    where = f"checkpoint {str(path)!r}"
+    try:
+        archive = zipfile.ZipFile(path)
+    except (OSError, zipfile.BadZipFile, ValueError, TypeError) as err:
+        why = err.strerror if isinstance(err, OSError) and err.strerror else err
+        raise SerializationError(f"cannot read {where}: {why} (save() writes an .npz "
+                                 f"file)") from None
+    arrays = {}
+    with archive:
+        try:
+            members = archive.infolist()
+            for member in members:
+                name = member.filename.removesuffix(".npy")
+                if not member.filename.endswith(".npy"):
+                    raise SerializationError(f"{where} holds {member.filename!r}, which is "
+                                             f"not an array (.npy) entry")
+                if name not in variables:
+                    raise SerializationError(f"{where} holds '{name}', which is not a "
+                                             f"variable of graph '{graph_name}'")
+                with archive.open(member) as f:
+                    version = np.lib.format.read_magic(f)
+                    read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) \
+                        else np.lib.format.read_array_header_2_0
+                    shape, _, dtype = read_header(f)
+                expected = variables[name].outputs[0]
+                if dtype.hasobject or dtype.kind not in _ACCEPTED_KINDS[expected.dtype]:
+                    raise SerializationError(f"{where}: '{name}' is stored as {dtype}; the "
+                                             f"variable is {expected.dtype}")
+                if tuple(shape) != tuple(expected.shape):
+                    raise SerializationError(
+                        f"{where}: '{name}' has shape {format_shape(shape)}; the variable's "
+                        f"is {format_shape(expected.shape)}")
+            for member in members:       # every header is fine: now the data
+                with archive.open(member) as f:
+                    arrays[member.filename.removesuffix(".npy")] = \
+                        np.lib.format.read_array(f, allow_pickle=False)
+        except SerializationError:
+            raise
+        except Exception as err:         # truncated or corrupt: zlib, CRC, EOF, header
+            raise SerializationError(f"cannot read {where}: {type(err).__name__}: "
+                                     f"{err}") from None
+    return arrays
 
 
 def _feed_array(value: Value, data) -> np.ndarray:

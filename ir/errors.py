@@ -45,6 +45,10 @@ class BackendError(FragflowError, RuntimeError):
     """No OpenGL context could be created, or a GL call failed."""
 
 
+class SessionClosedError(FragflowError, RuntimeError):
+    """A Session used after close(): run, compile, get, set, save and restore refuse."""
+
+
 class ShaderCompileError(BackendError):
     """A generated (or user-written) shader did not compile or link."""
 

@@ -7,6 +7,7 @@ inputs exist before it). Names are unique in a graph and carry the name scope
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections import defaultdict
 from types import MappingProxyType
 
@@ -248,12 +249,14 @@ class Graph:
 
     @contextlib.contextmanager
     def as_default(self):
-        """Make this the graph that ff.placeholder, ff.constant, ... build into."""
-        _DEFAULT_STACK.append(self)
+        """Make this the graph that ff.placeholder, ff.constant, ... build into, in this
+        thread (as in TensorFlow, each thread has its own stack of default graphs)."""
+        stack = _DEFAULTS.stack
+        stack.append(self)
         try:
             yield self
         finally:
-            _DEFAULT_STACK.pop()
+            stack.pop()
 
     def __repr__(self):
         return f"<Graph {self.name}: {len(self.nodes)} nodes>"
@@ -273,17 +276,29 @@ class Graph:
         printer.text(repr(self) if cycle else format_graph(self))
 
 
-_DEFAULT_STACK: list[Graph] = []
+class _ThreadDefaults(threading.local):
+    """Each thread's stack of as_default() graphs: two threads building two graphs at
+    once never put nodes in each other's. Outside any as_default(), every thread builds
+    into the one global default graph (as TensorFlow does)."""
+
+    def __init__(self):
+        self.stack: list[Graph] = []
+
+
+_DEFAULTS = _ThreadDefaults()
 _GLOBAL_DEFAULT = [Graph("default")]
 
 
 def get_default_graph() -> Graph:
-    return _DEFAULT_STACK[-1] if _DEFAULT_STACK else _GLOBAL_DEFAULT[0]
+    """The graph ops build into: the innermost as_default() of this thread, else the
+    global default graph."""
+    stack = _DEFAULTS.stack
+    return stack[-1] if stack else _GLOBAL_DEFAULT[0]
 
 
 def reset_default_graph() -> Graph:
     """Replace the global default graph with an empty one (not inside as_default)."""
-    if _DEFAULT_STACK:
+    if _DEFAULTS.stack:
         raise GraphError("reset_default_graph() inside a 'with graph.as_default()' block")
     _GLOBAL_DEFAULT[0] = Graph("default")
     return _GLOBAL_DEFAULT[0]

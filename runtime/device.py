@@ -1,10 +1,19 @@
 """The process-wide GL resources: the context, the texture pool, the program cache.
 
 Device.get() creates the context first and only then imports the modules that import
-OpenGL.GL, so PyOpenGL binds the platform the chosen backend needs."""
+OpenGL.GL, so PyOpenGL binds the platform the chosen backend needs.
+
+Every use of the pool, the program cache or any texture happens inside
+``with device.gl:`` (the context's GLSection: the process-wide GL lock, and the
+context current on the calling thread), from whichever thread."""
 from __future__ import annotations
 
+import ctypes
+import threading
+
 from .context import get_context
+
+_lock = threading.Lock()
 
 
 class Device:
@@ -15,13 +24,36 @@ class Device:
         from ..codegen.environment import use_bytecode_cache
         from .shader_cache import cache_dir
         use_bytecode_cache(cache_dir() / "templates")  # with Mesa's: a fast first run
+        self.gl = self.context.section
         from .gl_resources import ProgramCache, TexturePool
         self.max_texture_size = self.context.info()["max_texture_size"]
-        self.pool = TexturePool()
-        self.programs = ProgramCache()
+        self.pool = TexturePool(self.gl)
+        self.programs = ProgramCache(self.gl)
 
     @classmethod
     def get(cls) -> "Device":
-        if cls._instance is None:
-            cls._instance = cls()
-        return cls._instance
+        device = cls._instance
+        if device is None:
+            with _lock:              # two threads' first sessions make one device
+                if cls._instance is None:
+                    cls._instance = cls()
+                device = cls._instance
+        return device
+
+    def stats(self) -> dict:
+        """What the process holds on the GPU: textures (in use and pooled), programs."""
+        with self.gl:
+            pool = self.pool.stats()
+            return {"live_textures": pool["live"], "pool_textures": pool["free"],
+                    "pool_bytes": pool["free_bytes"], "programs": len(self.programs),
+                    "pinned_programs": self.programs.pinned()}
+
+    @staticmethod
+    def trim_heap() -> None:
+        """Give the heap memory freed by deleted GL objects back to the OS. glibc keeps
+        it mapped otherwise: after 500 batch sizes and close(), RSS went from 502 to
+        444 MB with this (measured, llvmpipe). Elsewhere a no-op."""
+        try:
+            ctypes.CDLL(None).malloc_trim(0)
+        except (OSError, AttributeError):     # not glibc
+            pass

@@ -4,11 +4,11 @@ back and swaps in assigned variables; it walks no graph and formats no strings."
 from __future__ import annotations
 
 import numpy as np
-from OpenGL import GL
 
 from ..codegen.layout import Layout
 from .device import Device
 from .gl_resources import ArrayTexture, RenderTargets, Texture, check_gl
+from OpenGL import GL  # noqa: E402,I001  after gl_resources: it binds PyOpenGL's platform
 
 
 class Slot:

@@ -41,6 +41,10 @@ class GlfwWindow:
     def make_current(self) -> None:
         self._glfw.make_context_current(self._window)
 
+    def release(self) -> None:
+        """Not current on the calling thread any more (GLFW allows any thread)."""
+        self._glfw.make_context_current(None)
+
     def destroy(self) -> None:
         self._glfw.destroy_window(self._window)
         self._glfw.terminate()

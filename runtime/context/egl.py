@@ -93,6 +93,11 @@ class EglContext:
         if not self._egl.MakeCurrent(self._display, None, None, self._context):
             raise BackendError(self._egl.error("eglMakeCurrent"))
 
+    def release(self) -> None:
+        """Not current on the calling thread any more (another thread may take it)."""
+        if not self._egl.MakeCurrent(self._display, None, None, None):
+            raise BackendError(self._egl.error("eglMakeCurrent(EGL_NO_CONTEXT)"))
+
     def destroy(self) -> None:
         egl = self._egl
         egl.MakeCurrent(self._display, None, None, None)

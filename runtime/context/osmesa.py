@@ -71,6 +71,10 @@ class OSMesaContext:
         if not self._make(self._context, self._buffer, GL_UNSIGNED_BYTE, 1, 1):
             raise BackendError("OSMesaMakeCurrent failed")
 
+    def release(self) -> None:
+        """Not current on the calling thread any more (OSMesaMakeCurrent(NULL, ...))."""
+        self._make(None, None, 0, 0, 0)
+
     def destroy(self) -> None:
         self._destroy(self._context)
 

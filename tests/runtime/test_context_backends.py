@@ -27,6 +27,7 @@ import numpy as np
 from fragflow.runtime.context import get_context
 
 ctx = get_context()
+ctx.make_current()     # raw GL calls below (fragflow's own run in `with ctx.section:`)
 from OpenGL import GL  # after get_context(): the backend chose PyOpenGL's platform
 
 def shader(kind, src):
