@@ -21,7 +21,7 @@ from ..ir.ops import conv as _conv
 from . import matmul
 from .common import make_kernel, operands, output_operand
 from .layout import strides
-from .reduce import unroll_for
+from .reduce import LOOP_TRIPS, unroll_for
 
 @dataclass(frozen=True)
 class PixelBlock:
@@ -65,6 +65,8 @@ def blocked_conv(node, g, context, inputs, out, layouts, prefix, extra, epilogue
     a depthwise one computes 4 channels of 2 x 4 adjacent pixels, reading each input
     texel of their shared footprint once."""
     taps = math.prod(g["ksize"])
+    if context["kind"] == "backprop_filter":
+        return _blocked_filter_gradient(g, context, inputs, out, layouts, prefix, op, nodes)
     if out.layout.size * taps * (1 if context["depthwise"] else g["C"]) < \
             matmul.BLOCKED_MIN_MACS:
         return None
@@ -83,6 +85,33 @@ def blocked_conv(node, g, context, inputs, out, layouts, prefix, extra, epilogue
     stitch = matmul.stitch_kernel(blocks, out, prefix + "s", op, nodes, extra, epilogue,
                                   mapping="matmul", blocking=blocking,
                                   aligned=g["COUT"] % 4 == 0)
+    return [main, stitch]
+
+
+def _blocked_filter_gradient(g, context, inputs, out, layouts, prefix, op, nodes):
+    """conv2d_backprop_filter as the blocked matmul of the transposed windows with dy,
+    4 input channels of a tap per fragment reading one texel of x per pixel
+    (templates/conv_filter_blocked.glsl.j2); None where that does not apply."""
+    pixels = g["N"] * g["out_count"]
+    if context["depthwise"] or g["C"] % 4 or out.layout.size * pixels < matmul.BLOCKED_MIN_MACS:
+        return None
+    out_h, out_w = g["out_size"]
+    unroll = 1
+    while unroll < out_w and g["N"] * (1 + out_h * (1 + -(-out_w // unroll))) > LOOP_TRIPS:
+        unroll *= 2
+    if g["N"] * (1 + out_h * (1 + -(-out_w // unroll))) > LOOP_TRIPS:
+        return None                 # too many pixels for one fragment's loops
+    taps = math.prod(g["ksize"])
+    # rows: the 4 input channels of one texel of x (so at most 2 column texels)
+    blocking = matmul.Blocking(1, taps * g["C"], g["COUT"], 4, min(2, -(-g["COUT"] // 4)),
+                               interleaved=True)
+    blocks, names = matmul.target_operands(
+        blocking, out, matmul._max_texture_size(layouts, out), layouts)
+    main = matmul.blocked_kernel(
+        "conv_filter_blocked.glsl.j2", prefix, op, nodes, list(inputs), blocks, names,
+        blocking, g=g, xs=context["xs"], unroll=unroll)
+    stitch = matmul.stitch_kernel(blocks, out, prefix + "s", op, nodes, mapping="matmul",
+                                  blocking=blocking, aligned=g["COUT"] % 4 == 0)
     return [main, stitch]
 
 
@@ -200,7 +229,7 @@ def lower_node(node, layouts, prefix, extra=(), epilogue=None, kernel_op=None,
                 f"past what llvmpipe runs (65535); use a smaller window or batch")
     if epilogue is not None and kind != "conv":
         raise FragflowError(f"{node.where()}: only convolutions take an epilogue")
-    if kind == "conv" and d == 2 and len(inputs) == 2:
+    if kind in ("conv", "backprop_filter") and d == 2 and len(inputs) == 2:
         blocked = blocked_conv(node, g, context, inputs, out, layouts, prefix, extra,
                                epilogue, kernel_op or node.op, nodes or [node])
         if blocked is not None:

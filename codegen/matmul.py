@@ -51,6 +51,9 @@ class Blocking:
     n: int
     rows: int            # R: rows per fragment
     cols: int            # CT: column texels (4 columns each) per fragment
+    # rows row0 * R + r (consecutive) instead of row0 + r * S (slabs): where one texel
+    # holds 4 consecutive rows' values at one k (a transposed A, a filter gradient)
+    interleaved: bool = False
 
     @property
     def slab(self) -> int:              # S: rows per target
@@ -130,6 +133,9 @@ def blocked_matmul(node, a, b, out, prefix, layouts, extra=(), epilogue=None,
     k = a.layout.shape[-2] if ta else a.layout.shape[-1]
     nb = math.prod(batch_shape)
     blocking = choose_blocking(nb, m, n)
+    if ta and m % 4 == 0 and blocking.rows == 4:
+        # A stored [K, M]: one texel holds 4 consecutive rows at one k
+        blocking = replace(blocking, interleaved=True)
     max_size = _max_texture_size(layouts, out)
     blocks, names = target_operands(blocking, out, max_size, layouts)
     a_batch = affine_index(batch_shape, _batch_strides(a.layout.shape, batch_shape))
