@@ -3,6 +3,7 @@ and fine-tune) and ff.onnx.export (write a graph as ONNX). Needs the `onnx` pack
 (pip install 'fragflow[onnx]'); importing this module does not. See docs/ONNX.md."""
 from .errors import (OnnxExportError, OnnxImportError, OnnxNotInstalledError,
                      UnsupportedOnnxOpError)
+from .exporter import export, exportable_ops
 from .importer import ImportedModel, load
 
 
@@ -12,5 +13,5 @@ def supported_ops() -> list:
     return sorted(RULES)
 
 
-__all__ = ["load", "ImportedModel", "supported_ops", "OnnxImportError",
+__all__ = ["load", "export", "exportable_ops", "ImportedModel", "supported_ops", "OnnxImportError",
            "UnsupportedOnnxOpError", "OnnxExportError", "OnnxNotInstalledError"]
