@@ -18,7 +18,8 @@ On top of the passes: mean (the sum, divided by the count in the last pass),
 argmax/argmin (passes after the first carry the winners' positions and fetch their
 values), logsumexp (the max, then the sum of exp(x - max), finished with max + log),
 and softmax / log_softmax (those two reductions along the axis, then one kernel that
-normalises every element).
+normalises every element; a small one, such as a classifier's logits, is one kernel
+whose elements each walk their slice).
 """
 from __future__ import annotations
 
@@ -39,6 +40,9 @@ WINDOW_MAX = 4096           # the most elements one output element reduces in a 
 SMALL_WORK = 1 << 16        # elements a single pass reduces without splitting the axis
 MIN_UNROLL = 4              # the hot loops' bodies, unrolled (llvmpipe's loop overhead)
 ROW_TEXELS = 2048
+# softmax whose elements times its axis length stay under this: one kernel whose
+# elements each walk their slice (three launches cost more than that walk)
+DIRECT_SOFTMAX_WORK = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -300,6 +304,13 @@ def softmax_kernels(node, x: Operand, out: Operand, axis: int, prefix: str,
     kernel normalising every element."""
     builder = TreeBuilder(node, prefix, node.op, layouts)
     shape = x.layout.shape
+    inner = math.prod(shape[axis + 1:])
+    if math.prod(shape) * shape[axis] <= DIRECT_SOFTMAX_WORK:
+        # small (a classifier's logits): one kernel, each element walking its slice
+        builder.add("reduce_tree.glsl.j2", [x], out, kind="softmax_direct", rop=node.op,
+                    values=None, log=node.op == "log_softmax", length=shape[axis],
+                    inner=inner, unroll=_limits.unroll_for(shape[axis]))
+        return builder.kernels
     kept = tuple(d for a, d in enumerate(shape) if a != axis)
     slice_max = builder.scratch(kept, "float32", x.layout)
     tree_reduce(builder, x, slice_max, (axis,), "max")
@@ -307,5 +318,5 @@ def softmax_kernels(node, x: Operand, out: Operand, axis: int, prefix: str,
     tree_reduce(builder, x, total, (axis,), "sumexp", shift=slice_max)
     builder.add("reduce_tree.glsl.j2", [x, slice_max, total], out, kind="normalize",
                 rop=node.op, values=None, log=node.op == "log_softmax",
-                length=shape[axis], inner=math.prod(shape[axis + 1:]))
+                length=shape[axis], inner=inner)
     return builder.kernels

@@ -28,11 +28,12 @@ REDUCTIONS = {"sum": ff.sum, "mean": ff.mean, "max": ff.max, "min": ff.min,
 
 @pytest.fixture
 def small_windows(monkeypatch):
-    """Windows of 4-8 elements and no single-pass shortcut: small inputs take trees."""
+    """Windows of 4-8 elements and no single-pass shortcuts: small inputs take trees."""
     monkeypatch.setattr(reduce_tree, "WINDOW_MIN", 4)
     monkeypatch.setattr(reduce_tree, "WINDOW_MAX", 8)
     monkeypatch.setattr(reduce_tree, "SMALL_WORK", 8)
     monkeypatch.setattr(reduce_tree, "MIN_FRAGMENTS", 4)
+    monkeypatch.setattr(reduce_tree, "DIRECT_SOFTMAX_WORK", 0)
     monkeypatch.setattr(scan, "BLOCK", {"contiguous": 8, "strided": 4})
 
 
@@ -213,6 +214,14 @@ def test_softmax_and_logsumexp_along_long_and_strided_axes(gl):
     out = check_all(g, fetches, {a: rows, b: cols, c: mid}, scales)
     np.testing.assert_allclose(out["softmax rows"].sum(-1), 1, rtol=1e-4)
     np.testing.assert_allclose(out["softmax mid"].sum(1), 1, rtol=1e-4)
+
+
+def test_a_small_softmax_is_one_kernel_and_a_large_one_a_tree(gl):
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((64, 10), name="x")
+        y = ff.log_softmax(x)
+    assert len(kernels_of(g, y, x)) == 1
 
 
 def test_a_node_runs_as_several_kernels_with_values_between_them(gl):
