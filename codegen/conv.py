@@ -14,7 +14,7 @@ Paths of the sums of products (a fragment computes one RGBA texel = 4 outputs):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..ir.errors import FragflowError
 from ..ir.ops import conv as _conv
@@ -55,6 +55,9 @@ class PixelBlock:
 # Depthwise filters up to this many taps run blocked (its loops are unrolled in Jinja:
 # a bigger window makes a long shader for little gain).
 BLOCKED_DEPTHWISE_TAPS = 49
+# A filter gradient splits its batch until it has about this many fragments (a small
+# filter has few blocks: one llvmpipe tile, one thread, for the whole sum).
+FILTER_GRADIENT_FRAGMENTS = 1024
 
 
 def blocked_conv(node, g, context, inputs, out, layouts, prefix, extra, epilogue, op,
@@ -95,21 +98,25 @@ def _blocked_filter_gradient(g, context, inputs, out, layouts, prefix, op, nodes
     pixels = g["N"] * g["out_count"]
     if context["depthwise"] or g["C"] % 4 or out.layout.size * pixels < matmul.BLOCKED_MIN_MACS:
         return None
-    out_h, out_w = g["out_size"]
-    unroll = 1
-    while unroll < out_w and g["N"] * (1 + out_h * (1 + -(-out_w // unroll))) > LOOP_TRIPS:
-        unroll *= 2
-    if g["N"] * (1 + out_h * (1 + -(-out_w // unroll))) > LOOP_TRIPS:
-        return None                 # too many pixels for one fragment's loops
     taps = math.prod(g["ksize"])
     # rows: the 4 input channels of one texel of x (so at most 2 column texels)
     blocking = matmul.Blocking(1, taps * g["C"], g["COUT"], 4, min(2, -(-g["COUT"] // 4)),
                                interleaved=True)
+    # few blocks (a small filter): split the batch among more fragments
+    per_split = -(-g["N"] // min(g["N"], -(-FILTER_GRADIENT_FRAGMENTS //
+                                          blocking.fragments_per_split)))
+    blocking = replace(blocking, splits=-(-g["N"] // per_split))
+    out_h, out_w = g["out_size"]
+    unroll = 1
+    while unroll < out_w and per_split * (1 + out_h * (1 + -(-out_w // unroll))) > LOOP_TRIPS:
+        unroll *= 2
+    if per_split * (1 + out_h * (1 + -(-out_w // unroll))) > LOOP_TRIPS:
+        return None                 # too many pixels for one fragment's loops
     blocks, names = matmul.target_operands(
         blocking, out, matmul._max_texture_size(layouts, out), layouts)
     main = matmul.blocked_kernel(
         "conv_filter_blocked.glsl.j2", prefix, op, nodes, list(inputs), blocks, names,
-        blocking, g=g, xs=context["xs"], unroll=unroll)
+        blocking, g=g, xs=context["xs"], unroll=unroll, per_split=per_split)
     stitch = matmul.stitch_kernel(blocks, out, prefix + "s", op, nodes, mapping="matmul",
                                   blocking=blocking, aligned=g["COUT"] % 4 == 0)
     return [main, stitch]

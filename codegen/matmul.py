@@ -8,12 +8,12 @@ computes one texel (1 row x 4 columns) and fetches 5 texels per 16 multiply-adds
 blocked fragment computes R rows x CT column texels (4 x 2 by default, 32 results)
 and fetches R + 4 CT = 12 texels per 128 (0.09 per multiply-add instead of 0.31).
 Its results go to R * CT render targets (one draw; the layers of one array texture):
-target j = r * CT + h holds, for
-every fragment, the texel of row i0 + r * S and column texel c0 + h * NTC, where S
-and NTC are the slab heights (rows and column texels divided among the targets).
-Slabs, rather than interleaved rows, keep neighbouring output texels in the same
-target, so the stitch, which gathers every output texel from its target with one
-fetch and applies a fused epilogue (bias, activation), reads one layer per texel.
+target j = r * CT + h holds, for every fragment, the texel of row i0 + r * S and column
+texel c0 + h * NTC, where S and NTC are the slab heights (rows and column texels divided
+among the targets); with `interleaved` rows, row i0 * R + r. The stitch gathers every
+output texel from its layer with one fetch (no branch: llvmpipe runs both sides of a
+branch, so choosing among R * CT textures would fetch from all of them), adds up K
+splits where there are any, and applies a fused epilogue (bias, activation).
 """
 from __future__ import annotations
 
@@ -54,6 +54,10 @@ class Blocking:
     # rows row0 * R + r (consecutive) instead of row0 + r * S (slabs): where one texel
     # holds 4 consecutive rows' values at one k (a transposed A, a filter gradient)
     interleaved: bool = False
+    # K split among this many fragments per block (their partial sums at texels
+    # f + s * fragments_per_split, added up by the stitch): where the blocks are too
+    # few to keep llvmpipe's threads busy
+    splits: int = 1
 
     @property
     def slab(self) -> int:              # S: rows per target
@@ -68,8 +72,12 @@ class Blocking:
         return -(-self.col_texels // self.cols)
 
     @property
-    def fragments(self) -> int:
+    def fragments_per_split(self) -> int:
         return self.batch * self.slab * self.col_slab
+
+    @property
+    def fragments(self) -> int:
+        return self.fragments_per_split * self.splits
 
     @property
     def targets(self) -> int:
