@@ -7,7 +7,8 @@
     fragflow profile TARGET            time per user op and scope, compile, upload,
                                        readback and totals
 
-TARGET is a graph saved with ff.save_graph (JSON) or `path/model.py:func`, where func()
+TARGET is a graph saved with ff.save_graph (JSON), an ONNX model (`model.onnx`, read by
+ff.onnx.load: needs the onnx package) or `path/model.py:func`, where func()
 returns the fetches of the graph it built, or a (fetches, feed_dict) pair. Placeholders
 without data get seeded random values; give unknown dimensions with
 --feed-shape NAME=D1,D2 (repeatable).

@@ -3,6 +3,7 @@
 A TARGET is either
 - a graph saved with ff.save_graph (JSON): the fetches are its outputs or, when it has
   none, its sink nodes (values nothing consumes); or
+- an ONNX model (`model.onnx`, read by ff.onnx.load): the fetches are its outputs; or
 - `path/model.py:func`: func() builds a graph and returns its fetches (a tensor, or a
   list/tuple/dict of them), or a (fetches, feed_dict) pair so that shapes are concrete.
 
@@ -119,6 +120,8 @@ def load_target(spec: str) -> Target:
     path, sep, func = spec.rpartition(":")
     if sep and path.endswith(".py") and func.isidentifier():
         return _load_python(path, func, spec)
+    if spec.endswith(".onnx"):
+        return _load_onnx(spec)
     if spec.endswith(".py"):
         raise TargetError(f"{spec!r}: name the function that builds the graph, "
                           f"e.g. {spec}:build")
@@ -135,6 +138,15 @@ def _load_saved(path: str) -> Target:
     if not fetches:
         raise TargetError(f"{path}: the graph has no outputs and no node to fetch")
     return Target(graph, fetches, [v.name for v in fetches], {}, path)
+
+
+def _load_onnx(path: str) -> Target:
+    """An ONNX model (ff.onnx.load): its outputs are the fetches, labelled by ONNX name."""
+    if not os.path.exists(path):
+        raise TargetError(f"{path!r}: no such file")
+    model = ff.onnx.load(path)
+    return Target(model.graph, [t.value for t in model.outputs],
+                  list(model.outputs_by_onnx_name), {}, path)
 
 
 def _load_python(path: str, func: str, spec: str) -> Target:

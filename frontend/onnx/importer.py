@@ -19,6 +19,8 @@ more than a table lookup:
 """
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 
 import numpy as np
@@ -95,7 +97,8 @@ class Importer:
     """One import: the value table (ONNX name -> ndarray | Init | Tensor) and the
     helpers rules use (tensor, static, weight, attrs)."""
 
-    def __init__(self, model, trainable: bool, input_shapes: dict | None):
+    def __init__(self, model, trainable: bool, input_shapes: dict | None,
+                 label: str = "onnx"):
         self.onnx = require_onnx()
         from onnx import numpy_helper
         self.numpy_helper = numpy_helper
@@ -108,6 +111,7 @@ class Importer:
         self.variables: dict = {}        # initializer name -> Variable (ONNX layout)
         self._weights: dict = {}         # (initializer name, layout key) -> Variable
         self.node = None                 # the node being imported (for errors)
+        self.label = label               # the model's file name, for source locations
 
     # -- errors ---------------------------------------------------------------------------
     def error(self, what: str, cls=OnnxImportError):
@@ -206,7 +210,7 @@ class Importer:
         graph = Graph(clean_name(g.name, "onnx_model"))
         initializer_names = {t.name for t in g.initializer}
         inputs, outputs = {}, {}
-        with graph.as_default():
+        with graph.as_default(), _source(graph, f"{self.label}: graph input"):
             for vi in g.input:
                 if vi.name in initializer_names:
                     continue        # an initializer listed as an input (IR < 4): a weight
@@ -214,9 +218,10 @@ class Importer:
                 self.values[vi.name] = inputs[vi.name]
             for t in g.initializer:
                 self.values[t.name] = self._initializer(t)
-            for node in g.node:
+            for index, node in enumerate(g.node):
                 self.node = node
-                self._import_node(node, RULES)
+                with _source(graph, f"{self.label}:{index} {node.op_type}"):
+                    self._import_node(node, RULES)
             self.node = None
             for vi in g.output:
                 if vi.name not in self.values:
@@ -301,6 +306,18 @@ class Importer:
         return [np.asarray(r) for r in results]
 
 
+@contextlib.contextmanager
+def _source(graph, text):
+    """Nodes made inside carry `text` (the ONNX file and node) as their source location,
+    in dumps and errors, instead of the line of the ff.onnx.load call."""
+    saved = getattr(graph, "_source_override", None)
+    graph._source_override = text
+    try:
+        yield
+    finally:
+        graph._source_override = saved
+
+
 NEVER_FOLD = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
               "Multinomial", "Dropout"}
 
@@ -335,9 +352,11 @@ def load(model, *, trainable: bool = True, input_shapes: dict | None = None) -> 
     >>> ff.Session(m.graph).run(m.outputs, {"input": x})
     """
     onnx = require_onnx()
+    label = "onnx"
     if isinstance(model, (bytes, bytearray)):
         model = onnx.load_from_string(bytes(model))
     elif not isinstance(model, onnx.ModelProto):
+        label = os.path.basename(str(model))
         try:
             model = onnx.load(str(model))
         except OSError as err:
@@ -345,7 +364,7 @@ def load(model, *, trainable: bool = True, input_shapes: dict | None = None) -> 
         except Exception as err:     # noqa: BLE001 -- protobuf's decode errors
             raise OnnxImportError(f"{model!r} is not an ONNX model: {err}") from None
     newest = onnx.defs.onnx_opset_version()
-    importer = Importer(model, trainable, input_shapes)
+    importer = Importer(model, trainable, input_shapes, label)
     if importer.opset < 7 or importer.opset > newest:
         raise OnnxImportError(f"the model uses opset {importer.opset}; fragflow imports "
                               f"opsets 7 to {newest}")
