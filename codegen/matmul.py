@@ -31,6 +31,11 @@ from .reduce import unroll_for
 # (two launches) beat the one-kernel path; below it the launch dominates.
 BLOCKED_MIN_MACS = 1 << 17
 MAX_TARGETS = 8          # GL 3.3 guarantees 8 draw buffers
+# A product with fewer blocks than this splits K (each split at least SPLIT_MIN_K long)
+# so that its fragments fill several of llvmpipe's 64x64 tiles (one thread each).
+SPLIT_FRAGMENTS = 1024
+SPLIT_MIN_K = 128
+SPLIT_MAX = 16           # the stitch reads every split's partial sum
 
 
 def _batch_strides(operand_shape, batch_shape):
@@ -144,6 +149,11 @@ def blocked_matmul(node, a, b, out, prefix, layouts, extra=(), epilogue=None,
     if ta and m % 4 == 0 and blocking.rows == 4:
         # A stored [K, M]: one texel holds 4 consecutive rows at one k
         blocking = replace(blocking, interleaved=True)
+    # few blocks and a long K: split K among fragments so llvmpipe's threads share it
+    splits = max(1, min(-(-SPLIT_FRAGMENTS // blocking.fragments_per_split),
+                        k // SPLIT_MIN_K, SPLIT_MAX))
+    k_chunk = -(-(-(-k // splits)) // 4) * 4 if splits > 1 else k    # a multiple of 4
+    blocking = replace(blocking, splits=-(-k // k_chunk))
     max_size = _max_texture_size(layouts, out)
     blocks, names = target_operands(blocking, out, max_size, layouts)
     a_batch = affine_index(batch_shape, _batch_strides(a.layout.shape, batch_shape))
@@ -158,7 +168,8 @@ def blocked_matmul(node, a, b, out, prefix, layouts, extra=(), epilogue=None,
     bound = [a, b] if a is not b else [a, _alias(a)]
     main = blocked_kernel("matmul_blocked.glsl.j2", prefix, op, nodes, bound, blocks, names,
                           blocking, ta=ta, tb=tb, k=k, a_batch=a_batch, b_batch=b_batch,
-                          a_texels=a_texels, b_mode=b_mode, unroll=unroll_for(k // 4))
+                          a_texels=a_texels, b_mode=b_mode, k_chunk=k_chunk,
+                          unroll=unroll_for(k_chunk // 4))
     stitch = stitch_kernel(blocks, out, prefix + "s", op, nodes, extra, epilogue,
                            mapping="matmul", blocking=blocking, aligned=n % 4 == 0)
     return [main, stitch]

@@ -62,6 +62,15 @@ def test_k_longer_than_llvmpipe_loop_limit(gl):
            ("fours_t", (70000, 2), "float32", (8, 70000), "float32", True, True)], seed=5)
 
 
+def test_split_k(gl):
+    # few blocks and a long K: K is split among fragments and the stitch adds up
+    check([("rows", (8, 3001), "float32", (3001, 12), "float32", False, False),
+           ("transposed_a", (3000, 8), "float32", (3000, 12), "float32", True, False),
+           ("batched", (3, 16, 602), "float32", (3, 602, 7), "float32", False, False),
+           ("transposed_b", (5, 1030), "float32", (9, 1030), "float32", False, True)],
+          seed=8)
+
+
 def test_batches_and_broadcasting(gl):
     check([("batch", (3, 40, 36), "float32", (3, 36, 44), "float32", False, False),
            ("broadcast", (2, 1, 33, 20), "float32", (5, 20, 24), "float32", False, False),
