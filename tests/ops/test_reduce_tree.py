@@ -300,6 +300,25 @@ def test_cumsum_infinities_and_nan_cross_blocks(gl, small_windows):
     assert not np.isnan(out["False False"][2, :20]).any()
 
 
+def test_tools_see_every_kernel_of_a_node(gl, tmp_path):
+    """fragflow shaders / profile and kernel_of with several kernels per node."""
+    from fragflow.tools.compiled import kernel_of
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.Variable(np.ones(300_000, np.float32), name="x")
+        y = ff.sum(x)
+    with ff.Session(g) as sess:
+        fn = sess.compile([y])
+        (total,) = fn()
+        paths = fn.dump_shaders(str(tmp_path))
+        profile = sess.profile(y, runs=1)
+        assert total == 300_000
+        assert len(fn.kernels) >= 2 and len(paths) == len(fn.kernels)
+        assert [r["kernel"] for r in profile.kernel_rows] == [k.name for k in fn.kernels]
+        assert all(r["op"] == "sum" for r in profile.kernel_rows)
+        assert kernel_of(g, fn.kernels) == {y.name: 0}
+
+
 # --- gradients -------------------------------------------------------------------------
 
 def test_gradients_through_trees_match_finite_differences(gl, small_windows):
