@@ -8,7 +8,8 @@ Rules, applied until nothing changes:
   op(T_P(a), T_P(b)) = T_P(op(a, b)). Its other inputs must cost nothing to permute the
   other way: constants (permuted here), scalars, and tensors for which the inverse
   permutation only moves axes of size 1 (a per-channel (C, 1, 1) vector: a reshape);
-- sum/mean/max/min/prod of T_P(x): the reduction of x over the matching axes, then T.
+- sum/mean/max/min/prod of T_P(x): the reduction of x over the matching axes, then T;
+- concat of inputs all transposed by P: the concat of the inputs, then T_P.
 A transpose is pushed down only when every reader of it is one of those (so the
 original transpose dies), which keeps a pass from adding kernels. After it, the
 transposes between two convolutions of an imported CNN meet and cancel. Every rewrite
@@ -72,7 +73,8 @@ def _readers(graph):
 
 
 def _reader_ok(node) -> bool:
-    return node.op == "transpose" or _pointwise(node.op) or node.op in REDUCTIONS
+    return node.op in ("transpose", "concat") or _pointwise(node.op) or \
+        node.op in REDUCTIONS
 
 
 def _one_round(graph, report):
@@ -81,7 +83,8 @@ def _one_round(graph, report):
     names = _Names(graph)
 
     def dies(value) -> bool:
-        """value is a transpose every reader of which this pass rewrites."""
+        """value (of the graph being rewritten: its copy in the new graph is the
+        transpose) is read only by nodes this pass rewrites, and not fetched."""
         return value not in fetched and all(_reader_ok(r) for r in readers.get(value, ()))
 
     def add(new, op, inputs, attrs, node, base=None):
@@ -96,6 +99,8 @@ def _one_round(graph, report):
             return _pointwise_rule(node, inputs, new, add, report, dies, names)
         if op in REDUCTIONS:
             return _reduce_rule(node, inputs, new, add, report, dies, names)
+        if op == "concat":
+            return _concat_rule(node, inputs, new, add, report, dies, names)
         return None
 
     return rebuild(graph, transform)
@@ -145,7 +150,8 @@ def _pointwise_rule(node, inputs, new, add, report, dies, names):
     if len(perms) != 1:
         return None
     perm = perms.pop()
-    if not all(dies(v) for v in inputs if _transpose_perm(v) == perm):
+    if not all(dies(old) for old, v in zip(node.inputs, inputs)
+               if _transpose_perm(v) == perm):
         return None
     inverse = _inverse(perm)
     new_inputs = []
@@ -167,7 +173,7 @@ def _pointwise_rule(node, inputs, new, add, report, dies, names):
 def _reduce_rule(node, inputs, new, add, report, dies, names):
     x = inputs[0]
     perm = _transpose_perm(x)
-    if perm is None or not dies(x):
+    if perm is None or not dies(node.inputs[0]):
         return None
     rank = x.type.rank
     axes = node.attrs["axis"]
@@ -189,6 +195,23 @@ def _reduce_rule(node, inputs, new, add, report, dies, names):
         return [new.add_node("identity", [inner], {}, exact_name=node.name,
                              scope=node.scope, source=node.source).outputs[0]]
     return [add(new, "transpose", [inner], {"perm": out_perm}, node, base=node.name)]
+
+
+def _concat_rule(node, inputs, new, add, report, dies, names):
+    """concat(T_P(a), T_P(b), axis) = T_P(concat(a, b, axis=P[axis])) (SqueezeNet's
+    fire modules, Inception's branches)."""
+    perms = {_transpose_perm(v) for v in inputs}
+    if len(perms) != 1 or None in perms or not all(dies(v) for v in node.inputs):
+        return None
+    perm = perms.pop()
+    rank = len(perm)
+    attrs = dict(node.attrs)
+    attrs["axis"] = perm[attrs["axis"] % rank]
+    inner = new.add_node("concat", [v.node.inputs[0] for v in inputs], attrs,
+                         exact_name=names.fresh(new, node.name, "nhwc"),
+                         scope=node.scope, source=node.source).outputs[0]
+    report.append(f"moved a transpose below concat '{node.name}'")
+    return [add(new, "transpose", [inner], {"perm": perm}, node, base=node.name)]
 
 
 def remove_layout_transposes(graph, report):

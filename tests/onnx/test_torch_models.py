@@ -16,7 +16,7 @@ def _load(torch_models, name):
     return path, x, ff.onnx.load(str(path))
 
 
-@pytest.mark.parametrize("name", ["mlp", "cnn", "mobile_block"])
+@pytest.mark.parametrize("name", ["mlp", "cnn", "mobile_block", "resnet_stem", "squeezenet"])
 def test_imported_model_matches_onnxruntime_and_torch(torch_models, name):
     path, x, model = _load(torch_models, name)
     assert model.inputs[0].shape[0] is None            # the dynamic batch axis
@@ -25,7 +25,7 @@ def test_imported_model_matches_onnxruntime_and_torch(torch_models, name):
     assert_close(out, np.load(torch_models / f"{name}.torch.npy"))
 
 
-@pytest.mark.parametrize("name", ["cnn", "mobile_block"])
+@pytest.mark.parametrize("name", ["cnn", "mobile_block", "resnet_stem", "squeezenet"])
 def test_no_transpose_kernel_between_convolutions(torch_models, name):
     _, x, model = _load(torch_models, name)
     fn = ff.Session(model.graph).compile(model.outputs, feeds=model.inputs)

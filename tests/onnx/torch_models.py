@@ -58,8 +58,60 @@ class MobileBlock(nn.Module):
         return self.head(nn.functional.adaptive_avg_pool2d(x, 1).flatten(1))
 
 
+class ResNetStem(nn.Module):
+    """ResNet-18's stem and a downsampling basic block: 7x7/2 conv, bn, relu, 3x3/2
+    max pool (padded), two 3x3 convs with a 1x1/2 projection on the shortcut."""
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 7, stride=2, padding=3, bias=False),
+                                  nn.BatchNorm2d(8), nn.ReLU(),
+                                  nn.MaxPool2d(3, stride=2, padding=1))
+        self.conv1 = nn.Sequential(nn.Conv2d(8, 16, 3, stride=2, padding=1, bias=False),
+                                   nn.BatchNorm2d(16), nn.ReLU())
+        self.conv2 = nn.Sequential(nn.Conv2d(16, 16, 3, padding=1, bias=False),
+                                   nn.BatchNorm2d(16))
+        self.down = nn.Sequential(nn.Conv2d(8, 16, 1, stride=2, bias=False),
+                                  nn.BatchNorm2d(16))
+        self.fc = nn.Linear(16, 7)
+
+    def forward(self, x):
+        x = self.stem(x)
+        x = torch.relu(self.conv2(self.conv1(x)) + self.down(x))
+        return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
+
+
+class Fire(nn.Module):
+    def __init__(self, cin, squeeze, expand):
+        super().__init__()
+        self.squeeze = nn.Conv2d(cin, squeeze, 1)
+        self.e1, self.e3 = nn.Conv2d(squeeze, expand, 1), nn.Conv2d(squeeze, expand, 3,
+                                                                    padding=1)
+
+    def forward(self, x):
+        s = torch.relu(self.squeeze(x))
+        return torch.cat([torch.relu(self.e1(s)), torch.relu(self.e3(s))], 1)
+
+
+class SqueezeNetish(nn.Module):
+    """SqueezeNet 1.1's pieces: fire modules (a concat of two convs on the channel axis),
+    ceil-mode max pools, dropout, a conv classifier and global average pooling."""
+    def __init__(self):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 16, 3, stride=2), nn.ReLU(),
+            nn.MaxPool2d(3, stride=2, ceil_mode=True), Fire(16, 4, 8), Fire(16, 4, 8),
+            nn.MaxPool2d(3, stride=2, ceil_mode=True), Fire(16, 6, 12))
+        self.classifier = nn.Sequential(nn.Dropout(0.5), nn.Conv2d(24, 5, 1), nn.ReLU(),
+                                        nn.AdaptiveAvgPool2d(1))
+
+    def forward(self, x):
+        return torch.flatten(self.classifier(self.features(x)), 1)
+
+
 MODELS = {"mlp": (MLP, (4, 20)), "cnn": (SmallCNN, (2, 3, 16, 16)),
-          "mobile_block": (MobileBlock, (2, 3, 20, 20))}
+          "mobile_block": (MobileBlock, (2, 3, 20, 20)),
+          "resnet_stem": (ResNetStem, (2, 3, 32, 32)),
+          "squeezenet": (SqueezeNetish, (2, 3, 33, 33))}
 
 
 def main(out_dir):
