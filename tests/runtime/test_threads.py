@@ -169,3 +169,42 @@ def test_default_graphs_are_per_thread():
         names = [n.name for n in graph.nodes]
         assert names == [f"t{i}_c{k}" for k in range(20)], names
     assert seen_outside[0] is seen_outside[1] is ff.get_default_graph()
+
+
+def test_sections_nest_and_leave_the_context_current_nowhere(gl):
+    ctx = gl.context
+    with ctx.section:
+        assert ctx._owner == threading.get_ident()
+        with ctx.section:                         # nested: no switch
+            assert ctx._owner == threading.get_ident()
+        assert ctx._owner == threading.get_ident()
+    assert ctx._owner is None                     # any thread can take it now
+
+
+def test_a_context_held_by_hand_on_another_thread_is_a_clear_error(gl):
+    """make_current() outside a section (raw-GL scripts) pins the context to that
+    thread; a session on another thread then says so instead of computing nothing."""
+    g, x, y, s = small_graph()
+    held, done = threading.Event(), threading.Event()
+
+    def hold():
+        gl.context.make_current()
+        held.set()
+        done.wait(timeout=30)
+        gl.context.release_current()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert held.wait(timeout=30)
+        with ff.Session(g) as sess:
+            with pytest.raises(ff.BackendError, match="current on another thread.*"
+                                                      "release_current"):
+                sess.run(s, {x: np.ones((5, 6), np.float32)})
+            done.set()
+            holder.join(timeout=30)
+            xb = inputs(7)[0]
+            assert_all_exact([sess.run([y, s], {x: xb})], reference(g, [y, s], [xb], x))
+    finally:
+        done.set()
+        holder.join(timeout=30)
