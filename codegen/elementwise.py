@@ -128,7 +128,8 @@ def _kernel(nodes, steps, result, inputs, out, prefix, constants=None):
     indexed = any(n.op in INDEXED for n in nodes)
     return make_kernel("elementwise.glsl.j2", prefix, op, nodes, textures, out,
                        uniforms=uniforms, scalars=scalars, steps=steps, result=result,
-                       indexed=indexed, invariant_output=True)
+                       indexed=indexed, invariant_output=True,
+                       fetch_helpers={b.sampler for b in textures if b.read != "same"})
 
 
 def lower_node(node, layouts, prefix):
