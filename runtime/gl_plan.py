@@ -113,9 +113,12 @@ class GPUTimer:
         return int(getattr(nanoseconds, "value", nanoseconds)) * 1e-9
 
     def __del__(self):
+        # the collector may run on any thread, outside a GL section: delete the query
+        # at the start of the next section instead
         if self.query is not None:
             try:
-                GL.glDeleteQueries(1, [self.query])
+                Device.get().gl.defer(lambda query=self.query:
+                                      GL.glDeleteQueries(1, [query]))
             except Exception:        # interpreter shutdown: the context is gone
                 pass
 
