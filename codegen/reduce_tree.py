@@ -23,6 +23,7 @@ whose elements each walk their slice).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -30,6 +31,7 @@ from ..ir.ops.reduce import identity_of
 from ..ir.types import TensorType
 from .common import make_kernel
 from .environment import glsl_float, glsl_int
+from .kernel import Binding
 from .layout import Layout, affine_index
 from .operands import Operand
 from . import reduce as _limits       # LOOP_TRIPS / unroll_for, read when used
@@ -40,6 +42,7 @@ WINDOW_MAX = 4096           # the most elements one output element reduces in a 
 SMALL_WORK = 1 << 16        # elements a single pass reduces without splitting the axis
 MIN_UNROLL = 4              # the hot loops' bodies, unrolled (llvmpipe's loop overhead)
 ROW_TEXELS = 2048
+COLUMN_TARGETS = 8          # render targets of a first pass down columns (1: none)
 # softmax whose elements times its axis length stay under this: one kernel whose
 # elements each walk their slice (three launches cost more than that walk)
 DIRECT_SOFTMAX_WORK = 1 << 16
@@ -196,18 +199,21 @@ def tree_reduce(builder: TreeBuilder, x: Operand, out: Operand, axes, op: str,
     shape = x.layout.shape
     steps = plan(shape, axes)
     count = math.prod(shape[a] for a in axes)
-    src, values = x, None
+    src, values, layered, layers = x, None, None, 1
     for number, (step, out_groups) in enumerate(steps):
         last = number == len(steps) - 1
         arg = op in ("argmax", "argmin")
+        pass_op = "sum" if op == "sumexp" and number > 0 else op
+        targets = 1 if last or number else column_targets(step, src, pass_op)
         if last:
             target = out
+        elif targets > 1:
+            target = builder.scratch((step.out_size // targets,), src.dtype, x.layout)
         else:
             dtype = "int32" if arg else x.dtype
             target = builder.scratch((step.outer, step.out_length, step.inner), dtype,
                                      x.layout)
-        pass_op = "sum" if op == "sumexp" and number > 0 else op
-        inputs = [src] + ([values] if values is not None else [])
+        inputs = ([src] if layered is None else []) + ([values] if values is not None else [])
         shift_index = None
         if pass_op == "sumexp":
             inputs.append(shift)
@@ -223,11 +229,25 @@ def tree_reduce(builder: TreeBuilder, x: Operand, out: Operand, axes, op: str,
                   slice_max=bound[slice_max.value] if last and finish_op == "logsumexp"
                   else None,
                   finish_op=finish_op if last else "", count=count,
-                  pass_number=number + 1, pass_count=len(steps))
+                  pass_number=number + 1, pass_count=len(steps),
+                  layered=layered, layers=layers, targets=targets)
         if arg and number == 0:
             values = x
         src = target
+        layered, layers = (target, targets) if targets > 1 else (None, 1)
     return out
+
+
+def column_targets(step: Pass, src: Operand, op: str) -> int:
+    """Render targets for a first pass down 4-aligned columns: K adjacent column texels
+    per fragment (K * 16 contiguous bytes a row), or 1 where that does not apply."""
+    if COLUMN_TARGETS < 2 or step.mode != "strided4" or src.dtype != "float32" or \
+            op not in ("sum", "max", "min", "prod", "sumexp") or step.out_length < 2:
+        return 1
+    k = COLUMN_TARGETS
+    while k > 1 and ((step.inner // 4) % k or src.layout.width % k):
+        k //= 2
+    return k
 
 
 def emit_pass(builder: TreeBuilder, bound: dict, target: Operand, step: Pass, op: str,
@@ -235,17 +255,31 @@ def emit_pass(builder: TreeBuilder, bound: dict, target: Operand, step: Pass, op
     """One pass kernel: the first bound operand viewed as step's outer x length x inner,
     reduced with op into target (context: what templates/reduce_tree.glsl.j2's pass
     takes beyond the step: values, shift, finish_op, ...)."""
-    src = next(iter(bound.values()))
+    layered = context.pop("layered", None)
+    if layered is not None:
+        layered = Operand(sampler="ff_layers", value=layered.value, layout=layered.layout,
+                          type=layered.type)
+    src = layered or next(iter(bound.values()))
     trips = step.window + 8
     defaults = dict(axis_length=1, values=None, shift=None, shift_index=None,
-                    slice_max=None, finish_op="", count=1, pass_number=1, pass_count=1)
+                    slice_max=None, finish_op="", count=1, pass_number=1, pass_count=1,
+                    layers=1, targets=1)
+    context = {**defaults, **context}
     builder.add("reduce_tree.glsl.j2", list(bound.values()), target, kind="pass",
                 rop=op, mode=step.mode, outer=step.outer, length=step.length,
                 inner=step.inner, window=step.window, out_length=step.out_length,
+                out_size=step.out_size, layered=layered,
                 aligned=step.length % 4 == 0 and step.window % 4 == 0,
                 init=_init(op, (context.get("values") or src).dtype),
                 unroll=max(MIN_UNROLL if step.window >= 16 else 1, _limits.unroll_for(trips)),
-                **{**defaults, **context})
+                **context)
+    kernel = builder.kernels[-1]
+    if layered is not None:        # bound first, as a sampler2DArray the prologue skips
+        kernel = dataclasses.replace(kernel, inputs=(Binding(
+            layered.sampler, layered.value, layered.layout),) + kernel.inputs)
+    if context["targets"] > 1:     # the layers of one array texture
+        kernel = dataclasses.replace(kernel, output_layers=context["targets"])
+    builder.kernels[-1] = kernel
     return target
 
 

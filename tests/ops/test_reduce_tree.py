@@ -126,6 +126,29 @@ def test_reductions_over_long_and_awkward_axes(gl):
     np.testing.assert_allclose(out["max cols4 axis=0"], cols4.max(0))
 
 
+def test_column_passes_into_render_targets(gl, small_windows):
+    """A first pass down 4-aligned columns writes K adjacent column texels of each
+    window to K render targets (layers of an array texture) the next pass reads."""
+    rng = np.random.default_rng(19)
+    data = rng.uniform(-2, 2, (37, 32)).astype(np.float32)
+    batch = rng.uniform(-2, 2, (3, 37, 16)).astype(np.float32)
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder(data.shape, name="x")
+        z = ff.placeholder(batch.shape, name="z")
+        fetches = {"sum": ff.sum(x, 0), "max": ff.max(x, 0), "min": ff.min(x, 0),
+                   "mean": ff.mean(x, 0, keepdims=True), "prod": ff.prod(x * 0.1 + 1, 0),
+                   "logsumexp": ff.reduce_logsumexp(x, 0), "softmax": ff.softmax(x, 0),
+                   "batch sum": ff.sum(z, 1), "batch max": ff.max(z, (0, 1))}
+    out = check_all(g, fetches, {x: data, z: batch},
+                    {"sum": scale_of("sum", data, 0), "batch sum": scale_of("sum", batch, 1),
+                     "mean": scale_of("mean", data, 0, True)})
+    np.testing.assert_allclose(out["max"], data.max(0))
+    kernels = kernels_of(g, fetches["sum"], x)
+    assert kernels[0].output_layers > 1 and kernels[1].inputs[0].value == \
+        kernels[0].output.value
+
+
 def test_int32_and_prod_trees(gl, small_windows):
     rng = np.random.default_rng(11)
     ints = rng.integers(-2 ** 31, 2 ** 31 - 1, (6, 37), dtype=np.int64).astype(np.int32)
