@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo bench install clean
+.PHONY: test demo bench install clean onnx-conformance
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,9 @@ demo: $(STAMP)
 
 bench: $(STAMP)   # issue 11's workloads W1-W13; BENCH_ARGS="--quick --only W3,W9 --json out.json"
 	$(BIN)/python benchmarks/bench.py $(BENCH_ARGS)
+
+onnx-conformance: $(STAMP)   # ONNX's node and model tests on fragflow (docs/ONNX.md); CONFORMANCE_ARGS="--sample 200 --json out.json"
+	$(BIN)/python -m fragflow.frontend.onnx.conformance $(CONFORMANCE_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -108,6 +108,7 @@ class Importer:
         self.opset = next((o.version for o in model.opset_import
                            if o.domain in ("", "ai.onnx")), 1)
         self.values: dict = {}
+        self.graph_inputs: dict = {}     # ONNX input name -> placeholder
         self.variables: dict = {}        # initializer name -> Variable (ONNX layout)
         self._weights: dict = {}         # (initializer name, layout key) -> Variable
         self.node = None                 # the node being imported (for errors)
@@ -128,9 +129,13 @@ class Importer:
             return x
         if isinstance(x, Init):
             return x.array
-        raise self.error(f"{what} must be known at import time (a constant, an initializer "
+        err = self.error(f"{what} must be known at import time (a constant, an initializer "
                          f"or computed from them and from static shapes); it is computed "
                          f"by the graph")
+        # the graph input it is, if it is one: a caller may bind it (the ONNX backend)
+        err.graph_input = next((name for name, v in self.graph_inputs.items() if v is x),
+                               None)
+        raise err
 
     def ints(self, x, what: str) -> list:
         return [int(v) for v in np.asarray(self.static(x, what)).reshape(-1)]
@@ -215,7 +220,7 @@ class Importer:
                 if vi.name in initializer_names:
                     continue        # an initializer listed as an input (IR < 4): a weight
                 inputs[vi.name] = self._placeholder(vi)
-                self.values[vi.name] = inputs[vi.name]
+                self.values[vi.name] = self.graph_inputs[vi.name] = inputs[vi.name]
             for t in g.initializer:
                 self.values[t.name] = self._initializer(t)
             for index, node in enumerate(g.node):
@@ -278,8 +283,13 @@ class Importer:
         if outputs is None:
             scope = clean_name(node.name, node.op_type)
             with name_scope(scope):
-                outputs = rule(self, node, inputs, self.attrs(node))
+                attrs = _ReadAttrs(self.attrs(node))
+                outputs = rule(self, node, inputs, attrs)
+            attrs.check_all_read(self)
         outputs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
+        for k, name in enumerate(node.output):
+            if name and k >= len(outputs):
+                raise self.error(f"output {k} ('{name}') is not supported")
         for name, value in zip(node.output, outputs):
             if name:
                 self.values[name] = value
@@ -304,6 +314,39 @@ class Importer:
         except Exception:            # noqa: BLE001 -- the rule then builds graph ops
             return None
         return [np.asarray(r) for r in results]
+
+
+# Attributes a rule may leave unread: they change nothing fragflow computes (the old
+# opsets' bookkeeping, a storage order of indices it does not return, the momentum of
+# a statistics update it does not do).
+HARMLESS_ATTRS = {"consumed_inputs", "is_test", "momentum", "storage_order"}
+
+
+class _ReadAttrs(dict):
+    """A node's attributes that remember which ones the rule read: one it ignored is
+    an attribute fragflow does not support, and the import says so."""
+
+    def __init__(self, values):
+        super().__init__(values)
+        self.read: set = set()
+
+    def __getitem__(self, key):
+        self.read.add(key)
+        return super().__getitem__(key)
+
+    def get(self, key, default=None):
+        self.read.add(key)
+        return super().get(key, default)
+
+    def __contains__(self, key):
+        self.read.add(key)
+        return super().__contains__(key)
+
+    def check_all_read(self, ctx):
+        unread = sorted(set(self) - self.read - HARMLESS_ATTRS)
+        if unread:
+            raise ctx.error(f"attribute(s) {', '.join(unread)} not supported by fragflow's "
+                            f"import of {ctx.node.op_type}")
 
 
 @contextlib.contextmanager
@@ -365,7 +408,7 @@ def load(model, *, trainable: bool = True, input_shapes: dict | None = None) -> 
             raise OnnxImportError(f"{model!r} is not an ONNX model: {err}") from None
     newest = onnx.defs.onnx_opset_version()
     importer = Importer(model, trainable, input_shapes, label)
-    if importer.opset < 7 or importer.opset > newest:
-        raise OnnxImportError(f"the model uses opset {importer.opset}; fragflow imports "
-                              f"opsets 7 to {newest}")
+    if importer.opset > newest:
+        raise OnnxImportError(f"the model uses opset {importer.opset}; the installed onnx "
+                              f"knows opsets up to {newest} (upgrade onnx)")
     return importer.run()

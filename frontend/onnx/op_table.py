@@ -79,8 +79,21 @@ def _unary_rule(fn):
     return lambda ctx, node, x, a: fn(ctx.tensor(x[0]))
 
 
+def legacy_broadcast(ctx, a, p, q):
+    """Before opset 7 a binary op broadcast only with broadcast=1, the second operand's
+    axes starting at `axis` of the first's (numpy's rule when axis is not given)."""
+    if ctx.opset >= 7 or not a.get("broadcast", 0) or "axis" not in a:
+        return q
+    rank, axis = len(p.shape), _axis(int(a["axis"]), len(p.shape))
+    return F.reshape(q, [1] * axis + [d if d is not None else -1 for d in q.shape]
+                     + [1] * (rank - axis - len(q.shape)))
+
+
 def _binary_rule(fn):
-    return lambda ctx, node, x, a: fn(ctx.tensor(x[0]), ctx.tensor(x[1]))
+    def apply(ctx, node, x, a):
+        p, q = ctx.tensor(x[0]), ctx.tensor(x[1])
+        return fn(p, legacy_broadcast(ctx, a, p, q))
+    return apply
 
 
 for _t, _fn in UNARY.items():
@@ -92,6 +105,7 @@ for _t, _fn in BINARY.items():
 @rule("Div")
 def div(ctx, node, x, a):
     p, q = ctx.tensor(x[0]), ctx.tensor(x[1])
+    q = legacy_broadcast(ctx, a, p, q)
     if p.dtype != "int32":
         return F.div(p, q)
     quotient = F.div(p, q)            # ONNX's integer division truncates toward zero
@@ -145,7 +159,12 @@ def where(ctx, node, x, a):
 @rule("Cast")
 def cast(ctx, node, x, a):
     from .importer import _DTYPES
-    dtype = _DTYPES.get(a["to"])
+    a.get("saturate")                 # float8 only: nothing to saturate in fragflow's dtypes
+    to = a["to"]
+    if isinstance(to, str):           # opset 1: the type's name
+        from onnx import TensorProto
+        to = TensorProto.DataType.Value(to.upper())
+    dtype = _DTYPES.get(to)
     if dtype is None:
         from .importer import onnx_dtype_name
         raise ctx.error(f"Cast to {onnx_dtype_name(a['to'])} is not supported (fragflow "
@@ -155,6 +174,7 @@ def cast(ctx, node, x, a):
 
 @rule("CastLike")
 def cast_like(ctx, node, x, a):
+    a.get("saturate")
     return F.cast(ctx.tensor(x[0]), ctx.tensor(x[1]).dtype)
 
 
@@ -173,6 +193,8 @@ def clip(ctx, node, x, a):
                                            np.asarray(high), "max")).reshape(()))
         if low == 0.0 and high == 6.0:
             return F.relu6(t)
+        if low > high:                           # ONNX: every value is max then
+            return F.minimum(F.maximum(t, low), high)
         if np.isinf(low) and np.isinf(high):
             return F.identity(t)
         if np.isinf(low):
@@ -181,8 +203,11 @@ def clip(ctx, node, x, a):
             return F.maximum(t, np.float32(low))
         if t.dtype == "int32":
             low, high = int(low), int(high)
-    return F.clip_by_value(t, ctx.tensor(low) if isinstance(low, (Init, F.Tensor)) else low,
-                           ctx.tensor(high) if isinstance(high, (Init, F.Tensor)) else high)
+    low = ctx.tensor(low) if isinstance(low, (Init, F.Tensor)) else low
+    high = ctx.tensor(high) if isinstance(high, (Init, F.Tensor)) else high
+    if isinstance(low, F.Tensor) or isinstance(high, F.Tensor):
+        return F.minimum(F.maximum(t, low), high)     # ONNX's order when min > max
+    return F.clip_by_value(t, low, high)
 
 
 # -- activations (compositions where fragflow has no op) ------------------------------
@@ -194,6 +219,10 @@ def leaky_relu(ctx, node, x, a):
 @rule("PRelu")
 def prelu(ctx, node, x, a):
     t, slope = ctx.tensor(x[0]), ctx.tensor(x[1])
+    if len(slope.shape) == 1 and len(t.shape) > 2 and slope.shape[0] == t.shape[1] \
+            and slope.shape[0] != t.shape[-1]:
+        # a per-channel slope as old exporters wrote it: (C,) for an NC... input
+        slope = F.reshape(slope, [-1] + [1] * (len(t.shape) - 2))
     return F.where(F.less(t, 0.0), t * slope, t)
 
 
@@ -260,6 +289,7 @@ def gelu(ctx, node, x, a):
 @rule("Dropout")
 def dropout(ctx, node, x, a):
     # inference: the identity (training_mode, an input since opset 12, must be false)
+    a.get("ratio"), a.get("seed")
     if len(x) > 2 and x[2] is not None and bool(np.asarray(ctx.static(x[2], "training_mode"))):
         raise ctx.error("Dropout with training_mode=true is not supported")
     t = ctx.tensor(x[0])
@@ -289,6 +319,7 @@ def gemm(ctx, node, x, a):
     out = F.matmul(p, q, transpose_a=bool(a.get("transA", 0)),
                    transpose_b=bool(a.get("transB", 0)))
     alpha, beta = float(a.get("alpha", 1.0)), float(a.get("beta", 1.0))
+    a.get("broadcast")                # opset < 7: C broadcasts either way
     if alpha != 1.0:
         out = out * alpha
     if len(x) > 2 and x[2] is not None and beta != 0.0:
@@ -347,6 +378,9 @@ def conv(ctx, node, x, a):
             a["pads"] = [0, a["pads"][0], 0, a["pads"][1]]
     expand = (lambda w: w[:, :, None, :]) if one_d else (lambda w: w)
     kernel = tuple(w_shape[2:])
+    if "kernel_shape" in a and tuple(a["kernel_shape"]) != kernel:
+        raise ctx.error(f"kernel_shape {list(a['kernel_shape'])} differs from the weight's "
+                        f"{list(kernel)}")
     strides, dilations = _conv_attrs(ctx, a, kernel)
     channels = t.shape[1]
     group = int(a.get("group", 1))
@@ -363,8 +397,8 @@ def conv(ctx, node, x, a):
         m = out_channels // group
         w = ctx.weight(W, "hwcm", lambda w: expand(w).reshape(
             group, m, *kernel).transpose(2, 3, 0, 1))
-        if w is None:
-            raise ctx.error("a depthwise Conv needs its weight at import time")
+        if w is None:                            # a weight the graph computes
+            w = F.transpose(F.reshape(ctx.tensor(W), [group, m, *kernel]), (2, 3, 0, 1))
         y = F.depthwise_conv2d(xt, w, strides=strides, padding=padding,
                                dilations=dilations)
     else:
@@ -375,8 +409,9 @@ def conv(ctx, node, x, a):
         for g in range(group):
             w = ctx.weight(W, f"hwio_g{g}", lambda w, g=g: expand(w)[g * co:(g + 1) * co]
                            .transpose(2, 3, 1, 0))
-            if w is None:
-                raise ctx.error("a grouped Conv needs its weight at import time")
+            if w is None:                        # a weight the graph computes
+                w = F.reshape(ctx.tensor(W)[g * co:(g + 1) * co], [co, ci, *kernel])
+                w = F.transpose(w, (2, 3, 1, 0))
             parts.append(F.conv2d(xt[:, :, :, g * ci:(g + 1) * ci], w, strides=strides,
                                   padding=padding, dilations=dilations))
         y = F.concat(parts, axis=3)
@@ -410,11 +445,20 @@ def pool(ctx, node, x, a):
     if len(node.output) > 1 and node.output[1]:
         raise ctx.error("MaxPool's Indices output is not supported")
     t = ctx.tensor(x[0])
-    if len(t.shape) != 4:
+    one_d = len(t.shape) == 3
+    if len(t.shape) not in (3, 4):
         raise ctx.error(f"{node.op_type} of a rank {len(t.shape)} input: fragflow imports "
-                        f"2-D pools (NCHW)")
+                        f"1-D and 2-D pools (NCW, NCHW)")
     kernel = tuple(a["kernel_shape"])
     strides = tuple(a.get("strides", [1] * len(kernel)))
+    if one_d:                                    # NCW as NCHW with H = 1
+        t = F.expand_dims(t, 2)
+        kernel, strides = (1,) + kernel, (1,) + strides
+        for key in ("dilations",):
+            if key in a:
+                a[key] = [1] + list(a[key])
+        if "pads" in a:
+            a["pads"] = [0, a["pads"][0], 0, a["pads"][1]]
     if any(r != 1 for r in a.get("dilations", [1] * len(kernel))):
         raise ctx.error("pool dilations other than 1 are not supported")
     padding = _pool_padding(ctx, a, t.shape[2:], kernel, strides)
@@ -428,8 +472,8 @@ def pool(ctx, node, x, a):
                                             zip(padding, kernel)):
         raise ctx.error(f"pads {list(padding)} as large as the window {list(kernel)}")
     fn = F.max_pool if node.op_type == "MaxPool" else F.avg_pool
-    y = fn(xt, ksize=kernel, strides=strides, padding=padding)
-    return F.transpose(y, TO_NCHW)
+    y = F.transpose(fn(xt, ksize=kernel, strides=strides, padding=padding), TO_NCHW)
+    return F.squeeze(y, axis=2) if one_d else y
 
 
 @rule("GlobalAveragePool", "GlobalMaxPool")
@@ -447,7 +491,9 @@ def _per_channel(v, rank):
 
 @rule("BatchNormalization")
 def batch_norm(ctx, node, x, a):
-    if a.get("training_mode", 0):
+    if not a.get("spatial", 1):
+        raise ctx.error("BatchNormalization with spatial=0 is not supported")
+    if a.get("training_mode", 0) or len([o for o in node.output if o]) > 1:
         raise ctx.error("BatchNormalization with training_mode=1 is not supported "
                         "(import runs batch norm with its running statistics)")
     t = ctx.tensor(x[0])
@@ -485,8 +531,7 @@ def instance_norm(ctx, node, x, a):
 
 @rule("LayerNormalization")
 def layer_norm(ctx, node, x, a):
-    if len([o for o in node.output if o]) > 1:
-        raise ctx.error("LayerNormalization's Mean and InvStdDev outputs are not supported")
+    a.get("stash_type")              # the statistics' precision: fragflow's is float32
     t = ctx.tensor(x[0])
     rank = len(t.shape)
     axes = tuple(range(_axis(int(a.get("axis", -1)), rank), rank))
@@ -494,8 +539,10 @@ def layer_norm(ctx, node, x, a):
     mean = F.reduce_mean(t, axis=axes, keepdims=True)
     centred = t - mean
     var = F.reduce_mean(F.square(centred), axis=axes, keepdims=True)
-    out = centred * F.rsqrt(var + eps) * ctx.tensor(x[1])
-    return out + ctx.tensor(x[2]) if len(x) > 2 and x[2] is not None else out
+    inv_std = F.rsqrt(var + eps)
+    out = centred * inv_std * ctx.tensor(x[1])
+    out = out + ctx.tensor(x[2]) if len(x) > 2 and x[2] is not None else out
+    return [out, mean, inv_std]          # Mean and InvStdDev: the optional outputs
 
 
 @rule("LRN")
@@ -517,6 +564,10 @@ def resize(ctx, node, x, a):
     if len(t.shape) != 4:
         raise ctx.error("Resize of a non-4-D (NCHW) input is not supported")
     mode = a.get("mode", "nearest")
+    for only_cubic_or_crop in ("cubic_coeff_a", "exclude_outside", "extrapolation_value"):
+        a.get(only_cubic_or_crop)
+    if a.get("keep_aspect_ratio_policy", "stretch") != "stretch":
+        raise ctx.error("keep_aspect_ratio_policy other than 'stretch' is not supported")
     if node.op_type == "Upsample" or ctx.opset < 11:
         scales = a.get("scales") if ctx.opset < 9 else ctx.static(x[1], "scales")
         sizes, coord = None, "asymmetric"
@@ -591,6 +642,8 @@ def depth_to_space(ctx, node, x, a):
 
 @rule("SpaceToDepth")
 def space_to_depth(ctx, node, x, a):
+    if a.get("mode", "DCR") != "DCR":
+        raise ctx.error(f"SpaceToDepth mode {a['mode']!r} is not supported")
     t = ctx.tensor(x[0])
     b = int(a["blocksize"])
     n, c, h, w = t.shape
@@ -615,10 +668,13 @@ def reduce(ctx, node, x, a):
         if axes_in_input else a.get("axes")
     if axes is not None and len(axes) == 0:
         axes = None
-    if axes is None and a.get("noop_with_empty_axes", 0):
+    noop = a.get("noop_with_empty_axes", 0)
+    if axes is None and noop:
         return F.identity(t)
     axis = None if axes is None else tuple(_axis(int(v), len(t.shape)) for v in axes)
     op = node.op_type
+    if t.dtype == "bool" and op in ("ReduceMax", "ReduceMin"):     # any / all
+        return F.cast(REDUCTIONS[op](F.cast(t, "int32"), axis=axis, keepdims=keep), "bool")
     if op in REDUCTIONS:
         return REDUCTIONS[op](t, axis=axis, keepdims=keep)
     if op == "ReduceL1":
@@ -634,12 +690,15 @@ def reduce(ctx, node, x, a):
 
 @rule("ArgMax", "ArgMin")
 def arg_reduce(ctx, node, x, a):
-    if a.get("select_last_index", 0):
-        raise ctx.error("select_last_index=1 is not supported")
     t = ctx.tensor(x[0])
     axis = _axis(int(a.get("axis", 0)), len(t.shape))
     fn = F.argmax if node.op_type == "ArgMax" else F.argmin
-    out = fn(t, axis=axis)
+    if a.get("select_last_index", 0):            # the first of the reversed axis
+        if t.shape[axis] is None:
+            raise ctx.error("select_last_index=1 on an axis of unknown size")
+        out = (t.shape[axis] - 1) - fn(F.reverse(t, [axis]), axis=axis)
+    else:
+        out = fn(t, axis=axis)
     return F.expand_dims(out, axis) if a.get("keepdims", 1) else out
 
 
@@ -770,7 +829,7 @@ def unsqueeze(ctx, node, x, a):
 @rule("Concat")
 def concat(ctx, node, x, a):
     ts = [ctx.tensor(v) for v in x if v is not None]
-    axis = _axis(int(a["axis"]), len(ts[0].shape))
+    axis = _axis(int(a.get("axis", 1) if ctx.opset < 4 else a["axis"]), len(ts[0].shape))
     ts = [v for v in ts if v.shape[axis] != 0] or ts[:1]
     return ts[0] if len(ts) == 1 else F.concat(ts, axis=axis)
 
@@ -834,7 +893,11 @@ def gather(ctx, node, x, a):
             key = [slice(None)] * len(params.shape)
             key[axis] = int(indices)
             return params[tuple(key)]
-    return F.gather(params, ctx.tensor(indices), axis=axis)
+    indices = ctx.tensor(indices)
+    dim = params.shape[axis]
+    if dim is not None:                          # negative indices count from the end
+        indices = indices + F.cast(F.less(indices, 0), "int32") * dim
+    return F.gather(params, indices, axis=axis)
 
 
 @rule("Expand")
@@ -891,4 +954,7 @@ def range_(ctx, node, x, a):
 @rule("EyeLike")
 def eye_like(ctx, node, x, a):
     shape_ = _shape(ctx, x[0])
-    return np.eye(shape_[0], shape_[1], int(a.get("k", 0)), dtype=np.float32)
+    from onnx import helper
+    dtype = helper.tensor_dtype_to_np_dtype(a["dtype"]) if "dtype" in a else (
+        x[0].dtype if isinstance(x[0], np.ndarray) else np.float32)
+    return np.eye(shape_[0], shape_[1], int(a.get("k", 0)), dtype=dtype)
