@@ -958,3 +958,137 @@ def eye_like(ctx, node, x, a):
     dtype = helper.tensor_dtype_to_np_dtype(a["dtype"]) if "dtype" in a else (
         x[0].dtype if isinstance(x[0], np.ndarray) else np.float32)
     return np.eye(shape_[0], shape_[1], int(a.get("k", 0)), dtype=dtype)
+
+
+# -- more composites ------------------------------------------------------------------------
+@rule("RMSNormalization")
+def rms_norm(ctx, node, x, a):
+    a.get("stash_type")
+    t = ctx.tensor(x[0])
+    rank = len(t.shape)
+    axes = tuple(range(_axis(int(a.get("axis", -1)), rank), rank))
+    mean_square = F.reduce_mean(F.square(t), axis=axes, keepdims=True)
+    return t * F.rsqrt(mean_square + float(a.get("epsilon", 1e-5))) * ctx.tensor(x[1])
+
+
+@rule("LpNormalization")
+def lp_norm(ctx, node, x, a):
+    t = ctx.tensor(x[0])
+    axis, p = _axis(int(a.get("axis", -1)), len(t.shape)), int(a.get("p", 2))
+    if p not in (1, 2):
+        raise ctx.error(f"LpNormalization with p={p} (ONNX allows 1 and 2)")
+    norm = F.reduce_sum(F.abs(t), axis=axis, keepdims=True) if p == 1 else \
+        F.sqrt(F.reduce_sum(F.square(t), axis=axis, keepdims=True))
+    return t / F.where(F.equal(norm, 0.0), F.ones_like(norm), norm)   # 0 / 0 is 0 here
+
+
+@rule("Hardmax")
+def hardmax(ctx, node, x, a):
+    t = ctx.tensor(x[0])
+    rank = len(t.shape)
+    if ctx.opset >= 13:
+        axis = _axis(int(a.get("axis", -1)), rank)
+        return F.one_hot(F.argmax(t, axis=axis), t.shape[axis], axis=axis)
+    axis = _axis(int(a.get("axis", 1)), rank)     # before 13: over the flattened tail
+    tail = t.shape[axis:]
+    if any(d is None for d in tail):
+        raise ctx.error("Hardmax (opset < 13) over axes of unknown size")
+    n = int(np.prod(tail))
+    flat = F.reshape(t, [-1, n])
+    out = F.one_hot(F.argmax(flat, axis=1), n, axis=1)
+    return F.reshape(out, [d if d is not None else -1 for d in t.shape])
+
+
+@rule("Trilu")
+def trilu(ctx, node, x, a):
+    t = ctx.tensor(x[0])
+    k = ctx.ints(x[1], "k")[0] if len(x) > 1 and x[1] is not None else 0
+    n, m = t.shape[-2:]
+    if n is None or m is None:
+        raise ctx.error("Trilu of a matrix of unknown size")
+    ones = np.ones((n, m), np.bool_)
+    mask = np.triu(ones, k) if a.get("upper", 1) else np.tril(ones, k)
+    return F.where(F.constant(mask), t, F.zeros_like(t))
+
+
+@rule("TopK")
+def top_k(ctx, node, x, a):
+    t = ctx.tensor(x[0])
+    k = ctx.ints(x[1], "K")[0] if ctx.opset >= 10 else int(a["k"])
+    rank = len(t.shape)
+    axis = _axis(int(a.get("axis", -1)), rank)
+    largest = a.get("largest", 1)
+    if not a.get("sorted", 1):
+        pass                          # ONNX leaves the order open: sorted is one answer
+    perm = list(range(rank))
+    perm[axis], perm[-1] = perm[-1], perm[axis]
+    moved = F.transpose(t, perm) if axis != rank - 1 else t
+    values, indices = F.top_k(moved if largest else F.neg(moved), k=k)
+    if not largest:
+        values = F.neg(values)
+    if axis != rank - 1:
+        values, indices = F.transpose(values, perm), F.transpose(indices, perm)
+    return [values, indices]
+
+
+@rule("GatherElements")
+def gather_elements(ctx, node, x, a):
+    data = ctx.tensor(x[0])
+    rank = len(data.shape)
+    axis = _axis(int(a.get("axis", 0)), rank)
+    idx = ctx.tensor(x[1] if not isinstance(x[1], np.ndarray) else ctx.as_int32(
+        np.asarray(x[1]).astype(np.int64)))
+    shape = idx.shape
+    if any(d is None for d in shape) or data.shape[axis] is None:
+        raise ctx.error("GatherElements needs static shapes")
+    idx = idx + F.cast(F.less(idx, 0), "int32") * data.shape[axis]
+    coords = []
+    for k in range(rank):             # every other axis: its own position
+        if k == axis:
+            coords.append(idx)
+        else:
+            grid = np.arange(shape[k], dtype=np.int32).reshape(
+                [-1 if j == k else 1 for j in range(rank)])
+            coords.append(F.constant(np.broadcast_to(grid, shape).copy()))
+    return F.gather_nd(data, F.stack(coords, axis=-1))
+
+
+@rule("ConvTranspose")
+def conv_transpose(ctx, node, x, a):
+    X, W = x[0], x[1]
+    B = x[2] if len(x) > 2 else None
+    t = ctx.tensor(X)
+    w_shape = _shape(ctx, W)
+    if len(t.shape) != 4:
+        raise ctx.error("ConvTranspose of a non-4-D (NCHW) input is not supported")
+    if int(a.get("group", 1)) != 1:
+        raise ctx.error("ConvTranspose with groups is not supported")
+    if a.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
+        raise ctx.error(f"ConvTranspose auto_pad {a['auto_pad']!r} is not supported")
+    if "output_shape" in a:
+        raise ctx.error("ConvTranspose's output_shape attribute is not supported (give pads)")
+    kernel = tuple(w_shape[2:])
+    if "kernel_shape" in a and tuple(a["kernel_shape"]) != kernel:
+        raise ctx.error("kernel_shape differs from the weight's")
+    strides, dilations = _conv_attrs(ctx, a, kernel)
+    pads = list(a.get("pads", [0, 0, 0, 0]))
+    extra = list(a.get("output_padding", [0, 0]))
+    n, c, h, w_ = t.shape
+    if h is None or w_ is None:
+        raise ctx.error("ConvTranspose needs static spatial sizes")
+    out_hw = [s * (i - 1) + op + (k - 1) * d + 1 - pb - pe for i, s, op, k, d, pb, pe in
+              zip((h, w_), strides, extra, kernel, dilations, pads[:2], pads[2:])]
+    weight = ctx.weight(W, "hwoi", lambda w: w.transpose(2, 3, 1, 0))
+    if weight is None:
+        weight = F.transpose(ctx.tensor(W), (2, 3, 1, 0))
+    padding = [(pads[0], pads[2]), (pads[1], pads[3])]
+    # fragflow's conv2d_transpose: the forward conv's explicit padding, whose output
+    # (input's sizes) floor-divides, so output_padding rows are part of out_hw
+    from ...ir.ops import conv as _conv
+    xt = F.transpose(t, TO_NHWC)
+    y = F.Tensor(_conv.conv_backprop_input("conv2d", xt.value, weight.value, tuple(out_hw),
+                                           strides, padding if any(pads) else "VALID",
+                                           dilations))
+    if B is not None:
+        y = y + ctx.tensor(B)
+    return F.transpose(y, TO_NCHW)

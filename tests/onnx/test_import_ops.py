@@ -334,3 +334,66 @@ def test_not_a_model_raises_an_import_error(tmp_path):
         ff.onnx.load(str(path))
     with pytest.raises(ff.onnx.OnnxImportError):
         ff.onnx.load(str(tmp_path / "missing.onnx"))
+
+
+# -- composites added for onnx's conformance cases -----------------------------------------
+def test_lp_normalization_and_rms_normalization():
+    x = randn(3, 4, 5)
+    x[0, 0, :] = 0.0                                    # a zero vector stays zero
+    check([node("LpNormalization", ["x"], axis=-1, p=2),
+           node("LpNormalization", ["x"], ["z"], axis=1, p=1)], {"x": x}, outputs=("y", "z"))
+    check([node("RMSNormalization", ["x", "s"], axis=-1, epsilon=1e-4)], {"x": x},
+          initializers={"s": randn(5)}, opset=23)
+
+
+@pytest.mark.parametrize("opset", [11, 13])
+def test_hardmax(opset):
+    check([node("Hardmax", ["x"], axis=1)], {"x": randn(2, 3, 4)}, opset=opset)
+
+
+@pytest.mark.parametrize("upper,k", [(1, 0), (0, -1), (1, 2)])
+def test_trilu(upper, k):
+    check([node("Trilu", ["x", "k"], upper=upper)], {"x": randn(2, 4, 5)},
+          initializers={"k": np.array(k, np.int64)}, opset=14)
+
+
+@pytest.mark.parametrize("axis,largest", [(-1, 1), (1, 0)])
+def test_top_k(axis, largest):
+    x = rng.permutation(60).astype(np.float32).reshape(3, 4, 5)   # no ties
+    check([node("TopK", ["x", "k"], ["v", "i"], axis=axis, largest=largest)], {"x": x},
+          outputs=("v", "i"), initializers={"k": np.array([3], np.int64)})
+
+
+def test_gather_elements_with_negative_indices():
+    idx = np.array([[0, -1, 2], [1, 0, -3]], np.int64)
+    check([node("GatherElements", ["x", "i"], axis=1)], {"x": randn(2, 4), "i": idx})
+
+
+@pytest.mark.parametrize("attrs", [
+    {"strides": [2, 2]}, {"strides": [2, 1], "pads": [1, 0, 1, 1]},
+    {"strides": [2, 2], "output_padding": [1, 1], "pads": [1, 1, 1, 1]}])
+def test_conv_transpose(attrs):
+    check([node("ConvTranspose", ["x", "w", "b"], **attrs)], {"x": randn(2, 3, 5, 4)},
+          initializers={"w": randn(3, 4, 3, 3), "b": randn(4)})
+
+
+def test_argmax_select_last_index_and_layer_norm_statistics():
+    x = np.array([[1, 3, 3, 0], [2, 2, 1, 2]], np.float32)
+    check([node("ArgMax", ["x"], axis=1, select_last_index=1)], {"x": x})
+    check([node("LayerNormalization", ["x", "s"], ["y", "m", "r"], axis=1)],
+          {"x": randn(2, 3, 4)}, outputs=("y", "m", "r"), initializers={"s": randn(3, 4)})
+
+
+def test_an_attribute_the_rule_ignores_is_an_error():
+    model = make_model([node("Relu", ["x"], mystery=3)], {"x": X}, ["y"])
+    with pytest.raises(ff.onnx.OnnxImportError, match="Relu node.*mystery"):
+        ff.onnx.load(model)
+
+
+def test_opset_6_broadcasting_by_axis():
+    # onnxruntime runs no opset 6: numpy is the reference (b aligned at axis 1)
+    x, b = randn(2, 3, 4, 5), randn(3)
+    model = ff.onnx.load(make_model([node("Add", ["x", "b"], broadcast=1, axis=1)],
+                                    {"x": x}, ["y"], {"b": b}, opset=6))
+    out = ff.Session(model.graph).run(model.outputs[0], {"x": x})
+    assert_close(out, x + b.reshape(1, 3, 1, 1))
