@@ -10,6 +10,14 @@ Paths of the sums of products (a fragment computes one RGBA texel = 4 outputs):
   pixel and the filter is read a texel at a time; the input too when C % 4 == 0.
 - backprop_filter: vec4 when the filter's last axis % 4 == 0 (dy read a texel at a time).
 - otherwise scalar lanes: four outputs, each with its own pixel, in one shared loop.
+
+Big enough 2D float ones (see blocked_conv) run as a blocked kernel plus the stitch of
+codegen/matmul.py instead, each fragment computing a block of outputs into several
+render targets: conv2d as the matmul of its windows with the filter (4 pixels x 8
+output channels), depthwise as 4 channels of 2 x 4 adjacent pixels (each input texel of
+their footprint read once), conv2d_backprop_filter as the transposed windows times dy
+(4 input channels x 8 output channels, the batch split among fragments when the filter
+is small). Stride-1 input gradients are convolutions (passes/conv_lowering.py).
 """
 from __future__ import annotations
 
