@@ -1092,3 +1092,37 @@ def conv_transpose(ctx, node, x, a):
     if B is not None:
         y = y + ctx.tensor(B)
     return F.transpose(y, TO_NCHW)
+
+
+def _nll(ctx, a, log_prob, target, weight):
+    """NegativeLogLikelihoodLoss of log_prob (N, C, d...) at int targets (N, d...)."""
+    classes = log_prob.shape[1]
+    if classes is None:
+        raise ctx.error("the class axis (1) must have a known size")
+    picked = F.reduce_sum(log_prob * F.one_hot(target, classes, axis=1), axis=1)
+    w = F.gather(weight, target) if weight is not None else None
+    if "ignore_index" in a:
+        keep = F.cast(F.not_equal(target, int(a["ignore_index"])), "float32")
+        w = keep if w is None else w * keep
+    loss = -picked if w is None else -picked * w
+    reduction = a.get("reduction", "mean")
+    if reduction == "none":
+        return loss
+    if reduction == "sum":
+        return F.reduce_sum(loss)
+    if reduction == "mean":
+        return F.reduce_mean(loss) if w is None else F.reduce_sum(loss) / F.reduce_sum(w)
+    raise ctx.error(f"reduction {reduction!r} is not supported")
+
+
+@rule("NegativeLogLikelihoodLoss")
+def nll_loss(ctx, node, x, a):
+    weight = ctx.tensor(x[2]) if len(x) > 2 and x[2] is not None else None
+    return _nll(ctx, a, ctx.tensor(x[0]), ctx.tensor(x[1]), weight)
+
+
+@rule("SoftmaxCrossEntropyLoss")
+def softmax_cross_entropy_loss(ctx, node, x, a):
+    log_prob = F.log_softmax(ctx.tensor(x[0]), axis=1)
+    weight = ctx.tensor(x[2]) if len(x) > 2 and x[2] is not None else None
+    return [_nll(ctx, a, log_prob, ctx.tensor(x[1]), weight), log_prob]

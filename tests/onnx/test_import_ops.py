@@ -397,3 +397,14 @@ def test_opset_6_broadcasting_by_axis():
                                     {"x": x}, ["y"], {"b": b}, opset=6))
     out = ff.Session(model.graph).run(model.outputs[0], {"x": x})
     assert_close(out, x + b.reshape(1, 3, 1, 1))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_softmax_cross_entropy_and_nll_losses(reduction):
+    scores, labels = randn(4, 5, 3), np.array([[0, 4, 2], [1, 1, 3], [2, 0, 4], [3, 2, 1]])
+    weights = np.abs(randn(5)) + 0.5
+    check([node("SoftmaxCrossEntropyLoss", ["s", "t", "w"], ["y", "lp"],
+                reduction=reduction, ignore_index=2),
+           node("NegativeLogLikelihoodLoss", ["lp", "t"], ["n"], reduction=reduction)],
+          {"s": scores, "t": labels.astype(np.int64)}, outputs=("y", "lp", "n"),
+          initializers={"w": weights})
