@@ -387,6 +387,11 @@ def conv(ctx, node, x, a):
     padding = _spatial_padding(ctx, a, t.shape[2:], kernel, strides, dilations)
     xt = F.transpose(t, TO_NHWC)
     out_channels = w_shape[0]
+    subsample = None
+    if any(s > 1 for s in strides) and any(r > 1 for r in dilations) and \
+            padding != "SAME":
+        # fragflow (as TensorFlow) takes strides or dilations: stride 1, then every s-th
+        subsample, strides = strides, (1,) * len(strides)
     if group == 1:
         w = ctx.weight(W, "hwio", lambda w: expand(w).transpose(2, 3, 1, 0))
         if w is None:
@@ -415,6 +420,8 @@ def conv(ctx, node, x, a):
             parts.append(F.conv2d(xt[:, :, :, g * ci:(g + 1) * ci], w, strides=strides,
                                   padding=padding, dilations=dilations))
         y = F.concat(parts, axis=3)
+    if subsample is not None:
+        y = y[:, ::subsample[0], ::subsample[1], :]
     if B is not None:
         y = y + ctx.tensor(B)                    # NHWC: the bias is on the last axis
     y = F.transpose(y, TO_NCHW)
@@ -673,8 +680,11 @@ def reduce(ctx, node, x, a):
         return F.identity(t)
     axis = None if axes is None else tuple(_axis(int(v), len(t.shape)) for v in axes)
     op = node.op_type
-    if t.dtype == "bool" and op in ("ReduceMax", "ReduceMin"):     # any / all
-        return F.cast(REDUCTIONS[op](F.cast(t, "int32"), axis=axis, keepdims=keep), "bool")
+    if t.dtype == "bool" and op in ("ReduceMax", "ReduceMin"):
+        # any / all, as counts (so that an empty set gives False / True as in ONNX)
+        counted = t if op == "ReduceMax" else F.logical_not(t)
+        hits = F.reduce_sum(F.cast(counted, "int32"), axis=axis, keepdims=keep)
+        return F.greater(hits, 0) if op == "ReduceMax" else F.equal(hits, 0)
     if op in REDUCTIONS:
         return REDUCTIONS[op](t, axis=axis, keepdims=keep)
     if op == "ReduceL1":

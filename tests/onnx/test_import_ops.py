@@ -112,6 +112,13 @@ def test_reductions(op, opset, axes_as_input, keepdims):
         check([node(op, ["x"], axes=[0, -1], keepdims=keepdims)], {"x": x}, opset=opset)
 
 
+def test_bool_reduce_max_and_min_are_any_and_all():
+    x = np.array([[True, False, False], [True, True, True]])
+    check([node("ReduceMax", ["x", "axes"], keepdims=0),
+           node("ReduceMin", ["x", "axes"], ["z"], keepdims=0)], {"x": x},
+          outputs=("y", "z"), initializers={"axes": np.array([1], np.int64)}, opset=20)
+
+
 def test_argmax_keeps_the_axis():
     check([node("ArgMax", ["x"], axis=1), node("ArgMin", ["x"], ["z"], axis=2, keepdims=0)],
           {"x": randn(3, 4, 5)}, outputs=("y", "z"))
@@ -224,6 +231,7 @@ def test_gemm_with_transposes_alpha_and_beta():
     ({"auto_pad": "SAME_UPPER", "strides": [2, 2]}, (6, 4, 3, 3)),
     ({"auto_pad": "SAME_LOWER", "strides": [2, 2]}, (6, 4, 2, 2)),
     ({"dilations": [2, 2]}, (6, 4, 3, 3)),
+    ({"dilations": [2, 1], "strides": [2, 2], "pads": [1, 1, 0, 1]}, (6, 4, 3, 3)),
     ({"group": 2, "pads": [1, 1, 1, 1]}, (6, 2, 3, 3)),
     ({"group": 4, "pads": [1, 1, 1, 1]}, (8, 1, 3, 3))])
 def test_conv2d(attrs, w_shape):
