@@ -233,6 +233,8 @@ def lower_node(node, layouts, prefix, extra=(), epilogue=None, kernel_op=None,
         g = _geometry(win, N=x_shape[0], C=x_shape[-1], M=1, COUT=x_shape[-1])
         context.update(xs=list(strides(x_shape)), ys=list(strides(
             (x_shape[0],) + win.out_size + (x_shape[-1],))))
+        # max/min pool gradients: a texel's 4 channels share their windows
+        context["vec4"] = kind == "pool_grad" and g["C"] % 4 == 0
         taps = math.prod(win.ksize)
         trips = {"pool": taps, "dilation": taps, "pool_grad_grad": taps,
                  "avg_pool_grad": taps, "pool_grad": taps * (taps + 1),

@@ -167,3 +167,26 @@ def test_filter_gradient_past_the_loop_limit(gl):
     _run(lambda xp, dyp: {"dw": _wrap(_conv.conv_backprop_filter(
         "conv2d", xp.value, dyp.value, (3, 3), strides=1, padding="VALID"))}, [x, dy],
         rtol=1e-4)
+
+
+@pytest.mark.parametrize("pool, x_shape, kwargs", [
+    ("max_pool", (2, 9, 7, 8), dict(ksize=3, strides=2, padding="SAME")),     # overlaps
+    ("max_pool", (3, 8, 8, 4), dict(ksize=2, strides=2, padding="VALID")),    # tiles
+    ("min_pool", (1, 6, 5, 12), dict(ksize=(2, 3), strides=1, padding="SAME")),
+    ("max_pool3d", (1, 4, 5, 6, 4), dict(ksize=2, strides=(1, 2, 2), padding="SAME")),
+])
+def test_pool_gradients_four_channels_at_a_time(gl, pool, x_shape, kwargs):
+    """max/min pool gradients with C % 4 == 0 take a texel (4 channels) at a time: ties
+    (the first extremum takes dy), NaN (it is the extremum) and padding as numpy's."""
+    if not hasattr(ff, pool):
+        pytest.skip(f"no ff.{pool}")
+    rng = np.random.default_rng(len(x_shape) + x_shape[-1])
+    x = np.round(normal(rng, *x_shape) * 2) / 2          # many ties
+    x.reshape(-1)[5] = np.nan
+    r = normal(rng, *[1] * len(x_shape))
+
+    def build(xp):
+        y = getattr(ff, pool)(xp, **kwargs)
+        dx, = ff.gradients(ff.reduce_sum(y * ff.sin(y) + y * float(r.reshape(-1)[0])), [xp])
+        return {"dx": dx}
+    _run(build, [x])
