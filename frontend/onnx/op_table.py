@@ -1136,3 +1136,89 @@ def softmax_cross_entropy_loss(ctx, node, x, a):
     log_prob = F.log_softmax(ctx.tensor(x[0]), axis=1)
     weight = ctx.tensor(x[2]) if len(x) > 2 and x[2] is not None else None
     return [_nll(ctx, a, log_prob, ctx.tensor(x[1]), weight), log_prob]
+
+
+@rule("Attention")
+def attention(ctx, node, x, a):
+    """Opset 23's scaled dot-product attention: 3-D (with q/kv_num_heads) or 4-D
+    inputs, a boolean or additive mask, causal masking, a past key/value cache,
+    grouped-query heads, softcap and the qk_matmul_output modes."""
+    x = list(x) + [None] * (7 - len(x))
+    if x[6] is not None:
+        raise ctx.error("nonpad_kv_seqlen is not supported")
+    for side in ("left_window_size", "right_window_size"):
+        if a.get(side, -1) != -1:
+            raise ctx.error(f"{side} (sliding windows) is not supported")
+    a.get("softmax_precision")                   # fragflow's softmax is float32
+    q, k, v = (ctx.tensor(t) for t in x[:3])
+    three_d = len(q.shape) == 3
+    q_heads, kv_heads = a.get("q_num_heads"), a.get("kv_num_heads")
+    if three_d:
+        def heads(t, n):
+            b, s, hidden = t.shape
+            return F.transpose(F.reshape(t, [-1, s, n, hidden // n]), (0, 2, 1, 3))
+        q, k, v = heads(q, q_heads), heads(k, kv_heads), heads(v, kv_heads)
+    if any(d is None for t in (q, k, v) for d in t.shape[1:]):
+        raise ctx.error("Attention needs static head, sequence and hidden sizes")
+    scale = a.get("scale")
+    scale = 1.0 / math.sqrt(q.shape[3]) if scale is None else float(scale)
+    root = math.sqrt(scale)
+    past = 0
+    if x[4] is not None:
+        past_k, past_v = ctx.tensor(x[4]), ctx.tensor(x[5])
+        past = past_k.shape[2]
+        k, v = F.concat([past_k, k], axis=2), F.concat([past_v, v], axis=2)
+    present_k, present_v = k, v
+    q_len, kv_len = q.shape[2], k.shape[2]
+    bias = None
+    if x[3] is not None:
+        mask = ctx.tensor(x[3])
+        if mask.dtype == "bool":
+            mask = F.where(mask, F.constant(np.float32(0)), F.constant(np.float32(-np.inf)))
+        missing = kv_len - mask.shape[-1]
+        if missing > 0:                          # a short mask: the rest is masked
+            filler = np.full(tuple(d if d is not None else 1 for d in mask.shape[:-1])
+                             + (missing,), -np.inf, np.float32)
+            mask = F.concat([mask, F.broadcast_to(F.constant(filler), [
+                d if d is not None else -1 for d in mask.shape[:-1]] + [missing])
+                if all(d is not None for d in mask.shape) else F.constant(filler)],
+                axis=-1)
+        bias = mask
+    if a.get("is_causal", 0):
+        i = np.arange(q_len).reshape(-1, 1)
+        j = np.arange(kv_len).reshape(1, -1)
+        causal = F.constant(np.where(j <= i + past, 0.0, -np.inf).astype(np.float32))
+        bias = causal if bias is None else bias + causal
+    h_q, h_kv = q.shape[1], k.shape[1]
+    if h_q != h_kv:
+        if h_q % h_kv:
+            raise ctx.error(f"{h_q} query heads are not a multiple of {h_kv} key heads")
+        rep = h_q // h_kv                        # each key/value head for rep query heads
+
+        def repeat(t):
+            b, h, s, d = t.shape
+            t = F.broadcast_to(F.expand_dims(t, 2), [q.shape[0] or -1, h, rep, s, d]) \
+                if q.shape[0] is not None else F.tile(F.expand_dims(t, 2), [1, 1, rep, 1, 1])
+            return F.reshape(t, [-1, h * rep, s, d])
+        k, v = repeat(k), repeat(v)
+    logits = F.matmul(q * root, F.transpose(k * root, (0, 1, 3, 2)))
+    softcap = float(a.get("softcap", 0.0) or 0.0)
+    if softcap > 0:
+        logits = softcap * F.tanh(logits / softcap)
+    mode = int(a.get("qk_matmul_output_mode", 0))
+    qk_out = logits
+    scores = logits if bias is None else logits + bias
+    if mode == 2:
+        qk_out = scores
+    probs = F.softmax(scores, axis=-1)
+    if bias is not None:                         # a row with no key to attend: zeros
+        row_max = F.reduce_max(bias, axis=-1, keepdims=True)
+        blocked = F.logical_and(F.is_inf(row_max), F.less(row_max, 0.0))
+        probs = F.where(blocked, F.zeros_like(probs), probs)
+    if mode == 3:
+        qk_out = probs
+    y = F.matmul(probs, v)
+    if three_d:
+        y = F.transpose(y, (0, 2, 1, 3))
+        y = F.reshape(y, [-1, y.shape[1], y.shape[2] * y.shape[3]])
+    return [y, present_k, present_v, qk_out]

@@ -416,3 +416,27 @@ def test_softmax_cross_entropy_and_nll_losses(reduction):
            node("NegativeLogLikelihoodLoss", ["lp", "t"], ["n"], reduction=reduction)],
           {"s": scores, "t": labels.astype(np.int64)}, outputs=("y", "lp", "n"),
           initializers={"w": weights})
+
+
+@pytest.mark.parametrize("case", ["causal_gqa_mask", "three_d_past_softcap"])
+def test_attention_against_onnx_reference(case):
+    from onnx.reference import ReferenceEvaluator
+    if case == "causal_gqa_mask":
+        inputs = {"q": randn(2, 4, 3, 8), "k": randn(2, 2, 5, 8), "v": randn(2, 2, 5, 6),
+                  "m": rng.random((3, 5)) > 0.3}
+        nodes = [node("Attention", ["q", "k", "v", "m"], ["y", "pk", "pv", "qk"],
+                      is_causal=1, qk_matmul_output_mode=3)]
+        outs = ("y", "qk")
+    else:
+        inputs = {"q": randn(2, 3, 8), "k": randn(2, 4, 8), "v": randn(2, 4, 8),
+                  "pk": randn(2, 2, 2, 4), "pv": randn(2, 2, 2, 4)}
+        nodes = [node("Attention", ["q", "k", "v", "", "pk", "pv"], ["y", "k2", "v2"],
+                      q_num_heads=2, kv_num_heads=2, softcap=2.0, scale=0.3)]
+        outs = ("y", "k2", "v2")
+    model = make_model(nodes, inputs, list(outs), opset=23)
+    expected = ReferenceEvaluator(model).run(list(outs), inputs)
+    imported = ff.onnx.load(model)
+    got = ff.Session(imported.graph).run([imported.outputs_by_onnx_name[o] for o in outs],
+                                         inputs)
+    for g, e in zip(got, expected):
+        assert_close(g, e)
