@@ -101,10 +101,11 @@ def blocked_conv(node, g, context, inputs, out, layouts, prefix, extra, epilogue
 
 def _blocked_filter_gradient(g, context, inputs, out, layouts, prefix, op, nodes):
     """conv2d_backprop_filter as the blocked matmul of the transposed windows with dy,
-    4 input channels of a tap per fragment reading one texel of x per pixel
-    (templates/conv_filter_blocked.glsl.j2); None where that does not apply."""
+    4 (tap, input channel) rows per fragment (4 channels of a tap reading one texel of x
+    per pixel where C % 4 == 0), templates/conv_filter_blocked.glsl.j2; None where that
+    does not apply."""
     pixels = g["N"] * g["out_count"]
-    if context["depthwise"] or g["C"] % 4 or out.layout.size * pixels < matmul.BLOCKED_MIN_MACS:
+    if context["depthwise"] or out.layout.size * pixels < matmul.BLOCKED_MIN_MACS:
         return None
     taps = math.prod(g["ksize"])
     # rows: the 4 input channels of one texel of x (so at most 2 column texels)
@@ -124,7 +125,8 @@ def _blocked_filter_gradient(g, context, inputs, out, layouts, prefix, op, nodes
         blocking, out, matmul._max_texture_size(layouts, out), layouts)
     main = matmul.blocked_kernel(
         "conv_filter_blocked.glsl.j2", prefix, op, nodes, list(inputs), blocks, names,
-        blocking, g=g, xs=context["xs"], unroll=unroll, per_split=per_split)
+        blocking, g=g, xs=context["xs"], unroll=unroll, per_split=per_split,
+        fours=g["C"] % 4 == 0)
     stitch = matmul.stitch_kernel(blocks, out, prefix + "s", op, nodes, mapping="matmul",
                                   blocking=blocking, aligned=g["COUT"] % 4 == 0)
     return [main, stitch]

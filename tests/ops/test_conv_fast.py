@@ -137,9 +137,12 @@ def test_gradients_against_finite_differences(gl):
     ((3, 5, 6, 4), (3, 5, 4, 4), (2, 3), dict(strides=(1, 2),
                                               padding=((1, 0), (2, 1)))),  # explicit
     ((1, 8, 8, 4), (1, 8, 8, 1), (1, 1), dict()),                          # 1x1, COUT=1
+    ((5, 8, 8, 1), (5, 8, 8, 8), (3, 3), dict(padding="SAME")),            # C=1 (W13's)
+    ((1, 9, 7, 3), (1, 4, 3, 5), (3, 3), dict(strides=2, padding="VALID")),    # C=3
+    ((2, 6, 6, 6), (2, 6, 6, 2), (2, 2), dict(dilations=2, padding="SAME")),   # C=6
 ])
 def test_filter_gradient_shapes(gl, x_shape, dy_shape, ksize, kwargs):
-    """conv2d_backprop_filter runs blocked where C % 4 == 0."""
+    """conv2d_backprop_filter runs blocked (4 channels per texel of x where C % 4 == 0)."""
     from fragflow.frontend.tensor import _wrap
     from fragflow.ir.ops import conv as _conv
     rng = np.random.default_rng(sum(x_shape) + sum(dy_shape))
