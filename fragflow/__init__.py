@@ -77,3 +77,19 @@ __all__ = list(_frontend_all) + [
     "FetchError", "GradientError", "GraphError", "NumericsError", "SerializationError",
     "SessionClosedError", "ShaderCompileError", "ShapeError", "TensorTooLargeError",
 ]
+
+# TensorFlow's dtype names are module attributes too; __all__ once each, dir(ff) its API
+__all__ = list(dict.fromkeys(__all__ + ["float32", "int32", "bool_"]))
+
+
+def __getattr__(name):
+    """A name fragflow lacks: AttributeError with fragflow's spelling where one exists
+    (tf.get_variable -> ff.Variable, ...; docs/TENSORFLOW.md)."""
+    if name.startswith("__"):
+        raise AttributeError(f"module 'fragflow' has no attribute '{name}'")
+    from .frontend.namespaces._missing import missing
+    raise missing("fragflow", name, __all__)
+
+
+def __dir__():
+    return sorted(set(__all__) | {"__version__"})

@@ -14,9 +14,19 @@ from .ops_structure import *  # noqa: F401,F403
 from .session import CompiledFunction, Session
 from .tensor import Tensor, Variable
 from . import initializers, layers, optim
-from .models import Sequential
+from .models import Input, Model, Sequential
+# TensorFlow's extras and namespaces (docs/TENSORFLOW.md)
+from . import ops_composite, ops_linalg, variables as _variables
+from .ops_composite import *  # noqa: F401,F403
+from .ops_linalg import *  # noqa: F401,F403
+from .variables import *  # noqa: F401,F403
+from .default_session import get_default_session
+from .namespaces import image, keras, linalg, losses, math, nn, random, train
 
 __all__ = [*ops.__all__, *ops_conv.__all__, *ops_image.__all__, *ops_math.__all__,
            *ops_nn.__all__, *ops_random.__all__, *ops_structure.__all__, *_gradients_module.__all__,
            "Session", "CompiledFunction", "gpgpu_program", "GPGPUProgram",
-           "optim", "initializers", "layers", "Sequential"]
+           "optim", "initializers", "layers", "Sequential",
+           *ops_composite.__all__, *ops_linalg.__all__, *_variables.__all__,
+           "Model", "Input", "get_default_session",
+           "image", "keras", "linalg", "losses", "math", "nn", "random", "train"]

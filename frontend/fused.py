@@ -92,3 +92,8 @@ def depthwise_conv2d(input, filter, strides=1, padding="VALID", dilations=1, bia
 
 
 __all__ = ["matmul", "conv2d", "depthwise_conv2d", "ACTIVATIONS", "epilogue_steps"]
+
+
+def __dir__():
+    """dir() of the module: its API (__all__), not its imports."""
+    return sorted(__all__)

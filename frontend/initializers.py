@@ -281,3 +281,8 @@ def get(identifier) -> Initializer:
 
 def _snake(name: str) -> str:
     return "".join("_" + c.lower() if c.isupper() else c for c in name).lstrip("_")
+
+
+def __dir__():
+    """dir() of the module: its API (__all__), not its imports."""
+    return sorted(__all__)

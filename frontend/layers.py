@@ -51,7 +51,10 @@ __all__ = ["Layer", "Dense", "Conv2D", "DepthwiseConv2D", "SeparableConv2D",
            "BatchNormalization", "Dropout", "MaxPool2D", "AveragePool2D",
            "GlobalAveragePool2D", "GlobalMaxPool2D", "Flatten", "Activation",
            "MaxPooling2D", "AveragePooling2D", "GlobalAveragePooling2D",
-           "GlobalMaxPooling2D", "activation_fn", "logits_of"]
+           "GlobalMaxPooling2D", "activation_fn", "logits_of",
+           # TensorFlow 1's functional layers (tf.layers.dense, ...)
+           "dense", "conv2d", "max_pooling2d", "average_pooling2d", "flatten", "dropout",
+           "batch_normalization"]
 
 # Layer names taken in each graph, so that the n-th unnamed Dense of a graph is always
 # "dense_<n>" (a model built twice the same way gets the same variable names, which is
@@ -60,6 +63,10 @@ _NAMES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 # {output value: logits value} for softmax / sigmoid outputs of layers: the losses of
 # ff.Sequential use the logits (a stable cross-entropy), as Keras does.
 _LOGITS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+# {graph: {output value: [(layer, input value), ...]}}: each layer call on a tensor, from
+# which the Keras functional API (ff.Model(inputs, outputs)) finds its layers. A list:
+# a layer that returns its input (Dropout at inference) adds a call to that value
+CALLS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def _frontend_op(name):
@@ -207,7 +214,10 @@ class Layer:
                                 f"'{self.graph.name}'; it cannot be called on a tensor of "
                                 f"graph '{graph.name}'")
         with graph.as_default(), graph.name_scope(self.name):
-            return self.call(x, training=bool(training))
+            out = self.call(x, training=bool(training))
+        if isinstance(out, Tensor):      # what ff.Model(inputs, outputs) replays
+            CALLS.setdefault(graph, {}).setdefault(out.value, []).append((self, x.value))
+        return out
 
     def _claim_name(self, graph):
         taken = _NAMES.setdefault(graph, set())
@@ -569,3 +579,71 @@ class Activation(Layer):
 # Keras's longer names for the same layers.
 MaxPooling2D, AveragePooling2D = MaxPool2D, AveragePool2D
 GlobalAveragePooling2D, GlobalMaxPooling2D = GlobalAveragePool2D, GlobalMaxPool2D
+
+
+# -- TensorFlow 1's functional layers (tf.compat.v1.layers.dense, ...) -----------------
+# Each call makes a new layer (named "dense", "dense_1", ... in the input's graph) and
+# applies it: the Variables are made on the spot, as TF1's. kernel_initializer=None is
+# TF1's default, glorot_uniform.
+def dense(inputs, units, activation=None, use_bias=True, kernel_initializer=None,
+          bias_initializer="zeros", trainable=True, name=None):
+    """activation(inputs @ kernel + bias) by a new Dense layer (tf.layers.dense)."""
+    return Dense(units, activation, use_bias, kernel_initializer or "glorot_uniform",
+                 bias_initializer, trainable=trainable, name=name)(inputs)
+
+
+def conv2d(inputs, filters, kernel_size, strides=(1, 1), padding="valid",
+           data_format="channels_last", dilation_rate=(1, 1), activation=None,
+           use_bias=True, kernel_initializer=None, bias_initializer="zeros",
+           trainable=True, name=None):
+    """A new Conv2D layer applied to NHWC inputs (tf.layers.conv2d)."""
+    _channels_last(data_format)
+    return Conv2D(filters, kernel_size, strides, padding, dilation_rate, activation,
+                  use_bias, kernel_initializer or "glorot_uniform", bias_initializer,
+                  trainable=trainable, name=name)(inputs)
+
+
+def max_pooling2d(inputs, pool_size, strides, padding="valid", data_format="channels_last",
+                  name=None):
+    """Max pooling of NHWC inputs (tf.layers.max_pooling2d)."""
+    _channels_last(data_format)
+    return MaxPool2D(pool_size, strides, padding, name=name)(inputs)
+
+
+def average_pooling2d(inputs, pool_size, strides, padding="valid",
+                      data_format="channels_last", name=None):
+    """Average pooling of NHWC inputs (tf.layers.average_pooling2d)."""
+    _channels_last(data_format)
+    return AveragePool2D(pool_size, strides, padding, name=name)(inputs)
+
+
+def flatten(inputs, name=None):
+    """(N, d1, d2, ...) -> (N, d1 * d2 * ...) (tf.layers.flatten)."""
+    return Flatten(name=name)(inputs)
+
+
+def dropout(inputs, rate=0.5, noise_shape=None, seed=None, training=False, name=None):
+    """Dropout when training is True (a Python bool), else the inputs (tf.layers.dropout)."""
+    return Dropout(rate, noise_shape, seed, name=name)(inputs, training=training)
+
+
+def batch_normalization(inputs, axis=-1, momentum=0.99, epsilon=0.001, center=True,
+                        scale=True, training=False, trainable=True, name=None):
+    """A new BatchNormalization layer (tf.layers.batch_normalization). training (a
+    Python bool) selects batch statistics. fragflow has no UPDATE_OPS collection: to
+    keep moving averages, make an ff.layers.BatchNormalization and fetch its .updates
+    with the training step (ff.optim.group(step, *layer.updates))."""
+    layer = BatchNormalization(axis=axis, momentum=momentum, epsilon=epsilon, center=center,
+                               scale=scale, trainable=trainable, name=name)
+    return layer(inputs, training=training)
+
+
+def _channels_last(data_format):
+    if data_format not in ("channels_last", "NHWC"):
+        raise AttrError(f"data_format {data_format!r} is not supported; fragflow's layers "
+                        f"take channels_last (NHWC) inputs")
+
+
+def __dir__():
+    """dir() of the module: its API (__all__), not its imports."""
+    return sorted(__all__)

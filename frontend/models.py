@@ -51,7 +51,7 @@ from .layers import Layer, logits_of
 from .session import Session
 from .tensor import Tensor
 
-__all__ = ["Sequential", "History"]
+__all__ = ["Sequential", "Model", "Input", "History"]
 
 _EPSILON = 1e-7            # Keras's clip of probabilities in cross-entropies
 
@@ -188,6 +188,8 @@ class _Progress:
         self.stream = stream or sys.stderr
         self.start = self._last = time.perf_counter()
         self._width = 0
+        if verbose == 1 and not _is_terminal(self.stream):
+            self.verbose = 2        # a log file or a pipe: one line per epoch, no \r bar
         if verbose:
             self.stream.write(f"Epoch {epoch + 1}/{epochs}\n")
 
@@ -223,6 +225,13 @@ class _Progress:
                     f"{per_step:.0f}ms/step - {self._format(logs)}")
         self.stream.write("\n")
         self.stream.flush()
+
+
+def _is_terminal(stream) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):       # no isatty, or a closed stream
+        return False
 
 
 def _padded_batches(n, batch):
@@ -525,3 +534,117 @@ class Sequential:
 
     def __repr__(self):
         return f"<ff.Sequential '{self.name}': {len(self.layers)} layers>"
+
+
+# -- Keras's functional API ----------------------------------------------------------------
+def Input(shape, batch_size=None, name=None, dtype="float32"):  # noqa: N802 (Keras's name)
+    """A placeholder of shape (batch_size, *shape) in the default graph, to call layers
+    on (keras.Input); ff.Model(inputs, outputs) then trains and runs them."""
+    return _ops.placeholder((batch_size,) + tuple(shape), dtype, name=name or "input")
+
+
+class Model(Sequential):
+    """Keras's functional API: layers called on tensors, from ff.keras.Input to an
+    output, made into a model with compile / fit / evaluate / predict / summary.
+
+    >>> import fragflow as ff, numpy as np
+    >>> g = ff.Graph()
+    >>> with g.as_default():
+    ...     inputs = ff.keras.Input(shape=(4,))
+    ...     h = ff.layers.Dense(8, activation="relu")(inputs)
+    ...     outputs = ff.layers.Dense(2, activation="softmax")(h)
+    >>> model = ff.Model(inputs, outputs, backend="numpy")
+    >>> model.predict(np.zeros((3, 4), np.float32)).shape
+    (3, 2)
+
+    One input and one output tensor. Training builds the layers again with
+    training=True (Dropout, BatchNormalization) when the output is a chain of layer
+    calls from the input; ops between layers (ff.nn.relu(h), ...) are allowed when no
+    layer behaves differently in training."""
+
+    def __init__(self, inputs=None, outputs=None, name="model", backend="gl"):
+        inputs = inputs[0] if isinstance(inputs, (list, tuple)) and len(inputs) == 1 \
+            else inputs
+        outputs = outputs[0] if isinstance(outputs, (list, tuple)) and len(outputs) == 1 \
+            else outputs
+        if not isinstance(inputs, Tensor) or not isinstance(outputs, Tensor):
+            raise AttrError("ff.Model(inputs, outputs) needs one input tensor (from "
+                            "ff.keras.Input) and one output tensor")
+        if inputs.op.op != "placeholder":
+            raise AttrError(f"ff.Model: inputs must be a placeholder (ff.keras.Input), "
+                            f"got {inputs!r}")
+        if inputs.graph is not outputs.graph:
+            raise FragflowError("ff.Model: inputs and outputs belong to different graphs")
+        super().__init__(None, name=name, backend=backend, graph=inputs.graph)
+        self.input, self.output = inputs, outputs
+        calls = self._layer_calls()
+        self.layers = list(dict.fromkeys(layer for layer, _ in calls))
+        self._output_shapes = [tuple(out.shape) for _, out in
+                               {layer: out for layer, out in calls}.items()]
+        self._chain = self._layer_chain()
+
+    def add(self, layer):
+        raise FragflowError("a functional ff.Model is built from its inputs and outputs; "
+                            "it has no add()")
+
+    def _layer_calls(self) -> list:
+        """(layer, output value) of every layer call between input and output, in the
+        order the calls were made."""
+        from .layers import CALLS
+        recorded = CALLS.get(self.graph, {})
+        seen, stack = set(), [self.output.value]
+        while stack:
+            value = stack.pop()
+            if value in seen or value is self.input.value:
+                continue
+            seen.add(value)
+            stack.extend(value.node.inputs)
+        order = {node: i for i, node in enumerate(self.graph.nodes)}
+        calls = [(i, layer, value) for value, entries in recorded.items() if value in seen
+                 for i, (layer, _) in enumerate(entries)]
+        calls.sort(key=lambda c: (order.get(c[2].node, 0), c[0]))
+        return [(layer, value) for _, layer, value in calls]
+
+    def _layer_chain(self):
+        """The layers from input to output when the output is a chain of layer calls
+        (each on the previous one's output), else None."""
+        from .layers import CALLS
+        recorded = CALLS.get(self.graph, {})
+        chain, value = [], self.output.value
+        used: dict = {}          # value -> how many of its recorded calls the walk took
+        while value is not self.input.value:
+            entries = recorded.get(value, [])
+            taken = used.get(value, 0)
+            if taken >= len(entries):
+                return None
+            used[value] = taken + 1
+            layer, value = entries[len(entries) - 1 - taken]   # the latest call first
+            chain.append(layer)
+        return chain[::-1]
+
+    def build(self, input_shape):
+        pass                                # built by the calls that made outputs
+
+    def __call__(self, inputs, training=False):
+        if self._chain is not None:
+            x = inputs
+            for layer in self._chain:
+                x = layer(x, training=training)
+            return x
+        if inputs is not self.input:
+            raise FragflowError(f"model '{self.name}' is not a chain of layer calls; it "
+                                f"can only run on its own input")
+        if training and any(_training_dependent(layer) for layer in self.layers):
+            raise FragflowError(
+                f"model '{self.name}' has layers that train differently (Dropout, "
+                f"BatchNormalization) and ops between its layers; fragflow can rebuild "
+                f"only a chain of layer calls with training=True")
+        return self.output
+
+    def __repr__(self):
+        return f"<ff.Model '{self.name}': {len(self.layers)} layers>"
+
+
+def _training_dependent(layer) -> bool:
+    from .layers import BatchNormalization, Dropout
+    return isinstance(layer, (BatchNormalization, Dropout))

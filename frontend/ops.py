@@ -145,15 +145,30 @@ for _op, _doc in {"sum": "Sum over axis (None: all).", "mean": "Mean over axis."
 
 
 @_export
-def argmax(x, axis=0, name=None):
-    """Index (int32) of the largest value along axis; the first one on ties."""
-    return _wrap(_red.arg_reduce("argmax", _operands(x)[0], axis, name=name))
+def argmax(x, axis=None, name=None, output_type="int32"):
+    """Index (int32) of the largest value along axis (None: 0, as TensorFlow); the first
+    one on ties. bool inputs count True as 1. output_type must be int32 (fragflow's
+    only integer type; TensorFlow's int64 default is accepted as int32)."""
+    return _wrap(_red.arg_reduce("argmax", _arg_input(x, output_type), axis or 0,
+                                 name=name))
 
 
 @_export
-def argmin(x, axis=0, name=None):
-    """Index (int32) of the smallest value along axis; the first one on ties."""
-    return _wrap(_red.arg_reduce("argmin", _operands(x)[0], axis, name=name))
+def argmin(x, axis=None, name=None, output_type="int32"):
+    """Index (int32) of the smallest value along axis (None: 0); the first one on ties.
+    bool inputs count True as 1."""
+    return _wrap(_red.arg_reduce("argmin", _arg_input(x, output_type), axis or 0,
+                                 name=name))
+
+
+def _arg_input(x, output_type):
+    from ..ir.errors import DTypeError
+    if output_type not in ("int32", "int64", np.int32, np.int64):
+        raise DTypeError(f"argmax/argmin: output_type {output_type!r} is not int32")
+    value = _operands(x)[0]
+    if value.dtype == "bool":          # TensorFlow takes bools; the kernel takes numbers
+        value = _ew.cast(value, "int32")
+    return value
 
 
 @_export
@@ -185,16 +200,54 @@ def squeeze(x, axis=None, name=None):
     return _wrap(_shape.squeeze(_operands(x)[0], axis, name=name))
 
 
+_UNSET = object()
+
+
 @_export
-def placeholder(shape, dtype="float32", name=None):
+def placeholder(*args, shape=_UNSET, dtype=_UNSET, name=None):
     """A value fed at run time: sess.run(..., feed_dict={x: array}). None dims are
-    fixed by the feed."""
+    fixed by the feed.
+
+    placeholder(shape, dtype="float32", name=None), or TensorFlow 1's order,
+    placeholder(dtype, shape, name) (a dtype first, such as ff.float32, is taken as
+    TF1's): ff.placeholder(ff.float32, [None, 784]) and ff.placeholder((None, 784))
+    are the same. fragflow has no tensors of unknown rank: TF1's shapeless
+    ff.placeholder(ff.float32) is a scalar."""
+    shape, dtype, name = _placeholder_args(args, shape, dtype, name)
     return _wrap(_state.placeholder(get_default_graph(), shape, dtype, name))
 
 
+def _placeholder_args(args, shape, dtype, name):
+    from ..ir.errors import AttrError
+    from ..ir.types import DTYPES
+    if len(args) > 3:
+        raise AttrError(f"placeholder takes at most 3 positional arguments, got {len(args)}")
+    tf1 = bool(args) and isinstance(args[0], str) and args[0] in DTYPES
+    keys = ("dtype", "shape", "name") if tf1 else ("shape", "dtype", "name")
+    given = {"shape": shape, "dtype": dtype, "name": name}
+    for key, value in zip(keys, args):
+        if key == "name" and name is not None or key != "name" and given[key] is not _UNSET:
+            raise AttrError(f"placeholder got {key} twice")
+        given[key] = value
+    if given["shape"] is _UNSET and tf1:
+        given["shape"] = ()    # TF1's shapeless placeholder (keep_prob, a learning rate)
+    if given["shape"] is _UNSET:
+        raise AttrError("placeholder needs a shape, e.g. ff.placeholder(ff.float32, "
+                        "[None, 784]) (fragflow has no tensors of unknown rank)")
+    return (given["shape"], "float32" if given["dtype"] is _UNSET else given["dtype"],
+            given["name"])
+
+
+
 @_export
-def constant(value, dtype=None, name=None):
-    """A value baked into the graph (float64 → float32, int64 → int32)."""
+def constant(value, dtype=None, shape=None, name=None):
+    """A value baked into the graph (float64 → float32, int64 → int32). With shape, a
+    scalar value is repeated to fill it and other values are reshaped to it, as
+    tf.constant(0.1, shape=[10])."""
+    if shape is not None:
+        value = np.asarray(value)
+        value = np.full(tuple(shape), value) if value.ndim == 0 \
+            else value.reshape(tuple(shape))
     return _wrap(_state.constant(get_default_graph(), value, dtype, name))
 
 

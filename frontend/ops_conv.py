@@ -26,6 +26,12 @@ def _operands(*xs):
     return [as_value(graph, v) for v in values]
 
 
+def _padding(padding):
+    """"SAME" / "VALID" in any case (as TensorFlow and Keras accept them); explicit
+    (before, after) pairs as they are."""
+    return padding.upper() if isinstance(padding, str) else padding
+
+
 def _check_format(data_format, allowed):
     if data_format not in allowed:
         raise AttrError(f"data_format {data_format!r} is not supported; fragflow uses "
@@ -48,7 +54,7 @@ def conv2d(input, filters, strides=1, padding="VALID", data_format="NHWC", dilat
     """
     _check_format(data_format, ("NHWC",))
     x, w = _operands(input, filters)
-    return _wrap(_conv.conv("conv2d", x, w, strides, padding, dilations, name=name))
+    return _wrap(_conv.conv("conv2d", x, w, strides, _padding(padding), dilations, name=name))
 
 
 @_export
@@ -57,7 +63,7 @@ def conv3d(input, filters, strides=1, padding="VALID", data_format="NDHWC", dila
     """3-D convolution of an NDHWC volume by a DHWIO filter."""
     _check_format(data_format, ("NDHWC",))
     x, w = _operands(input, filters)
-    return _wrap(_conv.conv("conv3d", x, w, strides, padding, dilations, name=name))
+    return _wrap(_conv.conv("conv3d", x, w, strides, _padding(padding), dilations, name=name))
 
 
 def _one_d(value, what):
@@ -90,6 +96,7 @@ def conv1d(input, filters, stride=1, padding="VALID", data_format="NWC", dilatio
     if x.type.rank != 3 or w.type.rank != 3:
         raise ShapeError(f"conv1d needs an NWC input and a WIO filter (rank 3), got "
                          f"{x.type} and {w.type}")
+    padding = _padding(padding)
     if not isinstance(padding, str):
         pairs = [tuple(p) for p in padding]
         pairs = pairs[1:2] if len(pairs) == 3 else pairs
@@ -113,7 +120,8 @@ def conv2d_transpose(input, filters, output_shape, strides=1, padding="SAME",
     if len(output_shape) != 4:
         raise ShapeError(f"conv2d_transpose's output_shape must be [N, H, W, C], got "
                          f"{list(output_shape)}")
-    y = _conv.conv_backprop_input("conv2d", x, w, output_shape[1:3], strides, padding,
+    y = _conv.conv_backprop_input("conv2d", x, w, output_shape[1:3], strides,
+                                  _padding(padding),
                                   dilations, name=name)
     if any(d is not None and d != o for o, d in zip(output_shape, y.shape)):
         raise ShapeError(f"conv2d_transpose: output_shape {list(output_shape)} does not "
@@ -129,7 +137,7 @@ def depthwise_conv2d(input, filter, strides=1, padding="VALID", data_format="NHW
     with its own M filters; output channel c * M + m."""
     _check_format(data_format, ("NHWC",))
     x, w = _operands(input, filter)
-    return _wrap(_conv.conv("depthwise_conv2d", x, w, strides, padding, dilations,
+    return _wrap(_conv.conv("depthwise_conv2d", x, w, strides, _padding(padding), dilations,
                             name=name))
 
 
@@ -140,7 +148,7 @@ def separable_conv2d(input, depthwise_filter, pointwise_filter, strides=1, paddi
     a composite, as TensorFlow runs it (and its gradient is the two ops' gradients)."""
     _check_format(data_format, ("NHWC",))
     x, dw, pw = _operands(input, depthwise_filter, pointwise_filter)
-    hidden = _conv.conv("depthwise_conv2d", x, dw, strides, padding, dilations)
+    hidden = _conv.conv("depthwise_conv2d", x, dw, strides, _padding(padding), dilations)
     return _wrap(_conv.conv("conv2d", hidden, pw, 1, "VALID", 1, name=name))
 
 
@@ -152,13 +160,14 @@ def dilation2d(input, filters, strides, padding, data_format="NHWC", dilations=1
     Padding positions never win. filters is [H, W, C]."""
     _check_format(data_format, ("NHWC",))
     x, w = _operands(input, filters)
-    return _wrap(_conv.conv("dilation2d", x, w, strides, padding, dilations, name=name))
+    return _wrap(_conv.conv("dilation2d", x, w, strides, _padding(padding), dilations,
+                            name=name))
 
 
 def _pool(op, layout, doc):
     def fn(input, ksize, strides, padding="VALID", data_format=layout, name=None):
         _check_format(data_format, (layout,))
-        return _wrap(_conv.pool(op, _operands(input)[0], ksize, strides, padding,
+        return _wrap(_conv.pool(op, _operands(input)[0], ksize, strides, _padding(padding),
                                 name=name))
     fn.__name__ = fn.__qualname__ = op
     fn.__doc__ = doc

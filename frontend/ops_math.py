@@ -105,8 +105,10 @@ def leaky_relu(features, alpha=0.2, name=None):
     >>> ff.Session(g, backend="numpy").run(y).tolist()
     [-0.10000000149011612, 2.0]
     """
-    return _wrap(_ew.unary("leaky_relu", *_operands(features), name=name,
-                           attrs={"alpha": alpha}))
+    x = _operands(features)[0]
+    if x.dtype != "float32":            # TensorFlow casts integer features to float
+        x = _ew.cast(x, "float32")
+    return _wrap(_ew.unary("leaky_relu", x, name=name, attrs={"alpha": alpha}))
 
 
 @_export

@@ -201,13 +201,14 @@ class Optimizer:
         if var.op.name not in slots:
             with self._graph.name_scope(f"{var.op.name}/{self._name}/"):
                 slots[var.op.name] = Variable(np.full(var.shape, initial, np.float32),
-                                              name=slot_name)
+                                              name=slot_name, trainable=False)
         return slots[var.op.name]
 
     def _non_slot_variable(self, name, initial) -> Variable:
         if name not in self._non_slot:
             with self._graph.name_scope(f"{self._name}/"):
-                self._non_slot[name] = Variable(np.float32(initial), name=name)
+                self._non_slot[name] = Variable(np.float32(initial), name=name,
+                                                trainable=False)
         return self._non_slot[name]
 
     def _tensor(self, value) -> Tensor:
@@ -419,3 +420,8 @@ class RMSProp(Optimizer):
             denom = ms_t - _ops.square(mg_t) + self._epsilon
         mom_t = mom * self._momentum + lr * grad * _ops.rsqrt(denom)
         return assigns + [mom.assign(mom_t), var.assign(var - mom_t)]
+
+
+def __dir__():
+    """dir() of the module: its API (__all__), not its imports."""
+    return sorted(__all__)

@@ -358,10 +358,20 @@ class Session:
             raise SessionClosedError("this session is closed: run, compile, get, set, "
                                      "save and restore need an open one")
 
+    def as_default(self):
+        """A context in which this session is the default one (TF1's as_default):
+        tensor.eval() and op.run() run in it. Leaving it does not close the session."""
+        from .default_session import as_default
+        return as_default(self)
+
     def __enter__(self):
+        from .default_session import push
+        push(self)            # `with ff.Session() as sess:` makes sess the default, as TF1
         return self
 
     def __exit__(self, *exc):
+        from .default_session import pop
+        pop(self)
         self.close()
 
 

@@ -132,6 +132,18 @@ class Tensor:
     def T(self):
         return _wrap(_shape.transpose(self.value))
 
+    # -- TensorFlow 1's conveniences (see frontend/default_session.py) -----------------
+    def eval(self, feed_dict=None, session=None):
+        """This tensor's value (a numpy array), run in session or the default session
+        (`with ff.Session() as sess:`, `sess.as_default()`), as TF1's Tensor.eval."""
+        from .default_session import session_for
+        return session_for(self, session).run(self, feed_dict)
+
+    def run(self, feed_dict=None, session=None) -> None:
+        """Run this tensor (an op: a training step, an assign, an initializer) in session
+        or the default session, as TF1's Operation.run; returns None."""
+        self.eval(feed_dict, session)
+
 
 class Variable(Tensor):
     """State the Session keeps on the GPU across runs.
@@ -147,12 +159,21 @@ class Variable(Tensor):
     """
     __slots__ = ()
 
-    def __init__(self, initial_value, dtype=None, name=None, graph=None):
+    def __init__(self, initial_value, dtype=None, name=None, graph=None, trainable=True):
         if isinstance(initial_value, Value):
             super().__init__(initial_value)        # wrapping an existing variable node
             return
         graph = graph or get_default_graph()
+        if isinstance(initial_value, Tensor) or callable(initial_value):
+            # TF1's Variable(ff.random_normal(...)) / Variable(ff.zeros(...)): the
+            # initializer is computed once, here, by the numpy executor (random ops
+            # draw the same values on every backend), and the Variable holds that value
+            from .variables import initial_value_of
+            initial_value = initial_value_of(initial_value, graph)
         super().__init__(state.variable(graph, initial_value, dtype, name))
+        if not trainable:
+            from .variables import mark_not_trainable
+            mark_not_trainable(self)
 
     def assign(self, value, name=None) -> Tensor:
         """An op that sets the variable when a run ends; it evaluates to the new value."""

@@ -1,0 +1,60 @@
+"""ff.keras: Keras's names over fragflow's layers and models: ff.keras.Input,
+ff.keras.Model (the functional API), ff.keras.Sequential, ff.keras.layers (ff.layers),
+ff.keras.optimizers (Keras's argument names: learning_rate, beta_1, ...),
+ff.keras.initializers and ff.keras.losses.
+
+>>> import fragflow as ff
+>>> ff.keras.layers.Dense is ff.layers.Dense
+True
+"""
+from __future__ import annotations
+
+import types as _types
+
+from .. import initializers, layers
+from .. import models as _models, optim as _optim
+from ._missing import install as _install
+
+Input, Model, Sequential = _models.Input, _models.Model, _models.Sequential
+
+
+def _sgd(learning_rate=0.01, momentum=0.0, nesterov=False, name="SGD"):
+    """keras.optimizers.SGD: plain or momentum gradient descent."""
+    if momentum:
+        return _optim.Momentum(learning_rate, momentum, use_nesterov=nesterov, name=name)
+    return _optim.SGD(learning_rate, name=name)
+
+
+def _adam(learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7, name="Adam"):
+    """keras.optimizers.Adam (TF1's update; Keras's argument names and defaults)."""
+    return _optim.Adam(learning_rate, beta_1, beta_2, epsilon, name=name)
+
+
+def _adamax(learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7, name="Adamax"):
+    return _optim.Adamax(learning_rate, beta_1, beta_2, epsilon, name=name)
+
+
+def _rmsprop(learning_rate=0.001, rho=0.9, momentum=0.0, epsilon=1e-7, centered=False,
+             name="RMSprop"):
+    return _optim.RMSProp(learning_rate, rho, momentum, epsilon, centered=centered, name=name)
+
+
+def _adagrad(learning_rate=0.001, initial_accumulator_value=0.1, name="Adagrad"):
+    return _optim.Adagrad(learning_rate, initial_accumulator_value, name=name)
+
+
+def _adadelta(learning_rate=0.001, rho=0.95, epsilon=1e-7, name="Adadelta"):
+    return _optim.Adadelta(learning_rate, rho, epsilon, name=name)
+
+
+optimizers = _types.SimpleNamespace(SGD=_sgd, Adam=_adam, Adamax=_adamax, RMSprop=_rmsprop,
+                                    Adagrad=_adagrad, Adadelta=_adadelta)
+losses = _types.SimpleNamespace(
+    sparse_categorical_crossentropy=_models.sparse_categorical_crossentropy,
+    categorical_crossentropy=_models.categorical_crossentropy,
+    binary_crossentropy=_models.binary_crossentropy,
+    mean_squared_error=_models.mean_squared_error,
+    mean_absolute_error=_models.mean_absolute_error)
+
+__all__ = ["Input", "Model", "Sequential", "layers", "optimizers", "initializers", "losses"]
+_install(globals(), "fragflow.keras")

@@ -1,0 +1,84 @@
+"""ff.nn: tf.nn's names over fragflow's functions (activations, convolutions and
+pooling on NHWC images, normalisation, losses per example).
+
+>>> import fragflow as ff
+>>> g = ff.Graph()
+>>> with g.as_default():
+...     y = ff.nn.relu(ff.constant([-1.0, 2.0]))
+>>> ff.Session(g, backend="numpy").run(y).tolist()
+[0.0, 2.0]
+"""
+from __future__ import annotations
+
+from .. import ops as _ops, ops_composite as _composite, ops_conv as _conv
+from .. import ops_math as _math, ops_nn as _nn, ops_random as _random
+from .. import ops_structure as _structure
+from ...ir.errors import AttrError as _AttrError
+from ..tensor import Tensor as _Tensor
+from ._missing import install as _install
+
+relu, sigmoid, tanh = _ops.relu, _ops.sigmoid, _ops.tanh
+relu6, elu, selu, softplus = _math.relu6, _math.elu, _math.selu, _math.softplus
+leaky_relu = _math.leaky_relu
+softmax, log_softmax = _nn.softmax, _nn.log_softmax
+conv1d, conv2d, conv3d = _conv.conv1d, _conv.conv2d, _conv.conv3d
+conv2d_transpose, depthwise_conv2d = _conv.conv2d_transpose, _conv.depthwise_conv2d
+separable_conv2d, dilation2d = _conv.separable_conv2d, _conv.dilation2d
+max_pool, max_pool2d, avg_pool, avg_pool2d = (_conv.max_pool, _conv.max_pool2d,
+                                              _conv.avg_pool, _conv.avg_pool2d)
+max_pool3d, avg_pool3d = _conv.max_pool3d, _conv.avg_pool3d
+moments, batch_normalization = _nn.moments, _nn.batch_normalization
+fused_batch_norm, bias_add = _composite.fused_batch_norm, _composite.bias_add
+l2_normalize, log_sigmoid = _composite.l2_normalize, _composite.log_sigmoid
+depth_to_space, space_to_depth = _composite.depth_to_space, _composite.space_to_depth
+local_response_normalization, lrn = _nn.local_response_normalization, _nn.lrn
+softmax_cross_entropy_with_logits = _nn.softmax_cross_entropy_with_logits
+# v2 is TF1's name for the version whose gradient reaches the labels: fragflow's is that
+softmax_cross_entropy_with_logits_v2 = _nn.softmax_cross_entropy_with_logits
+sparse_softmax_cross_entropy_with_logits = _nn.sparse_softmax_cross_entropy_with_logits
+sigmoid_cross_entropy_with_logits = _nn.sigmoid_cross_entropy_with_logits
+top_k = _structure.top_k
+space_to_batch_nd, batch_to_space_nd = (_structure.space_to_batch_nd,
+                                        _structure.batch_to_space_nd)
+
+
+def swish(features, name=None):
+    """features * sigmoid(features) (tf.nn.swish, tf.nn.silu)."""
+    return _ops.mul(features, _ops.sigmoid(features), name=name)
+
+
+silu = swish
+
+
+def l2_loss(t, name=None):
+    """sum(t ** 2) / 2, as tf.nn.l2_loss."""
+    return _ops.mul(_ops.reduce_sum(_ops.square(t)), 0.5, name=name)
+
+
+def embedding_lookup(params, ids, name=None):
+    """The rows of params at ids (tf.nn.embedding_lookup of one params tensor)."""
+    return _structure.gather(params, ids, name=name)
+
+
+def xw_plus_b(x, weights, biases, name=None):
+    """x @ weights + biases (tf.compat.v1.nn.xw_plus_b)."""
+    return _ops.add(_ops.matmul(x, weights), biases, name=name)
+
+
+def dropout(x, keep_prob=None, noise_shape=None, seed=None, name=None, rate=None):
+    """tf.nn.dropout with either TF1's keep_prob or TF2's rate (Python numbers: a
+    keep_prob placeholder is not supported; build one graph per rate, or use
+    ff.layers.Dropout with training=True/False)."""
+    if (keep_prob is None) == (rate is None):
+        raise _AttrError("dropout needs exactly one of keep_prob (TF1) and rate")
+    value = rate if rate is not None else keep_prob
+    if isinstance(value, _Tensor):
+        raise _AttrError("dropout: keep_prob / rate must be a Python number in fragflow, "
+                         "not a tensor (see docs/TENSORFLOW.md)")
+    rate = rate if rate is not None else 1.0 - float(keep_prob)
+    return _random.dropout(x, rate, noise_shape, seed, name)
+
+
+__all__ = sorted(n for n in list(globals()) if not n.startswith("_") and n not in
+                 ("annotations",))
+_install(globals(), "fragflow.nn")

@@ -1,0 +1,127 @@
+"""TensorFlow 1's variable collections and initializers over fragflow's Variables.
+
+A fragflow Variable holds its initial value (a numpy array) from the start, and a
+Session gives it that value the first time a run reads it: nothing needs initialising
+before a first run. `ff.global_variables_initializer()` is still an op, as in TF1: one
+tensor that, run, sets every variable of the graph (those made so far) back to its
+initial value, so `sess.run(init)` works as in a tutorial and re-initialises a trained
+model.
+
+>>> import fragflow as ff, numpy as np
+>>> g = ff.Graph()
+>>> with g.as_default():
+...     w = ff.Variable(ff.zeros([2]), name="w")
+...     step = w.assign(w + 1.0)
+...     init = ff.global_variables_initializer()
+>>> sess = ff.Session(g, backend="numpy")
+>>> _ = sess.run(step); _ = sess.run(init); sess.get(w).tolist()
+[0.0, 0.0]
+"""
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from ..ir.errors import FragflowError
+from ..ir.graph import get_default_graph
+from ..ir.ops import state as _state
+from .tensor import Tensor, Variable, _wrap
+
+__all__ = ["global_variables_initializer", "variables_initializer",
+           "initialize_all_variables", "global_variables", "trainable_variables",
+           "local_variables_initializer"]
+
+# {graph: names of the variable nodes made with trainable=False}
+_NOT_TRAINABLE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def initial_value_of(initializer, graph) -> np.ndarray:
+    """The value of an initializer tensor (ff.zeros, ff.random_normal(...), an
+    expression of constants) or a callable returning one, computed by the numpy
+    executor. Feeds and variables are not allowed: the value is fixed when the Variable
+    is made."""
+    from .session import Session
+    if callable(initializer) and not isinstance(initializer, Tensor):
+        with graph.as_default():
+            initializer = initializer()
+        if not isinstance(initializer, Tensor):
+            return initializer
+    if initializer.graph is not graph:
+        raise FragflowError(f"Variable: the initializer {initializer!r} belongs to graph "
+                            f"'{initializer.graph.name}', not '{graph.name}'")
+    sources = _sources(initializer)
+    if sources:
+        raise FragflowError(
+            f"Variable: the initial value {initializer!r} depends on "
+            f"{', '.join(repr(n.name) + ' (' + n.op + ')' for n in sources[:3])}; an "
+            f"initial value is computed when the Variable is made, from constants and "
+            f"random ops only (use var.assign(...) to set it from other tensors)")
+    return Session(graph, backend="numpy").run(initializer)
+
+
+def _sources(tensor) -> list:
+    """The placeholder and variable nodes a tensor depends on."""
+    seen, stack, found = set(), [tensor.value.node], []
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        if node.op in ("placeholder", "variable"):
+            found.append(node)
+        stack.extend(v.node for v in node.inputs)
+    return found
+
+
+def mark_not_trainable(var: Variable) -> None:
+    _NOT_TRAINABLE.setdefault(var.graph, set()).add(var.op.name)
+
+
+def is_trainable(var: Variable) -> bool:
+    return var.dtype == "float32" and \
+        var.op.name not in _NOT_TRAINABLE.get(var.graph, ())
+
+
+def global_variables(graph=None) -> list:
+    """Every Variable of graph (default: the default graph), in creation order."""
+    graph = graph if graph is not None else get_default_graph()
+    return [Variable(n.outputs[0]) for n in graph.nodes if n.op == "variable"]
+
+
+def trainable_variables(loss=None, graph=None) -> list:
+    """The trainable (float32, not made with trainable=False) Variables: of the default
+    graph (or graph), as tf.trainable_variables(); or, given a loss, those it depends
+    on (the default var_list of minimize)."""
+    if loss is not None:
+        from .optim import trainable_variables as of_loss
+        return [v for v in of_loss(loss) if is_trainable(v)]
+    return [v for v in global_variables(graph) if is_trainable(v)]
+
+
+def variables_initializer(var_list, name="init") -> Tensor:
+    """An op that sets each variable of var_list to its initial value when run."""
+    from .optim import group
+    var_list = list(var_list)
+    if not var_list:
+        # TF returns a no-op; a fetch needs a tensor, so a constant of the graph
+        return _wrap(_state.constant(get_default_graph(), np.int32(0), name=name))
+    graph = var_list[0].graph
+    with graph.as_default():
+        assigns = [v.assign(_state.constant(graph, v.initial_value)) for v in var_list]
+        return group(*assigns, name=name)
+
+
+def global_variables_initializer() -> Tensor:
+    """An op that sets every variable of the default graph (made so far) to its initial
+    value when run, as tf.global_variables_initializer(). Running it first is optional
+    in fragflow: a variable starts at its initial value."""
+    return variables_initializer(global_variables(), name="init")
+
+
+initialize_all_variables = global_variables_initializer
+
+
+def local_variables_initializer() -> Tensor:
+    """TF1's local variables do not exist in fragflow: an op that does nothing."""
+    return variables_initializer([], name="init_local")

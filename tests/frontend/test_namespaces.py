@@ -1,0 +1,393 @@
+"""TensorFlow's namespaces and habits (issue 15): ff.nn / math / image / losses / linalg /
+random / train / keras / layers, TF1's placeholder order, default sessions and eval,
+global_variables_initializer, trainable_variables, padding strings, tidy dir(), the
+AttributeError for missing names, the Keras functional API, fit's log lines."""
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+
+import fragflow as ff
+
+
+def _run(tensors, backend="numpy", feed=None):
+    return ff.Session(tensors[0].graph if isinstance(tensors, list) else tensors.graph,
+                      backend=backend).run(tensors, feed)
+
+
+# -- the namespaces hold TensorFlow's names ------------------------------------------------
+NAMES = {
+    "nn": ["relu", "relu6", "elu", "selu", "softplus", "leaky_relu", "sigmoid", "tanh",
+           "softmax", "log_softmax", "conv1d", "conv2d", "conv3d", "conv2d_transpose",
+           "depthwise_conv2d", "separable_conv2d", "max_pool", "max_pool2d", "avg_pool",
+           "avg_pool2d", "moments", "batch_normalization", "fused_batch_norm", "bias_add",
+           "l2_normalize", "dropout", "softmax_cross_entropy_with_logits",
+           "softmax_cross_entropy_with_logits_v2", "sparse_softmax_cross_entropy_with_logits",
+           "sigmoid_cross_entropy_with_logits", "top_k", "l2_loss", "embedding_lookup",
+           "depth_to_space", "space_to_depth", "swish", "log_sigmoid", "lrn"],
+    "math": ["log1p", "expm1", "divide_no_nan", "logical_xor", "reduce_all", "reduce_any",
+             "reduce_std", "reduce_variance", "reduce_logsumexp", "cumsum", "erf", "atan2",
+             "is_nan", "squared_difference", "l2_normalize", "log_sigmoid", "top_k",
+             "reduce_sum", "argmax", "floormod", "mod"],
+    "linalg": ["matmul", "eye", "diag", "diag_part", "band_part", "trace", "tensordot",
+               "einsum", "norm", "l2_normalize", "matvec", "matrix_transpose"],
+    "image": ["resize", "resize_images", "resize_bilinear", "resize_nearest_neighbor",
+              "flip_left_right", "flip_up_down", "per_image_standardization"],
+    "losses": ["softmax_cross_entropy", "sparse_softmax_cross_entropy",
+               "sigmoid_cross_entropy", "mean_squared_error", "absolute_difference",
+               "huber_loss", "log_loss", "hinge_loss", "Reduction", "compute_weighted_loss"],
+    "random": ["normal", "uniform", "truncated_normal", "categorical", "set_seed"],
+    "train": ["GradientDescentOptimizer", "MomentumOptimizer", "AdamOptimizer",
+              "AdagradOptimizer", "AdadeltaOptimizer", "RMSPropOptimizer", "Optimizer"],
+    "keras": ["Input", "Model", "Sequential", "layers", "optimizers", "initializers"],
+    "layers": ["dense", "conv2d", "max_pooling2d", "average_pooling2d", "flatten",
+               "dropout", "batch_normalization", "Dense", "Conv2D"],
+}
+
+
+@pytest.mark.parametrize("namespace", sorted(NAMES))
+def test_namespace_has_tensorflows_names_and_a_tidy_dir(namespace):
+    module = getattr(ff, namespace)
+    for name in NAMES[namespace]:
+        assert callable(getattr(module, name)) or name in ("Reduction", "layers",
+                                                           "optimizers", "initializers")
+        assert name in dir(module)
+    for junk in ("np", "annotations", "itertools", "importlib", "math", "weakref"):
+        assert junk not in dir(module), (namespace, junk)
+
+
+def test_train_optimizers_are_ff_optim_classes():
+    assert ff.train.GradientDescentOptimizer is ff.optim.GradientDescent
+    assert ff.train.AdamOptimizer is ff.optim.Adam
+    assert ff.train.MomentumOptimizer is ff.optim.Momentum
+    assert ff.train.RMSPropOptimizer is ff.optim.RMSProp
+
+
+def test_dir_of_fragflow_and_its_modules_is_their_api():
+    names = dir(ff)
+    for junk in ("frontend", "ir", "passes", "graph_from_json", "_frontend_all"):
+        assert junk not in names
+    for name in ("nn", "math", "train", "keras", "Session", "placeholder", "einsum",
+                 "global_variables_initializer", "float32", "__version__"):
+        assert name in names
+    assert len(names) == len(set(names))
+    for module in (ff.optim, ff.layers, ff.initializers):
+        assert not {"np", "annotations", "itertools", "importlib"} & set(dir(module))
+
+
+@pytest.mark.parametrize("module, name, hint", [
+    (ff, "get_variable", "ff.Variable"),
+    (ff, "reduce_meen", "fragflow.reduce_mean"),
+    (ff, "int64", "ff.int32"),
+    (ff.nn, "softmx", "fragflow.nn.softmax"),
+    (ff.math, "cumprod", "not yet"),
+    (ff.train, "Saver", "sess.save"),
+])
+def test_a_missing_tensorflow_name_suggests_fragflows(module, name, hint):
+    with pytest.raises(AttributeError, match="has no attribute") as err:
+        getattr(module, name)
+    assert hint in str(err.value)
+
+
+def test_hasattr_still_answers_false_for_unknown_names():
+    assert not hasattr(ff, "no_such_thing_at_all")
+    assert not hasattr(ff.nn, "__wrapped__")
+
+
+# -- TF1 habits --------------------------------------------------------------------------
+def test_placeholder_takes_tensorflow_1s_argument_order():
+    g = ff.Graph()
+    with g.as_default():
+        a = ff.placeholder(ff.float32, [None, 3], name="a")
+        b = ff.placeholder(ff.int32, shape=[2])
+        c = ff.placeholder((None, 3), "float32")
+        d = ff.placeholder(ff.float32)                  # TF1: a scalar here
+    assert (a.shape, a.dtype, a.name) == ((None, 3), "float32", "a")
+    assert (b.shape, b.dtype) == ((2,), "int32")
+    assert (c.shape, c.dtype) == ((None, 3), "float32")
+    assert d.shape == ()
+    with g.as_default(), pytest.raises(ff.AttrError, match="twice"):
+        ff.placeholder(ff.float32, [2], shape=[3])
+
+
+def test_constant_with_shape_fills_or_reshapes():
+    g = ff.Graph()
+    with g.as_default():
+        a = ff.constant(0.1, shape=[2, 3])
+        b = ff.constant([1, 2, 3, 4], shape=[2, 2])
+    va, vb = _run([a, b])
+    np.testing.assert_array_equal(va, np.full((2, 3), 0.1, np.float32))
+    np.testing.assert_array_equal(vb, [[1, 2], [3, 4]])
+
+
+def test_eval_and_run_use_the_default_session():
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder(ff.float32, [2])
+        w = ff.Variable(ff.ones([2]))
+        step = w.assign(w * x)
+        y = w + 0.0
+    sess = ff.Session(g, backend="numpy")
+    with pytest.raises(ff.FragflowError, match="no default session"):
+        y.eval()
+    with sess.as_default():
+        assert ff.get_default_session() is sess
+        step.run(feed_dict={x: np.float32([2, 3])})
+        np.testing.assert_array_equal(y.eval(), [2, 3])
+    assert ff.get_default_session() is None
+    assert not sess._closed                      # as_default does not close
+    with ff.Session(g, backend="numpy") as other:
+        np.testing.assert_array_equal(y.eval(), [1, 1])   # a new session: initial value
+        np.testing.assert_array_equal(y.eval(session=sess), [2, 3])
+    with pytest.raises(ff.SessionClosedError):
+        other.run(y)
+    other_graph = ff.Graph()
+    with ff.Session(other_graph, backend="numpy"), pytest.raises(ff.FragflowError,
+                                                                 match="graph"):
+        y.eval()
+
+
+def test_session_without_a_graph_runs_the_default_graph():
+    ff.reset_default_graph()
+    x = ff.constant([1.0, 2.0])
+    with ff.Session(backend="numpy") as sess:
+        np.testing.assert_array_equal(sess.run(x * 2.0), [2, 4])
+
+
+def test_variable_from_initializer_ops_and_global_variables_initializer():
+    g = ff.Graph()
+    with g.as_default():
+        w = ff.Variable(ff.random_normal([50, 4], stddev=2.0, seed=3), name="w")
+        z = ff.Variable(ff.zeros([3]))
+        k = ff.Variable(lambda: ff.ones([2]) * 3.0)
+        count = ff.Variable(0, trainable=False)
+        step = ff.optim.group(w.assign(w * 0.0), z.assign(z + 1.0), count.assign(count + 1))
+        init = ff.global_variables_initializer()
+        x = ff.placeholder(ff.float32, [2])
+        with pytest.raises(ff.FragflowError, match="initial value"):
+            ff.Variable(x * 2.0)
+    # the initializer's draw is the numpy executor's, identical on every backend
+    drawn = ff.Session(g, backend="numpy").run(w)
+    assert abs(float(drawn.std()) - 2.0) < 0.4
+    np.testing.assert_array_equal(w.initial_value, drawn)
+    np.testing.assert_array_equal(k.initial_value, [3, 3])
+    sess = ff.Session(g, backend="numpy")
+    sess.run(step)
+    assert sess.get(count) == 1 and (sess.get(w) == 0).all()
+    sess.run(init)
+    np.testing.assert_array_equal(sess.get(w), drawn)
+    np.testing.assert_array_equal(sess.get(z), [0, 0, 0])
+    assert sess.get(count) == 0
+    with g.as_default():
+        names = [v.name for v in ff.trainable_variables()]
+        every = [v.name for v in ff.global_variables()]
+    assert "w" in names and count.name not in names and count.name in every
+
+
+def test_trainable_variables_leave_out_optimizer_slots():
+    g = ff.Graph()
+    with g.as_default():
+        w = ff.Variable(np.ones(3, np.float32), name="w")
+        ff.train.AdamOptimizer(0.1).minimize(ff.reduce_sum(ff.square(w)))
+        assert [v.name for v in ff.trainable_variables()] == ["w"]
+        assert len(ff.global_variables()) > 3     # slots, beta powers, iterations
+
+
+def test_padding_strings_in_any_case(gl):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(2, 7, 7, 3)).astype(np.float32)
+    w = rng.normal(size=(3, 3, 3, 5)).astype(np.float32)
+    g = ff.Graph()
+    with g.as_default():
+        same = ff.nn.conv2d(x, w, strides=2, padding="same")
+        pooled = ff.nn.max_pool(x, ksize=3, strides=2, padding="Same")
+        valid = ff.conv2d(x, w, strides=1, padding="valid")
+    assert same.shape == (2, 4, 4, 5) and pooled.shape == (2, 4, 4, 3)
+    assert valid.shape == (2, 5, 5, 5)
+    import torch
+    ref = torch.nn.functional.conv2d(torch.from_numpy(x).permute(0, 3, 1, 2),
+                                     torch.from_numpy(w).permute(3, 2, 0, 1))
+    for backend in ("numpy", "gl"):
+        out = _run([same, pooled, valid], backend)
+        np.testing.assert_allclose(out[2], ref.permute(0, 2, 3, 1).numpy(), rtol=1e-4,
+                                   atol=1e-4)
+
+
+# -- losses ------------------------------------------------------------------------------
+def _softmax_xent(labels, logits):
+    z = logits - logits.max(-1, keepdims=True)
+    return -(labels * (z - np.log(np.exp(z).sum(-1, keepdims=True)))).sum(-1)
+
+
+@pytest.mark.parametrize("reduction", ["weighted_sum_by_nonzero_weights", "weighted_sum",
+                                       "weighted_mean", "weighted_sum_over_batch_size",
+                                       "none"])
+def test_softmax_cross_entropy_weights_smoothing_reduction(gl, reduction):
+    rng = np.random.default_rng(1)
+    logits = rng.normal(size=(6, 5)).astype(np.float32)
+    onehot = np.eye(5, dtype=np.float32)[rng.integers(0, 5, 6)]
+    weights = np.float32([1, 0, 2, 0.5, 0, 1])
+    smoothed = onehot * 0.9 + 0.1 / 5
+    per = _softmax_xent(smoothed, logits) * weights
+    expected = {"none": per, "weighted_sum": per.sum(),
+                "weighted_mean": per.sum() / weights.sum(),
+                "weighted_sum_over_batch_size": per.mean(),
+                "weighted_sum_by_nonzero_weights": per.sum() / 4}[reduction]
+    g = ff.Graph()
+    with g.as_default():
+        loss = ff.losses.softmax_cross_entropy(onehot, logits, weights=weights,
+                                               label_smoothing=0.1, reduction=reduction)
+    for backend in ("numpy", "gl"):
+        np.testing.assert_allclose(_run(loss, backend), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_other_losses_against_numpy(gl):
+    rng = np.random.default_rng(2)
+    y = rng.normal(size=(4, 3)).astype(np.float32)
+    p = rng.normal(size=(4, 3)).astype(np.float32)
+    b = (rng.random((4, 3)) > 0.5).astype(np.float32)
+    probs = 1 / (1 + np.exp(-p))
+    e = np.abs(p - y)
+    expected = [((p - y) ** 2).mean(), e.mean(),
+                np.where(e <= 1, 0.5 * e ** 2, e - 0.5).mean(),
+                (-b * np.log(probs + 1e-7) - (1 - b) * np.log(1 - probs + 1e-7)).mean(),
+                np.maximum(0, 1 - (2 * b - 1) * p).mean(),
+                (np.maximum(p, 0) - p * b + np.log1p(np.exp(-np.abs(p)))).mean(),
+                _softmax_xent(np.eye(3)[[0, 2, 1, 1]], p).mean()]
+    g = ff.Graph()
+    with g.as_default():
+        losses = [ff.losses.mean_squared_error(y, p), ff.losses.absolute_difference(y, p),
+                  ff.losses.huber_loss(y, p), ff.losses.log_loss(b, probs),
+                  ff.losses.hinge_loss(b, p), ff.losses.sigmoid_cross_entropy(b, p),
+                  ff.losses.sparse_softmax_cross_entropy(np.int32([0, 2, 1, 1]), p)]
+    for backend in ("numpy", "gl"):
+        np.testing.assert_allclose(_run(losses, backend), expected, rtol=1e-4, atol=1e-6)
+
+
+def test_image_resize_matches_torch(gl):
+    import torch
+    x = np.random.default_rng(3).normal(size=(2, 5, 7, 3)).astype(np.float32)
+    g = ff.Graph()
+    with g.as_default():
+        up = ff.image.resize(x, [9, 4])
+        near = ff.image.resize(x, [10, 14], method="nearest")
+        flipped = ff.image.flip_left_right(x)
+    t = torch.from_numpy(x).permute(0, 3, 1, 2)
+    ref_up = torch.nn.functional.interpolate(t, size=(9, 4), mode="bilinear",
+                                             align_corners=False)
+    ref_near = torch.nn.functional.interpolate(t, size=(10, 14), mode="nearest")
+    for backend in ("numpy", "gl"):
+        a, b, c = _run([up, near, flipped], backend)
+        np.testing.assert_allclose(a, ref_up.permute(0, 2, 3, 1).numpy(), rtol=1e-4,
+                                   atol=1e-5)
+        np.testing.assert_allclose(b, ref_near.permute(0, 2, 3, 1).numpy())
+        np.testing.assert_array_equal(c, x[:, :, ::-1])
+
+
+def test_random_normal_alias_draws_normal_values():
+    g = ff.Graph()
+    with g.as_default():
+        z = ff.random.normal([4000], mean=1.0, stddev=3.0, seed=5)
+        u = ff.random.uniform([4000], minval=-2.0, maxval=2.0, seed=5)
+    vz, vu = _run([z, u])
+    assert abs(vz.mean() - 1.0) < 0.2 and abs(vz.std() - 3.0) < 0.2
+    assert vu.min() >= -2 and vu.max() < 2 and abs(vu.mean()) < 0.1
+
+
+def test_nn_dropout_takes_keep_prob_or_rate():
+    x = np.ones((8, 500), np.float32)
+    g = ff.Graph()
+    with g.as_default():
+        a = ff.nn.dropout(x, keep_prob=0.25, seed=1)
+        b = ff.nn.dropout(x, rate=0.75, seed=1)
+        with pytest.raises(ff.AttrError, match="exactly one"):
+            ff.nn.dropout(x)
+        with pytest.raises(ff.AttrError, match="Python number"):
+            ff.nn.dropout(x, ff.placeholder(ff.float32))
+    for v in _run([a, b]):          # both keep a quarter, scaled by 4
+        assert set(np.unique(v)) == {0.0, 4.0}
+        assert abs(float((v == 0).mean()) - 0.75) < 0.05
+
+
+# -- Keras functional API and TF1 functional layers ---------------------------------------
+def test_keras_functional_model_trains(gl):
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(64, 6)).astype(np.float32)
+    y = (x[:, 0] + x[:, 1] > 0).astype(np.int32)
+    ff.initializers.set_seed(0)
+    g = ff.Graph()
+    with g.as_default():
+        inputs = ff.keras.Input(shape=(6,))
+        h = ff.keras.layers.Dense(16, activation="relu")(inputs)
+        h = ff.keras.layers.Dropout(0.1, seed=1)(h)
+        outputs = ff.keras.layers.Dense(2, activation="softmax")(h)
+    model = ff.Model(inputs, outputs)
+    assert len(model.layers) == 3 and model.count_params() == 6 * 16 + 16 + 16 * 2 + 2
+    model.compile(ff.keras.optimizers.Adam(learning_rate=0.05),
+                  "sparse_categorical_crossentropy", ["accuracy"])
+    history = model.fit(x, y, batch_size=16, epochs=8, verbose=0, seed=0)
+    assert history.history["loss"][-1] < 0.6 * history.history["loss"][0]
+    probs = model.predict(x)
+    assert probs.shape == (64, 2) and np.allclose(probs.sum(1), 1, atol=1e-5)
+    lines = []
+    model.summary(print_fn=lines.append)
+    assert any("dense" in line for line in lines)
+
+
+def test_keras_model_with_ops_between_layers_runs_without_training_layers():
+    g = ff.Graph()
+    with g.as_default():
+        inputs = ff.keras.Input(shape=(3,))
+        h = ff.nn.relu(ff.layers.Dense(4)(inputs))
+        outputs = ff.layers.Dense(1)(h * 2.0)
+    model = ff.Model(inputs, outputs, backend="numpy")
+    model.compile("sgd", "mse")
+    history = model.fit(np.ones((8, 3), np.float32), np.zeros(8, np.float32), verbose=0)
+    assert np.isfinite(history.history["loss"][0])
+
+
+def test_tf1_functional_layers_make_named_variables():
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder(ff.float32, [None, 8, 8, 3])
+        h = ff.layers.conv2d(x, 4, 3, padding="SAME", activation=ff.nn.relu)
+        h = ff.layers.max_pooling2d(h, 2, 2)
+        h = ff.layers.flatten(h)
+        h = ff.layers.dropout(h, rate=0.5, training=False)
+        y = ff.layers.dense(h, 2)
+        names = [v.name for v in ff.trainable_variables()]
+    assert y.shape == (None, 2)
+    assert len(names) == 4 and any("conv2d" in n for n in names) and \
+        any("dense" in n for n in names)
+
+
+def test_fit_verbose_1_writes_one_line_per_epoch_off_a_terminal(monkeypatch):
+    stream = io.StringIO()
+    monkeypatch.setattr("sys.stderr", stream)
+    model = ff.Sequential([ff.layers.Dense(1)], backend="numpy")
+    model.compile("sgd", "mse")
+    model.fit(np.ones((40, 2), np.float32), np.ones(40, np.float32), batch_size=4,
+              epochs=3, verbose=1)
+    text = stream.getvalue()
+    assert "\r" not in text
+    assert text.count("Epoch ") == 3 and text.count("10/10") == 3
+    assert len(text.strip().splitlines()) == 6
+
+
+# -- small op extensions -----------------------------------------------------------------
+def test_argmax_of_bool_and_leaky_relu_of_int(gl):
+    b = np.array([[False, True, True], [False, False, False], [True, False, True]])
+    i = np.int32([-3, 0, 5])
+    g = ff.Graph()
+    with g.as_default():
+        am = ff.argmax(b, axis=1)
+        an = ff.math.argmin(b, 0, output_type=ff.int32)
+        lr = ff.nn.leaky_relu(i, alpha=0.5)
+    for backend in ("numpy", "gl"):
+        va, vn, vl = _run([am, an, lr], backend)
+        np.testing.assert_array_equal(va, np.argmax(b, 1))
+        np.testing.assert_array_equal(vn, np.argmin(b, 0))
+        assert vl.dtype == np.float32
+        np.testing.assert_array_equal(vl, [-1.5, 0, 5])
