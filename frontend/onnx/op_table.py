@@ -363,9 +363,11 @@ def conv(ctx, node, x, a):
     B = x[2] if len(x) > 2 else None
     w_shape = _shape(ctx, W)
     rank = _rank(ctx, X)
+    if rank == 5:
+        return _conv3d(ctx, X, W, B, a, w_shape)
     if rank not in (3, 4):
-        raise ctx.error(f"Conv of rank {rank} input: fragflow imports 1-D and 2-D "
-                        f"convolutions (3-D convolutions are not mapped yet)")
+        raise ctx.error(f"Conv of rank {rank} input: fragflow imports 1-D, 2-D and 3-D "
+                        f"convolutions")
     one_d = rank == 3
     t = ctx.tensor(X)
     if one_d:                                     # NCW as NCHW with H = 1
@@ -428,6 +430,29 @@ def conv(ctx, node, x, a):
     return F.squeeze(y, axis=2) if one_d else y
 
 
+TO_NDHWC, TO_NCDHW = (0, 2, 3, 4, 1), (0, 4, 1, 2, 3)
+
+
+def _conv3d(ctx, X, W, B, a, w_shape):
+    """A 3-D Conv (group 1) as fragflow's NDHWC conv3d with a DHWIO weight."""
+    if int(a.get("group", 1)) != 1:
+        raise ctx.error("3-D Conv with groups is not supported")
+    kernel = tuple(w_shape[2:])
+    if "kernel_shape" in a and tuple(a["kernel_shape"]) != kernel:
+        raise ctx.error("kernel_shape differs from the weight's")
+    strides, dilations = _conv_attrs(ctx, a, kernel)
+    t = ctx.tensor(X)
+    padding = _spatial_padding(ctx, a, t.shape[2:], kernel, strides, dilations)
+    w = ctx.weight(W, "dhwio", lambda w: w.transpose(2, 3, 4, 1, 0))
+    if w is None:
+        w = F.transpose(ctx.tensor(W), (2, 3, 4, 1, 0))
+    y = F.conv3d(F.transpose(t, TO_NDHWC), w, strides=strides, padding=padding,
+                 dilations=dilations)
+    if B is not None:
+        y = y + ctx.tensor(B)
+    return F.transpose(y, TO_NCDHW)
+
+
 def _pool_padding(ctx, a, in_sizes, kernel, strides):
     padding = _spatial_padding(ctx, a, in_sizes, kernel, strides, (1,) * len(kernel))
     if not a.get("ceil_mode", 0):
@@ -453,9 +478,9 @@ def pool(ctx, node, x, a):
         raise ctx.error("MaxPool's Indices output is not supported")
     t = ctx.tensor(x[0])
     one_d = len(t.shape) == 3
-    if len(t.shape) not in (3, 4):
+    if len(t.shape) not in (3, 4, 5):
         raise ctx.error(f"{node.op_type} of a rank {len(t.shape)} input: fragflow imports "
-                        f"1-D and 2-D pools (NCW, NCHW)")
+                        f"1-D, 2-D and 3-D pools (NCW, NCHW, NCDHW)")
     kernel = tuple(a["kernel_shape"])
     strides = tuple(a.get("strides", [1] * len(kernel)))
     if one_d:                                    # NCW as NCHW with H = 1
@@ -469,7 +494,8 @@ def pool(ctx, node, x, a):
     if any(r != 1 for r in a.get("dilations", [1] * len(kernel))):
         raise ctx.error("pool dilations other than 1 are not supported")
     padding = _pool_padding(ctx, a, t.shape[2:], kernel, strides)
-    xt = F.transpose(t, TO_NHWC)
+    three_d = len(t.shape) == 5
+    xt = F.transpose(t, TO_NDHWC if three_d else TO_NHWC)
     if node.op_type == "AveragePool" and a.get("count_include_pad", 0) and \
             not isinstance(padding, str):
         # padding counted in the mean: pad with zeros first, then pool without padding
@@ -478,6 +504,9 @@ def pool(ctx, node, x, a):
     if not isinstance(padding, str) and any(b >= k or e >= k for (b, e), k in
                                             zip(padding, kernel)):
         raise ctx.error(f"pads {list(padding)} as large as the window {list(kernel)}")
+    if three_d:
+        fn = F.max_pool3d if node.op_type == "MaxPool" else F.avg_pool3d
+        return F.transpose(fn(xt, ksize=kernel, strides=strides, padding=padding), TO_NCDHW)
     fn = F.max_pool if node.op_type == "MaxPool" else F.avg_pool
     y = F.transpose(fn(xt, ksize=kernel, strides=strides, padding=padding), TO_NCHW)
     return F.squeeze(y, axis=2) if one_d else y
@@ -1222,3 +1251,89 @@ def attention(ctx, node, x, a):
         y = F.transpose(y, (0, 2, 1, 3))
         y = F.reshape(y, [-1, y.shape[1], y.shape[2] * y.shape[3]])
     return [y, present_k, present_v, qk_out]
+
+
+@rule("OneHot")
+def one_hot(ctx, node, x, a):
+    indices = ctx.tensor(x[0])
+    if indices.dtype != "int32":                  # float indices: truncated, as ONNX says
+        indices = F.cast(indices, "int32")
+    depth = int(np.asarray(ctx.static(x[1], "depth")).reshape(-1)[0])
+    off, on = (np.asarray(ctx.static(x[2], "values")).reshape(-1)[:2]).tolist()
+    indices = indices + F.cast(F.less(indices, 0), "int32") * depth   # negative: from the end
+    rank = len(indices.shape) + 1
+    axis = _axis(int(a.get("axis", -1)), rank)
+    values = np.asarray(ctx.static(x[2], "values"))
+    dtype = "float32" if np.issubdtype(values.dtype, np.floating) else \
+        "bool" if values.dtype == np.bool_ else "int32"
+    return F.one_hot(indices, depth, on_value=on, off_value=off, axis=axis, dtype=dtype)
+
+
+def _scatter(ctx, node, data, flat_targets, updates, reduction):
+    """data with updates written at flat positions flat_targets (known at import)."""
+    size = int(np.prod(data.shape))
+    flat_data = F.reshape(data, [size])
+    flat_updates = F.reshape(updates, [-1])
+    if reduction == "add":
+        added = F.unsorted_segment_sum(flat_updates, flat_targets.astype(np.int32), size)
+        return F.reshape(flat_data + added, list(data.shape))
+    if reduction != "none":
+        raise ctx.error(f"reduction {reduction!r} is not supported (none and add are)")
+    source = np.full(size, -1, np.int64)
+    source[flat_targets] = np.arange(flat_targets.size)     # the last write wins
+    written = F.constant(source >= 0)
+    picked = F.gather(flat_updates, F.constant(np.maximum(source, 0).astype(np.int32)))
+    return F.reshape(F.where(written, picked, flat_data), list(data.shape))
+
+
+@rule("ScatterND")
+def scatter_nd(ctx, node, x, a):
+    data, updates = ctx.tensor(x[0]), ctx.tensor(x[2])
+    if any(d is None for d in data.shape):
+        raise ctx.error("ScatterND needs a static data shape")
+    indices = np.asarray(ctx.static(x[1], "indices")).astype(np.int64)
+    k = indices.shape[-1]
+    shape = np.array(data.shape)
+    idx = np.where(indices < 0, indices + shape[:k], indices).reshape(-1, k)
+    inner = int(np.prod(shape[k:]))
+    base = np.ravel_multi_index(idx.T, tuple(shape[:k])) * inner
+    targets = (base[:, None] + np.arange(inner)[None, :]).reshape(-1)
+    return _scatter(ctx, node, data, targets, updates, a.get("reduction", "none"))
+
+
+@rule("ScatterElements", "Scatter")
+def scatter_elements(ctx, node, x, a):
+    data, updates = ctx.tensor(x[0]), ctx.tensor(x[2])
+    if any(d is None for d in data.shape):
+        raise ctx.error("ScatterElements needs a static data shape")
+    indices = np.asarray(ctx.static(x[1], "indices")).astype(np.int64)
+    rank = len(data.shape)
+    axis = _axis(int(a.get("axis", 0)), rank)
+    indices = np.where(indices < 0, indices + data.shape[axis], indices)
+    coords = list(np.indices(indices.shape))
+    coords[axis] = indices
+    targets = np.ravel_multi_index(tuple(c.reshape(-1) for c in coords), data.shape)
+    return _scatter(ctx, node, data, targets, updates, a.get("reduction", "none"))
+
+
+@rule("LpPool")
+def lp_pool(ctx, node, x, a):
+    t = ctx.tensor(x[0])
+    if len(t.shape) != 4:
+        raise ctx.error("LpPool of a non-4-D (NCHW) input is not supported")
+    p = float(a.get("p", 2))
+    kernel = tuple(a["kernel_shape"])
+    strides = tuple(a.get("strides", [1] * len(kernel)))
+    if any(r != 1 for r in a.get("dilations", [1, 1])):
+        raise ctx.error("LpPool dilations other than 1 are not supported")
+    padding = _pool_padding(ctx, a, t.shape[2:], kernel, strides)
+    powered = F.transpose(F.pow(F.abs(t), p), TO_NHWC)
+    if padding == "SAME":
+        padding = _spatial_padding(ctx, {"auto_pad": "SAME_LOWER"}, t.shape[2:], kernel,
+                                   strides, (1, 1))
+        padding = [(e, b) for b, e in padding]          # SAME_UPPER's split
+    if not isinstance(padding, str):                    # zeros count in the sum
+        powered = F.pad(powered, [(0, 0)] + [tuple(q) for q in padding] + [(0, 0)])
+    summed = F.avg_pool(powered, ksize=kernel, strides=strides, padding="VALID") * \
+        float(np.prod(kernel))
+    return F.transpose(F.pow(summed, 1.0 / p), TO_NCHW)

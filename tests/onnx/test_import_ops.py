@@ -440,3 +440,34 @@ def test_attention_against_onnx_reference(case):
                                          inputs)
     for g, e in zip(got, expected):
         assert_close(g, e)
+
+
+def test_one_hot_with_negative_indices():
+    check([node("OneHot", ["i", "d", "v"], axis=1)],
+          {"i": np.array([[0, 3, -1], [2, -4, 1]], np.int64)},
+          initializers={"d": np.array(4, np.int64), "v": np.array([-1, 2], np.float32)})
+
+
+@pytest.mark.parametrize("reduction", ["none", "add"])
+def test_scatter_nd_and_elements(reduction):
+    nd_idx = np.array([[1], [3]], np.int64) if reduction == "none" else \
+        np.array([[1], [3], [1]], np.int64)
+    check([node("ScatterND", ["x", "i", "u"], reduction=reduction)], {"x": randn(5, 3)},
+          initializers={"i": nd_idx, "u": randn(len(nd_idx), 3)}, opset=16)
+    check([node("ScatterElements", ["x", "j", "w"], axis=1, reduction=reduction)],
+          {"x": randn(3, 4)}, initializers={"j": np.array([[1, -1], [0, 2], [3, 1]],
+                                                          np.int64),
+                                            "w": randn(3, 2)}, opset=16)
+
+
+def test_lp_pool_with_padding():
+    check([node("LpPool", ["x"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], p=2)],
+          {"x": randn(2, 3, 7, 6)}, opset=18)
+
+
+def test_conv3d_and_pools3d():
+    check([node("Conv", ["x", "w", "b"], ["c"], pads=[1, 0, 1, 1, 0, 1], strides=[1, 2, 1]),
+           node("MaxPool", ["c"], ["m"], kernel_shape=[2, 2, 2], strides=[1, 1, 2]),
+           node("AveragePool", ["c"], ["y"], kernel_shape=[3, 2, 2], pads=[1, 0, 0, 1, 1, 1])],
+          {"x": randn(2, 3, 4, 6, 5)}, outputs=("c", "m", "y"),
+          initializers={"w": randn(4, 3, 3, 2, 3), "b": randn(4)})
