@@ -64,6 +64,24 @@ def test_fine_tuning_an_imported_cnn_lowers_the_loss_as_numpy_does(torch_models)
     np.testing.assert_allclose(losses["gl"], losses["numpy"], rtol=1e-4)
 
 
+@pytest.mark.parametrize("name", ["mlp", "cnn"])
+def test_one_sgd_step_of_an_imported_model_equals_torchs(torch_models, name):
+    # (the cnn's batch norm follows a pool, so its gamma and beta stay parameters; the
+    # exporter folds a batch norm that follows a conv into the conv's weights)
+    _, x, model = _load(torch_models, name)
+    with model.graph.as_default():
+        labels = ff.placeholder((None,), "int32", name="labels")
+        loss = ff.reduce_mean(ff.sparse_softmax_cross_entropy_with_logits(
+            labels=labels, logits=model.outputs[0]))
+        step = ff.optim.SGD(0.1).minimize(loss)
+    y = (np.arange(len(x)) % model.outputs[0].shape[1]).astype(np.int32)
+    sess = ff.Session(model.graph)
+    before = sess.run([loss, step], {"input": x, labels: y})[0]
+    after = sess.run(loss, {"input": x, labels: y})
+    np.testing.assert_allclose([before, after], np.load(torch_models / f"{name}.sgd.npy"),
+                               rtol=1e-4)
+
+
 def test_imported_weights_are_variables_that_save_and_restore(torch_models, tmp_path):
     _, x, model = _load(torch_models, "cnn")
     assert model.variables and all(isinstance(v, ff.Variable)

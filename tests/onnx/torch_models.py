@@ -133,6 +133,22 @@ def main(out_dir):
         np.save(os.path.join(out_dir, f"{name}.input.npy"), x.numpy())
         with torch.no_grad():
             np.save(os.path.join(out_dir, f"{name}.torch.npy"), model(x).numpy())
+        np.save(os.path.join(out_dir, f"{name}.sgd.npy"), sgd_losses(model, x))
+
+
+def sgd_losses(model, x, lr=0.1):
+    """Cross-entropy before and after one plain SGD step on every parameter (labels
+    0, 1, 2...), in eval mode: what fine-tuning the imported model must reproduce."""
+    logits = model(x)
+    labels = torch.arange(len(x)) % logits.shape[1]
+    loss = nn.functional.cross_entropy(logits, labels)
+    params = [p for p in model.parameters() if p.requires_grad]
+    grads = torch.autograd.grad(loss, params)
+    with torch.no_grad():
+        for p, g in zip(params, grads):
+            p -= lr * g
+        after = nn.functional.cross_entropy(model(x), labels)
+    return np.array([loss.item(), after.item()], np.float32)
 
 
 if __name__ == "__main__":
