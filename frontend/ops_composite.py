@@ -323,3 +323,180 @@ def space_to_depth(input, block_size, data_format="NHWC", name=None):  # noqa: A
         y = _ops.reshape(x, (-1, h // b, b, w // b, b, c))
         y = _ops.transpose(y, (0, 1, 3, 2, 4, 5))
         return _ops.reshape(y, (-1, h // b, w // b, c * b * b))
+
+
+# -- scans, searches, scatters (compositions; see each docstring for the cost) -------------
+def _move_last(x, axis):
+    axis = int(axis) % x.ndim
+    perm = [i for i in range(x.ndim) if i != axis] + [axis]
+    back = list(np.argsort(perm))
+    return perm, back
+
+
+@_export
+def cumprod(x, axis=0, exclusive=False, reverse=False, name=None):
+    """The cumulative product along axis, as tf.math.cumprod (exclusive: the first is
+    1; reverse: from the end). Exact (a product per output over a triangular mask, no
+    logarithms: zeros and signs are right) and differentiable through reduce_prod;
+    costs O(n) per output element and an n x n intermediate (n the axis's static
+    size)."""
+    with _scoped(name, "cumprod"):
+        x = _tensor(x)
+        if x.dtype == "bool":
+            raise DTypeError("cumprod needs float32 or int32, got bool")
+        perm, back = _move_last(x, axis)
+        moved = _ops.transpose(x, perm)
+        n = _static(moved, "cumprod")[-1]
+        i, j = np.arange(n)[:, None], np.arange(n)[None, :]
+        if reverse:
+            keep = j > i if exclusive else j >= i
+        else:
+            keep = j < i if exclusive else j <= i
+        with x.graph.as_default():
+            mask = _ops.constant(keep)
+        one = 1 if x.dtype == "int32" else 1.0
+        picked = _ops.where(mask, _ops.expand_dims(moved, -2), one)
+        return _ops.transpose(_ops.reduce_prod(picked, axis=-1), back)
+
+
+@_export
+def in_top_k(predictions=None, targets=None, k=None, name=None):
+    """True where targets[i]'s prediction is among the k largest of predictions[i]
+    (predictions [batch, classes] float32, targets [batch] int32), as tf.nn.in_top_k:
+    classes tied at the boundary all count as in the top k; a target out of range or
+    whose prediction is not finite gives False. Either argument order (TF1's
+    predictions first, TF2's targets first) is accepted. Not differentiable (bool)."""
+    p, t = _tensor(predictions), _tensor(targets)
+    if p.dtype == "int32" and t.dtype == "float32":
+        p, t = t, p                                    # tf.math.in_top_k(targets, predictions)
+    if p.ndim != 2 or t.ndim != 1 or t.dtype != "int32":
+        raise ShapeError(f"in_top_k needs predictions [batch, classes] and int32 targets "
+                         f"[batch], got {p!r} and {t!r}")
+    if k is None:
+        raise AttrError("in_top_k needs k")
+    with _scoped(name, "in_top_k"):
+        classes = _static(p, "in_top_k")[-1]
+        with p.graph.as_default():
+            hit = _ops.equal(_ops.expand_dims(t, -1),
+                             _ops.constant(np.arange(classes, dtype=np.int32)))
+        value = _ops.reduce_sum(_ops.where(hit, p, 0.0), axis=-1)
+        valid = _ops.logical_and(reduce_any(hit, axis=-1), _math.is_finite(value))
+        above = _ops.reduce_sum(_ops.cast(_ops.greater(p, _ops.expand_dims(value, -1)),
+                                          "int32"), axis=-1)
+        return _ops.logical_and(valid, _ops.less(above, int(k)))
+
+
+@_export
+def searchsorted(sorted_sequence, values, side="left", out_type="int32", name=None):
+    """Where values would be inserted in sorted_sequence along the last axis to keep it
+    sorted (leading axes are batches of equal size), as tf.searchsorted: side "left"
+    gives the first such index, "right" the last. int32 results; compares every value
+    with every element (O(n) per value). Not differentiable."""
+    if side not in ("left", "right"):
+        raise AttrError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
+    if out_type not in ("int32", "int64", np.int32, np.int64):
+        raise DTypeError(f"searchsorted: out_type {out_type!r} is not int32")
+    with _scoped(name, "searchsorted"):
+        seq, v = _tensor(sorted_sequence), _tensor(values)
+        if seq.ndim != v.ndim or seq.ndim == 0:
+            raise ShapeError(f"searchsorted: sorted_sequence {seq!r} and values {v!r} need "
+                             f"the same rank (>= 1)")
+        s = _ops.expand_dims(seq, -2)                  # [..., 1, n]
+        w = _ops.expand_dims(v, -1)                    # [..., m, 1]
+        if side == "left":       # lower_bound: the number of elements < v
+            return _ops.reduce_sum(_ops.cast(_ops.less(s, w), "int32"), axis=-1)
+        # upper_bound: n - the number of elements > v (n for a NaN value, as TF's)
+        n = _static(seq, "searchsorted")[-1]
+        return n - _ops.reduce_sum(_ops.cast(_ops.less(w, s), "int32"), axis=-1)
+
+
+def _linear_ids(indices, shape, what):
+    """indices [..., K] into shape -> flat ids [...] into shape[:K] (-1 where any index
+    is out of range: unsorted_segment_sum drops those)."""
+    idx = _tensor(indices)
+    if idx.dtype != "int32" or idx.ndim < 1:
+        raise DTypeError(f"{what}: indices must be int32 [..., K], got {idx!r}")
+    k = _static(idx, what)[-1]
+    if k > len(shape):
+        raise ShapeError(f"{what}: indices index {k} axes of a shape of rank {len(shape)}")
+    dims = np.int32(shape[:k])
+    strides = np.int32([int(np.prod(shape[i + 1:k])) for i in range(k)])
+    with idx.graph.as_default():
+        linear = _ops.reduce_sum(idx * _ops.constant(strides), axis=-1)
+        inside = reduce_all(_ops.logical_and(_ops.greater_equal(idx, 0),
+                                             _ops.less(idx, _ops.constant(dims))), axis=-1)
+    return _ops.where(inside, linear, -1), k
+
+
+@_export
+def scatter_nd(indices, updates, shape, name=None):
+    """A tensor of shape holding zeros, with updates added at indices (int32 [..., K],
+    each picking a slice of shape[K:]), as tf.scatter_nd: duplicate indices add up; an
+    index out of range is dropped (TensorFlow raises on CPU). Gradients flow to
+    updates. Each output element loops over all indices (O(number of indices))."""
+    from .ops_structure import unsorted_segment_sum
+    shape = [int(d) for d in shape]
+    with _scoped(name, "scatter_nd"):
+        ids, k = _linear_ids(indices, shape, "scatter_nd")
+        u = _tensor(updates)
+        lead = tuple(ids.shape)
+        if tuple(u.shape) != lead + tuple(shape[k:]):
+            raise ShapeError(f"scatter_nd: updates must have shape "
+                             f"{list(lead) + shape[k:]}, got {list(u.shape)}")
+        count = int(np.prod(lead))
+        flat_u = _ops.reshape(u, [count] + shape[k:])
+        summed = unsorted_segment_sum(flat_u, _ops.reshape(ids, [count]),
+                                      int(np.prod(shape[:k])))
+        return _ops.reshape(summed, shape)
+
+
+@_export
+def tensor_scatter_nd_update(tensor, indices, updates, name=None):
+    """tensor with the slices at indices replaced by updates, as
+    tf.tensor_scatter_nd_update. Indices must be unique (duplicates add their updates;
+    TensorFlow keeps one of them). Gradients flow to tensor (where not replaced) and
+    to updates."""
+    with _scoped(name, "tensor_scatter_nd_update"):
+        t, u = _tensor(tensor), _tensor(updates)
+        shape = list(_static(t, "tensor_scatter_nd_update"))
+        hits = scatter_nd(indices, _ops.ones_like(u), shape)
+        return _ops.where(_ops.greater(hits, 0), scatter_nd(indices, u, shape), t)
+
+
+@_export
+def tensor_scatter_nd_add(tensor, indices, updates, name=None):
+    """tensor plus updates added at indices (duplicates add up), as
+    tf.tensor_scatter_nd_add."""
+    with _scoped(name, "tensor_scatter_nd_add"):
+        t = _tensor(tensor)
+        return t + scatter_nd(indices, updates, list(_static(t, "tensor_scatter_nd_add")))
+
+
+@_export
+def bincount(arr, weights=None, minlength=None, maxlength=None, dtype="int32", name=None):
+    """Counts of each value 0, 1, ... in arr (int32), or the sums of weights there, as
+    tf.math.bincount. The length must be known when the graph is built: maxlength, or
+    minlength, or (for a constant arr) max(arr) + 1 (at least minlength). Values
+    outside [0, length) are dropped. Each output element loops over all of arr."""
+    from .ops_structure import unsorted_segment_sum
+    with _scoped(name, "bincount"):
+        a = _tensor(arr)
+        if a.dtype != "int32":
+            raise DTypeError(f"bincount needs int32 values, got {a.dtype}")
+        if maxlength is not None:
+            length = int(maxlength)
+        elif a.op.op == "constant":
+            values = a.op.attrs["value"]
+            length = max(int(values.max()) + 1 if values.size else 0, int(minlength or 0))
+        elif minlength is not None:
+            length = int(minlength)
+        else:
+            raise ShapeError("bincount: the output's length must be known when the graph "
+                             "is built: pass maxlength (or minlength)")
+        flat = _ops.reshape(a, [-1])
+        if weights is None:
+            data = _ops.ones_like(flat) if dtype == "int32" else \
+                _ops.ones_like(_ops.cast(flat, "float32"))
+        else:
+            data = _ops.reshape(_tensor(weights), [-1])
+        return unsorted_segment_sum(data, flat, length)

@@ -25,7 +25,8 @@ _NAMES = {
             "expm1", "is_finite", "is_inf", "is_nan", "log1p", "sinh", "softplus",
             "squared_difference", "tan"],
     _composite: ["divide_no_nan", "logical_xor", "reduce_all", "reduce_any", "log_sigmoid",
-                 "reduce_std", "reduce_variance", "l2_normalize"],
+                 "reduce_std", "reduce_variance", "l2_normalize", "cumprod", "in_top_k",
+                 "bincount"],
     _nn: ["cumsum", "reduce_logsumexp", "softmax", "log_softmax"],
     _structure: ["top_k", "unsorted_segment_sum"],
 }

@@ -30,6 +30,7 @@ max_pool3d, avg_pool3d = _conv.max_pool3d, _conv.avg_pool3d
 moments, batch_normalization = _nn.moments, _nn.batch_normalization
 fused_batch_norm, bias_add = _composite.fused_batch_norm, _composite.bias_add
 l2_normalize, log_sigmoid = _composite.l2_normalize, _composite.log_sigmoid
+in_top_k = _composite.in_top_k
 depth_to_space, space_to_depth = _composite.depth_to_space, _composite.space_to_depth
 local_response_normalization, lrn = _nn.local_response_normalization, _nn.lrn
 softmax_cross_entropy_with_logits = _nn.softmax_cross_entropy_with_logits

@@ -291,3 +291,103 @@ def test_divide_no_nan_gradient_is_zero_where_the_divisor_is(gl):
     out = ff.Session(g).run([dx, dy], {x: np.float32([1, 2, 3]), y: np.float32([0, 2, 0])})
     np.testing.assert_array_equal(out[0], [0, 0.5, 0])
     np.testing.assert_array_equal(out[1], [0, -0.5, 0])
+
+
+# -- scans, searches, scatters ---------------------------------------------------------------
+@pytest.mark.parametrize("axis, exclusive, reverse", [(1, False, False), (0, True, False),
+                                                      (-1, False, True), (1, True, True)])
+def test_cumprod(gl, axis, exclusive, reverse):
+    x = _f32(3, 5, 2)
+    x[1, 2, 0] = 0.0
+    x[2, 1, 1] = np.nan
+
+    def ref(v):
+        v = np.moveaxis(v.astype(np.float64), axis, -1)
+        if reverse:
+            v = v[..., ::-1]
+        if exclusive:
+            v = np.concatenate([np.ones_like(v[..., :1]), v[..., :-1]], -1)
+        out = np.cumprod(v, -1)
+        if reverse:
+            out = out[..., ::-1]
+        return np.moveaxis(out, -1, axis)
+    _check(lambda t: ff.math.cumprod(t, axis, exclusive, reverse), ref, x, rtol=1e-5,
+           atol=1e-6)
+    i = RNG.integers(-3, 4, (2, 7)).astype(np.int32)
+    _check(lambda t: ff.math.cumprod(t, 1), lambda v: np.cumprod(v, 1), i)
+
+
+def test_in_top_k(gl):
+    p = np.float32([[0.1, 0.9, 0.5, 0.5], [1, 2, 3, 4], [np.nan, 1, 0, 0],
+                    [0.2, np.inf, 0.2, 0.1], [3, 2, 1, 0]])
+    t = np.int32([2, 0, 0, 2, 7])
+    # TF's rule: in the top k iff fewer than k predictions beat the target's; a
+    # non-finite target prediction or an out-of-range target gives False
+    expected = np.array([True, False, False, True, False])
+    for got in _both(lambda a, b: ff.nn.in_top_k(a, b, 2), p, t):
+        np.testing.assert_array_equal(got, expected)
+    for got in _both(lambda a, b: ff.math.in_top_k(b, a, k=1), p, t):   # TF2's order
+        np.testing.assert_array_equal(got, [False, False, False, False, False])
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_searchsorted(gl, side):
+    seq = np.sort(_f32(3, 9), axis=1)
+    seq[1, 3:6] = seq[1, 3]                       # ties
+    values = np.concatenate([_f32(3, 4), seq[:, 2:4], np.full((3, 1), np.inf, np.float32)],
+                            axis=1)
+    _check(lambda s, v: ff.searchsorted(s, v, side=side),
+           lambda s, v: np.stack([np.searchsorted(s[i], v[i], side=side) for i in range(3)]),
+           seq, values)
+
+
+def test_scatter_nd_and_tensor_scatter(gl):
+    indices = np.int32([[1, 0], [3, 2], [1, 0], [0, 5], [9, 0]])   # a duplicate, two out
+    updates = _f32(5)
+    want = np.zeros((4, 3), np.float32)
+    for (i, j), u in zip(indices, updates):
+        if i < 4 and j < 3:
+            want[i, j] += u
+    _check(lambda a, b: ff.scatter_nd(a, b, [4, 3]), lambda a, b: want, indices, updates)
+    rows = np.int32([[2], [0]])
+    slices = _f32(2, 3)
+    base = _f32(4, 3)
+    replaced = base.copy()
+    replaced[[2, 0]] = slices
+    _check(ff.tensor_scatter_nd_update, lambda t, i, u: replaced, base, rows, slices)
+    added = base.copy()
+    added[[2, 0]] += slices
+    _check(ff.tensor_scatter_nd_add, lambda t, i, u: added, base, rows, slices)
+    with pytest.raises(ff.ShapeError, match="updates"):
+        ff.scatter_nd(ff.constant(rows), ff.constant(_f32(3, 3)), [4, 3])
+
+
+def test_bincount(gl):
+    arr = np.int32([1, 1, 3, 0, 5, 3, 3])
+    w = _f32(7)
+    _check(ff.math.bincount, lambda a: np.bincount(a), arr)
+    _check(lambda a, b: ff.math.bincount(a, weights=b, minlength=8),
+           lambda a, b: np.bincount(a, weights=b, minlength=8), arr, w, rtol=1e-5)
+    _check(lambda a: ff.math.bincount(a, maxlength=3),
+           lambda a: np.bincount(a[a < 3], minlength=3), arr)
+    g = ff.Graph()
+    with g.as_default(), pytest.raises(ff.ShapeError, match="maxlength"):
+        ff.math.bincount(ff.placeholder(ff.int32, [4]))
+
+
+SCATTER_GRADIENT_CASES = {
+    "cumprod": (lambda x: ff.math.cumprod(x, axis=1), {"x": _f32(2, 5)}),
+    "cumprod_reverse_exclusive": (lambda x: ff.math.cumprod(x, 0, True, True),
+                                  {"x": _f32(4, 2)}),
+    "scatter_nd": (lambda u: ff.scatter_nd(np.int32([[1], [0], [1]]), u, [3, 2]),
+                   {"u": _f32(3, 2)}),
+    "tensor_scatter_nd_update": (
+        lambda t, u: ff.tensor_scatter_nd_update(t, np.int32([[0, 1], [2, 0]]), u),
+        {"t": _f32(3, 2), "u": _f32(2)}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SCATTER_GRADIENT_CASES))
+def test_scan_and_scatter_gradients(gl, case):
+    build, inputs = SCATTER_GRADIENT_CASES[case]
+    check_gradients(build, inputs, backend="gl", rtol=2e-3, atol=2e-4)
