@@ -131,6 +131,27 @@ def conv2d_transpose(input, filters, output_shape, strides=1, padding="SAME",
 
 
 @_export
+def conv3d_transpose(input, filters, output_shape, strides=1, padding="SAME",
+                     data_format="NDHWC", dilations=1, name=None):
+    """The transpose (gradient) of conv3d: maps conv3d's output shape back to its input
+    shape `output_shape` ([N, D, H, W, C]). filters is [D, H, W, output_channels,
+    input_channels], the filter of the conv3d being transposed (TensorFlow's)."""
+    _check_format(data_format, ("NDHWC",))
+    x, w = _operands(input, filters)
+    output_shape = tuple(int(d) for d in output_shape)
+    if len(output_shape) != 5:
+        raise ShapeError(f"conv3d_transpose's output_shape must be [N, D, H, W, C], got "
+                         f"{list(output_shape)}")
+    y = _conv.conv_backprop_input("conv3d", x, w, output_shape[1:4], strides,
+                                  _padding(padding), dilations, name=name)
+    if any(d is not None and d != o for o, d in zip(output_shape, y.shape)):
+        raise ShapeError(f"conv3d_transpose: output_shape {list(output_shape)} does not "
+                         f"match the result's shape {y.type} (batch and channels come from "
+                         f"the input and the filter)")
+    return _wrap(y)
+
+
+@_export
 def depthwise_conv2d(input, filter, strides=1, padding="VALID", data_format="NHWC",
                      dilations=1, name=None):
     """Depthwise 2-D convolution: filter [H, W, C, M] convolves each input channel c

@@ -41,7 +41,6 @@ HINTS = {
     "concat_v2": "ff.concat",
     "crop_and_resize": "not yet (issue 15)",
     "max_pool_with_argmax": "not yet (issue 15)",
-    "conv3d_transpose": "not yet (issue 15)",
 }
 
 

@@ -23,6 +23,7 @@ leaky_relu = _math.leaky_relu
 softmax, log_softmax = _nn.softmax, _nn.log_softmax
 conv1d, conv2d, conv3d = _conv.conv1d, _conv.conv2d, _conv.conv3d
 conv2d_transpose, depthwise_conv2d = _conv.conv2d_transpose, _conv.depthwise_conv2d
+conv3d_transpose = _conv.conv3d_transpose
 separable_conv2d, dilation2d = _conv.separable_conv2d, _conv.dilation2d
 max_pool, max_pool2d, avg_pool, avg_pool2d = (_conv.max_pool, _conv.max_pool2d,
                                               _conv.avg_pool, _conv.avg_pool2d)

@@ -391,3 +391,38 @@ SCATTER_GRADIENT_CASES = {
 def test_scan_and_scatter_gradients(gl, case):
     build, inputs = SCATTER_GRADIENT_CASES[case]
     check_gradients(build, inputs, backend="gl", rtol=2e-3, atol=2e-4)
+
+
+# -- conv3d_transpose ----------------------------------------------------------------------
+@pytest.mark.parametrize("padding, strides, out_shape", [("same", 2, [2, 6, 8, 10, 4]),
+                                                         ("VALID", 1, [2, 5, 6, 7, 4]),
+                                                         ("SAME", 1, [2, 3, 4, 5, 4])])
+def test_conv3d_transpose_matches_torch(gl, padding, strides, out_shape):
+    import torch
+    x = _f32(2, 3, 4, 5, 6)
+    w = _f32(3, 3, 3, 4, 6)
+
+    def ref(a, b):
+        k = 3
+        pads = []
+        for size, inner in zip(out_shape[1:4], a.shape[1:4]):   # TF's padding, per axis
+            total = max((inner - 1) * strides + k - size, 0) if padding.upper() == "SAME" else 0
+            pads.append(total // 2)
+        t = torch.nn.functional.conv_transpose3d(
+            torch.from_numpy(a).double().permute(0, 4, 1, 2, 3),
+            torch.from_numpy(b).double().permute(4, 3, 0, 1, 2), stride=strides)
+        t = t.permute(0, 2, 3, 4, 1).numpy()
+        return t[:, pads[0]:pads[0] + out_shape[1], pads[1]:pads[1] + out_shape[2],
+                 pads[2]:pads[2] + out_shape[3]]
+    _check(lambda a, b: ff.nn.conv3d_transpose(a, b, out_shape, strides, padding), ref, x, w,
+           rtol=1e-4, atol=1e-4)
+
+
+def test_conv3d_transpose_gradients_and_bad_shape(gl):
+    check_gradients(lambda a, b: ff.nn.conv3d_transpose(a, b, [1, 4, 4, 2, 2], 2, "SAME"),
+                    {"a": _f32(1, 2, 2, 1, 3), "b": _f32(2, 2, 2, 2, 3)}, backend="gl",
+                    rtol=2e-3, atol=2e-4)
+    g = ff.Graph()
+    with g.as_default(), pytest.raises(ff.ShapeError, match="output_shape"):
+        ff.nn.conv3d_transpose(ff.constant(_f32(1, 2, 2, 2, 3)), ff.constant(_f32(2, 2, 2, 2, 3)),
+                               [1, 4, 4, 4], 2)
