@@ -443,11 +443,17 @@ def _conv3d(ctx, X, W, B, a, w_shape):
     strides, dilations = _conv_attrs(ctx, a, kernel)
     t = ctx.tensor(X)
     padding = _spatial_padding(ctx, a, t.shape[2:], kernel, strides, dilations)
+    subsample = None
+    if any(s > 1 for s in strides) and any(r > 1 for r in dilations) and \
+            padding != "SAME":               # stride 1, then every s-th (see conv)
+        subsample, strides = strides, (1, 1, 1)
     w = ctx.weight(W, "dhwio", lambda w: w.transpose(2, 3, 4, 1, 0))
     if w is None:
         w = F.transpose(ctx.tensor(W), (2, 3, 4, 1, 0))
     y = F.conv3d(F.transpose(t, TO_NDHWC), w, strides=strides, padding=padding,
                  dilations=dilations)
+    if subsample is not None:
+        y = y[:, ::subsample[0], ::subsample[1], ::subsample[2], :]
     if B is not None:
         y = y + ctx.tensor(B)
     return F.transpose(y, TO_NCDHW)
@@ -977,10 +983,27 @@ def pad(ctx, node, x, a):
         return F.pad(t, pairs, constant_values=value)
     if mode == "reflect":
         return F.pad(t, pairs, mode="REFLECT")
-    if mode == "edge" and all(p <= 1 for pair in pairs for p in pair):
-        return F.pad(t, pairs, mode="SYMMETRIC")     # one element: edge = symmetric
-    raise ctx.error(f"Pad mode {mode!r} is not supported here (constant, reflect, and "
-                    f"edge by at most one element are)")
+    if mode == "edge":                           # repeat each edge slice
+        for axis, (before, after) in enumerate(pairs):
+            if before or after:
+                if t.shape[axis] is None:
+                    raise ctx.error("Pad edge along an axis of unknown size")
+                key = [slice(None)] * rank
+
+                def edge(index, count, axis=axis, key=key):
+                    k = list(key)
+                    k[axis] = slice(index, index + 1) if index >= 0 else slice(index, None)
+                    piece = t[tuple(k)]
+                    shape_ = [d if d is not None else -1 for d in piece.shape]
+                    shape_[axis] = count
+                    return F.broadcast_to(piece, shape_) if all(
+                        d is not None for d in piece.shape) else F.tile(
+                        piece, [count if i == axis else 1 for i in range(rank)])
+                parts = ([edge(0, before)] if before else []) + [t] + \
+                    ([edge(-1, after)] if after else [])
+                t = F.concat(parts, axis=axis)
+        return t
+    raise ctx.error(f"Pad mode {mode!r} is not supported (constant, reflect and edge are)")
 
 
 @rule("Range")
@@ -1337,3 +1360,12 @@ def lp_pool(ctx, node, x, a):
     summed = F.avg_pool(powered, ksize=kernel, strides=strides, padding="VALID") * \
         float(np.prod(kernel))
     return F.transpose(F.pow(summed, 1.0 / p), TO_NCHW)
+
+
+@rule("Shrink")
+def shrink(ctx, node, x, a):
+    t = ctx.tensor(x[0])
+    lambd, bias = float(a.get("lambd", 0.5)), float(a.get("bias", 0.0))
+    zero = F.zeros_like(t)
+    return F.where(F.greater(t, lambd), t - bias,
+                   F.where(F.less(t, -lambd), t + bias, zero))

@@ -471,3 +471,10 @@ def test_conv3d_and_pools3d():
            node("AveragePool", ["c"], ["y"], kernel_shape=[3, 2, 2], pads=[1, 0, 0, 1, 1, 1])],
           {"x": randn(2, 3, 4, 6, 5)}, outputs=("c", "m", "y"),
           initializers={"w": randn(4, 3, 3, 2, 3), "b": randn(4)})
+
+
+def test_pad_edge_and_shrink():
+    check([node("Pad", ["x", "p"], ["e"], mode="edge"), node("Shrink", ["x"], lambd=0.3,
+                                                            bias=0.1)],
+          {"x": randn(2, 3, 4)}, outputs=("e", "y"),
+          initializers={"p": np.array([0, 2, 1, 1, 0, 3], np.int64)})
