@@ -39,8 +39,6 @@ HINTS = {
     "softsign": "x / (1 + ff.abs(x))",
     "gelu": "x * 0.5 * (1 + ff.erf(x / 2 ** 0.5))",
     "concat_v2": "ff.concat",
-    "crop_and_resize": "not yet (issue 15)",
-    "max_pool_with_argmax": "not yet (issue 15)",
 }
 
 

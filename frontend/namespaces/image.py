@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ...ir.errors import AttrError as _AttrError
 from .. import ops as _ops, ops_image as _image, ops_structure as _structure
+from ..ops_image_extra import crop_and_resize
 from ._missing import install as _install
 
 resize_bilinear = _image.resize_bilinear
@@ -71,6 +72,6 @@ def per_image_standardization(image):
     return (x - mean) / _ops.maximum(std, 1.0 / n ** 0.5)
 
 
-__all__ = ["resize", "resize_images", "resize_bilinear", "resize_nearest_neighbor",
+__all__ = ["crop_and_resize", "resize", "resize_images", "resize_bilinear", "resize_nearest_neighbor",
            "ResizeMethod", "flip_left_right", "flip_up_down", "per_image_standardization"]
 _install(globals(), "fragflow.image")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from .. import ops as _ops, ops_composite as _composite, ops_conv as _conv
 from .. import ops_math as _math, ops_nn as _nn, ops_random as _random
-from .. import ops_structure as _structure
+from .. import ops_image_extra as _image_extra, ops_structure as _structure
 from ...ir.errors import AttrError as _AttrError
 from ..tensor import Tensor as _Tensor
 from ._missing import install as _install
@@ -32,6 +32,7 @@ moments, batch_normalization = _nn.moments, _nn.batch_normalization
 fused_batch_norm, bias_add = _composite.fused_batch_norm, _composite.bias_add
 l2_normalize, log_sigmoid = _composite.l2_normalize, _composite.log_sigmoid
 in_top_k = _composite.in_top_k
+max_pool_with_argmax = _image_extra.max_pool_with_argmax
 depth_to_space, space_to_depth = _composite.depth_to_space, _composite.space_to_depth
 local_response_normalization, lrn = _nn.local_response_normalization, _nn.lrn
 softmax_cross_entropy_with_logits = _nn.softmax_cross_entropy_with_logits

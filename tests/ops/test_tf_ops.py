@@ -426,3 +426,88 @@ def test_conv3d_transpose_gradients_and_bad_shape(gl):
     with g.as_default(), pytest.raises(ff.ShapeError, match="output_shape"):
         ff.nn.conv3d_transpose(ff.constant(_f32(1, 2, 2, 2, 3)), ff.constant(_f32(2, 2, 2, 2, 3)),
                                [1, 4, 4, 4], 2)
+
+
+# -- max_pool_with_argmax, crop_and_resize ---------------------------------------------------
+def _pool_argmax_ref(x, k, s, padding, include_batch):
+    n, h, w, c = x.shape
+    if padding == "SAME":
+        oh, ow = -(-h // s), -(-w // s)
+        top = max((oh - 1) * s + k - h, 0) // 2
+        left = max((ow - 1) * s + k - w, 0) // 2
+    else:
+        oh, ow, top, left = (h - k) // s + 1, (w - k) // s + 1, 0, 0
+    values = np.zeros((n, oh, ow, c), np.float32)
+    arg = np.zeros((n, oh, ow, c), np.int32)
+    for b in range(n):
+        for i in range(oh):
+            for j in range(ow):
+                for ch in range(c):
+                    best, where = -np.inf, -1
+                    for dy in range(k):
+                        for dx in range(k):
+                            y, xx = i * s - top + dy, j * s - left + dx
+                            if 0 <= y < h and 0 <= xx < w and x[b, y, xx, ch] > best:
+                                best, where = x[b, y, xx, ch], (y * w + xx) * c + ch
+                    values[b, i, j, ch] = best
+                    arg[b, i, j, ch] = where + (b * h * w * c if include_batch else 0)
+    return [values, arg]
+
+
+@pytest.mark.parametrize("k, s, padding, include_batch", [(2, 2, "VALID", False),
+                                                          (3, 2, "SAME", True),
+                                                          (3, 1, "same", False)])
+def test_max_pool_with_argmax(gl, k, s, padding, include_batch):
+    x = _f32(2, 7, 5, 3)
+    x[0, 1, 1, 0] = x[0, 1, 2, 0] = 9.0                       # a tie: the first wins
+    _check(lambda t: list(ff.nn.max_pool_with_argmax(t, k, s, padding,
+                                                     include_batch_index=include_batch)),
+           lambda v: _pool_argmax_ref(v, k, s, padding.upper(), include_batch), x)
+
+
+def _crop_ref(image, boxes, index, size, method, extrapolation):
+    _, h, w, c = image.shape
+    ch, cw = size
+    out = np.zeros((len(boxes), ch, cw, c), np.float64)
+    for b, (y1, x1, y2, x2) in enumerate(boxes.astype(np.float64)):
+        for i in range(ch):
+            in_y = y1 * (h - 1) + i * (y2 - y1) * (h - 1) / (ch - 1) if ch > 1 \
+                else 0.5 * (y1 + y2) * (h - 1)
+            for j in range(cw):
+                in_x = x1 * (w - 1) + j * (x2 - x1) * (w - 1) / (cw - 1) if cw > 1 \
+                    else 0.5 * (x1 + x2) * (w - 1)
+                if not (0 <= in_y <= h - 1 and 0 <= in_x <= w - 1):
+                    out[b, i, j] = extrapolation
+                    continue
+                img = image[index[b]].astype(np.float64)
+                if method == "nearest":
+                    out[b, i, j] = img[int(np.round(in_y)), int(np.round(in_x))]
+                    continue
+                t, lft = int(np.floor(in_y)), int(np.floor(in_x))
+                bt, rt = int(np.ceil(in_y)), int(np.ceil(in_x))
+                yl, xl = in_y - t, in_x - lft
+                top = img[t, lft] + (img[t, rt] - img[t, lft]) * xl
+                bottom = img[bt, lft] + (img[bt, rt] - img[bt, lft]) * xl
+                out[b, i, j] = top + (bottom - top) * yl
+    return out
+
+
+@pytest.mark.parametrize("method, size", [("bilinear", (3, 4)), ("nearest", (5, 2)),
+                                          ("bilinear", (1, 1))])
+def test_crop_and_resize(gl, method, size):
+    image = _f32(2, 5, 7, 3)
+    boxes = np.float32([[0, 0, 1, 1], [0.13, 0.21, 0.77, 1.3], [0.9, 0.8, 0.1, 0.05],
+                        [-0.2, 0.3, 0.4, 0.6]])
+    index = np.int32([1, 0, 1, 0])
+    _check(lambda a, b, i: ff.image.crop_and_resize(a, b, i, size, method, -1.0),
+           lambda a, b, i: _crop_ref(a, b, i, size, method, -1.0), image, boxes, index,
+           rtol=1e-4, atol=1e-5)
+
+
+def test_crop_and_resize_and_argmax_pool_gradients(gl):
+    boxes = np.float32([[0.11, 0.07, 0.83, 0.91], [0.52, 0.33, 0.14, 0.62]])
+    check_gradients(lambda img, b: ff.image.crop_and_resize(img, b, np.int32([0, 1]), [3, 2]),
+                    {"img": _f32(2, 4, 5, 2), "b": boxes}, backend="gl", rtol=2e-3,
+                    atol=2e-4)
+    check_gradients(lambda x: ff.nn.max_pool_with_argmax(x, 2, 2, "SAME")[0],
+                    {"x": _f32(1, 5, 5, 2)}, backend="gl", rtol=2e-3, atol=2e-4)
