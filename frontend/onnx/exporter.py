@@ -355,12 +355,13 @@ def _broadcast_to(w, node, x):
 
 
 # -- convolutions and pools (NCHW between transposes) ------------------------------------
-def _nchw(w, node, value):
-    return w.one("Transpose", [value], _name(node), perm=[0, 3, 1, 2])
+def _nchw(w, node, value, d=2):
+    """NHWC (NDHWC) -> NCHW (NCDHW)."""
+    return w.one("Transpose", [value], _name(node), perm=[0, d + 1] + list(range(1, d + 1)))
 
 
-def _nhwc(w, node, value):
-    return w.one("Transpose", [value], _name(node), perm=[0, 2, 3, 1])
+def _nhwc(w, node, value, d=2):
+    return w.one("Transpose", [value], _name(node), perm=[0] + list(range(2, d + 2)) + [1])
 
 
 def _pads(padding, d):
@@ -394,15 +395,108 @@ def _conv(w, node, x):
     return _nhwc(w, node, y)
 
 
-@export_rule("max_pool", "avg_pool")
+@export_rule("max_pool", "avg_pool", "max_pool3d", "avg_pool3d")
 def _pool(w, node, x):
-    ksize = spatial_arg(node.attrs["ksize"], 2, "ksize")
-    strides = spatial_arg(node.attrs["strides"], 2, "strides")
-    padding = padding_arg(node.attrs["padding"], 2)
-    op = "MaxPool" if node.op == "max_pool" else "AveragePool"
-    y = w.one(op, [_nchw(w, node, x[0])], _name(node), kernel_shape=list(ksize),
-              strides=list(strides), **_pads(padding, 2))
+    d = 3 if node.op.endswith("3d") else 2
+    ksize = spatial_arg(node.attrs["ksize"], d, "ksize")
+    strides = spatial_arg(node.attrs["strides"], d, "strides")
+    padding = padding_arg(node.attrs["padding"], d)
+    op = "MaxPool" if node.op.startswith("max") else "AveragePool"
+    y = w.one(op, [_nchw(w, node, x[0], d)], _name(node), kernel_shape=list(ksize),
+              strides=list(strides), **_pads(padding, d))
+    return _nhwc(w, node, y, d)
+
+
+@export_rule("conv3d")
+def _conv3d(w, node, x):
+    strides = spatial_arg(node.attrs["strides"], 3, "strides")
+    dilations = spatial_arg(node.attrs["dilations"], 3, "dilations")
+    padding = padding_arg(node.attrs["padding"], 3)
+    stored = w.arrays.get(node.inputs[1])          # DHWIO -> OIDHW
+    weight = w.const(stored[0].transpose(4, 3, 0, 1, 2), stored[1]) if stored else \
+        w.one("Transpose", [x[1]], _name(node), perm=[4, 3, 0, 1, 2])
+    y = w.one("Conv", [_nchw(w, node, x[0], 3), weight], _name(node),
+              kernel_shape=list(node.inputs[1].shape[:3]), strides=list(strides),
+              dilations=list(dilations), **_pads(padding, 3))
+    return _nhwc(w, node, y, 3)
+
+
+@export_rule("lrn")
+def _lrn(w, node, x):
+    size = 2 * int(node.attrs["depth_radius"]) + 1
+    y = w.one("LRN", [_nchw(w, node, x[0])], _name(node), size=size,
+              alpha=float(node.attrs["alpha"]) * size, beta=float(node.attrs["beta"]),
+              bias=float(node.attrs["bias"]))
     return _nhwc(w, node, y)
+
+
+@export_rule("resize_bilinear", "resize_nearest_neighbor")
+def _resize(w, node, x):
+    n, h, wd, c = node.inputs[0].shape
+    size = list(node.attrs["size"])
+    linear = node.op == "resize_bilinear"
+    if node.attrs["align_corners"]:
+        coord, nearest = "align_corners", "round_prefer_ceil"
+    elif node.attrs["half_pixel_centers"]:
+        coord, nearest = ("half_pixel", "round_prefer_ceil") if linear else \
+            ("tf_half_pixel_for_nn", "floor")
+    else:
+        coord, nearest = "asymmetric", "floor"
+    if not linear and coord == "tf_half_pixel_for_nn":
+        coord, nearest = "half_pixel", "round_prefer_ceil"
+    sizes = w.ints([n if n is not None else 1, c, *size], "sizes") if n is not None else None
+    if sizes is None:
+        raise OnnxExportError(f"{node.op} '{node.name}' of an unknown batch size")
+    attrs = {"mode": "linear" if linear else "nearest",
+             "coordinate_transformation_mode": coord}
+    if not linear:
+        attrs["nearest_mode"] = nearest
+    y = w.one("Resize", [_nchw(w, node, x[0]), "", "", sizes], _name(node), **attrs)
+    return _nhwc(w, node, y)
+
+
+@export_rule("one_hot")
+def _one_hot(w, node, x):
+    values = w.const(np.asarray([node.attrs["off_value"], node.attrs["on_value"]],
+                                np.float32))
+    index = w.one("Cast", [x[0]], _name(node), to=require_onnx().TensorProto.INT64)
+    y = w.one("OneHot", [index, w.ints([node.attrs["depth"]]), values], _name(node),
+              axis=int(node.attrs["axis"]))
+    return w.one("Cast", [y], _name(node), to=_dtype_enum(node.outputs[0].dtype))
+
+
+@export_rule("gather_nd")
+def _gather_nd(w, node, x):
+    index = w.one("Cast", [x[1]], _name(node), to=require_onnx().TensorProto.INT64)
+    return w.one("GatherND", [x[0], index], _name(node))      # ONNX's indices are int64
+
+
+@export_rule("reverse")
+def _reverse(w, node, x):
+    rank = node.inputs[0].type.rank
+    axes = [a % rank for a in node.attrs["axis"]]
+    return w.one("Slice", [x[0], w.ints([-1] * len(axes)), w.ints([-INT_MAX] * len(axes)),
+                           w.ints(axes), w.ints([-1] * len(axes))], _name(node))
+
+
+@export_rule("prelu")
+def _prelu(w, node, x):
+    return w.one("PRelu", x, _name(node))
+
+
+@export_rule("fill", "range", "linspace", "zeros_like", "ones_like")
+def _static(w, node, x):
+    """Ops whose result depends only on attributes and shapes: written as the value."""
+    from ...ir.ops.registry import get_op
+    out = node.outputs[0]
+    if not out.type.is_static:
+        raise OnnxExportError(f"{node.op} '{node.name}' of an unknown shape")
+    if node.op in ("zeros_like", "ones_like"):
+        value = np.full(out.shape, 0 if node.op == "zeros_like" else 1, np.dtype(out.dtype))
+    else:
+        (value,) = get_op(node.op).run_reference([], node.attrs)
+    return w.const(np.asarray(value, np.dtype(out.dtype)).reshape(out.shape),
+                   _name(node))
 
 
 # -- the walk ---------------------------------------------------------------------------------

@@ -90,3 +90,31 @@ def test_a_needed_placeholder_missing_from_feeds_raises():
         y = x + z
     with pytest.raises(ff.onnx.OnnxExportError, match="placeholder 'z'"):
         ff.onnx.export(y, [x])
+
+
+def test_more_ops_round_trip_through_onnxruntime():
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((2, 5, 6, 4), name="x")
+        v = ff.placeholder((2, 3, 4, 5, 2), name="v")
+        k = ff.constant(randn(2, 2, 3, 2, 3) * 0.3)
+        idx = ff.placeholder((3,), "int32", name="idx")
+        outs = [
+            ff.resize_bilinear(x, (7, 9)),
+            ff.resize_bilinear(x, (3, 4), align_corners=True),
+            ff.resize_nearest_neighbor(x, (10, 12)),
+            ff.local_response_normalization(x, depth_radius=1, bias=1.0, alpha=0.1,
+                                            beta=0.75),
+            ff.reverse(x, [1, 3]),
+            ff.conv3d(v, k, strides=(1, 2, 1), padding="SAME"),
+            ff.max_pool3d(v, ksize=2, strides=1, padding="VALID"),
+            ff.one_hot(idx, 5, axis=0),
+            ff.gather_nd(ff.reshape(x, (10, 6, 4)), ff.constant(np.array([[1, 2], [9, 0]]))),
+            x * ff.ones_like(x) + ff.range(0, 4, dtype="float32"),
+        ]
+    feeds = {x: randn(2, 5, 6, 4), v: randn(2, 3, 4, 5, 2),
+             idx: np.array([0, 4, 2], np.int32)}
+    expected = ff.Session(g).run(outs, feeds)
+    got = ort_run(ff.onnx.export(outs, [x, v, idx]), {p.name: a for p, a in feeds.items()})
+    for a, b in zip(got, expected):
+        assert_close(a, b)
