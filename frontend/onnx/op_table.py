@@ -1300,13 +1300,26 @@ def _scatter(ctx, node, data, flat_targets, updates, reduction):
     if reduction == "add":
         added = F.unsorted_segment_sum(flat_updates, flat_targets.astype(np.int32), size)
         return F.reshape(flat_data + added, list(data.shape))
-    if reduction != "none":
-        raise ctx.error(f"reduction {reduction!r} is not supported (none and add are)")
-    source = np.full(size, -1, np.int64)
-    source[flat_targets] = np.arange(flat_targets.size)     # the last write wins
-    written = F.constant(source >= 0)
-    picked = F.gather(flat_updates, F.constant(np.maximum(source, 0).astype(np.int32)))
-    return F.reshape(F.where(written, picked, flat_data), list(data.shape))
+    combine = {"none": None, "mul": F.mul, "max": F.maximum, "min": F.minimum}
+    if reduction not in combine:
+        raise ctx.error(f"reduction {reduction!r} is not supported")
+    if reduction == "none":
+        layers = [np.arange(flat_targets.size)]              # the last write wins
+    else:                           # repeated targets: one layer per repetition, in order
+        seen: dict = {}
+        order = np.array([seen.setdefault(t, []).append(j) or len(seen[t]) - 1
+                          for j, t in enumerate(flat_targets.tolist())])
+        layers = [np.nonzero(order == r)[0] for r in range(int(order.max()) + 1)]
+    out = flat_data
+    for layer in layers:
+        source = np.full(size, -1, np.int64)
+        source[flat_targets[layer]] = layer
+        written = F.constant(source >= 0)
+        picked = F.gather(flat_updates, F.constant(np.maximum(source, 0).astype(np.int32)))
+        if combine[reduction] is not None:
+            picked = combine[reduction](out, picked)
+        out = F.where(written, picked, out)
+    return F.reshape(out, list(data.shape))
 
 
 @rule("ScatterND")
@@ -1369,3 +1382,47 @@ def shrink(ctx, node, x, a):
     zero = F.zeros_like(t)
     return F.where(F.greater(t, lambd), t - bias,
                    F.where(F.less(t, -lambd), t + bias, zero))
+
+
+@rule("GatherND")
+def gather_nd(ctx, node, x, a):
+    if int(a.get("batch_dims", 0)):
+        raise ctx.error("GatherND with batch_dims > 0 is not supported")
+    data = ctx.tensor(x[0])
+    indices = x[1]
+    if isinstance(indices, np.ndarray):
+        k = indices.shape[-1]
+        b = int(a.get("batch_dims", 0))
+        dims = np.array(data.shape[b:b + k])
+        if all(d is not None for d in dims):
+            indices = np.where(indices < 0, indices + dims, indices)
+        indices = ctx.as_int32(np.asarray(indices).astype(np.int64))
+    return F.gather_nd(data, ctx.tensor(indices), batch_dims=int(a.get("batch_dims", 0)))
+
+
+@rule("Swish")
+def swish(ctx, node, x, a):
+    t = ctx.tensor(x[0])
+    return t * F.sigmoid(float(a.get("alpha", 1.0)) * t)
+
+
+@rule("GroupNormalization")
+def group_norm(ctx, node, x, a):
+    a.get("stash_type")
+    t = ctx.tensor(x[0])
+    groups = int(a["num_groups"])
+    eps = float(a.get("epsilon", 1e-5))
+    n, c, *spatial = t.shape
+    if c is None or any(d is None for d in spatial) or c % groups:
+        raise ctx.error("GroupNormalization needs static channels divisible by num_groups")
+    grouped = F.reshape(t, [-1, groups, c // groups, *spatial])
+    axes = tuple(range(2, 3 + len(spatial)))
+    mean = F.reduce_mean(grouped, axis=axes, keepdims=True)
+    centred = grouped - mean
+    var = F.reduce_mean(F.square(centred), axis=axes, keepdims=True)
+    normed = F.reshape(centred * F.rsqrt(var + eps), [-1, c, *spatial])
+    scale, bias = ctx.tensor(x[1]), ctx.tensor(x[2])
+    if scale.shape[0] == groups and groups != c:     # opset 18: one per group
+        scale = F.reshape(F.tile(F.reshape(scale, [groups, 1]), [1, c // groups]), [c])
+        bias = F.reshape(F.tile(F.reshape(bias, [groups, 1]), [1, c // groups]), [c])
+    return normed * _per_channel(scale, len(t.shape)) + _per_channel(bias, len(t.shape))

@@ -478,3 +478,18 @@ def test_pad_edge_and_shrink():
                                                             bias=0.1)],
           {"x": randn(2, 3, 4)}, outputs=("e", "y"),
           initializers={"p": np.array([0, 2, 1, 1, 0, 3], np.int64)})
+
+
+@pytest.mark.parametrize("reduction", ["mul", "max", "min"])
+def test_scatter_reductions_with_repeated_indices(reduction):
+    check([node("ScatterElements", ["x", "j", "w"], axis=1, reduction=reduction)],
+          {"x": randn(2, 4)}, initializers={"j": np.array([[1, 1, 3], [0, 2, 0]], np.int64),
+                                            "w": randn(2, 3)}, opset=18)
+
+
+def test_gather_nd_swish_and_group_norm():
+    check([node("GatherND", ["x", "i"], ["g"]), node("Swish", ["x"], ["s"], alpha=0.7)],
+          {"x": randn(3, 4, 2)}, outputs=("g", "s"),
+          initializers={"i": np.array([[2, -1], [0, 1]], np.int64)}, opset=24)
+    check([node("GroupNormalization", ["x", "sc", "b"], num_groups=2, epsilon=1e-3)],
+          {"x": randn(2, 6, 3, 4)}, initializers={"sc": randn(6), "b": randn(6)}, opset=21)
