@@ -125,3 +125,57 @@ initialize_all_variables = global_variables_initializer
 def local_variables_initializer() -> Tensor:
     """TF1's local variables do not exist in fragflow: an op that does nothing."""
     return variables_initializer([], name="init_local")
+
+
+# -- TF1's initializer functions (tf.zeros_initializer(), ...), over ff.initializers with
+# TF1's defaults (stddev 1.0, not Keras's 0.05): kernel_initializer= of the layers, or
+# ff.Variable(init(shape))
+def zeros_initializer(dtype="float32"):
+    """tf.zeros_initializer()."""
+    return _initializers().Zeros()
+
+
+def ones_initializer(dtype="float32"):
+    """tf.ones_initializer()."""
+    return _initializers().Ones()
+
+
+def constant_initializer(value=0, dtype="float32"):
+    """tf.constant_initializer(value)."""
+    return _initializers().Constant(value)
+
+
+def random_normal_initializer(mean=0.0, stddev=1.0, seed=None, dtype="float32"):
+    """tf.random_normal_initializer (TF1's default stddev 1.0)."""
+    return _initializers().RandomNormal(mean, stddev, seed)
+
+
+def truncated_normal_initializer(mean=0.0, stddev=1.0, seed=None, dtype="float32"):
+    """tf.truncated_normal_initializer (TF1's default stddev 1.0)."""
+    return _initializers().TruncatedNormal(mean, stddev, seed)
+
+
+def random_uniform_initializer(minval=0.0, maxval=1.0, seed=None, dtype="float32"):
+    """tf.random_uniform_initializer (TF1's defaults [0, 1))."""
+    return _initializers().RandomUniform(minval, maxval, seed)
+
+
+def glorot_uniform_initializer(seed=None, dtype="float32"):
+    """tf.glorot_uniform_initializer()."""
+    return _initializers().GlorotUniform(seed=seed)
+
+
+def glorot_normal_initializer(seed=None, dtype="float32"):
+    """tf.glorot_normal_initializer()."""
+    return _initializers().GlorotNormal(seed=seed)
+
+
+def _initializers():
+    from . import initializers
+    return initializers
+
+
+__all__ += ["zeros_initializer", "ones_initializer", "constant_initializer",
+            "random_normal_initializer", "truncated_normal_initializer",
+            "random_uniform_initializer", "glorot_uniform_initializer",
+            "glorot_normal_initializer"]

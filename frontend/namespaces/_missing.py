@@ -13,6 +13,13 @@ HINTS = {
     "control_dependencies": "ff.optim.group(...) / ff.optim.with_dependencies(...) "
                             "(fragflow graphs have data edges only)",
     "group": "ff.optim.group",
+    "variable_scope": "ff.name_scope (variables are shared by passing them, or by "
+                      "calling one ff.layers layer again)",
+    "set_random_seed": "ff.random.set_seed (random ops take seed=; None means 0)",
+    "GraphKeys": "nothing: fragflow has no collections (ff.trainable_variables(), "
+                 "a layer's .updates)",
+    "get_collection": "ff.global_variables() / ff.trainable_variables()",
+    "assign": "var.assign(value)",
     "cond": "ff.where (both branches are computed)",
     "while_loop": "a Python loop that builds the ops, or ff.gpgpu_program",
     "py_func": "nothing: graphs run on the GPU only",

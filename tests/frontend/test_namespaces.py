@@ -392,3 +392,21 @@ def test_argmax_of_bool_and_leaky_relu_of_int(gl):
         np.testing.assert_array_equal(vn, np.argmin(b, 0))
         assert vl.dtype == np.float32
         np.testing.assert_array_equal(vl, [-1.5, 0, 5])
+
+
+def test_tf1_initializer_functions_have_tf1_defaults():
+    g = ff.Graph()
+    with g.as_default():
+        init = ff.truncated_normal_initializer(stddev=0.1, seed=1)
+        w = ff.Variable(init([200, 50]))
+        h = ff.layers.dense(ff.placeholder(ff.float32, [None, 3]), 400,
+                            kernel_initializer=ff.random_normal_initializer(seed=2),
+                            bias_initializer=ff.constant_initializer(0.5))
+        kernel, bias = ff.trainable_variables()[1:]
+    assert h.shape == (None, 400)
+    assert np.abs(w.initial_value).max() <= 0.2 + 1e-6       # truncated at 2 stddev
+    assert abs(float(kernel.initial_value.std()) - 1.0) < 0.05  # TF1's stddev 1.0
+    np.testing.assert_array_equal(bias.initial_value, np.full(400, 0.5, np.float32))
+    assert (ff.zeros_initializer()([2]) == 0).all() and (ff.ones_initializer()([2]) == 1).all()
+    u = ff.random_uniform_initializer(seed=3)([1000])
+    assert u.min() >= 0 and u.max() < 1
