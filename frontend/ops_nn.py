@@ -191,7 +191,23 @@ def softmax_cross_entropy_with_logits(labels, logits, axis=-1, name=None):
     array([0.6931], dtype=float32)
     """
     logits, labels = _tensor(logits), _tensor(labels)
+    check_same_shape("softmax_cross_entropy_with_logits", labels, logits)
     return -_ops.sum(labels * log_softmax(logits, axis), axis=axis)
+
+
+def check_same_shape(what, labels, logits, names=("labels", "logits")) -> None:
+    """A ShapeError naming the user's op (not the mul inside it) where labels and
+    logits cannot have one shape, as TensorFlow's losses require."""
+    a, b = tuple(labels.shape), tuple(logits.shape)
+    if len(a) == len(b) and all(x is None or y is None or x == y for x, y in zip(a, b)):
+        return
+    from ..ir.source import user_location
+    hint = ""
+    if len(a) == len(b) and a and a[0] != b[0] and a[1:] == b[1:]:
+        hint = f" (a batch of {a[0]} {names[0]} for {b[0]} examples?)"
+    raise ShapeError(f"{what} at {user_location()}: {names[0]} of shape "
+                     f"{list(a)} and {names[1]} of shape {list(b)} must have the same "
+                     f"shape{hint}")
 
 
 @_export
@@ -258,6 +274,8 @@ def sigmoid_cross_entropy_with_logits(labels=None, logits=None, name=None):
         raise ShapeError("sigmoid_cross_entropy_with_logits needs both labels and logits")
     x = _tensor(logits)
     z = labels
+    if isinstance(z, Tensor) or np.ndim(z):
+        check_same_shape("sigmoid_cross_entropy_with_logits", _tensor(z), x)
     positive = _ops.greater_equal(x, 0.0)
     relu_x = _ops.where(positive, x, 0.0)
     neg_abs_x = _ops.where(positive, -x, x)

@@ -66,6 +66,12 @@ def _safe_div(num, den):
     return divide_no_nan(num, den)
 
 
+def _same_shape(what, labels, predictions):
+    from ..ops_nn import check_same_shape
+    check_same_shape(f"losses.{what}", _tensor(labels), _tensor(predictions),
+                     ("labels", "predictions"))
+
+
 def _smooth(labels, label_smoothing, classes):
     if not label_smoothing:
         return labels
@@ -110,6 +116,7 @@ def mean_squared_error(labels, predictions, weights=1.0, scope=None, loss_collec
                        reduction=Reduction.SUM_BY_NONZERO_WEIGHTS):
     """(predictions - labels) ** 2, weighted and reduced."""
     with _ops.name_scope(scope or "mean_squared_error"):
+        _same_shape("mean_squared_error", labels, predictions)
         losses = _ops.square(_ops.sub(predictions, labels))
         return compute_weighted_loss(losses, weights, reduction=reduction)
 
@@ -118,6 +125,7 @@ def absolute_difference(labels, predictions, weights=1.0, scope=None, loss_colle
                         reduction=Reduction.SUM_BY_NONZERO_WEIGHTS):
     """|predictions - labels|, weighted and reduced."""
     with _ops.name_scope(scope or "absolute_difference"):
+        _same_shape("absolute_difference", labels, predictions)
         losses = _ops.abs(_ops.sub(predictions, labels))
         return compute_weighted_loss(losses, weights, reduction=reduction)
 

@@ -410,3 +410,19 @@ def test_tf1_initializer_functions_have_tf1_defaults():
     assert (ff.zeros_initializer()([2]) == 0).all() and (ff.ones_initializer()([2]) == 1).all()
     u = ff.random_uniform_initializer(seed=3)([1000])
     assert u.min() >= 0 and u.max() < 1
+
+
+@pytest.mark.parametrize("build", [
+    lambda a, b: ff.nn.softmax_cross_entropy_with_logits_v2(labels=a, logits=b),
+    lambda a, b: ff.nn.sigmoid_cross_entropy_with_logits(labels=a, logits=b),
+    lambda a, b: ff.losses.mean_squared_error(a, b),
+    lambda a, b: ff.losses.softmax_cross_entropy(a, b),
+], ids=["softmax_xent", "sigmoid_xent", "mse", "losses_softmax"])
+def test_a_label_batch_that_does_not_fit_is_named_by_the_loss(build):
+    g = ff.Graph()
+    with g.as_default():
+        labels = ff.placeholder(ff.float32, [8, 10])
+        logits = ff.placeholder(ff.float32, [16, 10])
+        with pytest.raises(ff.ShapeError, match=r"a batch of 8 labels for 16 examples") as err:
+            build(labels, logits)
+    assert "test_namespaces.py" in str(err.value) and "mul" not in str(err.value)
