@@ -36,13 +36,17 @@ padding="valid", activation=None, use_bias=True, kernel_initializer="glorot_unif
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import math
+import os
+import sys
 import weakref
 
 import numpy as np
 
 from ..ir.errors import AttrError, FragflowError, ShapeError
+from ..ir.source import _is_internal, user_location
 from . import initializers as _init
 from . import ops as _ops
 from .tensor import Tensor, Variable, as_tensor_value, _wrap
@@ -163,6 +167,7 @@ class Layer:
             raise AttrError(f"{type(self).__name__} got unexpected arguments "
                             f"{', '.join(sorted(kwargs))}")
         self._requested_name = name
+        self._source = user_location()     # its ops point here when a model builds them
         self.name = name or _snake(type(self).__name__)
         self.trainable = trainable
         self.input_shape = None if input_shape is None else tuple(input_shape)
@@ -206,14 +211,16 @@ class Layer:
         if not self.built:
             self._claim_name(graph)
             self.graph = graph
-            with graph.as_default(), graph.name_scope(self.name):
+            with graph.as_default(), graph.name_scope(self.name), \
+                    _built_at(graph, self._source, sys._getframe(1)):
                 self.build(tuple(x.shape))
             self.built = True
         elif graph is not self.graph:
             raise FragflowError(f"layer '{self.name}' was built in graph "
                                 f"'{self.graph.name}'; it cannot be called on a tensor of "
                                 f"graph '{graph.name}'")
-        with graph.as_default(), graph.name_scope(self.name):
+        with graph.as_default(), graph.name_scope(self.name), \
+                _built_at(graph, self._source, sys._getframe(1)):
             out = self.call(x, training=bool(training))
         if isinstance(out, Tensor):      # what ff.Model(inputs, outputs) replays
             CALLS.setdefault(graph, {}).setdefault(out.value, []).append((self, x.value))
@@ -251,6 +258,22 @@ class Layer:
 
     def __repr__(self):
         return f"<ff.layers.{type(self).__name__} '{self.name}'>"
+
+
+@contextlib.contextmanager
+def _built_at(graph, source, caller):
+    """Ops made inside carry source (the layer's construction line) when fragflow
+    itself called the layer (a model's build or fit), so errors and the graph dump point
+    at the user's layer, not at model.fit. A user's own call keeps its line."""
+    if not source or not _is_internal(os.path.abspath(caller.f_code.co_filename)):
+        yield
+        return
+    # Graph's override is how ir passes give derived nodes their origin's line
+    saved, graph._source_override = graph._source_override, source
+    try:
+        yield
+    finally:
+        graph._source_override = saved
 
 
 def _check_rank(layer, shape, rank, what):

@@ -5,7 +5,9 @@ or "numpy"). It builds, once each:
 - the inference ops: model.input (a placeholder, batch dimension None) through every
   layer with training=False to model.output; predict and evaluate fetch these;
 - at the first fit (when the labels' dtype is known), the training ops: the same
-  layers with training=True, the loss, the metrics, and one op that applies the
+  layers with training=True (only when Dropout or BatchNormalization make training
+  differ; otherwise the inference ops serve), the loss, the metrics, and one op that
+  applies the
   optimizer's step and every BatchNormalization moving-average update (ff.optim.group).
 
 Every batch a run sees has the same size, so one compiled plan (one set of shaders)
@@ -427,7 +429,11 @@ class Sequential:
                            categorical_accuracy) for fn in self._metric_fns]
             with _ops.name_scope("training"):
                 before = [len(layer.updates) for layer in self.layers]
-                out = self(self.input, training=True)
+                # layers that train as they infer (no Dropout, no BatchNormalization)
+                # share the inference ops: one forward pass in the graph, not two
+                out = self(self.input, training=True) \
+                    if any(_training_dependent(layer) for layer in self.layers) \
+                    else self.output
                 loss = _ops.mean(_per_example(self.loss, labels, out, "loss"))
                 metrics = [_ops.mean(_per_example(fn, labels, out, "metric"))
                            for fn in metric_fns]

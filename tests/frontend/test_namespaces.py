@@ -426,3 +426,29 @@ def test_a_label_batch_that_does_not_fit_is_named_by_the_loss(build):
         with pytest.raises(ff.ShapeError, match=r"a batch of 8 labels for 16 examples") as err:
             build(labels, logits)
     assert "test_namespaces.py" in str(err.value) and "mul" not in str(err.value)
+
+
+def test_keras_model_ops_point_at_the_layers_and_training_shares_the_forward_pass():
+    model = ff.Sequential([ff.layers.Dense(4, activation="relu"),      # line A
+                           ff.layers.Dense(2)], backend="numpy")       # line B
+    line_a = test_keras_model_ops_point_at_the_layers_and_training_shares_the_forward_pass \
+        .__code__.co_firstlineno + 1
+    model.compile("sgd", "mse")
+    model.fit(np.ones((8, 3), np.float32), np.zeros((8, 2), np.float32), verbose=0)
+    forward = [n for n in model.graph.nodes if n.scope in ("dense", "dense_1")]
+    for scope, line in (("dense", line_a), ("dense_1", line_a + 1)):
+        sources = {n.source for n in forward if n.scope == scope}
+        assert len(sources) == 1 and sources.pop().endswith(f"test_namespaces.py:{line}")
+    # no Dropout / BatchNormalization: one forward matmul per layer, shared by
+    # predict and fit (the other matmuls are the backward pass's)
+    forward_matmuls = [n for n in forward if n.op == "matmul"]
+    assert len(forward_matmuls) == 2
+
+
+def test_layers_called_by_the_user_keep_the_call_line():
+    g = ff.Graph()
+    with g.as_default():
+        layer = ff.layers.Dense(3)
+        y = layer(ff.placeholder(ff.float32, [None, 2]))          # this line
+    line = test_layers_called_by_the_user_keep_the_call_line.__code__.co_firstlineno + 4
+    assert y.op.source.endswith(f":{line}")
