@@ -34,7 +34,7 @@ TF = {
     "depthwise_conv2d": "tf.nn.depthwise_conv2d", "dilation2d": "tf.nn.dilation2d",
     "conv2d_backprop_input": "Conv2DBackpropInput (tf.nn.conv2d_transpose)",
     "conv2d_backprop_filter": "Conv2DBackpropFilter",
-    "conv3d_backprop_input": "Conv3DBackpropInputV2",
+    "conv3d_backprop_input": "Conv3DBackpropInputV2 (tf.nn.conv3d_transpose)",
     "conv3d_backprop_filter": "Conv3DBackpropFilterV2",
     "depthwise_conv2d_backprop_input": "DepthwiseConv2dNativeBackpropInput",
     "depthwise_conv2d_backprop_filter": "DepthwiseConv2dNativeBackpropFilter",
