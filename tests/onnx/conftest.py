@@ -5,19 +5,22 @@ import os
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
-for _module in ("onnx", "onnxruntime"):
-    if importlib.util.find_spec(_module) is None:
-        pytest.skip(f"{_module} is not installed (pip install 'fragflow[test]')",
-                    allow_module_level=True)
+
+def require_onnx_packages():
+    """Skip the calling test module (with the reason) where onnx or onnxruntime is
+    missing; the `test` extra installs both."""
+    for module in ("onnx", "onnxruntime"):
+        pytest.importorskip(module, reason=f"{module} is not installed "
+                                           f"(pip install 'fragflow[test]')")
 
 
 @pytest.fixture(scope="session")
 def torch_models(tmp_path_factory):
     """A directory of ONNX files exported by torch (mlp, cnn, mobile_block), each with
     NAME.input.npy and NAME.torch.npy."""
+    require_onnx_packages()
     if importlib.util.find_spec("torch") is None:
         pytest.skip("torch is not installed: no exported models to import")
     out = tmp_path_factory.mktemp("torch_models")

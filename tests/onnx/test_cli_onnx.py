@@ -3,6 +3,9 @@ import os
 
 import pytest
 
+pytest.importorskip("onnx", reason="onnx (the test extra) is not installed")
+pytest.importorskip("onnxruntime", reason="onnxruntime (the test extra) is not installed")
+
 from tests.tools.cli_targets import run_cli
 
 pytestmark = pytest.mark.usefixtures("gl")

@@ -8,6 +8,9 @@ import random
 import numpy as np
 import pytest
 
+pytest.importorskip("onnx", reason="onnx (the test extra) is not installed")
+pytest.importorskip("onnxruntime", reason="onnxruntime (the test extra) is not installed")
+
 from fragflow.frontend.onnx import conformance
 
 pytestmark = pytest.mark.usefixtures("gl")

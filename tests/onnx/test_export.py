@@ -3,6 +3,9 @@ results, and come back through ff.onnx.load unchanged."""
 import numpy as np
 import pytest
 
+pytest.importorskip("onnx", reason="onnx (the test extra) is not installed")
+pytest.importorskip("onnxruntime", reason="onnxruntime (the test extra) is not installed")
+
 import fragflow as ff
 from tests.onnx.helpers import assert_close, ort_run
 

@@ -3,7 +3,10 @@ onnxruntime: elementwise and broadcasting, activations, reductions, softmax, sha
 convolutions and pools, the attribute -> input moves between opsets, and the errors."""
 import numpy as np
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+
+pytest.importorskip("onnx", reason="onnx (the test extra) is not installed")
+pytest.importorskip("onnxruntime", reason="onnxruntime (the test extra) is not installed")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import fragflow as ff
 from tests.onnx.helpers import assert_close, ort_run
