@@ -9,10 +9,13 @@ inner % 4 == 0, one texel per position holding all four of its outputs (column s
 Several reduced axes go innermost first, each to the end before the next.
 
 Windows are as wide as keeps the first pass's output at MIN_FRAGMENTS fragments or more
-(llvmpipe splits a draw into 64x64 tiles over its threads) but never below WINDOW_MIN,
-so a pass cuts the data by at least that much; a reduction whose whole work is small
-runs in one pass. Values between passes are named "<node>:r<k>" and live in textures
-laid out SCRATCH_HEIGHT texels tall where they can (llvmpipe shades 4x4 blocks).
+(llvmpipe splits a draw into 64x64 tiles over its threads) but never below WINDOW_MIN
+(4x that along rows), so a pass cuts the data by at least that much; a reduction whose
+whole work is small runs in one pass. Values between passes are named "<node>:r<k>"
+and live in textures at least 4 texels tall where they can (scratch_layout: llvmpipe
+shades 4x4 blocks). A first pass down float columns reads COLUMN_TARGETS adjacent
+texels of each row and writes them to as many render targets (layers of one array
+texture), which the next pass reads back: 8x the contiguous bytes per row.
 
 On top of the passes: mean (the sum, divided by the count in the last pass),
 argmax/argmin (passes after the first carry the winners' positions and fetch their
@@ -41,7 +44,7 @@ WINDOW_MIN = 256            # a pass reduces its axis at least this much (4x alo
 WINDOW_MAX = 4096           # the most elements one output element reduces in a pass
 SMALL_WORK = 1 << 16        # elements a single pass reduces without splitting the axis
 MIN_UNROLL = 4              # the hot loops' bodies, unrolled (llvmpipe's loop overhead)
-ROW_TEXELS = 2048
+ROW_TEXELS = 2048           # the widest intermediate texture (layout.py's rows)
 COLUMN_TARGETS = 8          # render targets of a first pass down columns (1: none)
 # softmax whose elements times its axis length stay under this: one kernel whose
 # elements each walk their slice (three launches cost more than that walk)
