@@ -33,3 +33,10 @@ def test_shaders_of_an_onnx_model(torch_models, capsys, tmp_path):
 def test_a_missing_onnx_file_is_a_clear_error(capsys, tmp_path):
     code, out, err = run_cli(capsys, "dump", str(tmp_path / "none.onnx"))
     assert code != 0 and "none.onnx" in err
+
+
+def test_profile_of_an_onnx_model(torch_models, capsys):
+    path = str(torch_models / "mobile_block.onnx")
+    code, out, err = run_cli(capsys, "profile", path, "--feed-shape", "input=2,3,20,20")
+    assert code == 0, err
+    assert "depthwise_conv2d" in out and "total per run" in out
