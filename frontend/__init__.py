@@ -20,7 +20,7 @@ from . import ops_composite, ops_linalg, variables as _variables
 from .ops_composite import *  # noqa: F401,F403
 from .ops_linalg import *  # noqa: F401,F403
 from .variables import *  # noqa: F401,F403
-from .default_session import get_default_session
+from .default_session import InteractiveSession, get_default_session
 from .namespaces import image, keras, linalg, losses, math, nn, random, train
 
 __all__ = [*ops.__all__, *ops_conv.__all__, *ops_image.__all__, *ops_math.__all__,
@@ -28,5 +28,5 @@ __all__ = [*ops.__all__, *ops_conv.__all__, *ops_image.__all__, *ops_math.__all_
            "Session", "CompiledFunction", "gpgpu_program", "GPGPUProgram",
            "optim", "initializers", "layers", "Sequential",
            *ops_composite.__all__, *ops_linalg.__all__, *_variables.__all__,
-           "Model", "Input", "get_default_session",
+           "Model", "Input", "get_default_session", "InteractiveSession",
            "image", "keras", "linalg", "losses", "math", "nn", "random", "train"]

@@ -75,3 +75,16 @@ def session_for(tensor, session=None):
             f"session, which runs graph '{session.graph.name}': pass session= or make a "
             f"session of that graph the default")
     return session
+
+
+def InteractiveSession(graph=None, backend="gl", **kwargs):  # noqa: N802 (TF1's name)
+    """A Session that makes itself the default session until the program ends (or
+    another is entered), as TF1's tf.InteractiveSession: tensor.eval() and op.run()
+    work without a `with` block. Close it with sess.close()."""
+    from .session import Session
+    session = Session(graph, backend=backend, **kwargs)
+    push(session)
+    return session
+
+
+__all__.append("InteractiveSession")

@@ -217,12 +217,21 @@ def placeholder(*args, shape=_UNSET, dtype=_UNSET, name=None):
     return _wrap(_state.placeholder(get_default_graph(), shape, dtype, name))
 
 
+def _is_dtype(x, dtypes) -> bool:
+    """A dtype name ("float32", ff.float32) or a numpy dtype / scalar type (np.float32)."""
+    if isinstance(x, str):
+        return x in dtypes
+    if isinstance(x, np.dtype) or (isinstance(x, type) and issubclass(x, np.generic)):
+        return True
+    return False
+
+
 def _placeholder_args(args, shape, dtype, name):
     from ..ir.errors import AttrError
     from ..ir.types import DTYPES
     if len(args) > 3:
         raise AttrError(f"placeholder takes at most 3 positional arguments, got {len(args)}")
-    tf1 = bool(args) and isinstance(args[0], str) and args[0] in DTYPES
+    tf1 = bool(args) and _is_dtype(args[0], DTYPES)
     keys = ("dtype", "shape", "name") if tf1 else ("shape", "dtype", "name")
     given = {"shape": shape, "dtype": dtype, "name": name}
     for key, value in zip(keys, args):

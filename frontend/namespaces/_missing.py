@@ -24,7 +24,6 @@ HINTS = {
     "while_loop": "a Python loop that builds the ops, or ff.gpgpu_program",
     "py_func": "nothing: graphs run on the GPU only",
     "contrib": "nothing: tf.contrib has no counterpart",
-    "InteractiveSession": "ff.Session() with `with sess.as_default():`",
     "Saver": "sess.save(path) / sess.restore(path) (.npz, variables only)",
     "summary": "nothing: log the values sess.run returns",
     "app": "nothing: a plain `if __name__ == \"__main__\":`",

@@ -452,3 +452,21 @@ def test_layers_called_by_the_user_keep_the_call_line():
         y = layer(ff.placeholder(ff.float32, [None, 2]))          # this line
     line = test_layers_called_by_the_user_keep_the_call_line.__code__.co_firstlineno + 4
     assert y.op.source.endswith(f":{line}")
+
+
+def test_interactive_session_is_the_default_until_another_is_entered():
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder(np.float32, [None, 2])           # a numpy dtype first: TF1's
+        y = x * 2.0
+    assert x.dtype == "float32" and x.shape == (None, 2)
+    sess = ff.InteractiveSession(g, backend="numpy")
+    try:
+        np.testing.assert_array_equal(y.eval({x: np.ones((1, 2), np.float32)}), [[2, 2]])
+        with ff.Session(g, backend="numpy") as inner:
+            assert ff.get_default_session() is inner
+        assert ff.get_default_session() is sess
+    finally:
+        sess.close()
+        from fragflow.frontend import default_session
+        default_session.pop(sess)
