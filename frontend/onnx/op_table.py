@@ -1426,3 +1426,66 @@ def group_norm(ctx, node, x, a):
         scale = F.reshape(F.tile(F.reshape(scale, [groups, 1]), [1, c // groups]), [c])
         bias = F.reshape(F.tile(F.reshape(bias, [groups, 1]), [1, c // groups]), [c])
     return normed * _per_channel(scale, len(t.shape)) + _per_channel(bias, len(t.shape))
+
+
+def _einsum_operands(ctx, equation, count):
+    lhs, arrow, rhs = equation.replace(" ", "").partition("->")
+    terms = lhs.split(",")
+    if len(terms) != count or "." in equation:
+        raise ctx.error(f"Einsum {equation!r}: ellipses are not supported")
+    if not arrow:                                 # implicit output: letters seen once, sorted
+        letters = "".join(terms)
+        rhs = "".join(sorted(c for c in set(letters) if letters.count(c) == 1))
+    for term in terms + [rhs]:
+        if len(set(term)) != len(term):
+            raise ctx.error(f"Einsum {equation!r}: a repeated index in one operand "
+                            f"(diagonals) is not supported")
+    return terms, rhs
+
+
+def _sum_out(t, term, keep):
+    """t (indexed by term) summed over the letters not in keep."""
+    axes = tuple(i for i, c in enumerate(term) if c not in keep)
+    if axes:
+        t = F.reduce_sum(t, axis=axes)
+        term = "".join(c for c in term if c in keep)
+    return t, term
+
+
+def _permute(t, term, order):
+    if term == order:
+        return t
+    return F.transpose(t, tuple(term.index(c) for c in order))
+
+
+@rule("Einsum")
+def einsum(ctx, node, x, a):
+    """One or two operands, as sums, transposes and one batched matmul."""
+    equation = a["equation"]
+    ts = [ctx.tensor(v) for v in x]
+    terms, out = _einsum_operands(ctx, equation, len(ts))
+    if len(ts) == 1:
+        t, term = _sum_out(ts[0], terms[0], out)
+        return _permute(t, term, out)
+    if len(ts) != 2:
+        raise ctx.error("Einsum of more than two operands is not supported")
+    (p, tp), (q, tq) = (_sum_out(ts[0], terms[0], terms[1] + out),
+                        _sum_out(ts[1], terms[1], terms[0] + out))
+    batch = "".join(c for c in tp if c in tq and c in out)
+    contract = "".join(c for c in tp if c in tq and c not in out)
+    left = "".join(c for c in tp if c not in tq)
+    right = "".join(c for c in tq if c not in tp)
+    dims = {c: d for term, t in ((tp, p), (tq, q)) for c, d in zip(term, t.shape)}
+    if any(dims[c] is None for c in left + right + contract):
+        raise ctx.error(f"Einsum {equation!r} needs static sizes")
+
+    def size(letters):
+        return int(np.prod([dims[c] for c in letters], dtype=np.int64))
+    batch_shape = [dims[c] if dims[c] is not None else -1 for c in batch]
+    p3 = F.reshape(_permute(p, tp, batch + left + contract),
+                   batch_shape + [size(left), size(contract)])
+    q3 = F.reshape(_permute(q, tq, batch + contract + right),
+                   batch_shape + [size(contract), size(right)])
+    y = F.matmul(p3, q3)
+    y = F.reshape(y, batch_shape + [dims[c] for c in left + right])
+    return _permute(y, batch + left + right, out)

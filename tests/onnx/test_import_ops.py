@@ -496,3 +496,20 @@ def test_gather_nd_swish_and_group_norm():
           initializers={"i": np.array([[2, -1], [0, 1]], np.int64)}, opset=24)
     check([node("GroupNormalization", ["x", "sc", "b"], num_groups=2, epsilon=1e-3)],
           {"x": randn(2, 6, 3, 4)}, initializers={"sc": randn(6), "b": randn(6)}, opset=21)
+
+
+@pytest.mark.parametrize("equation,shapes", [
+    ("ij,jk->ik", [(3, 4), (4, 5)]), ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
+    ("bhqd,bhkd->bhqk", [(2, 3, 4, 5), (2, 3, 6, 5)]), ("i,j->ij", [(3,), (4,)]),
+    ("ij->ji", [(3, 4)]), ("ijk->j", [(2, 3, 4)]), ("ij,ij->i", [(3, 4), (3, 4)]),
+    ("ab,cb", [(3, 4), (5, 4)]), ("bn,anm,bm->ba", None)])
+def test_einsum(equation, shapes):
+    if shapes is None:                            # three operands: named as unsupported
+        model = make_model([node("Einsum", ["a", "b", "c"], equation=equation)],
+                           {"a": randn(2, 3), "b": randn(4, 3, 5), "c": randn(2, 5)}, ["y"])
+        with pytest.raises(ff.onnx.OnnxImportError, match="more than two operands"):
+            ff.onnx.load(model)
+        return
+    names = ["a", "b"][:len(shapes)]
+    check([node("Einsum", names, equation=equation)],
+          {n: randn(*s) for n, s in zip(names, shapes)}, opset=12)
