@@ -69,17 +69,38 @@ def xw_plus_b(x, weights, biases, name=None):
 
 
 def dropout(x, keep_prob=None, noise_shape=None, seed=None, name=None, rate=None):
-    """tf.nn.dropout with either TF1's keep_prob or TF2's rate (Python numbers: a
-    keep_prob placeholder is not supported; build one graph per rate, or use
-    ff.layers.Dropout with training=True/False)."""
+    """tf.nn.dropout with either TF1's keep_prob or TF2's rate: each element is kept
+    with probability keep_prob (= 1 - rate) and scaled by 1 / keep_prob, else 0.
+
+    A Python number runs ff.dropout (one kernel). A tensor (TF1's
+    `keep_prob = tf.placeholder(tf.float32)`, fed 0.5 to train and 1.0 to evaluate)
+    compares keep_prob with a uniform number per element made of 16 random bits (16
+    ff.dropout draws of rate 0.5 on ones): keep probabilities are exact to 1/65536, and
+    keep_prob = 1 keeps everything."""
     if (keep_prob is None) == (rate is None):
         raise _AttrError("dropout needs exactly one of keep_prob (TF1) and rate")
     value = rate if rate is not None else keep_prob
     if isinstance(value, _Tensor):
-        raise _AttrError("dropout: keep_prob / rate must be a Python number in fragflow, "
-                         "not a tensor (see docs/TENSORFLOW.md)")
+        keep = 1.0 - value if rate is not None else value
+        return _dropout_by_tensor(x, keep, noise_shape, seed, name)
     rate = rate if rate is not None else 1.0 - float(keep_prob)
     return _random.dropout(x, rate, noise_shape, seed, name)
+
+
+_UNIFORM_BITS = 16
+
+
+def _dropout_by_tensor(x, keep, noise_shape, seed, name):
+    with _ops.name_scope(name or "dropout"):
+        x = x if isinstance(x, _Tensor) else _ops.constant(x)
+        ones = _ops.ones_like(x)
+        base = 0 if seed is None else int(seed) * _UNIFORM_BITS
+        # bit k of u: a rate-0.5 dropout of ones is 0 or 2, i.e. 2 * bit
+        bits = [_random.dropout(ones, 0.5, noise_shape, base + k) * (0.5 ** (k + 2))
+                for k in range(_UNIFORM_BITS)]
+        u = _ops.add_n(bits)                         # uniform on [0, 1) in steps of 2**-16
+        kept = _ops.less(u, keep)
+        return _ops.where(kept, x / keep, 0.0)
 
 
 __all__ = sorted(n for n in list(globals()) if not n.startswith("_") and n not in

@@ -305,8 +305,6 @@ def test_nn_dropout_takes_keep_prob_or_rate():
         b = ff.nn.dropout(x, rate=0.75, seed=1)
         with pytest.raises(ff.AttrError, match="exactly one"):
             ff.nn.dropout(x)
-        with pytest.raises(ff.AttrError, match="Python number"):
-            ff.nn.dropout(x, ff.placeholder(ff.float32))
     for v in _run([a, b]):          # both keep a quarter, scaled by 4
         assert set(np.unique(v)) == {0.0, 4.0}
         assert abs(float((v == 0).mean()) - 0.75) < 0.05
@@ -470,3 +468,24 @@ def test_interactive_session_is_the_default_until_another_is_entered():
         sess.close()
         from fragflow.frontend import default_session
         default_session.pop(sess)
+
+
+def test_nn_dropout_with_a_keep_prob_placeholder(gl):
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder(ff.float32, [None, 1000])
+        keep_prob = ff.placeholder(ff.float32)
+        y = ff.nn.dropout(x, keep_prob)
+        dx, = ff.gradients(ff.reduce_sum(y * 3.0), [x])
+    data = np.ones((50, 1000), np.float32)
+    results = {}
+    for backend in ("numpy", "gl"):
+        sess = ff.Session(g, backend=backend)
+        for keep in (1.0, 0.5, 0.2):
+            out, grad = sess.run([y, dx], {x: data, keep_prob: keep})
+            assert set(np.unique(out)) <= {0.0, np.float32(1 / keep)}
+            assert abs(float((out != 0).mean()) - keep) < 0.01
+            np.testing.assert_array_equal(grad, out * 3.0)
+            results[backend, keep] = out
+    for keep in (1.0, 0.5, 0.2):
+        np.testing.assert_array_equal(results["gl", keep], results["numpy", keep])
