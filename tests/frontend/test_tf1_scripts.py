@@ -112,9 +112,11 @@ W_conv2 = weight_variable([3, 3, 8, 8])
 b_conv2 = bias_variable([8])
 h_pool2 = max_pool_2x2(tf.nn.relu(conv2d(h_pool1, W_conv2) + b_conv2))
 h_flat = tf.reshape(h_pool2, [-1, 2 * 2 * 8])
+keep_prob = tf.placeholder(tf.float32)
+h_drop = tf.nn.dropout(h_flat, keep_prob)
 W_fc = weight_variable([32, 2])
 b_fc = bias_variable([2])
-y_conv = tf.matmul(h_flat, W_fc) + b_fc
+y_conv = tf.matmul(h_drop, W_fc) + b_fc
 cross_entropy = tf.reduce_mean(
     tf.nn.softmax_cross_entropy_with_logits_v2(labels=y_, logits=y_conv))
 train_step = tf.train.MomentumOptimizer(0.1, 0.9).minimize(cross_entropy)
@@ -125,9 +127,9 @@ losses = []
 with tf.Session() as sess:
     sess.run(tf.global_variables_initializer())
     for i in range(25):
-        _, l = sess.run([train_step, cross_entropy], feed_dict={x: images, y_: onehot})
-        losses.append(l)
-    acc = accuracy.eval(feed_dict={x: images, y_: onehot})
+        train_step.run(feed_dict={x: images, y_: onehot, keep_prob: 0.9})
+        losses.append(cross_entropy.eval(feed_dict={x: images, y_: onehot, keep_prob: 1.0}))
+    acc = accuracy.eval(feed_dict={x: images, y_: onehot, keep_prob: 1.0})
     first_filter = W_conv1.eval()
 """
 
