@@ -152,17 +152,21 @@ def test_column_passes_into_render_targets(gl, small_windows):
 def test_int32_and_prod_trees(gl, small_windows):
     rng = np.random.default_rng(11)
     ints = rng.integers(-2 ** 31, 2 ** 31 - 1, (6, 37), dtype=np.int64).astype(np.int32)
+    columns = rng.integers(-50, 50, (37, 8)).astype(np.int32)      # 4-aligned columns
     near_one = rng.uniform(0.9, 1.1, (37, 8)).astype(np.float32)
     g = ff.Graph()
     with g.as_default():
         xi = ff.placeholder(ints.shape, "int32", name="xi")
+        xc = ff.placeholder(columns.shape, "int32", name="xc")
         xp = ff.placeholder(near_one.shape, name="xp")
         fetches = {f"{op} int axis={axis}": fn(xi, axis=axis)
                    for op, fn in REDUCTIONS.items() for axis in (None, 0, 1)}
         fetches.update({f"{op} int axis={axis}": getattr(ff, op)(xi, axis=axis)
                         for op in ("argmax", "argmin") for axis in (0, 1)})
+        fetches.update({f"{op} int columns": getattr(ff, op)(xc, axis=0)
+                        for op in ("sum", "mean", "max", "argmax", "argmin")})
         fetches.update({f"prod axis={axis}": ff.prod(xp, axis=axis) for axis in (None, 0, 1)})
-    check_all(g, fetches, {xi: ints, xp: near_one})
+    check_all(g, fetches, {xi: ints, xc: columns, xp: near_one})
 
 
 def test_one_element_axes_keepdims_and_batches(gl, small_windows):
