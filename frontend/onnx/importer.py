@@ -58,8 +58,9 @@ class ImportedModel:
     model's order. inputs_by_onnx_name / outputs_by_onnx_name: the same by ONNX name
     (placeholders are named after the ONNX inputs where the name is a valid fragflow
     name, so sess.run(model.outputs, {"input": x}) works; else see these maps).
-    variables: ONNX initializer name -> ff.Variable (the trainable weights). opset: the
-    model's default-domain opset.
+    variables: ONNX initializer name -> ff.Variable (the trainable weights; a weight
+    the import stores in fragflow's layout is under 'name:hwio', 'name:hwcm', ...).
+    opset: the model's default-domain opset.
     """
 
     def __init__(self, graph, inputs, outputs, variables, opset, onnx_model):
