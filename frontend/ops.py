@@ -128,8 +128,21 @@ def ones(shape, dtype="float32", name=None):
     return fill(shape, 1, dtype, name=name)
 
 
+def _renamed(value, old_value, name, old_name):
+    if old_value is None:
+        return value
+    if value is not None:
+        from ..ir.errors import AttrError
+        raise AttrError(f"give {name} or {old_name} (its TensorFlow 1 name), not both")
+    return old_value
+
+
 def _reduction(op, doc):
-    def fn(x, axis=None, keepdims=False, name=None):
+    def fn(x, axis=None, keepdims=False, name=None, reduction_indices=None,
+           keep_dims=None):
+        # reduction_indices and keep_dims: TensorFlow 1's older names of the same
+        axis = _renamed(axis, reduction_indices, "axis", "reduction_indices")
+        keepdims = _renamed(keepdims or None, keep_dims, "keepdims", "keep_dims") or False
         return _wrap(_red.reduce(op, _operands(x)[0], axis, keepdims, name=name))
     fn.__name__ = fn.__qualname__ = op
     fn.__doc__ = doc
@@ -219,8 +232,12 @@ def placeholder(*args, shape=_UNSET, dtype=_UNSET, name=None):
 
 def _is_dtype(x, dtypes) -> bool:
     """A dtype name ("float32", ff.float32) or a numpy dtype / scalar type (np.float32)."""
-    if isinstance(x, str):
-        return x in dtypes
+    if isinstance(x, str):          # "float32", and TF1's "float", "int32", "int", ...
+        from ..ir.types import as_dtype
+        try:
+            return as_dtype(x) in dtypes
+        except Exception:               # a string that is no dtype: not TF1's order
+            return False
     if isinstance(x, np.dtype) or (isinstance(x, type) and issubclass(x, np.generic)):
         return True
     return False

@@ -489,3 +489,36 @@ def test_nn_dropout_with_a_keep_prob_placeholder(gl):
             results[backend, keep] = out
     for keep in (1.0, 0.5, 0.2):
         np.testing.assert_array_equal(results["gl", keep], results["numpy", keep])
+
+
+def test_tf1_spellings_of_the_first_mnist_tutorial():
+    """TensorFlow 1.0's "MNIST for beginners": "float", reduction_indices, keep_dims,
+    initialize_all_variables, a plain Session and sess.run."""
+    rng = np.random.default_rng(5)
+    xs = rng.random((20, 6)).astype(np.float32)
+    ys = np.eye(3, dtype=np.float32)[rng.integers(0, 3, 20)]
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder("float", [None, 6])
+        y_ = ff.placeholder("float", [None, 3])
+        W = ff.Variable(ff.zeros([6, 3]))
+        b = ff.Variable(ff.zeros([3]))
+        y = ff.nn.softmax(ff.matmul(x, W) + b)
+        cross_entropy = -ff.reduce_sum(y_ * ff.log(y), reduction_indices=[1],
+                                       keep_dims=True)
+        total = ff.reduce_mean(cross_entropy)
+        step = ff.train.GradientDescentOptimizer(0.1).minimize(total)
+        init = ff.initialize_all_variables()
+        accuracy = ff.reduce_mean(ff.cast(ff.equal(ff.argmax(y, 1), ff.argmax(y_, 1)),
+                                          "float"))
+        with pytest.raises(ff.AttrError, match="not both"):
+            ff.reduce_sum(x, axis=1, reduction_indices=[1])
+    assert x.dtype == "float32" and cross_entropy.shape == (None, 1)
+    sess = ff.Session(g, backend="numpy")
+    sess.run(init)
+    first = sess.run(total, {x: xs, y_: ys})
+    np.testing.assert_allclose(first, np.log(3), rtol=1e-6)
+    for _ in range(20):
+        sess.run(step, {x: xs, y_: ys})
+    assert sess.run(total, {x: xs, y_: ys}) < first
+    assert 0 <= sess.run(accuracy, {x: xs, y_: ys}) <= 1
