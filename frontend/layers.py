@@ -646,19 +646,34 @@ def flatten(inputs, name=None):
 
 
 def dropout(inputs, rate=0.5, noise_shape=None, seed=None, training=False, name=None):
-    """Dropout when training is True (a Python bool), else the inputs (tf.layers.dropout)."""
-    return Dropout(rate, noise_shape, seed, name=name)(inputs, training=training)
+    """Dropout when training is true, else the inputs (tf.layers.dropout). training is
+    a Python bool, or a bool tensor (TF1's is_training placeholder): then both are
+    built and ff.where picks one per run."""
+    return _by_training(Dropout(rate, noise_shape, seed, name=name), inputs, training)
+
+
+def _by_training(layer, inputs, training):
+    """layer(inputs, training) for a Python bool; for a bool tensor, where(training,
+    the training ops, the inference ops) (both run; the weights are shared)."""
+    if not isinstance(training, Tensor):
+        return layer(inputs, training=bool(training))
+    if training.dtype != "bool" or training.ndim != 0:
+        raise ShapeError(f"training must be a Python bool or a scalar bool tensor, got "
+                         f"{training!r}")
+    trained = layer(inputs, training=True)
+    return _ops.where(training, trained, layer(inputs, training=False))
 
 
 def batch_normalization(inputs, axis=-1, momentum=0.99, epsilon=0.001, center=True,
                         scale=True, training=False, trainable=True, name=None):
     """A new BatchNormalization layer (tf.layers.batch_normalization). training (a
-    Python bool) selects batch statistics. fragflow has no UPDATE_OPS collection: to
-    keep moving averages, make an ff.layers.BatchNormalization and fetch its .updates
-    with the training step (ff.optim.group(step, *layer.updates))."""
+    Python bool, or a scalar bool tensor as dropout's) selects batch statistics.
+    fragflow has no UPDATE_OPS collection: to keep moving averages, make an
+    ff.layers.BatchNormalization and fetch its .updates with the training step
+    (ff.optim.group(step, *layer.updates))."""
     layer = BatchNormalization(axis=axis, momentum=momentum, epsilon=epsilon, center=center,
                                scale=scale, trainable=trainable, name=name)
-    return layer(inputs, training=training)
+    return _by_training(layer, inputs, training)
 
 
 def _channels_last(data_format):

@@ -13,6 +13,8 @@ HINTS = {
     "control_dependencies": "ff.optim.group(...) / ff.optim.with_dependencies(...) "
                             "(fragflow graphs have data edges only)",
     "group": "ff.optim.group",
+    "ConfigProto": "nothing: ff.Session takes backend= (\"gl\" or \"numpy\") and "
+                   "debug=",
     "variable_scope": "ff.name_scope (variables are shared by passing them, or by "
                       "calling one ff.layers layer again)",
     "set_random_seed": "ff.random.set_seed (random ops take seed=; None means 0)",

@@ -522,3 +522,23 @@ def test_tf1_spellings_of_the_first_mnist_tutorial():
         sess.run(step, {x: xs, y_: ys})
     assert sess.run(total, {x: xs, y_: ys}) < first
     assert 0 <= sess.run(accuracy, {x: xs, y_: ys}) <= 1
+
+
+def test_tf1_functional_dropout_and_batch_norm_take_an_is_training_placeholder(gl):
+    x = np.random.default_rng(6).normal(size=(16, 200)).astype(np.float32) + 3.0
+    g = ff.Graph()
+    with g.as_default():
+        inputs = ff.placeholder(ff.float32, [None, 200])
+        is_training = ff.placeholder(ff.bool_, [])
+        dropped = ff.layers.dropout(inputs, rate=0.5, seed=1, training=is_training)
+        normed = ff.layers.batch_normalization(inputs, training=is_training)
+        with pytest.raises(ff.ShapeError, match="scalar bool"):
+            ff.layers.dropout(inputs, training=ff.placeholder(ff.float32, []))
+    for backend in ("numpy", "gl"):
+        sess = ff.Session(g, backend=backend)
+        d_train, n_train = sess.run([dropped, normed], {inputs: x, is_training: True})
+        d_test, n_test = sess.run([dropped, normed], {inputs: x, is_training: False})
+        np.testing.assert_array_equal(d_test, x)
+        assert abs(float((d_train == 0).mean()) - 0.5) < 0.05
+        np.testing.assert_allclose(n_train.mean(0), 0, atol=1e-4)   # batch statistics
+        np.testing.assert_allclose(n_test, x / np.sqrt(1 + 1e-3), rtol=1e-5)  # moving: 0, 1
