@@ -29,7 +29,9 @@ def _operands(*xs):
 def _padding(padding):
     """"SAME" / "VALID" in any case (as TensorFlow and Keras accept them); explicit
     (before, after) pairs as they are."""
-    return padding.upper() if isinstance(padding, str) else padding
+    if isinstance(padding, str) and padding.upper() in ("SAME", "VALID"):
+        return padding.upper()
+    return padding                      # anything else: the op's error quotes it as given
 
 
 def _check_format(data_format, allowed):
