@@ -200,7 +200,7 @@ class Layer:
         if value.shape != tuple(shape):
             raise ShapeError(f"{self.name}: initializer {initializer!r} gave shape "
                              f"{list(value.shape)} for weight {name} of shape {list(shape)}")
-        var = Variable(np.asarray(value, np.float32), name=name)
+        var = Variable(np.asarray(value, np.float32), name=name, trainable=trainable)
         (self._trainable_weights if trainable else self._non_trainable_weights).append(var)
         return var
 

@@ -80,8 +80,9 @@ def group(*tensors, name=None) -> Tensor:
 
 
 def trainable_variables(loss) -> list:
-    """The float32 Variables that loss depends on, in creation order (the default
-    var_list of compute_gradients and minimize)."""
+    """The trainable float32 Variables that loss depends on, in creation order (the
+    default var_list of compute_gradients and minimize); not those made with
+    trainable=False (optimizer slots, BatchNormalization's moving statistics)."""
     seen, stack = set(), [loss.value]
     while stack:
         node = stack.pop().node
@@ -89,8 +90,10 @@ def trainable_variables(loss) -> list:
             continue
         seen.add(node)
         stack.extend(node.inputs)
-    return [Variable(n.outputs[0]) for n in loss.graph.nodes
-            if n in seen and n.op == "variable" and n.outputs[0].dtype == "float32"]
+    from .variables import is_trainable
+    found = [Variable(n.outputs[0]) for n in loss.graph.nodes
+             if n in seen and n.op == "variable" and n.outputs[0].dtype == "float32"]
+    return [v for v in found if is_trainable(v)]
 
 
 def _one_minus(x):

@@ -95,7 +95,7 @@ def trainable_variables(loss=None, graph=None) -> list:
     on (the default var_list of minimize)."""
     if loss is not None:
         from .optim import trainable_variables as of_loss
-        return [v for v in of_loss(loss) if is_trainable(v)]
+        return of_loss(loss)
     return [v for v in global_variables(graph) if is_trainable(v)]
 
 

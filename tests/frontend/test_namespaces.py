@@ -542,3 +542,21 @@ def test_tf1_functional_dropout_and_batch_norm_take_an_is_training_placeholder(g
         assert abs(float((d_train == 0).mean()) - 0.5) < 0.05
         np.testing.assert_allclose(n_train.mean(0), 0, atol=1e-4)   # batch statistics
         np.testing.assert_allclose(n_test, x / np.sqrt(1 + 1e-3), rtol=1e-5)  # moving: 0, 1
+
+
+def test_minimize_leaves_variables_made_not_trainable_alone():
+    g = ff.Graph()
+    with g.as_default():
+        w = ff.Variable(np.float32([1.0, 2.0]), name="w")
+        frozen = ff.Variable(np.float32([3.0, 4.0]), name="frozen", trainable=False)
+        x = ff.placeholder(ff.float32, [None, 2])
+        h = ff.layers.batch_normalization(x * w * frozen, training=False)
+        loss = ff.reduce_sum(ff.square(h))
+        step = ff.train.GradientDescentOptimizer(0.1).minimize(loss)
+        names = [v.name for v in ff.trainable_variables()]
+    assert "frozen" not in names and not any("moving" in n for n in names)
+    assert "w" in names and any("gamma" in n for n in names)
+    sess = ff.Session(g, backend="numpy")
+    sess.run(step, {x: np.ones((3, 2), np.float32)})
+    np.testing.assert_array_equal(sess.get(frozen), [3, 4])
+    assert not np.array_equal(sess.get(w), [1, 2])
