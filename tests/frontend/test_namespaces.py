@@ -560,3 +560,25 @@ def test_minimize_leaves_variables_made_not_trainable_alone():
     sess.run(step, {x: np.ones((3, 2), np.float32)})
     np.testing.assert_array_equal(sess.get(frozen), [3, 4])
     assert not np.array_equal(sess.get(w), [1, 2])
+
+
+def test_global_step_and_exponential_decay():
+    g = ff.Graph()
+    with g.as_default():
+        assert ff.train.get_global_step() is None
+        step = ff.train.get_or_create_global_step()
+        assert ff.train.get_or_create_global_step().name == step.name == "global_step"
+        lr = ff.train.exponential_decay(0.5, step, decay_steps=2, decay_rate=0.5,
+                                        staircase=True)
+        w = ff.Variable(np.float32([1.0]), name="w")
+        train_op = ff.train.GradientDescentOptimizer(lr).minimize(ff.reduce_sum(w),
+                                                                  global_step=step)
+        assert [v.name for v in ff.trainable_variables()] == ["w"]
+    sess = ff.Session(g, backend="numpy")
+    rates = []
+    for _ in range(5):
+        rates.append(float(sess.run(lr)))
+        sess.run(train_op)
+    assert rates == [0.5, 0.5, 0.25, 0.25, 0.125]
+    assert int(sess.get(step)) == 5
+    np.testing.assert_allclose(sess.get(w), [1 - sum(rates)])
