@@ -121,6 +121,68 @@ def binary_accuracy(y_true, y_pred):
     return _ops.mean(_ops.cast(hit, "float32"), axis=-1)
 
 
+# Keras's loss classes (tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+# ...): callables (y_true, y_pred) -> one loss per example, for compile(loss=...)
+class _KerasLoss:
+    sparse_labels = False
+
+    def __init__(self, from_logits=False, name=None):
+        self.from_logits = bool(from_logits)
+        self.__name__ = name or _snake_name(type(self).__name__)
+
+    def __repr__(self):
+        return f"<ff.keras.losses.{type(self).__name__} from_logits={self.from_logits}>"
+
+
+def _snake_name(name):
+    return "".join("_" + c.lower() if c.isupper() else c for c in name).lstrip("_")
+
+
+class SparseCategoricalCrossentropy(_KerasLoss):
+    """Cross-entropy against int32 class indices; from_logits: y_pred are logits."""
+    sparse_labels = True
+
+    def __call__(self, y_true, y_pred):
+        if self.from_logits:
+            return _frontend("sparse_softmax_cross_entropy_with_logits")(labels=y_true,
+                                                                         logits=y_pred)
+        return sparse_categorical_crossentropy(y_true, y_pred)
+
+
+class CategoricalCrossentropy(_KerasLoss):
+    """Cross-entropy against one-hot labels; from_logits: y_pred are logits."""
+
+    def __call__(self, y_true, y_pred):
+        if self.from_logits:
+            return _frontend("softmax_cross_entropy_with_logits")(labels=y_true,
+                                                                  logits=y_pred)
+        return categorical_crossentropy(y_true, y_pred)
+
+
+class BinaryCrossentropy(_KerasLoss):
+    """Logistic loss, averaged over the last axis; from_logits: y_pred are logits."""
+
+    def __call__(self, y_true, y_pred):
+        if self.from_logits:
+            return _ops.mean(_frontend("sigmoid_cross_entropy_with_logits")(
+                labels=y_true, logits=y_pred), axis=-1)
+        return binary_crossentropy(y_true, y_pred)
+
+
+class MeanSquaredError(_KerasLoss):
+    """(y_pred - y_true) ** 2 averaged over the last axis."""
+
+    def __call__(self, y_true, y_pred):
+        return mean_squared_error(y_true, y_pred)
+
+
+class MeanAbsoluteError(_KerasLoss):
+    """|y_pred - y_true| averaged over the last axis."""
+
+    def __call__(self, y_true, y_pred):
+        return mean_absolute_error(y_true, y_pred)
+
+
 LOSSES = {
     "sparse_categorical_crossentropy": sparse_categorical_crossentropy,
     "categorical_crossentropy": categorical_crossentropy,
@@ -406,7 +468,8 @@ class Sequential:
         return y.astype(np.float32)
 
     def _sparse_labels(self) -> bool:
-        return self.loss is sparse_categorical_crossentropy
+        return self.loss is sparse_categorical_crossentropy or \
+            getattr(self.loss, "sparse_labels", False)
 
     def _ensure_training(self):
         if self.optimizer is None:

@@ -1,7 +1,8 @@
 """ff.keras: Keras's names over fragflow's layers and models: ff.keras.Input,
 ff.keras.Model (the functional API), ff.keras.Sequential, ff.keras.layers (ff.layers),
 ff.keras.optimizers (Keras's argument names: learning_rate, beta_1, ...),
-ff.keras.initializers and ff.keras.losses.
+ff.keras.initializers, ff.keras.models and ff.keras.losses (the functions and the
+classes, e.g. SparseCategoricalCrossentropy(from_logits=True)).
 
 >>> import fragflow as ff
 >>> ff.keras.layers.Dense is ff.layers.Dense
@@ -50,11 +51,19 @@ def _adadelta(learning_rate=0.001, rho=0.95, epsilon=1e-7, name="Adadelta"):
 optimizers = _types.SimpleNamespace(SGD=_sgd, Adam=_adam, Adamax=_adamax, RMSprop=_rmsprop,
                                     Adagrad=_adagrad, Adadelta=_adadelta)
 losses = _types.SimpleNamespace(
+    SparseCategoricalCrossentropy=_models.SparseCategoricalCrossentropy,
+    CategoricalCrossentropy=_models.CategoricalCrossentropy,
+    BinaryCrossentropy=_models.BinaryCrossentropy,
+    MeanSquaredError=_models.MeanSquaredError,
+    MeanAbsoluteError=_models.MeanAbsoluteError,
     sparse_categorical_crossentropy=_models.sparse_categorical_crossentropy,
     categorical_crossentropy=_models.categorical_crossentropy,
     binary_crossentropy=_models.binary_crossentropy,
     mean_squared_error=_models.mean_squared_error,
     mean_absolute_error=_models.mean_absolute_error)
 
-__all__ = ["Input", "Model", "Sequential", "layers", "optimizers", "initializers", "losses"]
+models = _types.SimpleNamespace(Sequential=Sequential, Model=Model)
+
+__all__ = ["Input", "Model", "Sequential", "layers", "models", "optimizers", "initializers",
+           "losses"]
 _install(globals(), "fragflow.keras")

@@ -177,3 +177,50 @@ def test_mlp_script_lists_its_trainable_variables(gl):
     namespace = run_script(MLP_DENSE_ADAM, "numpy")
     assert namespace["n_trainable"] == 6           # three dense layers: kernel and bias
     assert namespace["acc"] > 0.5
+
+
+KERAS_BEGINNER = """
+import numpy as np
+import fragflow as tf
+
+rng = np.random.RandomState(3)
+x_train = rng.rand(96, 8, 8).astype(np.float32)
+y_train = (x_train[:, :4].mean((1, 2)) > x_train[:, 4:].mean((1, 2))).astype(np.int32) \\
+    + 2 * (x_train[:, :, :4].mean((1, 2)) > x_train[:, :, 4:].mean((1, 2)))
+x_train[y_train == 1, :4] += 0.5
+x_train[y_train == 2, :, :4] += 0.5
+
+tf.initializers.set_seed(0)
+model = tf.keras.models.Sequential([
+    tf.keras.layers.Flatten(input_shape=(8, 8)),
+    tf.keras.layers.Dense(32, activation="relu"),
+    tf.keras.layers.Dropout(0.2, seed=1),
+    tf.keras.layers.Dense(4),
+])
+loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+model.compile(optimizer="adam", loss=loss_fn, metrics=["accuracy"])
+history = model.fit(x_train, y_train, epochs=10, batch_size=8, verbose=0, seed=0)
+losses = history.history["loss"]
+loss, acc = model.evaluate(x_train, y_train, verbose=0)
+probabilities = model.predict(x_train[:5])
+"""
+
+
+def _keras_on(backend):
+    """The Keras tutorial's model, on backend (Sequential takes backend=)."""
+    source = KERAS_BEGINNER.replace("Sequential([", f"Sequential(backend={backend!r}, "
+                                                     f"layers=[")
+    fragflow.reset_default_graph()
+    namespace = {"__name__": "keras_script"}
+    exec(compile(source, f"<keras script on {backend}>", "exec"), namespace)
+    return namespace
+
+
+def test_tf2_keras_beginner_script_trains_on_gl_as_on_numpy(gl):
+    on_gl, on_numpy = _keras_on("gl"), _keras_on("numpy")
+    assert on_gl["losses"][-1] < 0.7 * on_gl["losses"][0]
+    assert on_gl["acc"] > 0.5
+    for key in ("losses", "loss", "acc", "probabilities"):
+        np.testing.assert_allclose(np.asarray(on_gl[key], np.float64),
+                                   np.asarray(on_numpy[key], np.float64),
+                                   rtol=2e-3, atol=2e-4, err_msg=key)
