@@ -82,6 +82,23 @@ __all__ = list(_frontend_all) + [
 __all__ = list(dict.fromkeys(__all__ + ["float32", "int32", "bool_"]))
 
 
+def _register_namespaces() -> None:
+    """`import fragflow.nn`, `from fragflow.keras.layers import Dense`: the namespaces
+    are importable by their public names as TensorFlow's are (they live in frontend/)."""
+    import sys
+    names = {"nn": nn, "math": math, "image": image, "losses": losses, "linalg": linalg,
+             "random": random, "train": train, "keras": keras, "layers": layers,
+             "optim": optim, "initializers": initializers,
+             "keras.layers": keras.layers, "keras.models": keras.models,
+             "keras.optimizers": keras.optimizers, "keras.losses": keras.losses,
+             "keras.initializers": keras.initializers}
+    for name, module in names.items():
+        sys.modules.setdefault(f"{__name__}.{name}", module)
+
+
+_register_namespaces()
+
+
 def __getattr__(name):
     """A name fragflow lacks: AttributeError with fragflow's spelling where one exists
     (tf.get_variable -> ff.Variable, ...; docs/TENSORFLOW.md)."""

@@ -582,3 +582,17 @@ def test_global_step_and_exponential_decay():
     assert rates == [0.5, 0.5, 0.25, 0.25, 0.125]
     assert int(sess.get(step)) == 5
     np.testing.assert_allclose(sess.get(w), [1 - sum(rates)])
+
+
+def test_namespaces_import_by_their_public_names():
+    import importlib
+    from fragflow.keras.layers import Dense
+    from fragflow.train import AdamOptimizer
+    assert Dense is ff.layers.Dense and AdamOptimizer is ff.optim.Adam
+    for name in ("nn", "math", "image", "losses", "linalg", "random", "train", "keras",
+                 "layers", "optim", "keras.layers", "keras.models"):
+        assert importlib.import_module(f"fragflow.{name}") is \
+            eval(f"ff.{name}")                               # noqa: S307 (a fixed name)
+    import math
+    import random
+    assert math.pi > 3 and random.random() < 1                # the stdlib's, untouched
