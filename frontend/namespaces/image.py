@@ -72,6 +72,7 @@ def per_image_standardization(image):
     return (x - mean) / _ops.maximum(std, 1.0 / n ** 0.5)
 
 
-__all__ = ["crop_and_resize", "resize", "resize_images", "resize_bilinear", "resize_nearest_neighbor",
-           "ResizeMethod", "flip_left_right", "flip_up_down", "per_image_standardization"]
+__all__ = ["crop_and_resize", "resize", "resize_images", "resize_bilinear",
+           "resize_nearest_neighbor", "ResizeMethod", "flip_left_right", "flip_up_down",
+           "per_image_standardization"]
 _install(globals(), "fragflow.image")

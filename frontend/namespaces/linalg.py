@@ -14,7 +14,8 @@ from .. import ops as _ops, ops_composite as _composite, ops_linalg as _linalg
 from ._missing import install as _install
 
 matmul = _ops.matmul
-eye, diag, diag_part, band_part = _linalg.eye, _linalg.diag, _linalg.diag_part, _linalg.band_part
+eye, diag, diag_part = _linalg.eye, _linalg.diag, _linalg.diag_part
+band_part = _linalg.band_part
 trace, tensordot, einsum = _linalg.trace, _linalg.tensordot, _linalg.einsum
 matrix_transpose = _linalg.matrix_transpose
 norm, l2_normalize = _composite.norm, _composite.l2_normalize

@@ -59,6 +59,7 @@ def exponential_decay(learning_rate, global_step, decay_steps, decay_rate, stair
 
 
 __all__ = ["get_or_create_global_step", "get_global_step", "create_global_step",
-           "exponential_decay", "Optimizer", "GradientDescentOptimizer", "MomentumOptimizer", "AdamOptimizer",
-           "AdamaxOptimizer", "AdagradOptimizer", "AdadeltaOptimizer", "RMSPropOptimizer"]
+           "exponential_decay", "Optimizer", "GradientDescentOptimizer", "MomentumOptimizer",
+           "AdamOptimizer", "AdamaxOptimizer", "AdagradOptimizer", "AdadeltaOptimizer",
+           "RMSPropOptimizer"]
 _install(globals(), "fragflow.train")
