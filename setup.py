@@ -16,7 +16,10 @@ except ModuleNotFoundError:          # Python 3.10: pyproject.toml's build requi
     import tomli as tomllib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SKIP = {"__pycache__", "templates"}   # templates: package data of fragflow.codegen
+SKIP = {"__pycache__"}
+# Folders of package data (no Python files), installed as data-only packages so that
+# setuptools knows them (it warns about importable folders it was not told of).
+DATA_SUFFIXES = (".glsl.j2",)
 
 
 def packages(package_dir: dict) -> list:
@@ -26,6 +29,9 @@ def packages(package_dir: dict) -> list:
         for path, dirs, files in os.walk(root):
             dirs[:] = sorted(d for d in dirs if d not in SKIP and not d.startswith("."))
             if not any(f.endswith(".py") for f in files):
+                if any(f.endswith(DATA_SUFFIXES) for f in files):
+                    rel = os.path.relpath(path, root)
+                    found.add(f"{package}.{rel.replace(os.sep, '.')}")
                 continue
             if "__init__.py" not in files:
                 raise SystemExit(f"{os.path.relpath(path, HERE)} holds Python files but no "
