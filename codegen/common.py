@@ -1,4 +1,4 @@
-"""Pieces every family's lowering uses: operands, the header comment, rendering."""
+"""Pieces every family's lowering uses: operands, the kernel record, rendering."""
 from __future__ import annotations
 
 import re
@@ -6,7 +6,7 @@ import re
 from ..ir import sanitize
 from ..ir.types import TensorType
 from .environment import render
-from .kernel import Binding, Kernel
+from .kernel import Binding, Kernel, node_records
 from .operands import Operand
 
 
@@ -32,22 +32,6 @@ def output_operand(value, layouts) -> Operand:
                    type=str(TensorType(layouts[value.name].shape, value.dtype)))
 
 
-def header_lines(nodes, inputs, out) -> list:
-    """The header comment's lines, raw: prologue.glsl.j2 writes each through the
-    `comment` filter (names and source lines come from users and files)."""
-    lines = ["implements:"]
-    for n in nodes:
-        where = f"  {n.source}" if n.source else ""
-        lines.append(f"  {n.name} = {n.op}{where}")
-    lines.append("inputs:")
-    for b in inputs:
-        lines.append(f"  {b.sampler} <- {b.value} : {b.type}  "
-                     f"({b.layout.width}x{b.layout.height} texels)")
-    lines.append(f"output: {out.value} : {out.type}  "
-                 f"({out.layout.width}x{out.layout.height} texels, 4 elements per texel)")
-    return lines
-
-
 def make_kernel(template: str, prefix: str, op: str, nodes, inputs, out, *,
                 uniforms=None, user_code=None, **context) -> Kernel:
     name = kernel_name(prefix, nodes[0])
@@ -57,27 +41,16 @@ def make_kernel(template: str, prefix: str, op: str, nodes, inputs, out, *,
         # (prologue.glsl.j2); blocked kernels run them in their stitch pass, so the
         # accumulation keeps its fused multiply-adds there (measured: no cost)
         context.setdefault("invariant_output", True)
-    source = render(template, kernel_name=name, kernel_op=op,
-                    header=header_lines(nodes, inputs, out), inputs=inputs, out=out,
-                    uniforms=uniforms, **context)
-    user = _locate(user_code, source)
-    sanitize.check_shader(source, range(user[1], user[1] + user[2].count("\n") + 1)
+    source = render(template, inputs=inputs, out=out, uniforms=uniforms, **context)
+    # the record renders its header into the source (Kernel.__post_init__), and finds
+    # the line the user's GLSL starts at
+    kernel = Kernel(name=name, op=op, nodes=tuple(n.name for n in nodes),
+                    scope=nodes[0].scope, location=nodes[0].source, source=source,
+                    inputs=tuple(Binding(b.sampler, b.value, b.layout) for b in inputs),
+                    output=Binding("ff_out", out.value, out.layout), uniforms=uniforms,
+                    user_code=(user_code[0], 0, user_code[1]) if user_code else None,
+                    implements=node_records(nodes))
+    user = kernel.user_code
+    sanitize.check_shader(kernel.source, range(user[1], user[1] + user[2].count("\n") + 1)
                           if user else range(0))
-    return Kernel(name=name, op=op, nodes=tuple(n.name for n in nodes),
-                  scope=nodes[0].scope, location=nodes[0].source, source=source,
-                  inputs=tuple(Binding(b.sampler, b.value, b.layout) for b in inputs),
-                  output=Binding("ff_out", out.value, out.layout), uniforms=uniforms,
-                  user_code=user)
-
-
-USER_CODE_MARK = "// -- user code --"
-
-
-def _locate(user_code, source):
-    """(program name, first line of the user's GLSL in source, its text)."""
-    if user_code is None:
-        return None
-    name, text = user_code
-    lines = source.splitlines()
-    start = next(i for i, line in enumerate(lines, 1) if line.strip() == USER_CODE_MARK)
-    return (name, start + 1, text)
+    return kernel

@@ -46,7 +46,7 @@ def _header_nodes(node):
     names = node.attrs.get("nodes") or ()
     if not names:
         return [node]
-    return [SimpleNamespace(name=n, op=op, source=src, scope=node.scope)
+    return [SimpleNamespace(name=n, op=op, source=src, scope=n.rpartition("/")[0])
             for n, op, src in names]
 
 

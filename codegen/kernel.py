@@ -1,5 +1,11 @@
 """What codegen hands the runtime: a Kernel (GLSL source and how to bind it) and a
-Program (the whole compiled graph as a flat list of steps)."""
+Program (the whole compiled graph as a flat list of steps).
+
+A kernel's header comment (what it computes, for whom, from which textures) is rendered
+from its record, once, by templates/kernel_header.glsl.j2: `kernel.source`,
+`fn.dump_shaders` and `fragflow shaders` all show that one header, and a record changed
+with dataclasses.replace (a stitch kernel's extra input, a blocked kernel's layers)
+gets its header rendered afresh."""
 from __future__ import annotations
 
 import re
@@ -9,6 +15,8 @@ from .layout import Layout
 
 
 _COMMENT = re.compile(r"//[^\n]*")
+HEADER_END = "// -- end of header --"     # templates end the (empty) header with it
+USER_CODE_MARK = "// -- user code --"     # the line before a gpgpu_program's GLSL
 
 
 @dataclass(frozen=True)
@@ -25,6 +33,37 @@ class Binding:
     @property
     def dtype(self):
         return self.layout.dtype
+
+
+@dataclass(frozen=True)
+class NodeRecord:
+    """One graph node a kernel computes, as its header and the profiler name it."""
+    name: str
+    op: str               # the IR op ("matmul", "gpgpu_program")
+    scope: str            # its name scope, "" for the root
+    source: str = ""      # the user's file:line, "" when unknown
+    user_op: str = ""     # what the user wrote: the op, or a gpgpu_program's name
+
+    def __post_init__(self):
+        if not self.user_op:
+            object.__setattr__(self, "user_op", self.op)
+
+
+def node_records(nodes) -> tuple:
+    """One NodeRecord per node a kernel computes (graph nodes, or stand-ins with name,
+    op, scope and source): a fused node gives the nodes the fusion folded into it."""
+    out = []
+    for n in nodes:
+        attrs = getattr(n, "attrs", None) or {}
+        if n.op.startswith("fused") and attrs.get("nodes"):
+            # a fused node: the nodes the fusion folded into it
+            out.extend(NodeRecord(member, op, member.rpartition("/")[0], source or "")
+                       for member, op, source in attrs["nodes"])
+            continue
+        program = attrs.get("name") if n.op == "gpgpu_program" else None
+        out.append(NodeRecord(n.name, n.op, n.scope or "", n.source or "",
+                              program or n.op))
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -46,6 +85,22 @@ class Kernel:
     # > 0: the output is a 2D array texture of that many layers, layer j written by
     # render target j (a blocked kernel's blocks; its stitch reads them as one sampler)
     output_layers: int = 0
+    # the graph nodes it computes (every node a fusion folded in), in order; empty: the
+    # header names `nodes` with the kernel's op, scope and location
+    implements: tuple = ()
+
+    def __post_init__(self):
+        if HEADER_END in self.source:
+            object.__setattr__(self, "source", _with_header(self))
+
+    @property
+    def node_records(self) -> tuple:
+        """NodeRecord per node the kernel computes."""
+        if self.implements:
+            return tuple(self.implements)
+        return tuple(NodeRecord(name, self.op, self.scope if len(self.nodes) == 1 else
+                                name.rpartition("/")[0], self.location or "")
+                     for name in self.nodes or (self.name,))
 
     @property
     def outputs(self) -> tuple:
@@ -63,6 +118,58 @@ class Kernel:
     def __repr__(self):
         return (f"Kernel({self.name!r}, op={self.op!r}, scope={self.scope!r}, "
                 f"inputs={[b.value for b in self.inputs]}, output={self.output.value!r})")
+
+
+def _type(layout) -> str:
+    short = {"float32": "f32", "int32": "i32", "bool": "bool"}.get(layout.dtype,
+                                                                   layout.dtype)
+    return f"{short}[{','.join(str(d) for d in layout.shape)}]"
+
+
+def _texels(layout, layers: int = 0) -> str:
+    fmt = "RGBA32I" if layout.dtype != "float32" else "RGBA32F"
+    text = f"{layout.width}x{layout.height} {fmt} texels"
+    return text + (f", {layers} layers of one array texture" if layers else "")
+
+
+def _header_context(kernel, user_line: int) -> dict:
+    """What templates/kernel_header.glsl.j2 writes; text, raw (the template passes
+    everything through the `comment` filter)."""
+    nodes = kernel.node_records
+    ops = [n.op if n.op == n.user_op else f"{n.op} '{n.user_op}'" for n in nodes]
+    lhs = [f"{n.name} = {op}" for n, op in zip(nodes, ops)]
+    width = max(map(len, lhs))
+    bind = [{"sampler": b.sampler, "value": b.value, "type": _type(b.layout),
+             "texels": _texels(b.layout)} for b in kernel.inputs]
+    outs = [{"sampler": b.sampler, "value": b.value, "type": _type(b.layout),
+             "texels": _texels(b.layout, kernel.output_layers if i == 0 else 0)}
+            for i, b in enumerate(kernel.outputs)]
+    return {"kernel": kernel, "user_line": user_line, "inputs": bind, "outputs": outs,
+            "nodes": [{"lhs": text.ljust(width), "scope": n.scope or "(root)",
+                       "source": n.source} for n, text in zip(nodes, lhs)],
+            "fused": len(nodes) > 1,
+            "uniforms": [(name, glsl_type, repr(value))
+                         for name, (glsl_type, value) in kernel.uniforms.items()]}
+
+
+def _with_header(kernel) -> str:
+    """kernel.source with the header rendered from the record before HEADER_END (a
+    header already there is replaced: the record may have changed)."""
+    from .environment import environment
+    first, _, rest = kernel.source.partition("\n")          # "#version 330 core"
+    body = rest.split(HEADER_END + "\n", 1)[1] if HEADER_END + "\n" in rest else \
+        rest.split(HEADER_END, 1)[1]
+    template = environment().get_template("kernel_header.glsl.j2")
+    header = template.render(**_header_context(kernel, 0))
+    if kernel.user_code:             # the user's first line, counted in this very text
+        mark = next((i for i, line in enumerate(body.splitlines())
+                     if line.strip() == USER_CODE_MARK), None)
+        if mark is not None:
+            line = 1 + header.count("\n") + 1 + mark + 2
+            header = template.render(**_header_context(kernel, line))
+            program, _, text = kernel.user_code
+            object.__setattr__(kernel, "user_code", (program, line, text))
+    return f"{first}\n{header}{HEADER_END}\n{body}"
 
 
 @dataclass

@@ -101,7 +101,7 @@ class Profile:
     def kernel(self, kernel, seconds, read):
         now = time.perf_counter()
         wall, self._mark = now - self._mark, now
-        key = (user_scope(kernel, self.graph), user_op(kernel, self.graph))
+        key = (user_scope(kernel), user_op(kernel))
         self._kernel_time[key] += seconds / self.runs
         self._kernel_wall[key] += wall / self.runs
         self._kernel_calls[key] += 1

@@ -380,7 +380,7 @@ class CompiledFunction:
 
     def __init__(self, session: Session, fetches, feeds, passes=None):
         self.session = session
-        flat, self._rebuild = _flatten(fetches)
+        flat, _ = _flatten(fetches)
         self._values = [session._fetch_value(f) for f in flat]
         self._feeds = [session._feed_value(f) for f in feeds]
         self._passes = passes
@@ -435,7 +435,7 @@ class CompiledFunction:
         shapes and texture layouts, and the uniforms, and compiles as it is. Returns the
         paths."""
         from .shaders import write_shaders
-        return write_shaders(self.kernels, directory, self.session.graph, self.graph)
+        return write_shaders(self.kernels, directory)
 
 
 def _release_session(device, plans, variables) -> None:

@@ -5,10 +5,25 @@ Its semantics match the GL plan's: reads of a variable see its value from the st
 the run; assigns take effect when the run ends."""
 from __future__ import annotations
 
+import time
+from types import SimpleNamespace
+
 import numpy as np
 
+from ..codegen.kernel import node_records
 from ..ir.errors import FragflowError
 from ..ir.ops.registry import get_op
+
+# nodes whose values come from outside a run's computation: observers hear of no kernel
+SOURCES = ("placeholder", "run_counter", "variable", "constant")
+
+
+def _node_kernel(node):
+    """A node as the one-node 'kernel' an observer hears of (the fields of a GL Kernel
+    that observers read)."""
+    return SimpleNamespace(name=node.name, op=node.op, nodes=(node.name,),
+                           scope=node.scope, location=node.source,
+                           node_records=node_records([node]))
 
 
 class NumpyVariables:
@@ -41,69 +56,44 @@ class NumpyPlan:
         self._float = np.float64 if float64 else np.float32
 
     def run(self, feeds: dict) -> list:
-        env = {}
-        assigns = []
-        with np.errstate(all="ignore"):
-            for node in self.graph.nodes:
-                if node.op in ("placeholder", "run_counter"):
-                    results = [np.asarray(feeds[node.outputs[0].name])]
-                elif node.op == "variable":
-                    results = [self.variables.value(node.name, node.attrs["initial_value"])]
-                elif node.op == "constant":
-                    results = [node.attrs["value"]]
-                else:
-                    arrays = [env[v] for v in node.inputs]
-                    try:
-                        results = get_op(node.op).run_reference(arrays, node.attrs)
-                    except FragflowError:
-                        raise
-                    except Exception as err:   # a reference that cannot run these inputs
-                        raise FragflowError(f"{node.where()}: {type(err).__name__}: {err}") \
-                            from err
-                    if node.op == "assign":
-                        assigns.append((node.inputs[0].node.name, results[0]))
-                for v, r in zip(node.outputs, results):
-                    dtype = self._float if v.dtype == "float32" else np.dtype(v.dtype)
-                    env[v] = np.asarray(r, dtype=dtype).reshape(v.shape)
-        outputs = [env[v].copy() for v in self.graph.outputs]
-        for name, value in assigns:
-            self.variables.write(name, value.astype(np.dtype(self._dtype_of(name))))
-        return outputs
+        return self.run_observed(feeds, None)
 
     def run_observed(self, feeds: dict, observer) -> list:
-        """run() telling observer about every node (as a one-node 'kernel'): the numpy
-        backend's debug mode and profile."""
-        import time
-        from types import SimpleNamespace
+        """run() telling observer (None: nobody) about every feed and every computed
+        node, as a one-node 'kernel': the numpy backend's debug mode and profile."""
         env, assigns = {}, []
         with np.errstate(all="ignore"):
             for node in self.graph.nodes:
                 start = time.perf_counter()
-                if node.op in ("placeholder", "run_counter"):
-                    results = [np.asarray(feeds[node.outputs[0].name])]
-                    if node.op == "placeholder":
-                        observer.input(node.name, lambda r=results[0]: r)
-                elif node.op == "variable":
-                    results = [self.variables.value(node.name, node.attrs["initial_value"])]
-                elif node.op == "constant":
-                    results = [node.attrs["value"]]
-                else:
-                    results = get_op(node.op).run_reference([env[v] for v in node.inputs],
-                                                            node.attrs)
-                    if node.op == "assign":
-                        assigns.append((node.inputs[0].node.name, results[0]))
+                results = self._results(node, feeds, env)
+                if observer is not None and node.op == "placeholder":
+                    observer.input(node.name, lambda r=results[0]: r)
+                if node.op == "assign":
+                    assigns.append((node.inputs[0].node.name, results[0]))
                 for v, r in zip(node.outputs, results):
                     dtype = self._float if v.dtype == "float32" else np.dtype(v.dtype)
                     env[v] = np.asarray(r, dtype=dtype).reshape(v.shape)
-                if node.op not in ("placeholder", "run_counter", "variable", "constant"):
-                    kernel = SimpleNamespace(name=node.name, op=node.op, nodes=(node.name,),
-                                             scope=node.scope, location=node.source)
-                    observer.kernel(kernel, time.perf_counter() - start,
+                if observer is not None and node.op not in SOURCES:
+                    observer.kernel(_node_kernel(node), time.perf_counter() - start,
                                     lambda v=node.outputs[0]: env[v])
         outputs = [env[v].copy() for v in self.graph.outputs]
         for name, value in assigns:
             self.variables.write(name, value.astype(np.dtype(self._dtype_of(name))))
         return outputs
+
+    def _results(self, node, feeds: dict, env: dict) -> list:
+        if node.op in ("placeholder", "run_counter"):
+            return [np.asarray(feeds[node.outputs[0].name])]
+        if node.op == "variable":
+            return [self.variables.value(node.name, node.attrs["initial_value"])]
+        if node.op == "constant":
+            return [node.attrs["value"]]
+        try:
+            return get_op(node.op).run_reference([env[v] for v in node.inputs], node.attrs)
+        except FragflowError:
+            raise
+        except Exception as err:   # a reference that cannot run these inputs
+            raise FragflowError(f"{node.where()}: {type(err).__name__}: {err}") from err
 
     def _dtype_of(self, variable_name: str) -> str:
         return self.graph.node(variable_name).outputs[0].dtype

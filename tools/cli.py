@@ -115,8 +115,7 @@ def _render(target, graph, fmt, shapes, user_graph=False, subtitle="") -> str:
         print(f"fragflow: {problem}", file=sys.stderr)
     else:
         kernels, compiled_graph = run.kernels, run.graph
-        texts = [shader_text(k, i, target.graph, compiled_graph)
-                 for i, k in enumerate(kernels)]
+        texts = [shader_text(k) for k in kernels]
         run.close()
     types = concrete_types(target, shapes) if user_graph else {}
     index = kernel_of(graph, kernels)
@@ -152,15 +151,14 @@ def cmd_shaders(args) -> int:
     target = load_target(args.target)
     run = compile_target(target, parse_feed_shapes(args.feed_shape))
     try:
-        graphs = (target.graph, run.graph)
         if args.output:
-            paths = write_shaders(run.kernels, args.output, *graphs, only=args.kernel)
+            paths = write_shaders(run.kernels, args.output, only=args.kernel)
             for path in paths:
                 print(path)
             print(f"{len(paths)} shader(s) of {len(run.kernels)} kernel(s) in run order",
                   file=sys.stderr)
         else:
-            texts = [shader_text(k, i, *graphs) for i, k in select(run.kernels, args.kernel)]
+            texts = [shader_text(k) for _, k in select(run.kernels, args.kernel)]
             print("\n".join(texts))
     finally:
         run.close()

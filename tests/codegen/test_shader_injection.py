@@ -137,7 +137,7 @@ def test_dumped_shader_files_escape_their_headers(gl, tmp_path):
     for node in g.nodes:
         node.source = PAYLOAD
     fn = ff.Session(g).compile([y], feeds=[x])
-    for path in write_shaders(fn.kernels, str(tmp_path), g):
+    for path in write_shaders(fn.kernels, str(tmp_path)):
         text = open(path).read()
         lines = text.splitlines()
         assert all(not line.startswith("#") for line in lines[1:]), text
