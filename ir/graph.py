@@ -230,14 +230,6 @@ class Graph:
                          + (f" ('{node.name}:0' to '{node.name}:{count - 1}')"
                             if count > 1 else ""))
 
-    def consumers(self) -> dict:
-        """{Value: [(node, input_index), ...]} for every value that has a consumer."""
-        users = defaultdict(list)
-        for node in self.nodes:
-            for i, v in enumerate(node.inputs):
-                users[v].append((node, i))
-        return users
-
     def to_networkx(self):
         import networkx as nx
         g = nx.MultiDiGraph(name=self.name)

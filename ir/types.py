@@ -41,16 +41,8 @@ def as_dtype(dtype) -> str:
     raise DTypeError(f"unknown dtype {dtype!r}: fragflow supports {', '.join(DTYPES)}")
 
 
-def numpy_dtype(dtype: str) -> np.dtype:
-    return np.dtype(dtype)
-
-
 def promote(*dtypes: str) -> str:
     return max(dtypes, key=_RANK.__getitem__)
-
-
-def is_float(dtype: str) -> bool:
-    return dtype == "float32"
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..ir.ops.fused import HEADS
 from .rewrite import consumers, rebuild
-
-HEADS = ("conv2d", "depthwise_conv2d", "matmul")
 
 
 def _per_channel(scale: np.ndarray, channels: int):

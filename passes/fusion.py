@@ -15,6 +15,7 @@ binding more does not link). Every candidate turned down is reported with why â€
 silent non-fusion is a known pain of TensorFlow's remapper."""
 from __future__ import annotations
 
+from ..ir.ops.fused import HEADS
 from ..ir.ops.registry import get_op
 from .rewrite import consumers, rebuild
 from .split_wide import DEFAULT_TEXTURE_UNITS
@@ -131,9 +132,6 @@ def fuse_elementwise(graph, report, max_texture_units: int = DEFAULT_TEXTURE_UNI
 
     skip = {m for root, members in groups.items() for m in members if m is not root}
     return rebuild(graph, transform, skip)
-
-
-HEADS = ("matmul", "conv2d", "depthwise_conv2d")
 
 
 def fuse_epilogues(graph, report, max_texture_units: int = DEFAULT_TEXTURE_UNITS):

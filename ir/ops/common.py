@@ -58,7 +58,7 @@ def graph_of(*args) -> Graph:
 def weak_dtype(scalar, other: str) -> str:
     """The dtype a Python scalar takes beside a tensor of dtype `other`."""
     if isinstance(scalar, (bool, np.bool_)):
-        return other if other != "int32" else "int32"
+        return other
     if isinstance(scalar, (int, np.integer)):
         return "int32" if other == "bool" else other
     return "float32"

@@ -219,12 +219,11 @@ BINARY = {
     "prelu": (FLOAT, None, _arith(lambda x, alpha: np.where(x > 0, x, alpha * x))),
 }
 
-NON_DIFFERENTIABLE = {"sign", "floor", "ceil", "round", "logical_not", "zeros_like",
-                      "ones_like", "equal", "not_equal", "less", "less_equal", "greater",
-                      "greater_equal", "logical_and", "logical_or", "floor_div", "cast"}
-# sign/floor/ceil/round (and TensorFlow.js's step) have zero gradients: their rules
-# return zeros.
-ZERO_GRADIENT = {"sign", "floor", "ceil", "round", "step"}
+NON_DIFFERENTIABLE = {"logical_not", "zeros_like", "ones_like", "equal", "not_equal",
+                      "less", "less_equal", "greater", "greater_equal", "logical_and",
+                      "logical_or", "floor_div"}
+# sign/floor/ceil/round (and TensorFlow.js's step) are differentiable: their gradient
+# rules return zeros.
 
 
 def _unary_ref(fn):
@@ -237,7 +236,7 @@ def _unary_ref(fn):
 for _name, (_allowed, _fn) in UNARY.items():
     register(OpDef(_name, "elementwise", unary_rule(_allowed), _unary_ref(_fn),
                    num_inputs=1,
-                   differentiable=_name not in NON_DIFFERENTIABLE or _name in ZERO_GRADIENT))
+                   differentiable=_name not in NON_DIFFERENTIABLE))
 
 for _name, (_allowed, _out, _fn) in BINARY.items():
     register(OpDef(_name, "elementwise", binary_rule(_allowed, _out), _fn, num_inputs=2,

@@ -84,6 +84,8 @@ register(OpDef("fused_matmul", "fused", _fused_matmul_type, _fused_matmul_ref,
 # fused_conv(x, w, *extra) {conv_op, conv_attrs, steps}: conv2d or depthwise_conv2d
 # (conv_op) with its attrs (a tuple of pairs) and an epilogue, like fused_matmul.
 CONV_HEADS = ("conv2d", "depthwise_conv2d")
+# the ops an epilogue fuses into, and a batch norm folds into (passes/)
+HEADS = ("matmul",) + CONV_HEADS
 
 
 def _conv_head(attrs):
@@ -118,10 +120,6 @@ def fused_conv(conv_op, x, w, extra, steps, conv_attrs, nodes=(), name=None):
     return apply("fused_conv", [x, w, *extra],
                  {"conv_op": conv_op, "conv_attrs": tuple(sorted(conv_attrs.items())),
                   "steps": steps, "nodes": nodes}, name)
-
-
-def fused_elementwise(inputs, steps, nodes=(), name=None):
-    return apply("fused_elementwise", list(inputs), {"steps": steps, "nodes": nodes}, name)
 
 
 def fused_matmul(a, b, extra, steps, transpose_a=False, transpose_b=False, nodes=(),

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import fragflow as ff
+from fragflow.frontend.fused import ACTIVATIONS
 from tests.reference import assert_matches
 
 rng = np.random.default_rng(11)
@@ -46,9 +47,6 @@ def _activation(name, y, alpha):
     if name == "leaky_relu":
         return ff.leaky_relu(y, alpha=0.1)
     return getattr(ff, name)(y)
-
-
-ACTIVATIONS = ["linear", "relu", "relu6", "elu", "leaky_relu", "prelu", "sigmoid", "tanh"]
 
 
 SHAPES = {"matmul": ((6, 7), (7, 8), 8), "conv2d": ((2, 6, 5, 3), (3, 3, 3, 8), 8),
