@@ -18,6 +18,8 @@ output channels), depthwise as 4 channels of 2 x 4 adjacent pixels (each input t
 their footprint read once), conv2d_backprop_filter as the transposed windows times dy
 (4 input channels x 8 output channels, the batch split among fragments when the filter
 is small). Stride-1 input gradients are convolutions (passes/conv_lowering.py).
+
+Pools and their gradients with C % 4 == 0 run four channels a fragment (codegen/pool.py).
 """
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ from dataclasses import dataclass, replace
 
 from ..ir.errors import FragflowError
 from ..ir.ops import conv as _conv
-from . import matmul
+from . import matmul, pool
 from .common import make_kernel, operands, output_operand
 from .layout import strides
 from .reduce import LOOP_TRIPS, unroll_for
@@ -248,6 +250,11 @@ def lower_node(node, layouts, prefix, extra=(), epilogue=None, kernel_op=None,
                 f"past what llvmpipe runs (65535); use a smaller window or batch")
     if epilogue is not None and kind != "conv":
         raise FragflowError(f"{node.where()}: only convolutions take an epilogue")
+    if kind in pool.KINDS:
+        fast = pool.vec4_kernel(kind, g, context, inputs, out, prefix, kernel_op or node.op,
+                                nodes or [node])
+        if fast is not None:
+            return fast
     if kind in ("conv", "backprop_filter") and d == 2 and len(inputs) == 2:
         blocked = blocked_conv(node, g, context, inputs, out, layouts, prefix, extra,
                                epilogue, kernel_op or node.op, nodes or [node])

@@ -1,0 +1,52 @@
+"""Pools and their gradients four channels at a time (templates/pool_vec4.glsl.j2).
+
+Where the image's channel count is a multiple of 4, a texel holds 4 channels of one
+pixel, and those 4 channels share every window: a fragment computes a whole texel with
+one set of window positions, reading x (dy, g) a texel per tap, its window unrolled.
+The generic path of templates/conv.glsl.j2 computes each element on its own (a scalar
+fetch per tap and lane, every tap's loop run for every pixel) and, for max/min
+gradients, loops over lanes with dynamic vector indexing, which llvmpipe turns into slow
+scalar code (measured on (64, 8, 8, 8), 2x2 stride 2: max_pool_grad 1.1 ms there).
+
+codegen/conv.py decides the geometry and the loop-trip limit; this module decides
+whether the vec4 path applies and which taps need border checks.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+
+from .common import make_kernel
+
+KINDS = ("pool", "pool_grad", "pool_grad_grad", "avg_pool_grad")
+# Windows up to this many taps are unrolled here; bigger ones (rare) take the generic
+# path rather than a very long shader.
+MAX_TAPS = 64
+
+
+def border_checks(g) -> list:
+    """checked[j][k]: whether offset k of the window along axis j falls outside the
+    image for some output position (VALID pools: never)."""
+    out = []
+    for size, k, s, pad, n in zip(g["in_size"], g["ksize"], g["strides"], g["pad"],
+                                  g["out_size"]):
+        out.append([not (t - pad >= 0 and (n - 1) * s - pad + t < size) for t in range(k)])
+    return out
+
+
+def vec4_kernel(kind, g, context, inputs, out, prefix, op, nodes):
+    """The vec4 kernel for a pool-family node, or None where it does not apply
+    (C % 4 != 0, dilated or very big windows, or a kind it does not cover)."""
+    if kind not in KINDS or g["C"] % 4 or any(d != 1 for d in g["dilations"]) or \
+            math.prod(g["ksize"]) > MAX_TAPS or out.layout.dtype != "float32":
+        return None
+    checked = border_checks(g)
+    taps = [(tap, ks, [j for j, k in enumerate(ks) if checked[j][k]])
+            for tap, ks in enumerate(itertools.product(*(range(k) for k in g["ksize"])))]
+    image = context["xs"]              # element strides of the image (N, spatial.., C)
+    pooled = context["ys"]             # ... and of the pool's output
+    return make_kernel(
+        "pool_vec4.glsl.j2", prefix, op, nodes, inputs, out, g=g, ops=context["ops"],
+        kind=kind, extremum=context["extremum"], C4=g["C"] // 4, taps=taps,
+        checked=checked, xt=[s // 4 for s in image[:-1]], yt=[s // 4 for s in pooled[:-1]],
+        texels=out.layout.size // 4)
