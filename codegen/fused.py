@@ -3,12 +3,13 @@ several steps; fused_matmul renders templates/matmul.glsl.j2 with an epilogue
 (templates/epilogue.glsl.j2)."""
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
 
 from ..ir.ops.fused import _infer_step, eval_steps
 from ..ir.types import TensorType
 from . import elementwise
-from .common import output_operand
+from .common import kernel_name, output_operand
 from .layout import broadcast_index
 from .matmul import matmul_kernel
 from .operands import GLSL_SCALAR, Operand
@@ -59,7 +60,8 @@ def lower_fused_elementwise(node, layouts, prefix):
     nodes = _header_nodes(node)
     kernel = elementwise._kernel(nodes, steps, result, inputs, out, prefix,
                                  constants=elementwise.scalar_constants(node.inputs))
-    return kernel
+    # named, as fusion_report names it, after the fused node (its last member)
+    return replace(kernel, name=kernel_name(prefix, node))
 
 
 def lower_fused_matmul(node, layouts, prefix):

@@ -107,3 +107,29 @@ def test_source_and_dumped_files_agree_for_blocked_and_stitch_kernels(gl, tmp_pa
     for kernel in kernels:
         for node in ("dense/matmul", "dense/add", "dense/relu"):
             assert re.search(rf"//   {node} = \w+ +scope 'dense'", _header(kernel.source))
+
+
+def test_fusion_report_and_shader_files_name_a_kernel_alike(gl, tmp_path):
+    rng = np.random.default_rng(1)
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder(ff.float32, (6, 5), name="x")
+        with ff.name_scope("dense"):
+            h = ff.relu(ff.matmul(x, ff.constant(rng.standard_normal((5, 7)).astype(
+                np.float32), name="w")) + 0.5)
+        with ff.name_scope("head"):
+            y = ff.exp(ff.square(h) * 2.0) - 1.0
+    data = rng.standard_normal((6, 5)).astype(np.float32)
+    with ff.Session(g) as sess:
+        fn = sess.compile([h, y], feeds=[x])      # h fetched: the epilogue ends there
+        reference = ff.Session(g, backend="numpy").run([h, y], {x: data})
+        for got, want in zip(fn(data), reference):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+        files = [p.rsplit("/", 1)[1] for p in fn.dump_shaders(str(tmp_path))]
+        report = fn.fusion_report
+    named = [re.search(r"'([^']+)'", line).group(1) for line in report
+             if line.startswith("fused")]
+    assert len(named) == 2, report          # the epilogue and the elementwise group
+    for name in named:
+        assert any(f.endswith("_" + name.replace("/", "_") + ".frag") for f in files), \
+            (name, files)
