@@ -6,7 +6,7 @@ import re
 from ..ir import sanitize
 from ..ir.types import TensorType
 from .environment import render
-from .kernel import Binding, Kernel, node_records
+from .kernel import Binding, Kernel, records_of
 from .operands import Operand
 
 
@@ -49,7 +49,7 @@ def make_kernel(template: str, prefix: str, op: str, nodes, inputs, out, *,
                     inputs=tuple(Binding(b.sampler, b.value, b.layout) for b in inputs),
                     output=Binding("ff_out", out.value, out.layout), uniforms=uniforms,
                     user_code=(user_code[0], 0, user_code[1]) if user_code else None,
-                    implements=node_records(nodes))
+                    implements=records_of(nodes))
     user = kernel.user_code
     sanitize.check_shader(kernel.source, range(user[1], user[1] + user[2].count("\n") + 1)
                           if user else range(0))

@@ -49,7 +49,7 @@ class NodeRecord:
             object.__setattr__(self, "user_op", self.op)
 
 
-def node_records(nodes) -> tuple:
+def records_of(nodes) -> tuple:
     """One NodeRecord per node a kernel computes (graph nodes, or stand-ins with name,
     op, scope and source): a fused node gives the nodes the fusion folded into it."""
     out = []

@@ -16,13 +16,6 @@ import os
 import re
 
 
-def implemented_nodes(kernel) -> list:
-    """[{name, op, scope, source, user_op}] for the graph nodes a kernel computes, in
-    the order it computes them (every node a fusion folded in), from its record."""
-    return [{"name": n.name, "op": n.op, "scope": n.scope, "source": n.source,
-             "user_op": n.user_op} for n in kernel.node_records]
-
-
 def user_op(kernel) -> str:
     """The op(s) the user wrote that a kernel runs: "relu", "matmul+add+relu", or a
     gpgpu_program's name — never an internal kernel op such as "fused_matmul"."""

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from ..codegen.kernel import node_records
+from ..codegen.kernel import records_of
 from ..ir.errors import FragflowError
 from ..ir.ops.registry import get_op
 
@@ -23,7 +23,7 @@ def _node_kernel(node):
     that observers read)."""
     return SimpleNamespace(name=node.name, op=node.op, nodes=(node.name,),
                            scope=node.scope, location=node.source,
-                           node_records=node_records([node]))
+                           node_records=records_of([node]))
 
 
 class NumpyVariables:
