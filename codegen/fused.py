@@ -10,6 +10,7 @@ from ..ir.ops.fused import _infer_step, eval_steps
 from ..ir.types import TensorType
 from . import elementwise
 from .common import kernel_name, output_operand
+from .kernel import records_of
 from .layout import broadcast_index
 from .matmul import matmul_kernel
 from .operands import GLSL_SCALAR, Operand
@@ -47,8 +48,7 @@ def _header_nodes(node):
     names = node.attrs.get("nodes") or ()
     if not names:
         return [node]
-    return [SimpleNamespace(name=n, op=op, source=src, scope=n.rpartition("/")[0])
-            for n, op, src in names]
+    return list(records_of([node]))
 
 
 def lower_fused_elementwise(node, layouts, prefix):
