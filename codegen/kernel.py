@@ -73,7 +73,7 @@ class Kernel:
     nodes: tuple          # names of the IR nodes it implements
     scope: str            # the name scope of its (first) node
     location: str         # the user's file:line of its (first) node
-    source: str           # full GLSL fragment shader
+    source: str           # full GLSL fragment shader (header rendered from this record)
     inputs: tuple         # (Binding, ...) in texture-unit order
     output: Binding
     uniforms: dict = field(default_factory=dict)   # name -> (glsl type, value)
@@ -157,8 +157,7 @@ def _with_header(kernel) -> str:
     header already there is replaced: the record may have changed)."""
     from .environment import environment
     first, _, rest = kernel.source.partition("\n")          # "#version 330 core"
-    body = rest.split(HEADER_END + "\n", 1)[1] if HEADER_END + "\n" in rest else \
-        rest.split(HEADER_END, 1)[1]
+    body = rest.split(HEADER_END, 1)[1].removeprefix("\n")
     template = environment().get_template("kernel_header.glsl.j2")
     header = template.render(**_header_context(kernel, 0))
     if kernel.user_code:             # the user's first line, counted in this very text
