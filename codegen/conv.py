@@ -252,7 +252,7 @@ def lower_node(node, layouts, prefix, extra=(), epilogue=None, kernel_op=None,
         raise FragflowError(f"{node.where()}: only convolutions take an epilogue")
     if kind in pool.KINDS:
         fast = pool.vec4_kernel(kind, g, context, inputs, out, prefix, kernel_op or node.op,
-                                nodes or [node])
+                                nodes or [node], layouts)
         if fast is not None:
             return fast
     if kind in ("conv", "backprop_filter") and d == 2 and len(inputs) == 2:

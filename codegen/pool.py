@@ -6,7 +6,13 @@ one set of window positions, reading x (dy, g) a texel per tap, its window unrol
 The generic path of templates/conv.glsl.j2 computes each element on its own (a scalar
 fetch per tap and lane, every tap's loop run for every pixel) and, for max/min
 gradients, loops over lanes with dynamic vector indexing, which llvmpipe turns into slow
-scalar code (measured on (64, 8, 8, 8), 2x2 stride 2: max_pool_grad 1.1 ms there).
+scalar code (measured on (64, 8, 8, 8), 2x2 stride 2: max_pool_grad 1.1 ms there,
+0.24 ms here).
+
+A max/min pool gradient over overlapping windows (3x3 stride 2, say) would scan every
+window holding a pixel, each window read by several pixels: it runs as two kernels,
+each window's argmax tap once, then dy routed by it (2 texels per window; measured on
+(64, 8, 8, 8), 3x3 stride 2 SAME: 2.9 ms generic, 1.7 ms one vec4 kernel, 0.63 ms two).
 
 codegen/conv.py decides the geometry and the loop-trip limit; this module decides
 whether the vec4 path applies and which taps need border checks.
@@ -15,8 +21,12 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import replace
 
+from ..ir.types import TensorType
 from .common import make_kernel
+from .layout import layout_for
+from .operands import Operand
 
 KINDS = ("pool", "pool_grad", "pool_grad_grad", "avg_pool_grad")
 # Windows up to this many taps are unrolled here; bigger ones (rare) take the generic
@@ -34,8 +44,10 @@ def border_checks(g) -> list:
     return out
 
 
-def vec4_kernel(kind, g, context, inputs, out, prefix, op, nodes):
-    """The vec4 kernel for a pool-family node, or None where it does not apply
+def vec4_kernel(kind, g, context, inputs, out, prefix, op, nodes, layouts=None):
+    """The vec4 kernel for a pool-family node (a list of two for a max/min pool
+    gradient over overlapping windows: the argmaxes, then dy routed by them, the
+    value between them registered in `layouts`), or None where it does not apply
     (C % 4 != 0, dilated or very big windows, or a kind it does not cover)."""
     if kind not in KINDS or g["C"] % 4 or any(d != 1 for d in g["dilations"]) or \
             math.prod(g["ksize"]) > MAX_TAPS or out.layout.dtype != "float32":
@@ -45,8 +57,28 @@ def vec4_kernel(kind, g, context, inputs, out, prefix, op, nodes):
             for tap, ks in enumerate(itertools.product(*(range(k) for k in g["ksize"])))]
     image = context["xs"]              # element strides of the image (N, spatial.., C)
     pooled = context["ys"]             # ... and of the pool's output
-    return make_kernel(
-        "pool_vec4.glsl.j2", prefix, op, nodes, inputs, out, g=g, ops=context["ops"],
-        kind=kind, extremum=context["extremum"], C4=g["C"] // 4, taps=taps,
-        checked=checked, xt=[s // 4 for s in image[:-1]], yt=[s // 4 for s in pooled[:-1]],
-        texels=out.layout.size // 4)
+    common = dict(g=g, extremum=context["extremum"], C4=g["C"] // 4, taps=taps,
+                  checked=checked, xt=[s // 4 for s in image[:-1]],
+                  yt=[s // 4 for s in pooled[:-1]])
+    ops = context["ops"]
+    if kind == "pool_grad" and layouts is not None and \
+            any(s < k for s, k in zip(g["strides"], g["ksize"])):
+        # overlapping windows: scanning every window that holds a pixel reads each
+        # window several times; find each window's argmax once, then route dy by it
+        shape = (g["N"],) + tuple(g["out_size"]) + (g["C"],)
+        name = f"{out.value}#argmax"
+        layouts[name] = layout_for(TensorType(shape, "float32"),
+                                   max(out.layout.width, out.layout.height, 1024), name)
+        arg = Operand(sampler="ff_out", value=name, layout=layouts[name],
+                      type=str(TensorType(shape, "float32")))
+        first = make_kernel("pool_vec4.glsl.j2", prefix, op, nodes, [ops["x"]], arg,
+                            ops={"x": ops["x"]}, kind="pool_argmax",
+                            texels=arg.layout.size // 4, **common)
+        routed_ops = {"arg": replace(arg, sampler="x0"), "dy": replace(ops["dy"],
+                                                                        sampler="x1")}
+        second = make_kernel("pool_vec4.glsl.j2", prefix + "r", op, nodes,
+                             list(routed_ops.values()), out, ops=routed_ops,
+                             kind="pool_routed", texels=out.layout.size // 4, **common)
+        return [first, second]
+    return make_kernel("pool_vec4.glsl.j2", prefix, op, nodes, inputs, out, ops=ops,
+                       kind=kind, texels=out.layout.size // 4, **common)
