@@ -45,12 +45,15 @@ def border_checks(g) -> list:
 
 
 def vec4_kernel(kind, g, context, inputs, out, prefix, op, nodes, layouts=None):
-    """The vec4 kernel for a pool-family node (a list of two for a max/min pool
-    gradient over overlapping windows: the argmaxes, then dy routed by them, the
-    value between them registered in `layouts`), or None where it does not apply
-    (C % 4 != 0, dilated or very big windows, or a kind it does not cover)."""
-    if kind not in KINDS or g["C"] % 4 or any(d != 1 for d in g["dilations"]) or \
+    """The kernel for a pool-family node: four channels a fragment where C % 4 == 0;
+    a list of two for a max/min pool gradient over overlapping windows or with
+    C % 4 != 0 (the argmaxes, then dy routed by them, the value between them registered
+    in `layouts`); None where neither applies (dilated or very big windows, C % 4 != 0
+    for the other kinds): the generic kernel of templates/conv.glsl.j2."""
+    if kind not in KINDS or any(d != 1 for d in g["dilations"]) or \
             math.prod(g["ksize"]) > MAX_TAPS or out.layout.dtype != "float32":
+        return None
+    if g["C"] % 4 and (kind != "pool_grad" or layouts is None):
         return None
     checked = border_checks(g)
     taps = [(tap, ks, [j for j, k in enumerate(ks) if checked[j][k]])
@@ -59,26 +62,37 @@ def vec4_kernel(kind, g, context, inputs, out, prefix, op, nodes, layouts=None):
     pooled = context["ys"]             # ... and of the pool's output
     common = dict(g=g, extremum=context["extremum"], C4=g["C"] // 4, taps=taps,
                   checked=checked, xt=[s // 4 for s in image[:-1]],
-                  yt=[s // 4 for s in pooled[:-1]])
+                  yt=[s // 4 for s in pooled[:-1]], xs=image, ys=pooled)
     ops = context["ops"]
+    if g["C"] % 4:
+        # channels not in fours: four elements a fragment (templates/pool_lanes.glsl.j2)
+        return _argmax_then_route("pool_lanes.glsl.j2", g, ops, out, prefix, op, nodes,
+                                  layouts, common)
     if kind == "pool_grad" and layouts is not None and \
             any(s < k for s, k in zip(g["strides"], g["ksize"])):
-        # overlapping windows: scanning every window that holds a pixel reads each
-        # window several times; find each window's argmax once, then route dy by it
-        shape = (g["N"],) + tuple(g["out_size"]) + (g["C"],)
-        name = f"{out.value}#argmax"
-        layouts[name] = layout_for(TensorType(shape, "float32"),
-                                   max(out.layout.width, out.layout.height, 1024), name)
-        arg = Operand(sampler="ff_out", value=name, layout=layouts[name],
-                      type=str(TensorType(shape, "float32")))
-        first = make_kernel("pool_vec4.glsl.j2", prefix, op, nodes, [ops["x"]], arg,
-                            ops={"x": ops["x"]}, kind="pool_argmax",
-                            texels=arg.layout.size // 4, **common)
-        routed_ops = {"arg": replace(arg, sampler="x0"), "dy": replace(ops["dy"],
-                                                                        sampler="x1")}
-        second = make_kernel("pool_vec4.glsl.j2", prefix + "r", op, nodes,
-                             list(routed_ops.values()), out, ops=routed_ops,
-                             kind="pool_routed", texels=out.layout.size // 4, **common)
-        return [first, second]
+        return _argmax_then_route("pool_vec4.glsl.j2", g, ops, out, prefix, op, nodes,
+                                  layouts, common)
     return make_kernel("pool_vec4.glsl.j2", prefix, op, nodes, inputs, out, ops=ops,
                        kind=kind, texels=out.layout.size // 4, **common)
+
+
+def _argmax_then_route(template, g, ops, out, prefix, op, nodes, layouts, common):
+    """[each window's argmax tap, dy routed by it] for max/min_pool_grad; the value
+    between them is registered in `layouts`."""
+    # scanning every window that holds an element would read each window several
+    # times (and, four elements a fragment, a window per lane): each argmax once
+    shape = (g["N"],) + tuple(g["out_size"]) + (g["C"],)
+    name = f"{out.value}#argmax"
+    layouts[name] = layout_for(TensorType(shape, "float32"),
+                               max(out.layout.width, out.layout.height, 1024), name)
+    arg = Operand(sampler="ff_out", value=name, layout=layouts[name],
+                  type=str(TensorType(shape, "float32")))
+    first = make_kernel(template, prefix, op, nodes, [ops["x"]], arg,
+                        ops={"x": ops["x"]}, kind="pool_argmax",
+                        texels=arg.layout.size // 4, **common)
+    routed_ops = {"arg": replace(arg, sampler="x0"), "dy": replace(ops["dy"],
+                                                                    sampler="x1")}
+    second = make_kernel(template, prefix + "r", op, nodes,
+                         list(routed_ops.values()), out, ops=routed_ops,
+                         kind="pool_routed", texels=out.layout.size // 4, **common)
+    return [first, second]
