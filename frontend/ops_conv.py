@@ -110,26 +110,33 @@ def conv1d(input, filters, stride=1, padding="VALID", data_format="NWC", dilatio
     return _wrap(_shape.squeeze(y, 1))
 
 
+def _conv_transpose(kind, layout, input, filters, output_shape, strides, padding,
+                    data_format, dilations, name):
+    """conv2d_transpose / conv3d_transpose: conv_backprop_input of `kind` ("conv2d" or
+    "conv3d"), whose output_shape is written in `layout` ("NHWC" or "NDHWC")."""
+    _check_format(data_format, (layout,))
+    x, w = _operands(input, filters)
+    output_shape = tuple(int(d) for d in output_shape)
+    if len(output_shape) != len(layout):
+        raise ShapeError(f"{kind}_transpose's output_shape must be [{', '.join(layout)}], "
+                         f"got {list(output_shape)}")
+    y = _conv.conv_backprop_input(kind, x, w, output_shape[1:-1], strides,
+                                  _padding(padding), dilations, name=name)
+    if any(d is not None and d != o for o, d in zip(output_shape, y.shape)):
+        raise ShapeError(f"{kind}_transpose: output_shape {list(output_shape)} does not "
+                         f"match the result's shape {y.type} (batch and channels come from "
+                         f"the input and the filter)")
+    return _wrap(y)
+
+
 @_export
 def conv2d_transpose(input, filters, output_shape, strides=1, padding="SAME",
                      data_format="NHWC", dilations=1, name=None):
     """The transpose (gradient) of conv2d: maps conv2d's output shape back to its input
     shape `output_shape` ([N, H, W, C]). filters is [H, W, output_channels,
     input_channels], the filter of the conv2d being transposed (TensorFlow's)."""
-    _check_format(data_format, ("NHWC",))
-    x, w = _operands(input, filters)
-    output_shape = tuple(int(d) for d in output_shape)
-    if len(output_shape) != 4:
-        raise ShapeError(f"conv2d_transpose's output_shape must be [N, H, W, C], got "
-                         f"{list(output_shape)}")
-    y = _conv.conv_backprop_input("conv2d", x, w, output_shape[1:3], strides,
-                                  _padding(padding),
-                                  dilations, name=name)
-    if any(d is not None and d != o for o, d in zip(output_shape, y.shape)):
-        raise ShapeError(f"conv2d_transpose: output_shape {list(output_shape)} does not "
-                         f"match the result's shape {y.type} (batch and channels come from "
-                         f"the input and the filter)")
-    return _wrap(y)
+    return _conv_transpose("conv2d", "NHWC", input, filters, output_shape, strides,
+                           padding, data_format, dilations, name)
 
 
 @_export
@@ -138,19 +145,8 @@ def conv3d_transpose(input, filters, output_shape, strides=1, padding="SAME",
     """The transpose (gradient) of conv3d: maps conv3d's output shape back to its input
     shape `output_shape` ([N, D, H, W, C]). filters is [D, H, W, output_channels,
     input_channels], the filter of the conv3d being transposed (TensorFlow's)."""
-    _check_format(data_format, ("NDHWC",))
-    x, w = _operands(input, filters)
-    output_shape = tuple(int(d) for d in output_shape)
-    if len(output_shape) != 5:
-        raise ShapeError(f"conv3d_transpose's output_shape must be [N, D, H, W, C], got "
-                         f"{list(output_shape)}")
-    y = _conv.conv_backprop_input("conv3d", x, w, output_shape[1:4], strides,
-                                  _padding(padding), dilations, name=name)
-    if any(d is not None and d != o for o, d in zip(output_shape, y.shape)):
-        raise ShapeError(f"conv3d_transpose: output_shape {list(output_shape)} does not "
-                         f"match the result's shape {y.type} (batch and channels come from "
-                         f"the input and the filter)")
-    return _wrap(y)
+    return _conv_transpose("conv3d", "NDHWC", input, filters, output_shape, strides,
+                           padding, data_format, dilations, name)
 
 
 @_export
