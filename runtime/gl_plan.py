@@ -180,6 +180,10 @@ class GLPlan:
             self._owned.append(slot)
             return slot
 
+        def reuse_or_new(layout):      # a freed intermediate's slot of this key, else new
+            reusable = free.get(layout.texture_key)
+            return reusable.pop() if reusable else new_slot(layout)
+
         # Feeds and constants: textures of the plan's own for its whole life.
         self._uploads = []
         for name in program.feeds:
@@ -227,8 +231,7 @@ class GLPlan:
                 self._arrays.append(ArrayTexture(layout.width, layout.height, layers))
                 slot_of[out] = Slot(self._arrays[-1])
             else:
-                reusable = free.get(layout.texture_key) if out not in pinned else None
-                slot_of[out] = reusable.pop() if reusable else new_slot(layout)
+                slot_of[out] = new_slot(layout) if out in pinned else reuse_or_new(layout)
             if step[0] == "kernel":
                 kernel = step[1]
                 program_id = self.device.programs.get(kernel)
@@ -241,9 +244,7 @@ class GLPlan:
                     target = Slot(targets)
                 elif kernel.extra_outputs:      # several render targets, one draw
                     for b in kernel.extra_outputs:
-                        reusable = free.get(layouts[b.value].texture_key)
-                        slot_of[b.value] = reusable.pop() if reusable else \
-                            new_slot(layouts[b.value])
+                        slot_of[b.value] = reuse_or_new(layouts[b.value])
                     targets = RenderTargets(slot_of[b.value].texture for b in kernel.outputs)
                     self._framebuffers.append(targets)
                     target = Slot(targets)
