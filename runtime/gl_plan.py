@@ -274,12 +274,19 @@ class GLPlan:
         BOUND.forget()                # uploads (and anything since the last run) bound
         for launch in self._launches:
             draw(*launch)
-        results = [from_texels(slot.texture.readback(), layout)
-                   for slot, layout in self._readbacks]
-        for var_slot, new_slot in self._swaps:
-            var_slot.texture, new_slot.texture = new_slot.texture, var_slot.texture
+        results = self._read_outputs()
+        self._swap_assigned()
         check_gl("running a plan")
         return results
+
+    def _read_outputs(self) -> list:
+        return [from_texels(slot.texture.readback(), layout)
+                for slot, layout in self._readbacks]
+
+    def _swap_assigned(self) -> None:
+        """Assigned variables take their new values' textures (and give theirs back)."""
+        for var_slot, new_slot in self._swaps:
+            var_slot.texture, new_slot.texture = new_slot.texture, var_slot.texture
 
     def run_observed(self, feeds: dict, observer) -> list:
         """run() with an observer told what each phase and kernel costs, and able to
@@ -305,11 +312,9 @@ class GLPlan:
                             lambda out=out, layout=layout:
                             from_texels(out.texture.readback(), layout))
         start = time.perf_counter()
-        results = [from_texels(slot.texture.readback(), layout)
-                   for slot, layout in self._readbacks]
+        results = self._read_outputs()
         observer.phase("readback", time.perf_counter() - start)
-        for var_slot, new_slot in self._swaps:
-            var_slot.texture, new_slot.texture = new_slot.texture, var_slot.texture
+        self._swap_assigned()
         check_gl("running a plan")
         return results
 
