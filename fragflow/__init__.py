@@ -50,6 +50,20 @@ def gl_info() -> dict:
     return get_context().info()
 
 
+def devices() -> list:
+    """The GL devices fragflow can use here (EGL device enumeration), in EGL's order:
+    DeviceInfo(index, vendor, renderer, driver, software, node, cuda_device, default,
+    error). ``ff.Session(g, device=i)`` or ``FRAGFLOW_DEVICE=i`` picks one; without
+    either, the first GPU CUDA_VISIBLE_DEVICES allows, else the software device
+    (llvmpipe). One process has one GL context: its first GL Session fixes the device.
+
+    >>> any(d.default for d in devices()) or devices() == []
+    True
+    """
+    from .runtime.context import devices as _devices
+    return _devices()
+
+
 def save_graph(graph, path: str) -> None:
     """Write a graph's JSON form to path."""
     from .ir.serialize import graph_to_json
@@ -72,6 +86,7 @@ __all__ = list(_frontend_all) + [
     "LoopLimitWarning", "TooManyInputsError",
     "onnx",
     "Graph", "get_default_graph", "reset_default_graph", "dump", "save_graph", "gl_info",
+    "devices",
     "load_graph", "fused", "Session", "CompiledFunction", "Tensor", "Variable", "TensorType",
     "DTYPES", "FragflowError", "AttrError", "BackendError", "DTypeError", "FeedError",
     "FetchError", "GradientError", "GraphError", "NumericsError", "SerializationError",

@@ -43,7 +43,8 @@ class Session:
     """
 
     def __init__(self, graph: Graph | None = None, backend: str = "gl", passes=None,
-                 disable_passes=(), dump_passes: str | None = None, debug: bool = False):
+                 disable_passes=(), dump_passes: str | None = None, debug: bool = False,
+                 device: int | None = None):
         if backend not in BACKENDS:
             raise FragflowError(f"unknown backend {backend!r}; use one of {BACKENDS}")
         self.graph = graph if graph is not None else get_default_graph()
@@ -58,7 +59,9 @@ class Session:
         self._closed = False
         if backend == "gl":
             from ..runtime.device import Device
-            self._device = Device.get()
+            # device: an index from ff.devices(). One process has one GL context: the
+            # first GL session fixes its device; asking another later raises BackendError.
+            self._device = Device.get(device)
             # every GL call of this session runs in this section (see runtime/context)
             self._lock = self._device.gl
             from ..runtime.gl_plan import VariableStore

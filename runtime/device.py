@@ -11,7 +11,7 @@ from __future__ import annotations
 import ctypes
 import threading
 
-from .context import get_context
+from .context import check_device, get_context
 
 _lock = threading.Lock()
 
@@ -19,8 +19,8 @@ _lock = threading.Lock()
 class Device:
     _instance = None
 
-    def __init__(self):
-        self.context = get_context()
+    def __init__(self, device: int | None = None):
+        self.context = get_context(device)
         from ..codegen.environment import use_bytecode_cache
         from .shader_cache import cache_dir
         use_bytecode_cache(cache_dir() / "templates")  # with Mesa's: a fast first run
@@ -31,13 +31,20 @@ class Device:
         self.programs = ProgramCache(self.gl)
 
     @classmethod
-    def get(cls) -> "Device":
+    def get(cls, index: int | None = None) -> "Device":
+        """The process's device. index: an EGL device index (ff.devices()); the first
+        call fixes it for the process (None: FRAGFLOW_DEVICE, else the default GPU,
+        else llvmpipe), and a later call naming another index raises BackendError:
+        one process, one GL context (see runtime/context.get_context)."""
         device = cls._instance
         if device is None:
             with _lock:              # two threads' first sessions make one device
                 if cls._instance is None:
-                    cls._instance = cls()
+                    cls._instance = cls(index)
+                    return cls._instance
                 device = cls._instance
+        if index is not None:
+            check_device(device.context, index)
         return device
 
     def stats(self) -> dict:

@@ -29,7 +29,30 @@ _EXTENSIONS = {"text": "txt", "json": "json", "dot": "dot", "svg": "svg", "html"
 
 
 # -- info ---------------------------------------------------------------------------------
+def cmd_devices() -> int:
+    """One line per EGL device; '*' marks the one a Session here runs on."""
+    try:
+        found = ff.devices()
+    except ff.BackendError as err:
+        print(f"cannot enumerate GL devices:\n{err}", file=sys.stderr)
+        return 1
+    if not found:
+        print("EGL lists no devices here (no EGL_EXT_device_enumeration); a Session uses "
+              "the default context (`fragflow info`)")
+    for d in found:
+        kind = "software" if d.software else "GPU"
+        extra = "".join([f"  node {d.node}" if d.node else "",
+                         f"  cuda {d.cuda_device}" if d.cuda_device is not None else "",
+                         f"  unusable: {d.error}" if d.error else ""])
+        print(f"{'*' if d.default else ' '} {d.index}  {kind:8}  {d.renderer}  "
+              f"[{d.vendor}; {d.driver}]{extra}")
+    print("(* the default; pick another with ff.Session(g, device=i) or FRAGFLOW_DEVICE=i)")
+    return 0
+
+
 def cmd_info(args) -> int:
+    if getattr(args, "devices", False):
+        return cmd_devices()
     from fragflow.runtime import get_context
     from fragflow.runtime.shader_cache import cache_dir
     try:
@@ -194,7 +217,9 @@ def build_parser() -> argparse.ArgumentParser:
                                      epilog=__doc__.split("\n\n", 2)[2],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("info", help="GL backend, vendor, renderer, version, limits, caches")
+    info = sub.add_parser("info", help="GL backend, vendor, renderer, version, limits, caches")
+    info.add_argument("--devices", action="store_true",
+                      help="list the GL devices (EGL enumeration) and which one is used")
     dump = sub.add_parser("dump", help="the graph as text, json, dot, svg or html")
     _target_args(dump)
     dump.add_argument("--format", default="text", choices=FORMATS)

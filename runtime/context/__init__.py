@@ -43,7 +43,7 @@ from ..shader_cache import configure_shader_cache, shader_cache_note
 from ._bundled_llvm import preload_bundled_llvm
 from ._gl import check_platform, import_gl, load_library
 
-__all__ = ["GLContext", "get_context", "available_backends", "BACKENDS"]
+__all__ = ["GLContext", "get_context", "available_backends", "devices", "BACKENDS"]
 
 # name -> module in this package
 _MODULES = {"egl": "egl", "glfw": "glfw_window", "osmesa": "osmesa"}
@@ -175,6 +175,9 @@ class GLContext:
         # Candidates tried before this one, "name: reason" (e.g. for `fragflow info`).
         self.failed_attempts = tuple(failed_attempts)
         self._native = native
+        # The EGL device index it runs on (runtime/context/egl_devices.py); None for
+        # glfw/osmesa and where EGL enumerates no devices.
+        self.device_index = getattr(native, "device_index", None)
         self._owner = threading.get_ident()    # the backend made it current here
         self.section = GLSection(self)
         GL = import_gl(native.pyopengl_platform)
@@ -190,6 +193,7 @@ class GLContext:
         self._info = {
             "backend": backend,
             "detail": self.detail,
+            "device": "-" if self.device_index is None else self.device_index,
             "vendor": text(GL.GL_VENDOR),
             "renderer": text(GL.GL_RENDERER),
             "version": text(GL.GL_VERSION),
@@ -256,11 +260,11 @@ class GLContext:
         return f"<GLContext {self.backend}: {state}>"
 
 
-def _open(name: str, shader_cache_dir: str, failed) -> GLContext:
+def _open(name: str, shader_cache_dir: str, failed, device: int | None = None) -> GLContext:
     module = _module(name)
     if hasattr(module, "PYOPENGL_PLATFORM"):
         check_platform(module.PYOPENGL_PLATFORM)  # before making a context we cannot use
-    native = module.create()
+    native = module.create() if device is None else module.create(device=device)
     try:
         return GLContext(name, native, shader_cache_dir, failed)
     except BaseException:
@@ -268,9 +272,14 @@ def _open(name: str, shader_cache_dir: str, failed) -> GLContext:
         raise
 
 
-def get_context() -> GLContext:
+def get_context(device: int | None = None) -> GLContext:
     """The process-wide GL context, created on first call. It is current on no thread
     when this returns: do GL work inside ``with ctx.section:`` (or make_current()).
+
+    device: an index from devices(); None means $FRAGFLOW_DEVICE, else the default (the
+    first GPU CUDA_VISIBLE_DEVICES allows, else llvmpipe; egl_devices.py). One process
+    has one context: the first call fixes its device, and a later call naming another
+    device raises BackendError (run that device in another process).
 
     Raises BackendError when FRAGFLOW_GL names no backend, or when no backend works;
     the message lists every attempt with its reason and what to install.
@@ -278,7 +287,19 @@ def get_context() -> GLContext:
     global _current
     with _lock:
         if _current is not None:
+            if device is not None:
+                check_device(_current, device)
             return _current
+        if device is None:
+            from .egl_devices import requested_device
+            device = requested_device()
+            if device is not None:
+                try:
+                    return _open_device(device)
+                except BackendError as exc:
+                    raise BackendError(f"FRAGFLOW_DEVICE={device}: {exc}") from None
+        if device is not None:
+            return _open_device(device)
         names, notes = _candidates()
         cache_dir = configure_shader_cache()  # Mesa reads it when the first context is made
         preload_bundled_llvm()  # triton's LLVM before the driver's (issue 17; see _bundled_llvm)
@@ -297,3 +318,73 @@ def get_context() -> GLContext:
         raise BackendError("no OpenGL 3.3 core context could be created. Tried:\n"
                            + "\n".join(lines) + "\nTo get one, install for\n" + "\n".join(hints)
                            + "\n  and pip: PyOpenGL, glfw. FRAGFLOW_GL=egl|glfw|osmesa forces one.")
+
+
+def _egl_devices():
+    """(egl, enumerated devices); BackendError when libEGL is missing."""
+    from . import egl, egl_devices
+    lib = egl._Egl()
+    return lib, egl_devices.enumerate_devices(lib)
+
+
+def _open_device(device: int) -> GLContext:
+    """The process's context on EGL device `device` (caller holds _lock)."""
+    global _current
+    forced = os.environ.get("FRAGFLOW_GL", "").strip().lower()
+    if forced and forced != "egl":
+        raise BackendError(f"device={device} selects an EGL device, but FRAGFLOW_GL={forced!r} "
+                           f"forces another backend; unset one of them")
+    from .egl_devices import check_index
+    _, found = _egl_devices()
+    check_index(found, device, devices)
+    cache_dir = configure_shader_cache()
+    preload_bundled_llvm()
+    context = _open("egl", cache_dir, [], device=device)
+    context.release_current()
+    _current = context
+    return _current
+
+
+def check_device(context: GLContext, device) -> None:
+    """BackendError unless `context` runs on EGL device index `device` (see get_context)."""
+    if device == context.device_index and not isinstance(device, bool):
+        return
+    from .egl_devices import check_index
+    _, found = _egl_devices()
+    check_index(found, device, devices)          # a bad index says so first
+    where = (f"device {context.device_index}" if context.device_index is not None
+             else f"the {context.backend} backend (no EGL device index)")
+    raise BackendError(
+        f"this process's GL context is already open on {where} ({context.info()['renderer']}) "
+        f"and device={device} asks for another: a process has one GL context, opened by its "
+        f"first GL Session, and every Session shares it. Use device={context.device_index} "
+        f"(or none) here, and run device {device} in another process (one per device, as "
+        f"fragflow.distributed does)")
+
+
+_devices_cache: list | None = None
+
+
+def devices() -> list:
+    """The GL devices of this host (egl_devices.DeviceInfo), in EGL's order, the software
+    device (llvmpipe) among them; ``default`` marks the one this process's context is on
+    (or would be opened on). Each is described from a throwaway context on it, once per
+    process. [] where EGL cannot enumerate devices (the default context still works)."""
+    global _devices_cache
+    import dataclasses
+
+    from .egl_devices import default_index, describe, requested_device
+    with _lock:
+        if _devices_cache is None:
+            lib, found = _egl_devices()
+            in_use = getattr(getattr(_current, "_native", None), "_display", None)
+            _devices_cache = [describe(lib, d, lambda display: display == in_use, False)
+                              for d in found]
+            _devices_cache.append(default_index(found))
+        *described, fallback = _devices_cache
+        if _current is not None:
+            default = _current.device_index
+        else:
+            requested = requested_device()
+            default = fallback if requested is None else requested
+        return [dataclasses.replace(d, default=d.index == default) for d in described]

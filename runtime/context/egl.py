@@ -15,6 +15,7 @@ import ctypes
 from ctypes import POINTER, c_char_p, c_int32, c_uint32, c_void_p
 
 from ...ir.errors import BackendError
+from . import egl_devices
 from ._gl import fn, load_library
 
 PYOPENGL_PLATFORM = "egl"
@@ -77,6 +78,13 @@ class _Egl:
         self.QueryDeviceString = ext("eglQueryDeviceStringEXT", c_char_p, c_void_p, c_int32)
         self.GetPlatformDisplay = ext("eglGetPlatformDisplayEXT", c_void_p, c_uint32, c_void_p,
                                       POINTER(c_int32))
+        # EGLAttrib is pointer-sized (EGL 1.5)
+        self.QueryDeviceAttrib = ext("eglQueryDeviceAttribEXT", c_uint32, c_void_p, c_int32,
+                                     POINTER(ctypes.c_ssize_t))
+        self.GetCurrentDisplay = fn(lib, "eglGetCurrentDisplay", c_void_p)
+        self.GetCurrentContext = fn(lib, "eglGetCurrentContext", c_void_p)
+        self.GetCurrentSurface = fn(lib, "eglGetCurrentSurface", c_void_p, c_int32)
+        self.get_proc = get_proc
 
     def error(self, call: str) -> str:
         code = self.GetError()
@@ -86,8 +94,10 @@ class _Egl:
 class EglContext:
     pyopengl_platform = PYOPENGL_PLATFORM
 
-    def __init__(self, egl: _Egl, display, context, detail: str):
+    def __init__(self, egl: _Egl, display, context, detail: str, device_index: int | None = None):
         self._egl, self._display, self._context, self.detail = egl, display, context, detail
+        # Index in egl_devices.enumerate_devices() (None: EGL lists no devices here).
+        self.device_index = device_index
 
     def make_current(self) -> None:
         if not self._egl.MakeCurrent(self._display, None, None, self._context):
@@ -110,30 +120,22 @@ def _split(ext: bytes | None) -> set[str]:
     return set((ext or b"").decode().split())
 
 
-def _candidate_displays(egl: _Egl):
-    """Yield (display, detail): non-software devices first, then Mesa surfaceless."""
+def _candidate_displays(egl: _Egl, devices: list):
+    """Yield (display, node, device index): the GPUs this process may use (egl_devices:
+    CUDA_VISIBLE_DEVICES first), then Mesa surfaceless, which is the software device
+    (llvmpipe) reached the simple way."""
     client = _split(egl.QueryString(None, EGL_EXTENSIONS))
     if egl.GetPlatformDisplay is None:
         raise BackendError("libEGL lacks eglGetPlatformDisplayEXT (EGL_EXT_platform_base)")
-    if {"EGL_EXT_device_enumeration", "EGL_EXT_platform_device"} <= client and egl.QueryDevices:
-        count = c_int32()
-        egl.QueryDevices(0, None, ctypes.byref(count))
-        devices = (c_void_p * count.value)()
-        egl.QueryDevices(count.value, devices, ctypes.byref(count))
-        for dev in devices[:count.value]:
-            dev_ext = _split(egl.QueryDeviceString(dev, EGL_EXTENSIONS))
-            # Mesa lists llvmpipe as a device too; it is reached more simply below.
-            if "EGL_MESA_device_software" in dev_ext:
-                continue
-            node = ""
-            if "EGL_EXT_device_drm" in dev_ext:
-                node = (egl.QueryDeviceString(dev, EGL_DRM_DEVICE_FILE_EXT) or b"").decode()
-            yield egl.GetPlatformDisplay(EGL_PLATFORM_DEVICE_EXT, dev, None), node
+    for dev in egl_devices.default_hardware_order(devices):
+        yield egl.GetPlatformDisplay(EGL_PLATFORM_DEVICE_EXT, dev.handle, None), dev.node, dev.index
     if "EGL_MESA_platform_surfaceless" in client:
-        yield egl.GetPlatformDisplay(EGL_PLATFORM_SURFACELESS_MESA, None, None), None
+        software = [d.index for d in devices if d.software]
+        yield (egl.GetPlatformDisplay(EGL_PLATFORM_SURFACELESS_MESA, None, None), None,
+               software[0] if software else None)
 
 
-def _context_on(egl: _Egl, display):
+def _context_on(egl: _Egl, display, terminate_on_error: bool = True):
     """Initialize `display` and create + make current a 3.3 core context on it."""
     if not egl.Initialize(display, None, None):
         raise BackendError(egl.error("eglInitialize"))
@@ -157,14 +159,20 @@ def _context_on(egl: _Egl, display):
             raise BackendError(reason)
         return context
     except BackendError:
-        egl.Terminate(display)
+        if terminate_on_error:
+            egl.Terminate(display)
         raise
 
 
-def create() -> EglContext:
+def create(device: int | None = None) -> EglContext:
+    """A context on EGL device `device` (an index of egl_devices.enumerate_devices()), or
+    by default on the first GPU this process may use, else on llvmpipe."""
     egl = _Egl()
+    devices = egl_devices.enumerate_devices(egl)
+    if device is not None:
+        return _create_on_device(egl, devices, device)
     reasons = []
-    for display, node in _candidate_displays(egl):
+    for display, node, index in _candidate_displays(egl, devices):
         where = "Mesa surfaceless" if node is None else f"device {node or '?'}"
         if not display:
             reasons.append(f"{where}: {egl.error('eglGetPlatformDisplayEXT')}")
@@ -179,6 +187,21 @@ def create() -> EglContext:
             detail = f"EGL Mesa surfaceless ({vendor})"
         else:
             detail = f"EGL device platform: {vendor}" + (f" ({node})" if node else "")
-        return EglContext(egl, display, context, detail)
+        return EglContext(egl, display, context, detail, device_index=index)
     raise BackendError("; ".join(reasons) or
                        "no usable EGL display (no GPU device, no EGL_MESA_platform_surfaceless)")
+
+
+def _create_on_device(egl: _Egl, devices: list, index: int) -> EglContext:
+    dev = egl_devices.check_index(devices, index, lambda: [])   # get_context checked it
+    display = egl.GetPlatformDisplay(EGL_PLATFORM_DEVICE_EXT, dev.handle, None)
+    if not display:
+        raise BackendError(f"device {index}: {egl.error('eglGetPlatformDisplayEXT')}")
+    try:
+        context = _context_on(egl, display)
+    except BackendError as exc:
+        raise BackendError(f"device {index}: {exc}") from None
+    vendor = (egl.QueryString(display, EGL_VENDOR) or b"?").decode()
+    kind = "software" if dev.software else (dev.node or "GPU")
+    return EglContext(egl, display, context, f"EGL device {index}: {vendor} ({kind})",
+                      device_index=index)
