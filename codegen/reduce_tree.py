@@ -253,6 +253,15 @@ def column_targets(step: Pass, src: Operand, op: str) -> int:
     return k
 
 
+def lane_blocks(targets_layout: Layout | None) -> bool:
+    """Whether a first pass down columns into render targets of this layout gives each
+    4 x 2 block of fragments (what llvmpipe shades at once) eight consecutive groups of
+    columns (the next pass reading them back from there): the eight then read one run
+    of 8 K texels of each row instead of two runs of 4 K in windows far apart."""
+    return targets_layout is not None and targets_layout.width % 4 == 0 and \
+        targets_layout.height % 2 == 0
+
+
 def emit_pass(builder: TreeBuilder, bound: dict, target: Operand, step: Pass, op: str,
               **context) -> Operand:
     """One pass kernel: the first bound operand viewed as step's outer x length x inner,
@@ -272,6 +281,8 @@ def emit_pass(builder: TreeBuilder, bound: dict, target: Operand, step: Pass, op
                 rop=op, mode=step.mode, outer=step.outer, length=step.length,
                 inner=step.inner, window=step.window, out_length=step.out_length,
                 out_size=step.out_size, layered=layered,
+                lane_blocks=lane_blocks(layered.layout if layered is not None else
+                                        target.layout if context["targets"] > 1 else None),
                 aligned=step.length % 4 == 0 and step.window % 4 == 0,
                 init=_init(op, (context.get("values") or src).dtype),
                 unroll=max(MIN_UNROLL if step.window >= 16 else 1, _limits.unroll_for(trips)),
