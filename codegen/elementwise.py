@@ -8,54 +8,72 @@ element, four (one per lane) otherwise."""
 from __future__ import annotations
 
 import math
+import string
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..ir.ops.elementwise import linspace_step
+from ..ir.ops.registry import get_op
 from ..ir.types import promote
 from .common import make_kernel, operands, output_operand
 from .environment import glsl_float, glsl_int
 from .layout import AffineIndex, broadcast_index
 from .operands import GLSL_SCALAR
 
-LOGICAL = {"logical_and", "logical_or", "logical_not"}
-COMPARISONS = {"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"}
-PREDICATES = {"is_nan", "is_inf", "is_finite"}          # float in, bool out
-FLOAT_ATTRS = {"leaky_relu": ("alpha",), "step": ("alpha",)}   # become GLSL literals
-INDEXED = {"range", "linspace"}    # no inputs: the value is computed from the index i
+
+@dataclass(frozen=True)
+class StepOp:
+    """What one step of an elementwise kernel needs of its op: a graph node's
+    (`of_node`), or a fused node's step's (codegen/fused.py)."""
+    op: str
+    attrs: Mapping
+    input_dtypes: tuple
+    output_dtype: str
+    label: str                      # the shader comment: the node, or the fused step
+
+    @classmethod
+    def of_node(cls, node) -> StepOp:
+        return cls(node.op, node.attrs, tuple(v.dtype for v in node.inputs),
+                   node.outputs[0].dtype, node.name)
 
 
-def operand_dtype(node) -> str:
-    """The dtype an op computes in (its operands are converted to it)."""
-    if node.op in LOGICAL:
-        return "bool"
-    if node.op == "div":
-        return "float32"
-    if node.op in COMPARISONS or node.op in PREDICATES:
-        return promote(*(v.dtype for v in node.inputs))
-    return node.outputs[0].dtype
+def operand_dtype(step: StepOp) -> str:
+    """The dtype an op computes in (its operands are converted to it): its output's,
+    except where an op tests operands into a bool (comparisons, predicates): their
+    promoted dtype. cast converts its operand to its output's dtype."""
+    if step.output_dtype == "bool" and step.input_dtypes and step.op != "cast":
+        return promote(*step.input_dtypes)
+    return step.output_dtype
 
 
-def step_for(node, var: str, arg_of: dict) -> dict:
-    """One expression step: `var = op(args)`, operands converted as the op needs."""
-    ctype = GLSL_SCALAR[operand_dtype(node)]
-    op, inputs = node.op, list(node.inputs)
-    targets = [ctype] * len(inputs)
-    if op == "where":
+def step_for(step: StepOp, var: str, args: list) -> dict:
+    """One expression step: `var = op(args)`, with args [(GLSL expression, GLSL type)]
+    per input, converted as the op needs. The GLSL is the op record's expression
+    (OpDef.glsl, its float attrs filled in) or, where it has none, the op's macro in
+    elementwise_ops.glsl.j2."""
+    ctype = GLSL_SCALAR[operand_dtype(step)]
+    targets = [ctype] * len(args)
+    if step.op == "where":
         targets[0] = "bool"
-    if op == "cast":
-        op = "identity"
-    args = [{"expr": arg_of[v.name][0], "type": arg_of[v.name][1], "to": t}
-            for v, t in zip(inputs, targets)]
-    return {"var": var, "op": op, "args": args, "consts": constants_of(node),
-            "ctype": ctype, "otype": GLSL_SCALAR[node.outputs[0].dtype], "node": node.name}
+    glsl = glsl_expression(step, len(args))
+    return {"var": var, "op": step.op, "glsl": glsl,
+            "args": [{"expr": e, "type": t, "to": to} for (e, t), to in zip(args, targets)],
+            "consts": [],
+            "ctype": ctype, "otype": GLSL_SCALAR[step.output_dtype], "node": step.label}
 
 
-def constants_of(node) -> list:
-    """The GLSL literals an op's macro takes after its operands (from its attrs)."""
-    if node.op in FLOAT_ATTRS:
-        return [float_attr(node.attrs[k]) for k in FLOAT_ATTRS[node.op]]
-    return []
+def glsl_expression(step: StepOp, n_operands: int) -> str:
+    """The record's GLSL with its float attrs filled in as literals; the operands ({0},
+    {1}, ...) and their type ({t}) stay for the template to fill ("" where the record
+    has no expression)."""
+    glsl = get_op(step.op).glsl
+    if not glsl:
+        return ""
+    fields = {f for _, f, _, _ in string.Formatter().parse(glsl) if f}
+    attrs = {k: float_attr(step.attrs[k]) for k in fields if k in step.attrs}
+    return glsl.format(*(f"{{{i}}}" for i in range(n_operands)), t="{t}", **attrs)
 
 
 def float_attr(x) -> str:
@@ -78,8 +96,8 @@ def index_step(node, var: str) -> dict:
         step = linspace_step(a["start"], a["stop"], a["num"])
         last = a["num"] - 1 if a["num"] > 1 else -1      # one element: start, not stop
         consts = [glsl_float(a["start"]), glsl_float(step), str(last), glsl_float(a["stop"])]
-    return {"var": var, "op": node.op, "args": index, "consts": consts, "ctype": ctype,
-            "otype": ctype, "node": node.name}
+    return {"var": var, "op": node.op, "glsl": "", "args": index, "consts": consts,
+            "ctype": ctype, "otype": ctype, "node": node.name}
 
 
 def read_of(index: AffineIndex) -> str:
@@ -112,8 +130,9 @@ def scalar_constants(values) -> dict:
             if v.node.op == "constant" and np.asarray(v.node.attrs["value"]).size == 1}
 
 
-def _kernel(nodes, steps, result, inputs, out, prefix, constants=None):
-    """constants: scalar_constants of the inputs (they may become uniforms)."""
+def _kernel(nodes, steps, result, inputs, out, prefix, constants=None, indexed=False):
+    """constants: scalar_constants of the inputs (they may become uniforms); indexed:
+    a step reads the element's index (range, linspace)."""
     textures, scalars, uniforms = [], [], {}
     for b in inputs:
         b.index = broadcast_index(out.layout.shape, b.layout.shape)
@@ -125,7 +144,6 @@ def _kernel(nodes, steps, result, inputs, out, prefix, constants=None):
         else:
             textures.append(b)
     op = nodes[0].op if len(nodes) == 1 else "fused(" + ",".join(n.op for n in nodes) + ")"
-    indexed = any(n.op in INDEXED for n in nodes)
     return make_kernel("elementwise.glsl.j2", prefix, op, nodes, textures, out,
                        uniforms=uniforms, scalars=scalars, steps=steps, result=result,
                        indexed=indexed, invariant_output=True,
@@ -139,11 +157,11 @@ def lower_node(node, layouts, prefix):
         literal = glsl_float(value) if node.attrs["dtype"] == "float32" else \
             ("true" if value else "false") if node.attrs["dtype"] == "bool" else glsl_int(value)
         return _kernel([node], [], literal, [], out, prefix)
-    if node.op in INDEXED:
-        return _kernel([node], [index_step(node, "r0")], "r0", [], out, prefix)
+    if not node.inputs:                     # range, linspace: from the element's index
+        return _kernel([node], [index_step(node, "r0")], "r0", [], out, prefix, indexed=True)
     inputs = operands(node, layouts)
     arg_of = {b.value: (b.arg, b.scalar) for b in inputs}
-    step = step_for(node, "r0", arg_of)
+    step = step_for(StepOp.of_node(node), "r0", [arg_of[v.name] for v in node.inputs])
     return _kernel([node], [step], "r0", inputs, out, prefix,
                    constants=scalar_constants(node.inputs))
 
@@ -153,7 +171,7 @@ def lower_copy(node, layouts, prefix):
     out = output_operand(node.outputs[0], layouts)
     inputs = [b for b in operands(node, layouts) if b.value == node.inputs[1].name]
     arg = inputs[0]
-    step = {"var": "r0", "op": "identity", "consts": [], "ctype": arg.scalar,
+    step = {"var": "r0", "op": "identity", "glsl": "{0}", "consts": [], "ctype": arg.scalar,
             "otype": arg.scalar,
             "args": [{"expr": arg.arg, "type": arg.scalar, "to": arg.scalar}],
             "node": node.name}

@@ -3,8 +3,8 @@ several steps; fused_matmul renders templates/matmul.glsl.j2 with an epilogue
 (templates/epilogue.glsl.j2)."""
 from __future__ import annotations
 
-from dataclasses import replace
-from types import SimpleNamespace
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 
 from ..ir.ops.fused import _infer_step, eval_steps
 from ..ir.types import TensorType
@@ -14,6 +14,38 @@ from .kernel import records_of
 from .layout import broadcast_index
 from .matmul import matmul_kernel
 from .operands import GLSL_SCALAR, Operand
+
+
+@dataclass(frozen=True)
+class ConvHead:
+    """The convolution a fused_conv node starts with, read by conv.lower_node as it reads
+    a node: the head's op and attrs over the first two inputs, under the fused node's
+    name, scope and source line."""
+    op: str
+    attrs: Mapping
+    inputs: tuple
+    outputs: tuple
+    fused: object                   # the fused_conv node
+
+    @classmethod
+    def of(cls, node) -> ConvHead:
+        return cls(node.attrs["conv_op"], dict(node.attrs["conv_attrs"]),
+                   tuple(node.inputs[:2]), tuple(node.outputs), node)
+
+    @property
+    def name(self) -> str:
+        return self.fused.name
+
+    @property
+    def scope(self) -> str:
+        return self.fused.scope
+
+    @property
+    def source(self) -> str:
+        return self.fused.source
+
+    def where(self) -> str:
+        return self.fused.where()
 
 
 def _operand(sampler, arg, value_name, layout, dtype):
@@ -30,12 +62,10 @@ def glsl_steps(steps, operand_exprs: list, operand_types: list) -> tuple:
         index = len(out)
         arg_types = [t for _, t in args]
         result_type = _infer_step(op, attrs, arg_types)
-        shim = SimpleNamespace(
-            op=op, attrs=attrs, name=f"step {index}: {op}",
-            inputs=[SimpleNamespace(name=f"#{j}", dtype=t.dtype) for j, t in enumerate(arg_types)],
-            outputs=[SimpleNamespace(dtype=result_type.dtype)])
-        arg_of = {f"#{j}": (expr, GLSL_SCALAR[t.dtype]) for j, (expr, t) in enumerate(args)}
-        out.append(elementwise.step_for(shim, f"r{index}", arg_of))
+        step = elementwise.StepOp(op, attrs, tuple(t.dtype for t in arg_types),
+                                  result_type.dtype, f"step {index}: {op}")
+        out.append(elementwise.step_for(step, f"r{index}",
+                                        [(expr, GLSL_SCALAR[t.dtype]) for expr, t in args]))
         types.append(result_type)
         return (f"r{index}", result_type)
 
@@ -85,10 +115,7 @@ def lower_fused_matmul(node, layouts, prefix):
 def lower_fused_conv(node, layouts, prefix):
     from . import conv
     out = output_operand(node.outputs[0], layouts)
-    head = SimpleNamespace(op=node.attrs["conv_op"], inputs=node.inputs[:2],
-                           attrs=dict(node.attrs["conv_attrs"]), outputs=node.outputs,
-                           name=node.name, scope=node.scope, source=node.source,
-                           where=node.where)
+    head = ConvHead.of(node)
     extra_vals = node.inputs[2:]
     extra = [_operand(f"x{k + 2}", f"e{k}", v.name, layouts[v.name], v.dtype)
              for k, v in enumerate(extra_vals)]
@@ -143,4 +170,4 @@ def lower_node(node, layouts, prefix):
     return lower_fused_elementwise(node, layouts, prefix)
 
 
-__all__ = ["lower_node", "glsl_steps"]
+__all__ = ["glsl_steps", "lower_node"]

@@ -6,7 +6,6 @@ import os
 import re
 
 import pytest
-
 from fragflow.codegen.lower import LOWERINGS, VIEW_OPS
 from fragflow.ir.ops.registry import all_ops
 from fragflow.passes.autodiff import GRADIENTS
@@ -14,7 +13,7 @@ from fragflow.passes.autodiff import GRADIENTS
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TEMPLATES = os.path.join(ROOT, "codegen", "templates")
 # Ops the executors provide themselves (no kernel) and ops lowered specially.
-NO_KERNEL = {"placeholder", "constant", "variable", "run_counter"}
+NO_KERNEL = {name for name, opdef in all_ops().items() if opdef.kind == "source"}
 SPECIAL = {"assign"}          # a copy kernel (codegen/elementwise.py lower_copy)
 # Gradient-support ops whose gradients are exercised through second-order tests of the
 # ops that emit them, not by name.
@@ -68,3 +67,29 @@ def test_the_op_table_in_docs_is_the_registry():
         assert f.read() == table(), \
             "docs/OPS.md is stale: python -m fragflow.tools.optable > docs/OPS.md"
     assert "MISSING RULE" not in table()
+
+
+@pytest.mark.parametrize("name, opdef", OPS, ids=[n for n, _ in OPS])
+def test_an_op_without_gradient_says_why(name, opdef):
+    assert opdef.differentiable or opdef.no_gradient, \
+        f"{name} is not differentiable: give the reason as no_gradient= in its OpDef"
+
+
+ELEMENTWISE_MACROS = set(re.findall(r"\{% macro (\w+)\(",
+                                    _text("codegen/templates/elementwise_ops.glsl.j2")))
+
+
+@pytest.mark.parametrize("name, opdef", OPS, ids=[n for n, _ in OPS])
+def test_an_elementwise_op_has_its_glsl_in_its_record_or_a_macro(name, opdef):
+    if opdef.family != "elementwise" or opdef.num_inputs == 0 or opdef.kind != "kernel":
+        return          # fill, range, linspace: from the index (codegen/elementwise.py)
+    assert bool(opdef.glsl) != (name in ELEMENTWISE_MACROS), \
+        f"{name}: GLSL in its record (OpDef.glsl) or a macro in elementwise_ops.glsl.j2, " \
+        f"exactly one"
+    if opdef.glsl:
+        import string
+        fields = {f for _, f, _, _ in string.Formatter().parse(opdef.glsl) if f is not None}
+        operands = {str(k) for k in range(opdef.num_inputs or 1)}
+        assert fields <= operands | {"t"} | set(opdef.attrs), \
+            f"{name}: its GLSL names {sorted(fields - operands - {'t'} - set(opdef.attrs))}, " \
+            f"which are neither operands ({{0}}...), {{t}} nor its attrs"

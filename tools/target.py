@@ -23,9 +23,10 @@ import numpy as np
 
 import fragflow as ff
 from fragflow.ir.graph import Graph, Value
+from fragflow.ir.ops.registry import all_ops
 from fragflow.passes.prune import needed_nodes
 
-_SOURCE_OPS = ("placeholder", "variable", "constant", "run_counter")
+_SOURCE_OPS = frozenset(name for name, opdef in all_ops().items() if opdef.kind == "source")
 _module_ids = itertools.count()
 
 

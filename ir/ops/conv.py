@@ -522,11 +522,40 @@ CONV_ATTRS = {"strides": 1, "padding": "VALID", "dilations": 1}
 POOL_ATTRS = {"ksize": REQUIRED, "strides": REQUIRED, "padding": "VALID"}
 
 
-def _register(name, kind, d, infer, reference, attrs, num_inputs, depthwise=False,
-              differentiable=True):
+# TensorFlow's name for each op of the family (its raw op name for the helper ops)
+TF_NAMES = {
+    "conv2d": "tf.nn.conv2d",
+    "conv2d_backprop_input": "Conv2DBackpropInput (tf.nn.conv2d_transpose)",
+    "conv2d_backprop_filter": "Conv2DBackpropFilter",
+    "conv3d": "tf.nn.conv3d",
+    "conv3d_backprop_input": "Conv3DBackpropInputV2 (tf.nn.conv3d_transpose)",
+    "conv3d_backprop_filter": "Conv3DBackpropFilterV2",
+    "depthwise_conv2d": "tf.nn.depthwise_conv2d",
+    "depthwise_conv2d_backprop_input": "DepthwiseConv2dNativeBackpropInput",
+    "depthwise_conv2d_backprop_filter": "DepthwiseConv2dNativeBackpropFilter",
+    "max_pool": "tf.nn.max_pool2d",
+    "min_pool": "tf.js minPool",
+    "avg_pool": "tf.nn.avg_pool2d",
+    "max_pool3d": "tf.nn.max_pool3d",
+    "avg_pool3d": "tf.nn.avg_pool3d",
+    "avg_pool_grad": "AvgPoolGrad",
+    "avg_pool3d_grad": "AvgPool3DGrad",
+    "max_pool_grad": "MaxPoolGrad",
+    "max_pool_grad_grad": "MaxPoolGradGrad",
+    "min_pool_grad": "—",
+    "min_pool_grad_grad": "—",
+    "max_pool3d_grad": "MaxPool3DGrad",
+    "max_pool3d_grad_grad": "MaxPool3DGradGrad",
+    "dilation2d": "tf.nn.dilation2d",
+    "dilation2d_backprop_input": "Dilation2DBackpropInput",
+    "dilation2d_backprop_filter": "Dilation2DBackpropFilter",
+}
+
+
+def _register(name, kind, d, infer, reference, attrs, num_inputs, depthwise=False):
     SPATIAL[name] = (kind, d, depthwise)
     register(OpDef(name, "conv", infer, reference, attrs=attrs, num_inputs=num_inputs,
-                   differentiable=differentiable))
+                   tf=TF_NAMES[name]))
 
 
 for _base, _d, _dw in (("conv2d", 2, False), ("conv3d", 3, False),

@@ -58,7 +58,8 @@ register(OpDef(
     lambda types, attrs: eval_steps(attrs["steps"], types, _infer_step),
     lambda arrays, attrs: eval_steps(attrs["steps"], arrays, _ref_step),
     attrs={"steps": REQUIRED, "nodes": ()}, differentiable=True,
-    doc="Elementwise ops fused into one kernel (see the module docstring)."))
+    doc="Elementwise ops fused into one kernel (see the module docstring).",
+    tf="— (XLA loop fusion)"))
 
 
 def _fused_matmul_type(types, attrs):
@@ -74,7 +75,8 @@ def _fused_matmul_ref(arrays, attrs):
 register(OpDef("fused_matmul", "fused", _fused_matmul_type, _fused_matmul_ref,
                attrs={"transpose_a": False, "transpose_b": False, "steps": REQUIRED,
                       "nodes": ()},
-               doc="matmul with an elementwise epilogue (bias, activation) in one kernel."))
+               doc="matmul with an elementwise epilogue (bias, activation) in one kernel.",
+               tf="_FusedMatMul"))
 
 
 # "nodes": the names of the ops a fusion pass folded in (kernel headers and profiles
@@ -113,7 +115,8 @@ def _fused_conv_ref(arrays, attrs):
 register(OpDef("fused_conv", "fused", _fused_conv_type, _fused_conv_ref,
                attrs={"conv_op": REQUIRED, "conv_attrs": REQUIRED, "steps": REQUIRED,
                       "nodes": ()},
-               doc="conv2d / depthwise_conv2d with an elementwise epilogue in one kernel."))
+               doc="conv2d / depthwise_conv2d with an elementwise epilogue in one kernel.",
+               tf="_FusedConv2D / FusedDepthwiseConv2dNative"))
 
 
 def fused_conv(conv_op, x, w, extra, steps, conv_attrs, nodes=(), name=None):

@@ -44,7 +44,8 @@ def _sum_like_ref(arrays, attrs):
     return np.sum(g, axis=broadcast_axes(g.shape, x.shape), dtype=g.dtype).reshape(x.shape)
 
 
-register(OpDef("sum_like", "gradient", _sum_like_type, _sum_like_ref, num_inputs=2))
+register(OpDef("sum_like", "gradient", _sum_like_type, _sum_like_ref, num_inputs=2,
+               tf="— (BroadcastGradientArgs + Sum)"))
 
 
 def _reshape_like_type(types, attrs):
@@ -55,10 +56,13 @@ def _reshape_like_type(types, attrs):
 
 
 register(OpDef("reshape_like", "gradient", _reshape_like_type,
-               lambda arrays, attrs: arrays[0].reshape(arrays[1].shape), num_inputs=2))
+               lambda arrays, attrs: arrays[0].reshape(arrays[1].shape), num_inputs=2,
+               tf="— (Reshape to shape)", kind="view"))
 
 register(OpDef("stop_gradient", "gradient", lambda types, attrs: types[0],
-               lambda arrays, attrs: arrays[0], num_inputs=1, differentiable=False))
+               lambda arrays, attrs: arrays[0], num_inputs=1,
+               no_gradient="it stops gradients: that is its job", tf="tf.stop_gradient",
+               kind="view"))
 
 
 def _slice_grad_type(types, attrs):
@@ -77,10 +81,11 @@ def _slice_grad_ref(arrays, attrs):
 
 
 register(OpDef("strided_slice_grad", "gradient", _slice_grad_type, _slice_grad_ref,
-               attrs={"spec": REQUIRED}, num_inputs=2))
+               attrs={"spec": REQUIRED}, num_inputs=2, tf="StridedSliceGrad"))
 
 register(OpDef("custom_gradient", "gradient", lambda types, attrs: types[0],
-               lambda arrays, attrs: arrays[0], attrs={"key": REQUIRED}))
+               lambda arrays, attrs: arrays[0], attrs={"key": REQUIRED},
+               tf="tf.custom_gradient", kind="view"))
 
 
 def sum_like(g, x, name=None):

@@ -163,13 +163,17 @@ def _nearest_grad_ref(arrays, attrs):
 
 
 register(OpDef("resize_bilinear", "image", _resize_type("float32"), _bilinear_ref,
-               attrs=dict(RESIZE_ATTRS), num_inputs=1))
+               attrs=dict(RESIZE_ATTRS), num_inputs=1,
+               tf="tf.compat.v1.image.resize_bilinear"))
 register(OpDef("resize_nearest_neighbor", "image", _resize_type(), _nearest_ref,
-               attrs=dict(RESIZE_ATTRS), num_inputs=1))
+               attrs=dict(RESIZE_ATTRS), num_inputs=1,
+               tf="tf.compat.v1.image.resize_nearest_neighbor"))
 register(OpDef("resize_bilinear_grad", "image", _grad_type, _bilinear_grad_ref,
-               attrs={"align_corners": False, "half_pixel_centers": False}, num_inputs=2))
+               attrs={"align_corners": False, "half_pixel_centers": False}, num_inputs=2,
+               tf="ResizeBilinearGrad"))
 register(OpDef("resize_nearest_neighbor_grad", "image", _grad_type, _nearest_grad_ref,
-               attrs={"align_corners": False, "half_pixel_centers": False}, num_inputs=2))
+               attrs={"align_corners": False, "half_pixel_centers": False}, num_inputs=2,
+               tf="ResizeNearestNeighborGrad"))
 
 
 # -- builders -----------------------------------------------------------------------------

@@ -47,7 +47,8 @@ def _matmul_ref(arrays, attrs):
 
 
 register(OpDef("matmul", "matmul", _matmul_type, _matmul_ref,
-               attrs={"transpose_a": False, "transpose_b": False}, num_inputs=2))
+               attrs={"transpose_a": False, "transpose_b": False}, num_inputs=2,
+               tf="tf.linalg.matmul"))
 
 
 def matmul(a, b, transpose_a=False, transpose_b=False, name=None):

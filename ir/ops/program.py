@@ -107,4 +107,5 @@ register(OpDef("gpgpu_program", "program", _infer, _reference,
                attrs={"key": REQUIRED, "name": REQUIRED, "glsl": REQUIRED,
                       "inputs": REQUIRED, "uniforms": (), "uniform_values": (),
                       "output_shape": REQUIRED, "output_dtype": REQUIRED},
-               doc="A user-written GLSL kernel (see ff.gpgpu_program)."))
+               doc="A user-written GLSL kernel (see ff.gpgpu_program).",
+               tf="tf.js GPGPUProgram"))

@@ -285,19 +285,24 @@ def _dropout_ref(arrays, attrs):
 SEEDED = {"seed": 0, "stream": REQUIRED}
 register(OpDef("random_uniform", "random", _uniform_type, _uniform_ref,
                attrs={"shape": REQUIRED, "dtype": "float32", "minval": 0, "maxval": None,
-                      **SEEDED}, num_inputs=1, differentiable=False, stateful=True))
+                      **SEEDED}, num_inputs=1,
+                      no_gradient="a random draw (as in TensorFlow)", stateful=True,
+                      tf="tf.random.uniform"))
 register(OpDef("random_normal", "random", _normal_type, _normal_ref(draw_normals),
                attrs={"shape": REQUIRED, "mean": 0.0, "stddev": 1.0, **SEEDED},
-               num_inputs=1, differentiable=False, stateful=True))
+               num_inputs=1, no_gradient="a random draw (as in TensorFlow)", stateful=True,
+               tf="tf.random.normal"))
 register(OpDef("truncated_normal", "random", _normal_type, _normal_ref(draw_truncated),
                attrs={"shape": REQUIRED, "mean": 0.0, "stddev": 1.0, **SEEDED},
-               num_inputs=1, differentiable=False, stateful=True))
+               num_inputs=1, no_gradient="a random draw (as in TensorFlow)", stateful=True,
+               tf="tf.random.truncated_normal"))
 register(OpDef("multinomial", "random", _multinomial_type, _multinomial_ref,
                attrs={"num_samples": REQUIRED, **SEEDED}, num_inputs=2,
-               differentiable=False, stateful=True))
+               no_gradient="a random draw of integer indices", stateful=True,
+               tf="tf.random.categorical"))
 register(OpDef("dropout", "random", _dropout_type, _dropout_ref,
                attrs={"rate": REQUIRED, "noise_shape": None, **SEEDED}, num_inputs=2,
-               stateful=True))
+               stateful=True, tf="tf.nn.dropout"))
 
 
 # -- builders -------------------------------------------------------------------------------

@@ -61,7 +61,8 @@ def _reduce_ref(op):
 
 for _op in ("sum", "mean", "max", "min", "prod"):
     register(OpDef(_op, "reduce", _reduce_type, _reduce_ref(_op),
-                   attrs={"axis": None, "keepdims": False}, num_inputs=1))
+                   attrs={"axis": None, "keepdims": False}, num_inputs=1,
+                   tf=f"tf.reduce_{_op}"))
 
 
 def _arg_type(types, attrs):
@@ -83,9 +84,9 @@ def _arg_ref(fn):
 
 
 register(OpDef("argmax", "reduce", _arg_type, _arg_ref(np.argmax), attrs={"axis": 0},
-               num_inputs=1, differentiable=False))
+               num_inputs=1, no_gradient="integer indices", tf="tf.math.argmax"))
 register(OpDef("argmin", "reduce", _arg_type, _arg_ref(np.argmin), attrs={"axis": 0},
-               num_inputs=1, differentiable=False))
+               num_inputs=1, no_gradient="integer indices", tf="tf.math.argmin"))
 
 
 def _axis_attr(axis):
@@ -265,16 +266,19 @@ def _lrn_grad_ref(arrays, attrs):
 _LRN_ATTRS = {"depth_radius": 5, "bias": 1.0, "alpha": 1.0, "beta": 0.5}
 
 register(OpDef("softmax", "reduce", _softmax_type, _softmax_ref, attrs={"axis": -1},
-               num_inputs=1))
+               num_inputs=1, tf="tf.nn.softmax"))
 register(OpDef("log_softmax", "reduce", _softmax_type, _log_softmax_ref,
-               attrs={"axis": -1}, num_inputs=1))
+               attrs={"axis": -1}, num_inputs=1, tf="tf.nn.log_softmax"))
 register(OpDef("logsumexp", "reduce", _logsumexp_type, _logsumexp_ref,
-               attrs={"axis": None, "keepdims": False}, num_inputs=1))
+               attrs={"axis": None, "keepdims": False}, num_inputs=1,
+               tf="tf.reduce_logsumexp"))
 register(OpDef("cumsum", "reduce", _cumsum_type, _cumsum_ref,
-               attrs={"axis": 0, "exclusive": False, "reverse": False}, num_inputs=1))
-register(OpDef("lrn", "reduce", _lrn_type, _lrn_ref, attrs=dict(_LRN_ATTRS), num_inputs=1))
+               attrs={"axis": 0, "exclusive": False, "reverse": False}, num_inputs=1,
+               tf="tf.math.cumsum"))
+register(OpDef("lrn", "reduce", _lrn_type, _lrn_ref, attrs=dict(_LRN_ATTRS), num_inputs=1,
+               tf="tf.nn.local_response_normalization"))
 register(OpDef("lrn_grad", "reduce", _lrn_type, _lrn_grad_ref, attrs=dict(_LRN_ATTRS),
-               num_inputs=2))
+               num_inputs=2, tf="LRNGrad"))
 
 
 def _int_attr(v):

@@ -1,18 +1,24 @@
-"""The op registry: one OpDef per op, declared in ir/ops/<family>.py.
+"""The op registry: one OpDef per op, declared in ir/ops/<family>.py (or the package
+ir/ops/<family>/).
 
-An OpDef is the single definition of an op: its attrs (with defaults), its type
-inference and its numpy reference. Gradient rules (passes/autodiff) and kernels
-(codegen/templates/<family>.glsl.j2) are looked up by the same name.
+An OpDef is the one record of an op: its attrs (with defaults), its type inference, its
+numpy reference, and the facts the other layers read instead of keeping lists of op
+names: its kind (source, view or kernel), its gradient rule or the reason it has none,
+its GLSL expression (elementwise ops), TensorFlow's name for it and the argument of its
+generated frontend function. Rules and kernels not held here are found by the op's name
+(passes/autodiff/<family>.py, codegen/templates/<family>.glsl.j2).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from ..errors import AttrError, GraphError
 from ..types import TensorType
 
 REQUIRED = object()   # an attr default meaning "must be given"
+
+KINDS = ("source", "view", "kernel")
 
 
 @dataclass(frozen=True)
@@ -26,6 +32,29 @@ class OpDef:
     differentiable: bool = True       # False: no gradient flows (comparisons, argmax...)
     stateful: bool = False            # placeholders, variables, assign: never folded
     doc: str = ""
+    # "source": its value comes from outside the computation (a feed, a constant, a
+    # variable): no kernel; "view": its output is its first input's texture seen as
+    # another shape (row-major order kept): no kernel; "kernel": computed by a kernel.
+    kind: str = "kernel"
+    # rule(node, dy) -> [gradient per input], built with the ir builders; None: the
+    # rule is in passes/autodiff/<family>.py, or there is none (no_gradient says why)
+    gradient: Callable | None = None
+    no_gradient: str = ""             # why no gradient flows; setting it clears differentiable
+    # elementwise: GLSL of the operands {0}, {1}, ... (scalars in epilogues, vec4 in
+    # elementwise kernels, so it must work for both), {t} their GLSL type and {<attr>}
+    # a float attr as a literal; "": a macro of the op's name in
+    # templates/elementwise_ops.glsl.j2 (where the GLSL depends on the type)
+    glsl: str = ""
+    tf: str = "—"                     # TensorFlow's name (its raw op name for internal ones)
+    # the argument name of the generated frontend function ff.<name>(<arg>, name=None)
+    # ("x", TensorFlow's "features"); "": written by hand, or internal
+    wrapper_arg: str = ""
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise GraphError(f"op '{self.name}': kind must be one of {KINDS}, not {self.kind!r}")
+        if self.no_gradient:
+            object.__setattr__(self, "differentiable", False)
 
     def check_attrs(self, given: dict) -> dict:
         unknown = set(given) - set(self.attrs)

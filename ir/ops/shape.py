@@ -40,7 +40,7 @@ register(OpDef("reshape", "shape",
                                                types[0].dtype),
                lambda arrays, attrs: arrays[0].reshape(
                    resolve_reshape(arrays[0].shape, attrs["shape"])),
-               attrs={"shape": REQUIRED}, num_inputs=1))
+               attrs={"shape": REQUIRED}, num_inputs=1, tf="tf.reshape", kind="view"))
 
 
 # -- transpose ----------------------------------------------------------------------
@@ -62,7 +62,7 @@ def _transpose_type(types, attrs):
 register(OpDef("transpose", "shape", _transpose_type,
                lambda arrays, attrs: np.ascontiguousarray(
                    np.transpose(arrays[0], _perm(attrs, arrays[0].ndim))),
-               attrs={"perm": None}, num_inputs=1))
+               attrs={"perm": None}, num_inputs=1, tf="tf.transpose"))
 
 
 # -- expand_dims / squeeze ----------------------------------------------------------
@@ -80,7 +80,7 @@ register(OpDef("expand_dims", "shape",
                                                types[0].dtype),
                lambda arrays, attrs: arrays[0].reshape(
                    _expand_shape(arrays[0].shape, attrs["axis"])),
-               attrs={"axis": REQUIRED}, num_inputs=1))
+               attrs={"axis": REQUIRED}, num_inputs=1, tf="tf.expand_dims", kind="view"))
 
 
 def _squeeze_shape(shape, axis):
@@ -99,7 +99,7 @@ register(OpDef("squeeze", "shape",
                                                types[0].dtype),
                lambda arrays, attrs: arrays[0].reshape(
                    _squeeze_shape(arrays[0].shape, attrs["axis"])),
-               attrs={"axis": None}, num_inputs=1))
+               attrs={"axis": None}, num_inputs=1, tf="tf.squeeze", kind="view"))
 
 
 # -- strided_slice ------------------------------------------------------------------
@@ -162,7 +162,7 @@ def _slice_ref(arrays, attrs):
 
 
 register(OpDef("strided_slice", "shape", _slice_type, _slice_ref,
-               attrs={"spec": REQUIRED}, num_inputs=1))
+               attrs={"spec": REQUIRED}, num_inputs=1, tf="tf.strided_slice"))
 
 
 # -- builders -------------------------------------------------------------------------

@@ -22,21 +22,24 @@ def _no_reference(arrays, attrs):
 
 register(OpDef("placeholder", "state", _placeholder_type, _no_reference,
                attrs={"shape": REQUIRED, "dtype": REQUIRED}, num_inputs=0,
-               differentiable=False, stateful=True,
-               doc="A value fed at run time; None dimensions are fixed by the feed."))
+               no_gradient="a source: fed at run time", stateful=True,
+               doc="A value fed at run time; None dimensions are fixed by the feed.",
+               tf="tf.compat.v1.placeholder", kind="source"))
 
 register(OpDef("constant", "state",
                lambda types, attrs: TensorType(attrs["value"].shape, attrs["value"].dtype.name),
                lambda arrays, attrs: attrs["value"],
-               attrs={"value": REQUIRED}, num_inputs=0, differentiable=False,
-               doc="A value baked into the graph."))
+               attrs={"value": REQUIRED}, num_inputs=0,
+               no_gradient="a source: a value in the graph",
+               doc="A value baked into the graph.", tf="tf.constant", kind="source"))
 
 register(OpDef("variable", "state",
                lambda types, attrs: TensorType(attrs["initial_value"].shape,
                                                attrs["initial_value"].dtype.name),
                _no_reference, attrs={"initial_value": REQUIRED}, num_inputs=0,
-               differentiable=False, stateful=True,
-               doc="State kept by the Session (on the GPU) across runs."))
+               no_gradient="a source: gradients are taken with respect to it", stateful=True,
+               doc="State kept by the Session (on the GPU) across runs.", tf="tf.Variable",
+               kind="source"))
 
 
 def _assign_type(types, attrs):
@@ -50,14 +53,18 @@ def _assign_type(types, attrs):
 
 
 register(OpDef("assign", "state", _assign_type, lambda arrays, attrs: arrays[1],
-               num_inputs=2, differentiable=False, stateful=True,
-               doc="Sets a variable to a new value when the run ends; returns the value."))
+               num_inputs=2,
+               no_gradient="it updates a variable", stateful=True,
+               doc="Sets a variable to a new value when the run ends; returns the value.",
+               tf="tf.compat.v1.assign"))
 
 
 register(OpDef("run_counter", "state", lambda types, attrs: TensorType((), "int32"),
-               _no_reference, num_inputs=0, differentiable=False, stateful=True,
+               _no_reference, num_inputs=0,
+               no_gradient="a source: an integer the session feeds", stateful=True,
                doc="How many runs its session made before this one (int32): what makes "
-                   "random ops draw fresh values every run, reproducibly."))
+                   "random ops draw fresh values every run, reproducibly.", tf="—",
+                   kind="source"))
 
 RUN_COUNTER = "run_counter"
 

@@ -81,7 +81,7 @@ def _concat_type(types, attrs):
 
 register(OpDef("concat", "structure", _concat_type,
                lambda arrays, attrs: np.concatenate(arrays, axis=attrs["axis"]),
-               attrs={"axis": REQUIRED}, num_inputs=None))
+               attrs={"axis": REQUIRED}, num_inputs=None, tf="tf.concat"))
 
 
 # -- pad, mirror_pad, mirror_pad_grad ---------------------------------------------------
@@ -113,7 +113,7 @@ def _pad_type(types, attrs):
 register(OpDef("pad", "structure", _pad_type,
                lambda arrays, attrs: np.pad(arrays[0], attrs["paddings"], mode="constant",
                                             constant_values=attrs["constant_value"]),
-               attrs={"paddings": REQUIRED, "constant_value": 0}, num_inputs=1))
+               attrs={"paddings": REQUIRED, "constant_value": 0}, num_inputs=1, tf="tf.pad"))
 
 
 def _check_mirror(shape, paddings, mode):
@@ -136,7 +136,8 @@ def _mirror_pad_type(types, attrs):
 register(OpDef("mirror_pad", "structure", _mirror_pad_type,
                lambda arrays, attrs: np.pad(arrays[0], attrs["paddings"],
                                             mode=attrs["mode"].lower()),
-               attrs={"paddings": REQUIRED, "mode": "REFLECT"}, num_inputs=1))
+               attrs={"paddings": REQUIRED, "mode": "REFLECT"}, num_inputs=1,
+               tf="tf.pad (REFLECT/SYMMETRIC)"))
 
 
 def mirror_source(o, before, dim, mode):
@@ -175,7 +176,8 @@ def _mirror_pad_grad_ref(arrays, attrs):
 
 
 register(OpDef("mirror_pad_grad", "structure", _mirror_pad_grad_type, _mirror_pad_grad_ref,
-               attrs={"paddings": REQUIRED, "mode": "REFLECT"}, num_inputs=1))
+               attrs={"paddings": REQUIRED, "mode": "REFLECT"}, num_inputs=1,
+               tf="MirrorPadGrad"))
 
 
 # -- tile, reverse, broadcast_to --------------------------------------------------------
@@ -193,7 +195,7 @@ def _tile_type(types, attrs):
 
 register(OpDef("tile", "structure", _tile_type,
                lambda arrays, attrs: np.tile(arrays[0], attrs["multiples"]),
-               attrs={"multiples": REQUIRED}, num_inputs=1))
+               attrs={"multiples": REQUIRED}, num_inputs=1, tf="tf.tile"))
 
 
 def _reverse_type(types, attrs):
@@ -205,7 +207,7 @@ def _reverse_type(types, attrs):
 register(OpDef("reverse", "structure", _reverse_type,
                lambda arrays, attrs: np.ascontiguousarray(np.flip(
                    arrays[0], normalize_axes(attrs["axis"], arrays[0].ndim))),
-               attrs={"axis": REQUIRED}, num_inputs=1))
+               attrs={"axis": REQUIRED}, num_inputs=1, tf="tf.reverse"))
 
 
 def _broadcast_to_type(types, attrs):
@@ -225,7 +227,7 @@ def _broadcast_to_type(types, attrs):
 
 register(OpDef("broadcast_to", "structure", _broadcast_to_type,
                lambda arrays, attrs: np.array(np.broadcast_to(arrays[0], attrs["shape"])),
-               attrs={"shape": REQUIRED}, num_inputs=1))
+               attrs={"shape": REQUIRED}, num_inputs=1, tf="tf.broadcast_to"))
 
 
 # -- gather and its adjoint ---------------------------------------------------------------
@@ -280,7 +282,7 @@ def _gather_ref(arrays, attrs):
 
 
 register(OpDef("gather", "structure", _gather_type, _gather_ref,
-               attrs={"axis": 0, "batch_dims": 0}, num_inputs=2))
+               attrs={"axis": 0, "batch_dims": 0}, num_inputs=2, tf="tf.gather"))
 
 
 def _gather_grad_type(types, attrs):
@@ -312,7 +314,7 @@ def _gather_grad_ref(arrays, attrs):
 
 
 register(OpDef("gather_grad", "structure", _gather_grad_type, _gather_grad_ref,
-               attrs={"axis": 0, "batch_dims": 0}, num_inputs=3))
+               attrs={"axis": 0, "batch_dims": 0}, num_inputs=3, tf="— (IndexedSlices)"))
 
 
 def _gather_nd_dims(params_shape, indices_shape):
@@ -346,7 +348,8 @@ def _gather_nd_ref(arrays, attrs):
     return out
 
 
-register(OpDef("gather_nd", "structure", _gather_nd_type, _gather_nd_ref, num_inputs=2))
+register(OpDef("gather_nd", "structure", _gather_nd_type, _gather_nd_ref, num_inputs=2,
+               tf="tf.gather_nd"))
 
 
 def _gather_nd_grad_type(types, attrs):
@@ -368,7 +371,7 @@ def _gather_nd_grad_ref(arrays, attrs):
 
 
 register(OpDef("gather_nd_grad", "structure", _gather_nd_grad_type, _gather_nd_grad_ref,
-               num_inputs=3))
+               num_inputs=3, tf="ScatterNd"))
 
 
 def _segment_sum_type(types, attrs):
@@ -397,7 +400,8 @@ def _segment_sum_ref(arrays, attrs):
 
 
 register(OpDef("unsorted_segment_sum", "structure", _segment_sum_type, _segment_sum_ref,
-               attrs={"num_segments": REQUIRED}, num_inputs=2))
+               attrs={"num_segments": REQUIRED}, num_inputs=2,
+               tf="tf.math.unsorted_segment_sum"))
 
 
 # -- one_hot ------------------------------------------------------------------------------
@@ -427,7 +431,8 @@ def _one_hot_ref(arrays, attrs):
 
 register(OpDef("one_hot", "structure", _one_hot_type, _one_hot_ref,
                attrs={"depth": REQUIRED, "on_value": 1.0, "off_value": 0.0, "axis": -1,
-                      "dtype": "float32"}, num_inputs=1, differentiable=False))
+                      "dtype": "float32"}, num_inputs=1, no_gradient="integer indices in",
+                      tf="tf.one_hot"))
 
 
 # -- top_k: ranks, then the indices of the first k ranks ------------------------------------
@@ -455,7 +460,7 @@ def _top_k_rank_ref(arrays, attrs):
 
 
 register(OpDef("top_k_rank", "structure", _top_k_rank_type, _top_k_rank_ref,
-               num_inputs=1, differentiable=False))
+               num_inputs=1, no_gradient="integer ranks", tf="tf.math.top_k"))
 
 
 def _top_k_indices_type(types, attrs):
@@ -472,7 +477,8 @@ def _top_k_indices_type(types, attrs):
 register(OpDef("top_k_indices", "structure", _top_k_indices_type,
                lambda arrays, attrs: np.argsort(arrays[0], axis=-1, kind="stable")
                [..., :attrs["k"]].astype(np.int32),
-               attrs={"k": REQUIRED}, num_inputs=1, differentiable=False))
+               attrs={"k": REQUIRED}, num_inputs=1, no_gradient="integer indices",
+               tf="tf.math.top_k"))
 
 
 # -- builders ---------------------------------------------------------------------------

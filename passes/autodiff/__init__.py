@@ -1,8 +1,23 @@
 """Reverse-mode autodiff (passes/autodiff/engine.py) and the gradient rules, one module
-per op family (passes/autodiff/<family>.py, matching ir/ops/<family>.py)."""
-from . import (conv, elementwise, fused, gradient, image, matmul, program,  # noqa: F401
-               random, reduce, shape, structure)                     # (rules)
+per op family (passes/autodiff/<family>.py, matching ir/ops/<family>.py), plus the rules
+op records carry (OpDef.gradient)."""
+from . import (  # noqa: F401  (the rules, registered on import)
+    conv,
+    elementwise,
+    fused,
+    gradient,
+    image,
+    matmul,
+    program,
+    random,
+    reduce,
+    shape,
+    structure,
+)
 from .engine import gradients
-from .registry import GRADIENTS, gradient as register_gradient
+from .registry import GRADIENTS, add_record_rules
+from .registry import gradient as register_gradient
 
-__all__ = ["gradients", "GRADIENTS", "register_gradient"]
+add_record_rules()
+
+__all__ = ["GRADIENTS", "gradients", "register_gradient"]

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from ...ir.errors import GradientError, GraphError
 from ...ir.graph import Value
-from ...ir.types import format_shape
 from ...ir.ops import elementwise as _ew
 from ...ir.ops.registry import get_op
-from .registry import GRADIENTS
+from ...ir.types import format_shape
+from .registry import rule_for
 
 SCOPE = "gradients"
 
@@ -98,7 +98,7 @@ def gradients(ys, xs, grad_ys=None, stop_gradients=(), unconnected="none"):
             continue
         if not any(v in pending for v in node.outputs):
             continue
-        rule = GRADIENTS.get(node.op)
+        rule = rule_for(node.op)
         if rule is None:
             fetch = next((y for y in ys if y.node is node), ys[0])
             raise GradientError(
