@@ -1,0 +1,140 @@
+"""Measure where a data-parallel step's time goes (docs/SCALING.md's figures).
+
+    python -m fragflow.distributed.measure [--workers 1 2] [--steps 30]
+        [--allreduce object_store collective] [--models cnn mlp]
+
+For each model, averaging mode and worker count: a DataParallelTrainer on a local Ray
+instance runs `steps` steps of one global batch; the medians (after the first steps,
+which compile shaders) of compute, transfer, allreduce, apply and the whole step are
+printed, with the gradient size and one process's step on a plain Session (no Ray)
+for comparison. Models: "cnn", the digits CNN (8x8x1 images, batch 64, 7k weights);
+"mlp", a 784-512-512-10 perceptron (batch 256, 670k weights, 2.7 MB of gradients).
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+from .training import DataParallelTrainer, TrainGraph
+
+MODELS = {"cnn": ((8, 8, 1), 64), "mlp": ((784,), 256)}
+
+
+def build_cnn():
+    import fragflow as ff
+    L = ff.layers
+    ff.initializers.set_seed(0)
+    model = ff.Sequential([
+        L.Conv2D(8, 3, padding="same", activation="relu", input_shape=(8, 8, 1)),
+        L.MaxPool2D(2),
+        L.Conv2D(16, 3, padding="same", activation="relu"),
+        L.Flatten(),
+        L.Dense(32, activation="relu"),
+        L.Dense(10, activation="softmax"),
+    ], name="digits")
+    model.build((None, 8, 8, 1))
+    with model.graph.as_default():
+        labels = ff.placeholder((None,), "int32", name="labels")
+        loss = ff.mean(ff.keras.losses.sparse_categorical_crossentropy(labels, model.output))
+    return TrainGraph(loss, [model.input, labels], ff.optim.Adam(0.01),
+                      var_list=model.trainable_weights)
+
+
+def build_mlp():
+    import fragflow as ff
+    rng = np.random.default_rng(0)
+    x = ff.placeholder((None, 784), "float32", name="x")
+    labels = ff.placeholder((None,), "int32", name="labels")
+    h = x
+    for i, (n_in, n_out) in enumerate([(784, 512), (512, 512), (512, 10)]):
+        w = ff.Variable((rng.standard_normal((n_in, n_out)) / np.sqrt(n_in)).astype(np.float32),
+                        name=f"w{i}")
+        b = ff.Variable(np.zeros(n_out, np.float32), name=f"b{i}")
+        h = h @ w + b
+        if i < 2:
+            h = ff.relu(h)
+    loss = ff.mean(ff.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=h))
+    return TrainGraph(loss, [x, labels], ff.optim.Adam(0.001))
+
+
+BUILDERS = {"cnn": build_cnn, "mlp": build_mlp}
+
+
+def batch(model: str, seed=0):
+    shape, size = MODELS[model]
+    rng = np.random.default_rng(seed)
+    return (rng.random((size,) + shape, dtype=np.float32),
+            rng.integers(0, 10, size).astype(np.int32))
+
+
+def single_process_step(model: str, steps: int) -> float:
+    """Median seconds of one training step on a plain Session (no Ray)."""
+    import fragflow as ff
+    g = ff.Graph()
+    with g.as_default():
+        spec = BUILDERS[model]()
+        step = spec.optimizer.minimize(spec.loss)
+    xb, yb = batch(model)
+    with ff.Session(spec.loss.graph) as sess:
+        fn = sess.compile([step, spec.loss], feeds=spec.inputs)
+        times = []
+        for _ in range(steps):
+            start = time.perf_counter()
+            fn(xb, yb)
+            times.append(time.perf_counter() - start)
+    return statistics.median(times[3:])
+
+
+def measure(model: str, workers: int, allreduce: str, steps: int) -> dict:
+    xb, yb = batch(model)
+    with DataParallelTrainer(BUILDERS[model], num_workers=workers, allreduce=allreduce,
+                             num_cpus_per_worker=0.5, verbose=0) as trainer:
+        history = trainer.fit([(xb, yb)] * steps)
+        size = sum(v.size for v in trainer.get_weights().values())
+    steady = history[3:]
+    med = lambda f: statistics.median(f(s) for s in steady) * 1e3   # noqa: E731
+    return {"model": model, "workers": workers, "allreduce": allreduce,
+            "gradient_bytes": 4 * size, "step_ms": med(lambda s: s.seconds),
+            "compute_ms": med(lambda s: max(s.compute)), "transfer_ms": med(lambda s: s.transfer),
+            "allreduce_ms": med(lambda s: s.allreduce), "apply_ms": med(lambda s: s.apply),
+            "examples_per_s": statistics.median(s.throughput for s in steady)}
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--allreduce", nargs="+", default=["object_store", "collective"])
+    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    args = parser.parse_args(argv)
+    import ray
+    ray.init(num_cpus=max(2, max(args.workers)), include_dashboard=False, log_to_driver=False,
+             object_store_memory=200 * 1024 * 1024)
+    print("model  mode          workers  grad KB   step ms  compute  transfer  allreduce  "
+          "apply   examples/s")
+    try:
+        for model in args.models:
+            alone = single_process_step(model, args.steps)
+            print(f"{model:5}  one Session   1        -        {alone * 1e3:8.2f}  (no Ray)")
+            for allreduce in args.allreduce:
+                for workers in args.workers:
+                    try:
+                        r = measure(model, workers, allreduce, args.steps)
+                    except Exception as err:     # noqa: BLE001 -- e.g. no torch for gloo
+                        print(f"{model:5}  {allreduce:12}  {workers}  failed: "
+                              f"{type(err).__name__}: {str(err).splitlines()[0][:120]}")
+                        continue
+                    print(f"{model:5}  {allreduce:12}  {workers:<7}  "
+                          f"{r['gradient_bytes'] / 1024:7.1f}  {r['step_ms']:8.2f}  "
+                          f"{r['compute_ms']:7.2f}  {r['transfer_ms']:8.2f}  "
+                          f"{r['allreduce_ms']:9.2f}  {r['apply_ms']:6.2f}  "
+                          f"{r['examples_per_s']:9.0f}", flush=True)
+    finally:
+        ray.shutdown()
+
+
+if __name__ == "__main__":
+    main()
