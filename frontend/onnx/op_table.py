@@ -17,6 +17,8 @@ import numpy as np
 
 import fragflow.frontend as F
 
+from .. import ops_nn_extra as NN    # gelu, hard_swish, layer/instance normalization
+from . import resize as R
 from .importer import Init
 
 RULES: dict = {}
@@ -261,8 +263,7 @@ def hard_sigmoid(ctx, node, x, a):
 
 @rule("HardSwish")
 def hard_swish(ctx, node, x, a):
-    t = ctx.tensor(x[0])
-    return t * (F.relu6(t + 3.0) * (1.0 / 6.0))
+    return NN.hard_swish(ctx.tensor(x[0]))
 
 
 @rule("Softsign")
@@ -279,11 +280,8 @@ def mish(ctx, node, x, a):
 
 @rule("Gelu")
 def gelu(ctx, node, x, a):
-    t = ctx.tensor(x[0])
-    if a.get("approximate", "none") == "tanh":
-        inner = math.sqrt(2.0 / math.pi) * (t + 0.044715 * t * t * t)
-        return 0.5 * t * (F.tanh(inner) + 1.0)
-    return 0.5 * t * (F.erf(t * (1.0 / math.sqrt(2.0))) + 1.0)
+    _unsupported_attr(ctx, a, "approximate", ("none", "tanh"))
+    return NN.gelu(ctx.tensor(x[0]), approximate=a.get("approximate", "none") == "tanh")
 
 
 @rule("Dropout")
@@ -560,15 +558,12 @@ def batch_norm(ctx, node, x, a):
 @rule("InstanceNormalization")
 def instance_norm(ctx, node, x, a):
     t = ctx.tensor(x[0])
-    rank = len(t.shape)
-    axes = tuple(range(2, rank))
-    eps = float(a.get("epsilon", 1e-5))
-    mean = F.reduce_mean(t, axis=axes, keepdims=True)
-    centred = t - mean
-    var = F.reduce_mean(F.square(centred), axis=axes, keepdims=True)
-    normed = centred * F.rsqrt(var + eps)
-    return normed * _per_channel(ctx.tensor(x[1]), rank) + \
-        _per_channel(ctx.tensor(x[2]), rank)
+    if len(t.shape) < 3:
+        raise ctx.error(f"InstanceNormalization of a rank-{len(t.shape)} input (needs N, C "
+                        f"and spatial axes)")
+    return NN.instance_normalization(t, ctx.tensor(x[1]), ctx.tensor(x[2]),
+                                     epsilon=float(a.get("epsilon", 1e-5)),
+                                     data_format="NCHW")
 
 
 @rule("LayerNormalization")
@@ -577,14 +572,11 @@ def layer_norm(ctx, node, x, a):
     t = ctx.tensor(x[0])
     rank = len(t.shape)
     axes = tuple(range(_axis(int(a.get("axis", -1)), rank), rank))
-    eps = float(a.get("epsilon", 1e-5))
-    mean = F.reduce_mean(t, axis=axes, keepdims=True)
-    centred = t - mean
-    var = F.reduce_mean(F.square(centred), axis=axes, keepdims=True)
-    inv_std = F.rsqrt(var + eps)
-    out = centred * inv_std * ctx.tensor(x[1])
-    out = out + ctx.tensor(x[2]) if len(x) > 2 and x[2] is not None else out
-    return [out, mean, inv_std]          # Mean and InvStdDev: the optional outputs
+    offset = ctx.tensor(x[2]) if len(x) > 2 and x[2] is not None else None
+    # Mean and InvStdDev are the optional outputs
+    return list(NN.layer_normalization(t, ctx.tensor(x[1]), offset, axis=axes,
+                                       epsilon=float(a.get("epsilon", 1e-5)),
+                                       return_statistics=True))
 
 
 @rule("LRN")
@@ -602,55 +594,87 @@ def lrn(ctx, node, x, a):
 
 @rule("Resize", "Upsample")
 def resize(ctx, node, x, a):
+    """The dedicated NHWC kernels (resize_nearest_neighbor, resize_bilinear) where they
+    compute exactly ONNX's result: 4-D, spatial axes only, whole-number sizes, the
+    modes they have. Everything else: resize.py's gathers and weighted sums."""
     t = ctx.tensor(x[0])
-    if len(t.shape) != 4:
-        raise ctx.error("Resize of a non-4-D (NCHW) input is not supported")
     mode = a.get("mode", "nearest")
-    for only_cubic_or_crop in ("cubic_coeff_a", "exclude_outside", "extrapolation_value"):
-        a.get(only_cubic_or_crop)
-    if a.get("keep_aspect_ratio_policy", "stretch") != "stretch":
-        raise ctx.error("keep_aspect_ratio_policy other than 'stretch' is not supported")
     if node.op_type == "Upsample" or ctx.opset < 11:
         scales = a.get("scales") if ctx.opset < 9 else ctx.static(x[1], "scales")
-        sizes, coord = None, "asymmetric"
-        if mode in ("linear", "bilinear"):
-            mode = "linear"
+        scales = [float(s) for s in np.asarray(scales).reshape(-1)]
+        sizes, roi, axes, coord, nearest = None, None, None, "asymmetric", "floor"
+        mode = "linear" if mode in ("linear", "bilinear") else mode
     else:
         scales = x[2] if len(x) > 2 and x[2] is not None else None
         sizes = x[3] if len(x) > 3 and x[3] is not None else None
         scales = None if scales is None or ctx.static(scales, "scales").size == 0 \
-            else ctx.static(scales, "scales")
+            else [float(s) for s in np.asarray(ctx.static(scales, "scales")).reshape(-1)]
         sizes = None if sizes is None else ctx.ints(sizes, "sizes")
+        roi = ctx.static(x[1], "roi") if len(x) > 1 and x[1] is not None else None
+        axes = a.get("axes")
         coord = a.get("coordinate_transformation_mode", "half_pixel")
-        if "axes" in a:
-            raise ctx.error("Resize's axes attribute is not supported")
+        nearest = a.get("nearest_mode", "round_prefer_floor")
+    if mode not in ("nearest", "linear", "cubic"):
+        raise ctx.error(f"Resize mode {mode!r} is not supported (nearest, linear and cubic "
+                        f"are)")
+    if scales is None and sizes is None:
+        raise ctx.error("Resize needs scales or sizes")
+    shape = tuple(t.shape)
+    if any(d is None for d in shape):
+        raise ctx.error(f"Resize needs a static input shape, got {list(shape)} (give it "
+                        f"with input_shapes=)")
+    policy = a.get("keep_aspect_ratio_policy", "stretch")
+    if policy not in ("stretch", "not_larger", "not_smaller"):
+        raise ctx.error(f"keep_aspect_ratio_policy {policy!r} is not supported")
+    plan = R.plan_axes(shape, scales=scales, sizes=sizes, axes=axes, roi=roi,
+                       keep_aspect_ratio_policy=policy)
+    extrapolation = float(a.get("extrapolation_value", 0.0))
+    cubic_a = float(a.get("cubic_coeff_a", -0.75))
+    antialias = bool(a.get("antialias", 0)) and mode != "nearest"
+    exclude = bool(a.get("exclude_outside", 0))
+    if not plan:
+        return F.identity(t)
+    if coord == "tf_crop_and_resize" and roi is None:
+        raise ctx.error("Resize with tf_crop_and_resize needs the roi input")
+    fast = _resize_kernel(t, plan, mode, coord, nearest, antialias, exclude, policy)
+    if fast is not None:
+        return fast
+    y = t
+    for axis, n_in, n_out, scale, pair in plan:
+        try:
+            weights, extrapolated = R.axis_weights(
+                n_in, n_out, scale, mode=mode, coordinate_mode=coord, nearest_mode=nearest,
+                cubic_coeff_a=cubic_a, antialias=antialias, exclude_outside=exclude,
+                roi=pair)
+        except (ValueError, TypeError) as err:    # an unknown mode's name, from onnx
+            raise ctx.error(f"Resize {mode} with coordinate_transformation_mode={coord!r}, "
+                            f"nearest_mode={nearest!r}: {err}") from None
+        y = R.resize_axis(y, axis, weights, extrapolated, extrapolation)
+    return y
+
+
+def _resize_kernel(t, plan, mode, coord, nearest, antialias, exclude, policy):
+    """resize_nearest_neighbor or resize_bilinear (NHWC, between transposes) where one
+    gives exactly ONNX's result, else None."""
+    if len(t.shape) != 4 or antialias or exclude or policy != "stretch" or \
+            any(axis not in (2, 3) or pair is not None or
+                not math.isclose(n_out, n_in * scale, rel_tol=1e-6)
+                for axis, n_in, n_out, scale, pair in plan):
+        return None          # fractional scales map coordinates by the scale, not sizes
     n, c, h, w = t.shape
-    if sizes is None:
-        scales = [float(s) for s in np.asarray(scales).reshape(-1)]
-        if scales[:2] != [1.0, 1.0]:
-            raise ctx.error("Resize of the batch or channel axes is not supported")
-        if h is None or w is None:
-            raise ctx.error("Resize needs static spatial sizes")
-        sizes = [n, c, int(math.floor(h * scales[2])), int(math.floor(w * scales[3]))]
-        if sizes[2] != h * scales[2] or sizes[3] != w * scales[3]:
-            # ONNX then maps coordinates by the scale, fragflow's resizes by the sizes
-            raise ctx.error(f"Resize by scales {scales[2:]} of a {h}x{w} image: fragflow "
-                            f"resizes only where the scaled size is a whole number")
-    size = tuple(sizes[2:])
+    sizes = {axis: n_out for axis, _, n_out, _, _ in plan}
+    size = (sizes.get(2, h), sizes.get(3, w))
     xt = F.transpose(t, TO_NHWC)
     if mode == "nearest":
-        nearest = a.get("nearest_mode", "round_prefer_floor")
-        if coord == "asymmetric" and (nearest == "floor" or node.op_type == "Upsample"
-                                      or ctx.opset < 11):
+        if coord == "asymmetric" and nearest == "floor":
             y = F.resize_nearest_neighbor(xt, size)
-        elif coord == "align_corners" and nearest in ("round_prefer_ceil",):
+        elif coord == "align_corners" and nearest == "round_prefer_ceil":
             y = F.resize_nearest_neighbor(xt, size, align_corners=True)
         elif coord in ("half_pixel", "tf_half_pixel_for_nn") and \
                 nearest == "round_prefer_ceil":
             y = F.resize_nearest_neighbor(xt, size, half_pixel_centers=True)
         else:
-            raise ctx.error(f"Resize nearest with coordinate_transformation_mode={coord!r} "
-                            f"and nearest_mode={nearest!r} is not supported")
+            return None
     elif mode == "linear":
         if coord == "asymmetric":
             y = F.resize_bilinear(xt, size)
@@ -659,12 +683,9 @@ def resize(ctx, node, x, a):
         elif coord == "half_pixel" or (coord == "pytorch_half_pixel" and min(size) > 1):
             y = F.resize_bilinear(xt, size, half_pixel_centers=True)
         else:
-            raise ctx.error(f"Resize linear with coordinate_transformation_mode={coord!r} "
-                            f"is not supported")
-        if a.get("antialias", 0):
-            raise ctx.error("Resize with antialias=1 is not supported")
+            return None
     else:
-        raise ctx.error(f"Resize mode {mode!r} is not supported (nearest and linear are)")
+        return None
     return F.transpose(y, TO_NCHW)
 
 

@@ -20,7 +20,7 @@ def require_onnx_packages():
 def torch_models(tmp_path_factory):
     """A directory of ONNX files exported by torch (torch_models.py: small models and
     torchvision's resnet18, mobilenet_v2, squeezenet1_1), each with NAME.input.npy,
-    NAME.torch.npy and NAME.sgd.npy."""
+    NAME.torch.npy (and NAME.sgd.npy for the small ones)."""
     require_onnx_packages()
     if importlib.util.find_spec("torch") is None:
         pytest.skip("torch is not installed: no exported models to import")
