@@ -44,7 +44,7 @@ def _attrs(node) -> str:
         if key == "steps":
             shown.append(f"steps={format_steps(value)}")
             continue
-        if key in ("nodes", "key", "output_shape", "output_dtype", "uniforms"):
+        if key in opdef.hidden_attrs:
             continue      # provenance and bookkeeping: kernel headers show them
         if key == "glsl":
             shown.append(f"glsl=<{len(value.strip().splitlines())} lines>")
@@ -52,8 +52,6 @@ def _attrs(node) -> str:
         default = opdef.attrs.get(key, REQUIRED)
         if default is not REQUIRED and not isinstance(value, np.ndarray) and value == default:
             continue
-        if key in ("value", "initial_value"):
-            continue    # shown after the op name
         shown.append(f"{key}={format_attr(value)}")
     return " {" + ", ".join(shown) + "}" if shown else ""
 
@@ -84,12 +82,9 @@ def format_node(node, names: _Names) -> str:
     results = names.define(node)
     lhs = ", ".join(results)
     types = ", ".join(str(v.type) for v in node.outputs)
-    if node.op == "constant":
-        rhs = f"constant {format_attr(node.attrs['value'])}"
-    elif node.op == "variable":
-        rhs = f"variable \"{node.name}\""
-    elif node.op == "placeholder":
-        rhs = f"placeholder \"{node.name}\""
+    printer = get_op(node.op).printer
+    if printer is not None:
+        rhs = printer(node, format_attr)
     else:
         rhs = f"{node.op}({', '.join(names[v] for v in node.inputs)}){_attrs(node)}"
     text = f"  {lhs} = {rhs} : {types}"

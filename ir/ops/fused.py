@@ -13,9 +13,9 @@ op's OpDef, so a fused node means exactly what its steps mean."""
 from __future__ import annotations
 
 from ..errors import AttrError
+from . import matmul as _matmul
 from .common import apply
 from .registry import REQUIRED, OpDef, get_op, register
-from . import matmul as _matmul
 
 
 def eval_steps(steps, operands, run):
@@ -57,7 +57,7 @@ register(OpDef(
     "fused_elementwise", "fused",
     lambda types, attrs: eval_steps(attrs["steps"], types, _infer_step),
     lambda arrays, attrs: eval_steps(attrs["steps"], arrays, _ref_step),
-    attrs={"steps": REQUIRED, "nodes": ()}, differentiable=True,
+    attrs={"steps": REQUIRED, "nodes": ()}, hidden_attrs=("nodes",),
     doc="Elementwise ops fused into one kernel (see the module docstring).",
     tf="— (XLA loop fusion)"))
 
@@ -74,7 +74,7 @@ def _fused_matmul_ref(arrays, attrs):
 
 register(OpDef("fused_matmul", "fused", _fused_matmul_type, _fused_matmul_ref,
                attrs={"transpose_a": False, "transpose_b": False, "steps": REQUIRED,
-                      "nodes": ()},
+                      "nodes": ()}, hidden_attrs=("nodes",),
                doc="matmul with an elementwise epilogue (bias, activation) in one kernel.",
                tf="_FusedMatMul"))
 
@@ -114,7 +114,7 @@ def _fused_conv_ref(arrays, attrs):
 
 register(OpDef("fused_conv", "fused", _fused_conv_type, _fused_conv_ref,
                attrs={"conv_op": REQUIRED, "conv_attrs": REQUIRED, "steps": REQUIRED,
-                      "nodes": ()},
+                      "nodes": ()}, hidden_attrs=("nodes",),
                doc="conv2d / depthwise_conv2d with an elementwise epilogue in one kernel.",
                tf="_FusedConv2D / FusedDepthwiseConv2dNative"))
 

@@ -85,6 +85,7 @@ register(OpDef("strided_slice_grad", "gradient", _slice_grad_type, _slice_grad_r
 
 register(OpDef("custom_gradient", "gradient", lambda types, attrs: types[0],
                lambda arrays, attrs: arrays[0], attrs={"key": REQUIRED},
+               hidden_attrs=("key",),
                tf="tf.custom_gradient", kind="view"))
 
 

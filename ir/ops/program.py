@@ -107,5 +107,6 @@ register(OpDef("gpgpu_program", "program", _infer, _reference,
                attrs={"key": REQUIRED, "name": REQUIRED, "glsl": REQUIRED,
                       "inputs": REQUIRED, "uniforms": (), "uniform_values": (),
                       "output_shape": REQUIRED, "output_dtype": REQUIRED},
+               hidden_attrs=("key", "output_shape", "output_dtype", "uniforms"),
                doc="A user-written GLSL kernel (see ff.gpgpu_program).",
                tf="tf.js GPGPUProgram"))

@@ -49,6 +49,11 @@ class OpDef:
     # the argument name of the generated frontend function ff.<name>(<arg>, name=None)
     # ("x", TensorFlow's "features"); "": written by hand, or internal
     wrapper_arg: str = ""
+    # printing (ir/printer.py): printer(node, format_attr) gives the text after "=" where
+    # the usual `op(%a, %b) {attrs}` does not fit (constants, placeholders, variables);
+    # hidden_attrs are left out of the braces (provenance and bookkeeping)
+    printer: Callable | None = None
+    hidden_attrs: tuple = ()
 
     def __post_init__(self):
         if self.kind not in KINDS:

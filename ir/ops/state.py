@@ -24,14 +24,16 @@ register(OpDef("placeholder", "state", _placeholder_type, _no_reference,
                attrs={"shape": REQUIRED, "dtype": REQUIRED}, num_inputs=0,
                no_gradient="a source: fed at run time", stateful=True,
                doc="A value fed at run time; None dimensions are fixed by the feed.",
-               tf="tf.compat.v1.placeholder", kind="source"))
+               tf="tf.compat.v1.placeholder", kind="source",
+               printer=lambda node, fmt: f'placeholder "{node.name}"'))
 
 register(OpDef("constant", "state",
                lambda types, attrs: TensorType(attrs["value"].shape, attrs["value"].dtype.name),
                lambda arrays, attrs: attrs["value"],
                attrs={"value": REQUIRED}, num_inputs=0,
                no_gradient="a source: a value in the graph",
-               doc="A value baked into the graph.", tf="tf.constant", kind="source"))
+               doc="A value baked into the graph.", tf="tf.constant", kind="source",
+               printer=lambda node, fmt: f"constant {fmt(node.attrs['value'])}"))
 
 register(OpDef("variable", "state",
                lambda types, attrs: TensorType(attrs["initial_value"].shape,
@@ -39,7 +41,7 @@ register(OpDef("variable", "state",
                _no_reference, attrs={"initial_value": REQUIRED}, num_inputs=0,
                no_gradient="a source: gradients are taken with respect to it", stateful=True,
                doc="State kept by the Session (on the GPU) across runs.", tf="tf.Variable",
-               kind="source"))
+               kind="source", printer=lambda node, fmt: f'variable "{node.name}"'))
 
 
 def _assign_type(types, attrs):
