@@ -5,10 +5,13 @@ full-rank form [1, s, s, 1]. padding: "SAME", "VALID" or explicit (before, after
 See ir/ops/conv.py for the exact semantics."""
 from __future__ import annotations
 
-from ..ir.errors import AttrError, ShapeError
+import numpy as np
+
+from ..ir.errors import AttrError, DTypeError, ShapeError
 from ..ir.ops import conv as _conv, shape as _shape
-from ..ir.ops.common import as_value, graph_of
-from .ops import _operands as _tensor_operands
+from . import ops_math as _math, ops_structure as _structure
+from .operands import as_tensor, graph_operands
+from .ops_graph import constant, name_scope
 from .tensor import _wrap
 
 __all__: list = []
@@ -17,13 +20,6 @@ __all__: list = []
 def _export(fn):
     __all__.append(fn.__name__)
     return fn
-
-
-def _operands(*xs):
-    """Tensors to values; numpy arrays (filters, say) become constants of their graph."""
-    values = _tensor_operands(*xs)
-    graph = graph_of(*values)
-    return [as_value(graph, v) for v in values]
 
 
 def _padding(padding):
@@ -55,7 +51,7 @@ def conv2d(input, filters, strides=1, padding="VALID", data_format="NHWC", dilat
     (1, 3, 3, 8)
     """
     _check_format(data_format, ("NHWC",))
-    x, w = _operands(input, filters)
+    x, w = graph_operands(input, filters)
     return _wrap(_conv.conv("conv2d", x, w, strides, _padding(padding), dilations, name=name))
 
 
@@ -64,7 +60,7 @@ def conv3d(input, filters, strides=1, padding="VALID", data_format="NDHWC", dila
            name=None):
     """3-D convolution of an NDHWC volume by a DHWIO filter."""
     _check_format(data_format, ("NDHWC",))
-    x, w = _operands(input, filters)
+    x, w = graph_operands(input, filters)
     return _wrap(_conv.conv("conv3d", x, w, strides, _padding(padding), dilations, name=name))
 
 
@@ -94,7 +90,7 @@ def conv1d(input, filters, stride=1, padding="VALID", data_format="NWC", dilatio
     (2, 5, 4)
     """
     _check_format(data_format, ("NWC",))
-    x, w = _operands(input, filters)
+    x, w = graph_operands(input, filters)
     if x.type.rank != 3 or w.type.rank != 3:
         raise ShapeError(f"conv1d needs an NWC input and a WIO filter (rank 3), got "
                          f"{x.type} and {w.type}")
@@ -115,7 +111,7 @@ def _conv_transpose(kind, layout, input, filters, output_shape, strides, padding
     """conv2d_transpose / conv3d_transpose: conv_backprop_input of `kind` ("conv2d" or
     "conv3d"), whose output_shape is written in `layout` ("NHWC" or "NDHWC")."""
     _check_format(data_format, (layout,))
-    x, w = _operands(input, filters)
+    x, w = graph_operands(input, filters)
     output_shape = tuple(int(d) for d in output_shape)
     if len(output_shape) != len(layout):
         raise ShapeError(f"{kind}_transpose's output_shape must be [{', '.join(layout)}], "
@@ -155,7 +151,7 @@ def depthwise_conv2d(input, filter, strides=1, padding="VALID", data_format="NHW
     """Depthwise 2-D convolution: filter [H, W, C, M] convolves each input channel c
     with its own M filters; output channel c * M + m."""
     _check_format(data_format, ("NHWC",))
-    x, w = _operands(input, filter)
+    x, w = graph_operands(input, filter)
     return _wrap(_conv.conv("depthwise_conv2d", x, w, strides, _padding(padding), dilations,
                             name=name))
 
@@ -166,7 +162,7 @@ def separable_conv2d(input, depthwise_filter, pointwise_filter, strides=1, paddi
     """A depthwise conv2d followed by a 1x1 conv2d (pointwise_filter [1, 1, C * M, O]):
     a composite, as TensorFlow runs it (and its gradient is the two ops' gradients)."""
     _check_format(data_format, ("NHWC",))
-    x, dw, pw = _operands(input, depthwise_filter, pointwise_filter)
+    x, dw, pw = graph_operands(input, depthwise_filter, pointwise_filter)
     hidden = _conv.conv("depthwise_conv2d", x, dw, strides, _padding(padding), dilations)
     return _wrap(_conv.conv("conv2d", hidden, pw, 1, "VALID", 1, name=name))
 
@@ -178,7 +174,7 @@ def dilation2d(input, filters, strides, padding, data_format="NHWC", dilations=1
     window of input[n, y*s + i*r - pad, x*s + j*r - pad, c] + filters[i, j, c].
     Padding positions never win. filters is [H, W, C]."""
     _check_format(data_format, ("NHWC",))
-    x, w = _operands(input, filters)
+    x, w = graph_operands(input, filters)
     return _wrap(_conv.conv("dilation2d", x, w, strides, _padding(padding), dilations,
                             name=name))
 
@@ -186,7 +182,7 @@ def dilation2d(input, filters, strides, padding, data_format="NHWC", dilations=1
 def _pool(op, layout, doc):
     def fn(input, ksize, strides, padding="VALID", data_format=layout, name=None):
         _check_format(data_format, (layout,))
-        return _wrap(_conv.pool(op, _operands(input)[0], ksize, strides, _padding(padding),
+        return _wrap(_conv.pool(op, graph_operands(input)[0], ksize, strides, _padding(padding),
                                 name=name))
     fn.__name__ = fn.__qualname__ = op
     fn.__doc__ = doc
@@ -209,3 +205,74 @@ max_pool3d = _pool("max_pool3d", "NDHWC", "Max over each window of an NDHWC volu
 avg_pool3d = _pool("avg_pool3d", "NDHWC", "Mean over each window of an NDHWC volume.")
 max_pool2d, avg_pool2d = max_pool, avg_pool          # TensorFlow 2's names
 __all__ += ["max_pool2d", "avg_pool2d"]
+
+
+def _pair(value, what):
+    """An int, a pair, or TensorFlow's [1, a, b, 1] -> (a, b)."""
+    v = [int(value)] * 2 if isinstance(value, (int, np.integer)) else [int(a) for a in value]
+    if len(v) == 4:
+        if v[0] != 1 or v[3] != 1:
+            raise AttrError(f"max_pool_with_argmax: {what} {list(value)} must be 1 on the "
+                            f"batch and channel axes")
+        v = v[1:3]
+    if len(v) != 2 or min(v) < 1:
+        raise AttrError(f"max_pool_with_argmax: bad {what} {value!r}")
+    return v
+
+
+# ff.nn.max_pool_with_argmax only (as tf.nn.max_pool_with_argmax), not flat in ff
+def max_pool_with_argmax(input, ksize, strides, padding, Targmax="int32",  # noqa: A002,N803
+                         include_batch_index=False, name=None):
+    """(max_pool's output, argmax) as tf.nn.max_pool_with_argmax on NHWC float32
+    input: argmax holds each maximum's flat index ((y * width + x) * channels + c, plus
+    b * height * width * channels with include_batch_index), int32; the first maximum
+    in row-major window order on ties, as TensorFlow's CPU kernel. The values have
+    max_pool's gradient; argmax has none. Builds one strided slice per window offset
+    (kh * kw of them), so keep windows small."""
+    if Targmax not in ("int32", "int64", np.int32, np.int64):
+        raise DTypeError(f"max_pool_with_argmax: Targmax {Targmax!r} is not int32")
+    with name_scope(name or "max_pool_with_argmax"):
+        x = as_tensor(input)
+        if x.ndim != 4 or x.dtype != "float32":
+            raise ShapeError(f"max_pool_with_argmax needs a float32 NHWC input, got {x!r}")
+        kh, kw = _pair(ksize, "ksize")
+        sh, sw = _pair(strides, "strides")
+        n, h, w, c = x.shape
+        if None in (h, w, c) or (include_batch_index and n is None):
+            raise ShapeError(f"max_pool_with_argmax needs static height, width and channels "
+                             f"(and batch with include_batch_index), got {list(x.shape)}")
+        padding = str(padding).upper()
+        if padding == "SAME":
+            oh, ow = -(-h // sh), -(-w // sw)
+            pad_h = max((oh - 1) * sh + kh - h, 0)
+            pad_w = max((ow - 1) * sw + kw - w, 0)
+        elif padding == "VALID":
+            oh, ow = (h - kh) // sh + 1, (w - kw) // sw + 1
+            pad_h = pad_w = 0
+        else:
+            raise AttrError(f"max_pool_with_argmax: padding must be SAME or VALID, got "
+                            f"{padding!r}")
+        if oh < 1 or ow < 1:
+            raise ShapeError(f"max_pool_with_argmax: a {kh}x{kw} window does not fit "
+                             f"{h}x{w}")
+        top, left = pad_h // 2, pad_w // 2
+        values = max_pool(x, [kh, kw], [sh, sw], padding)
+        padded = _structure.pad(x, [[0, 0], [top, pad_h - top], [left, pad_w - left], [0, 0]],
+                                constant_values=-np.inf) if pad_h or pad_w else x
+        windows = [padded[:, dy:dy + sh * (oh - 1) + 1:sh, dx:dx + sw * (ow - 1) + 1:sw, :]
+                   for dy in range(kh) for dx in range(kw)]
+        offset = _math.argmax(_structure.stack(windows, axis=-1), axis=-1)   # [n, oh, ow, c]
+        with x.graph.as_default():
+            base_y = constant((np.arange(oh, dtype=np.int32) * sh - top)
+                                   .reshape(1, oh, 1, 1))
+            base_x = constant((np.arange(ow, dtype=np.int32) * sw - left)
+                                   .reshape(1, 1, ow, 1))
+            channel = constant(np.arange(c, dtype=np.int32).reshape(1, 1, 1, c))
+        y = base_y + _math.floor_div(offset, kw)
+        xx = base_x + _math.mod(offset, kw)
+        flat = (y * w + xx) * c + channel
+        if include_batch_index:
+            with x.graph.as_default():
+                batch = constant(np.arange(n, dtype=np.int32).reshape(n, 1, 1, 1))
+            flat = flat + batch * (h * w * c)
+        return values, _math.identity(flat, name="argmax")

@@ -19,10 +19,11 @@ import math
 import numpy as np
 
 from ..ir.errors import AttrError, ShapeError
-from ..ir.graph import get_default_graph
-from . import ops as _ops
-from .ops_composite import _static, _tensor
-from .tensor import Tensor
+from ..ir.ops import matmul as _mm
+from . import ops_math as _math, ops_structure as _structure
+from .operands import as_tensor, operands, scoped, static_shape
+from .ops_graph import constant, name_scope
+from .tensor import Tensor, _wrap
 
 __all__: list = []
 
@@ -33,6 +34,14 @@ def _export(fn):
 
 
 @_export
+def matmul(a, b, transpose_a=False, transpose_b=False, name=None):
+    """a @ b over the last two axes, broadcasting batch axes."""
+    x, y = operands(a, b)
+    return _wrap(_mm.matmul(x, y, transpose_a, transpose_b, name=name))
+
+
+
+@_export
 def eye(num_rows, num_columns=None, batch_shape=None, dtype="float32", name=None):
     """The identity matrix (num_rows x num_columns), repeated over batch_shape, as tf.eye.
     A constant: nothing runs."""
@@ -40,12 +49,12 @@ def eye(num_rows, num_columns=None, batch_shape=None, dtype="float32", name=None
     value = np.eye(int(num_rows), int(num_columns), dtype=np.dtype(dtype))
     if batch_shape is not None:
         value = np.broadcast_to(value, tuple(batch_shape) + value.shape).copy()
-    return _ops.constant(value, dtype, name=name or "eye")
+    return constant(value, dtype, name=name or "eye")
 
 
 def _graph_constant(x: Tensor, value):
     with x.graph.as_default():
-        return _ops.constant(value)
+        return constant(value)
 
 
 def _zero(x):
@@ -56,29 +65,29 @@ def _zero(x):
 def diag(diagonal, name=None):
     """Square matrices with diagonal on their diagonal and zeros elsewhere: shape
     [..., N] -> [..., N, N] (tf.linalg.diag; for a vector, tf.diag too)."""
-    with _ops.name_scope(name or "diag"):
-        x = _tensor(diagonal)
-        n = _static(x, "diag")[-1] if x.ndim else None
+    with name_scope(name or "diag"):
+        x = as_tensor(diagonal)
+        n = static_shape(x, "diag")[-1] if x.ndim else None
         if n is None:
             raise ShapeError(f"diag needs a tensor of rank >= 1, got {x!r}")
         mask = _graph_constant(x, np.eye(n, dtype=bool))
-        return _ops.where(mask, _ops.expand_dims(x, -1), _zero(x))
+        return _math.where(mask, _structure.expand_dims(x, -1), _zero(x))
 
 
 @_export
 def diag_part(input, name=None):  # noqa: A002 (TensorFlow's name)
     """The main diagonals of matrices: [..., M, N] -> [..., min(M, N)]
     (tf.linalg.diag_part)."""
-    with _ops.name_scope(name or "diag_part"):
-        x = _tensor(input)
+    with name_scope(name or "diag_part"):
+        x = as_tensor(input)
         if x.ndim < 2:
             raise ShapeError(f"diag_part needs matrices (rank >= 2), got {x!r}")
-        m, n = _static(x, "diag_part")[-2:]
+        m, n = static_shape(x, "diag_part")[-2:]
         mask = _graph_constant(x, np.eye(m, n, dtype=bool))
-        picked = _ops.where(mask, x, _zero(x))
+        picked = _math.where(mask, x, _zero(x))
         if m <= n:
-            return _ops.reduce_sum(picked[..., :m], axis=-1)
-        return _ops.reduce_sum(picked[..., :n, :], axis=-2)
+            return _math.reduce_sum(picked[..., :m], axis=-1)
+        return _math.reduce_sum(picked[..., :n, :], axis=-2)
 
 
 @_export
@@ -86,11 +95,11 @@ def band_part(input, num_lower, num_upper, name=None):  # noqa: A002
     """Keeps the band of each matrix within num_lower subdiagonals and num_upper
     superdiagonals (negative: all of them) and zeros the rest (tf.linalg.band_part).
     num_lower and num_upper are Python ints."""
-    with _ops.name_scope(name or "band_part"):
-        x = _tensor(input)
+    with name_scope(name or "band_part"):
+        x = as_tensor(input)
         if x.ndim < 2:
             raise ShapeError(f"band_part needs matrices (rank >= 2), got {x!r}")
-        m, n = _static(x, "band_part")[-2:]
+        m, n = static_shape(x, "band_part")[-2:]
         i, j = np.arange(m)[:, None], np.arange(n)[None, :]
         keep = np.ones((m, n), bool)
         if int(num_lower) >= 0:
@@ -98,22 +107,22 @@ def band_part(input, num_lower, num_upper, name=None):  # noqa: A002
         if int(num_upper) >= 0:
             keep &= (j - i) <= int(num_upper)
         mask = _graph_constant(x, keep)
-        return _ops.where(mask, x, _zero(x))
+        return _math.where(mask, x, _zero(x))
 
 
 @_export
 def trace(x, name=None):
     """The sum of each matrix's main diagonal: [..., M, N] -> [...] (tf.linalg.trace)."""
-    with _ops.name_scope(name or "trace"):
-        return _ops.reduce_sum(diag_part(x), axis=-1)
+    with name_scope(name or "trace"):
+        return _math.reduce_sum(diag_part(x), axis=-1)
 
 
 @_export
 def matrix_transpose(a, name=None, conjugate=False):
     """Swaps the last two axes (tf.linalg.matrix_transpose)."""
-    x = _tensor(a)
+    x = as_tensor(a)
     perm = list(range(x.ndim - 2)) + [x.ndim - 1, x.ndim - 2]
-    return _ops.transpose(x, perm, name=name)
+    return _structure.transpose(x, perm, name=name)
 
 
 @_export
@@ -121,9 +130,9 @@ def tensordot(a, b, axes, name=None):
     """Sums the products of a's and b's elements over the given axes, as tf.tensordot:
     axes an int N (a's last N axes with b's first N) or a pair of axis lists.
     Computed as one matmul between transposed, reshaped operands."""
-    with _ops.name_scope(name or "tensordot"):
-        a, b = _tensor(a), _tensor(b)
-        sa, sb = _static(a, "tensordot"), _static(b, "tensordot")
+    with name_scope(name or "tensordot"):
+        a, b = as_tensor(a), as_tensor(b)
+        sa, sb = static_shape(a, "tensordot"), static_shape(b, "tensordot")
         if isinstance(axes, (int, np.integer)):
             k = int(axes)
             if k < 0 or k > min(a.ndim, b.ndim):
@@ -142,12 +151,12 @@ def tensordot(a, b, axes, name=None):
         free_a = [i for i in range(a.ndim) if i not in axes_a]
         free_b = [i for i in range(b.ndim) if i not in axes_b]
         k = math.prod(sa[i] for i in axes_a)
-        am = _ops.reshape(_ops.transpose(a, free_a + axes_a),
+        am = _structure.reshape(_structure.transpose(a, free_a + axes_a),
                           (math.prod(sa[i] for i in free_a), k))
-        bm = _ops.reshape(_ops.transpose(b, axes_b + free_b),
+        bm = _structure.reshape(_structure.transpose(b, axes_b + free_b),
                           (k, math.prod(sb[i] for i in free_b)))
-        out = _ops.matmul(am, bm)
-        return _ops.reshape(out, [sa[i] for i in free_a] + [sb[i] for i in free_b])
+        out = matmul(am, bm)
+        return _structure.reshape(out, [sa[i] for i in free_a] + [sb[i] for i in free_b])
 
 
 # -- einsum ------------------------------------------------------------------------------
@@ -181,7 +190,7 @@ def _take_diagonals(x: Tensor, term: str):
         second = term.index(c, first + 1)
         # move the second occurrence next to the first, take the diagonal of the pair
         perm = [i for i in range(len(term)) if i not in (first, second)] + [first, second]
-        y = diag_part(_ops.transpose(x, perm))
+        y = diag_part(_structure.transpose(x, perm))
         rest = [term[i] for i in perm[:-2]]
         x, term = y, "".join(rest) + c
     return x, term
@@ -190,7 +199,7 @@ def _take_diagonals(x: Tensor, term: str):
 def _sum_out(x: Tensor, term: str, keep: set):
     drop = [i for i, c in enumerate(term) if c not in keep]
     if drop:
-        x = _ops.reduce_sum(x, axis=drop)
+        x = _math.reduce_sum(x, axis=drop)
         term = "".join(c for i, c in enumerate(term) if i not in drop)
     return x, term
 
@@ -198,7 +207,7 @@ def _sum_out(x: Tensor, term: str, keep: set):
 def _to_order(x: Tensor, term: str, order: str):
     if term == order:
         return x
-    return _ops.transpose(x, [term.index(c) for c in order])
+    return _structure.transpose(x, [term.index(c) for c in order])
 
 
 @_export
@@ -212,10 +221,10 @@ def einsum(equation, *inputs, name=None):
     if not inputs:
         raise AttrError("einsum needs at least one operand")
     terms, out = _parse_einsum(equation, len(inputs))
-    with _ops.name_scope(name or "einsum"):
+    with name_scope(name or "einsum"):
         xs = []
         for x, term in zip(inputs, terms):
-            x = _tensor(x)
+            x = as_tensor(x)
             if x.ndim != len(term):
                 raise ShapeError(f"einsum: operand {x!r} has rank {x.ndim} but "
                                  f"subscripts {term!r}")
@@ -234,7 +243,7 @@ def _contract(a, ta, b, tb, target):
     """(a . b, subscripts) summing every subscript not in target."""
     a, ta = _sum_out(a, ta, set(tb) | set(target))
     b, tb = _sum_out(b, tb, set(ta) | set(target))
-    sa, sb = _static(a, "einsum"), _static(b, "einsum")
+    sa, sb = static_shape(a, "einsum"), static_shape(b, "einsum")
     size = {c: sa[i] for i, c in enumerate(ta)}
     for i, c in enumerate(tb):
         if c in size and size[c] != sb[i]:
@@ -246,10 +255,55 @@ def _contract(a, ta, b, tb, target):
     free_a = [c for c in ta if c not in tb]
     free_b = [c for c in tb if c not in ta]
     prod = lambda cs: math.prod(size[c] for c in cs)   # noqa: E731
-    am = _ops.reshape(_to_order(a, ta, "".join(batch + free_a + summed)),
+    am = _structure.reshape(_to_order(a, ta, "".join(batch + free_a + summed)),
                       [size[c] for c in batch] + [prod(free_a), prod(summed)])
-    bm = _ops.reshape(_to_order(b, tb, "".join(batch + summed + free_b)),
+    bm = _structure.reshape(_to_order(b, tb, "".join(batch + summed + free_b)),
                       [size[c] for c in batch] + [prod(summed), prod(free_b)])
-    y = _ops.matmul(am, bm)
-    y = _ops.reshape(y, [size[c] for c in batch + free_a + free_b])
+    y = matmul(am, bm)
+    y = _structure.reshape(y, [size[c] for c in batch + free_a + free_b])
     return y, "".join(batch + free_a + free_b)
+
+
+def _axes(axis, rank) -> tuple | None:
+    if axis is None:
+        return None
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    return tuple(int(a) % rank for a in axes)
+
+
+@_export
+def norm(tensor, ord="euclidean", axis=None, keepdims=None, name=None):
+    """The vector or matrix norm, as tf.norm. ord: "euclidean" / "fro" / 2 (the
+    2-norm of the flattened axes), 1, np.inf, or a positive p. axis: None (all, as one
+    vector), an int (vector norms) or a pair of ints (matrix norms: "fro"/"euclidean",
+    1 (max column sum), np.inf (max row sum))."""
+    with scoped(name, "norm"):
+        x = as_tensor(tensor)
+        keep = bool(keepdims)
+        axes = _axes(axis, x.ndim)
+        if axes is not None and len(axes) == 2 and ord in (1, np.inf):
+            rows, cols = axes
+            if ord == 1:    # max over columns of the column sums
+                inner, outer = rows, cols
+            else:
+                inner, outer = cols, rows
+            sums = _math.reduce_sum(_math.abs(x), axis=inner, keepdims=True)
+            out = _math.reduce_max(sums, axis=outer, keepdims=True)
+            return out if keep else _structure.squeeze(out, axis=list(axes))
+        if axes is not None and len(axes) > 2:
+            raise AttrError(f"norm: axis must be None, an int or a pair, got {axis!r}")
+        if axes is not None and len(axes) == 2 and ord not in ("euclidean", "fro"):
+            raise AttrError(f"norm: matrix norm ord must be 'fro', 'euclidean', 1 or "
+                            f"np.inf, got {ord!r}")
+        if ord in ("euclidean", "fro", 2, 2.0):
+            return _math.sqrt(_math.reduce_sum(_math.square(x), axis=axes, keepdims=keep))
+        if ord == 1:
+            return _math.reduce_sum(_math.abs(x), axis=axes, keepdims=keep)
+        if ord == np.inf:
+            return _math.reduce_max(_math.abs(x), axis=axes, keepdims=keep)
+        if isinstance(ord, (int, float)) and ord > 0:
+            p = float(ord)
+            return _math.pow(_math.reduce_sum(_math.pow(_math.abs(x), p), axis=axes,
+                                              keepdims=keep), 1.0 / p)
+        raise AttrError(f"norm: ord must be 'euclidean', 'fro', 1, 2, np.inf or a "
+                        f"positive number, got {ord!r}")

@@ -1,9 +1,11 @@
-"""Normalisation, softmax, scans and losses (TensorFlow's tf.nn names and arguments).
+"""The nn family (tf.nn): activations, softmax, normalisation and the cross-entropy
+losses, with TensorFlow's names and arguments. Convolutions and pooling are in ops_conv.
 
-Primitives with kernels of their own (ir/ops/reduce.py, templates/reduce.glsl.j2):
-softmax, log_softmax, reduce_logsumexp, cumsum and local_response_normalization.
-Composites built from other ops (each docstring says why): moments,
-batch_normalization, and the cross-entropy losses.
+Elementwise kernels (ir/ops/elementwise.py): relu, relu6, elu, selu, softplus,
+leaky_relu, prelu, step. Kernels of their own (ir/ops/reduce.py): softmax, log_softmax
+and local_response_normalization. Composites built from other ops (each docstring says
+why): log_sigmoid, l2_normalize, bias_add, moments, batch_normalization,
+fused_batch_norm, in_top_k and the cross-entropy losses.
 
 >>> import numpy as np, fragflow as ff
 >>> g = ff.Graph()
@@ -16,11 +18,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir.errors import DTypeError, ShapeError
-from ..ir.ops import reduce as _red
+from ..ir.errors import AttrError, DTypeError, ShapeError
+from ..ir.ops import elementwise as _ew, reduce as _red
 from ..ir.types import normalize_axes
-from . import ops as _ops
-from .ops import _operands
+from . import ops_math as _math, ops_structure as _structure
+from .operands import as_tensor, check_same_shape, operands, scoped, static_shape, unary_function
+from .ops_graph import constant
 from .tensor import Tensor, _wrap
 
 __all__: list = []
@@ -31,10 +34,59 @@ def _export(fn):
     return fn
 
 
-def _tensor(x):
-    return x if isinstance(x, Tensor) else _wrap(_operands(x)[0])
+# -- activations ---------------------------------------------------------------------------
+def _unary(op, doc, arg="features"):
+    return _export(unary_function(op, doc, arg))
 
 
+relu = _unary("relu", "max(x, 0); NaN propagates.", arg="x")
+relu6 = _unary("relu6", "min(max(features, 0), 6); NaN stays NaN. float32 or int32.")
+elu = _unary("elu", "features if > 0, else exp(features) - 1.")
+selu = _unary("selu", "scale * (features if > 0 else alpha * (exp(features) - 1)), with "
+                      "scale = 1.0507... and alpha = 1.6732... (Klambauer et al. 2017).")
+softplus = _unary("softplus", "log(1 + exp(features)), without overflow.")
+
+
+@_export
+def leaky_relu(features, alpha=0.2, name=None):
+    """features if > 0, else alpha * features (tf.nn.leaky_relu; alpha defaults to 0.2).
+
+    >>> import fragflow as ff
+    >>> g = ff.Graph()
+    >>> with g.as_default():
+    ...     y = ff.leaky_relu(ff.constant([-1.0, 2.0]), alpha=0.1)
+    >>> ff.Session(g, backend="numpy").run(y).tolist()
+    [-0.10000000149011612, 2.0]
+    """
+    x = operands(features)[0]
+    if x.dtype != "float32":            # TensorFlow casts integer features to float
+        x = _ew.cast(x, "float32")
+    return _wrap(_ew.unary("leaky_relu", x, name=name, attrs={"alpha": alpha}))
+
+
+@_export
+def prelu(x, alpha, name=None):
+    """x if x > 0, else alpha * x, with alpha a tensor broadcast against x (learned, as
+    in Keras' PReLU; TensorFlow.js's tf.prelu). Gradients flow to both."""
+    a, b = operands(x, alpha)
+    return _wrap(_ew.binary("prelu", a, b, name=name))
+
+
+@_export
+def step(x, alpha=0.0, name=None):
+    """1 where x > 0, alpha elsewhere; NaN stays NaN (TensorFlow.js's tf.step). Its
+    gradient is zero."""
+    return _wrap(_ew.unary("step", *operands(x), name=name, attrs={"alpha": alpha}))
+
+
+@_export
+def log_sigmoid(x, name=None):
+    """log(sigmoid(x)) = -softplus(-x), without overflow for large |x|."""
+    with scoped(name, "log_sigmoid"):
+        return -softplus(-as_tensor(x))
+
+
+# -- softmax and normalisation -------------------------------------------------------------
 @_export
 def softmax(logits, axis=None, name=None):
     """exp(logits) / sum(exp(logits)) along axis (None: the last), max-subtracted so
@@ -48,7 +100,7 @@ def softmax(logits, axis=None, name=None):
     >>> ff.Session(g, backend="numpy").run(p)
     array([0.5, 0.5, 0. ], dtype=float32)
     """
-    return _wrap(_red.softmax("softmax", _operands(logits)[0], -1 if axis is None
+    return _wrap(_red.softmax("softmax", operands(logits)[0], -1 if axis is None
                               else axis, name=name))
 
 
@@ -64,43 +116,8 @@ def log_softmax(logits, axis=None, name=None):
     >>> ff.Session(g, backend="numpy").run(y)
     array([   0., -200.], dtype=float32)
     """
-    return _wrap(_red.softmax("log_softmax", _operands(logits)[0], -1 if axis is None
+    return _wrap(_red.softmax("log_softmax", operands(logits)[0], -1 if axis is None
                               else axis, name=name))
-
-
-@_export
-def reduce_logsumexp(input_tensor, axis=None, keepdims=False, name=None):
-    """log(sum(exp(x))) over axis (None: all, an int or a tuple), max-subtracted.
-    NaN if any element is NaN, else +inf if any is +inf, -inf if all are -inf or the
-    reduction is empty (TensorFlow's).
-
-    >>> import numpy as np, fragflow as ff
-    >>> g = ff.Graph()
-    >>> with g.as_default():
-    ...     y = ff.reduce_logsumexp(ff.constant(np.float32([1000.0, 1000.0])))
-    >>> round(float(ff.Session(g, backend="numpy").run(y)), 2)  # 1000 + log(2)
-    1000.69
-    """
-    return _wrap(_red.logsumexp(_operands(input_tensor)[0], axis, keepdims, name=name))
-
-
-logsumexp = reduce_logsumexp
-__all__.append("logsumexp")
-
-
-@_export
-def cumsum(x, axis=0, exclusive=False, reverse=False, name=None):
-    """Running sums along axis (float32 or int32; int32 wraps). exclusive leaves each
-    element out of its own sum; reverse sums from the end.
-
-    >>> import numpy as np, fragflow as ff
-    >>> g = ff.Graph()
-    >>> with g.as_default():
-    ...     y = ff.cumsum(ff.constant(np.int32([1, 2, 3])), exclusive=True, reverse=True)
-    >>> ff.Session(g, backend="numpy").run(y)
-    array([5, 3, 0], dtype=int32)
-    """
-    return _wrap(_red.cumsum(_operands(x)[0], axis, exclusive, reverse, name=name))
 
 
 @_export
@@ -118,7 +135,7 @@ def local_response_normalization(input, depth_radius=5, bias=1.0, alpha=1.0, bet
     >>> np.round(ff.Session(g, backend="numpy").run(y).ravel(), 4)
     array([0.5   , 0.3333, 0.5   ], dtype=float32)
     """
-    return _wrap(_red.lrn(_operands(input)[0], depth_radius, bias, alpha, beta, name=name))
+    return _wrap(_red.lrn(operands(input)[0], depth_radius, bias, alpha, beta, name=name))
 
 
 lrn = local_response_normalization
@@ -140,12 +157,12 @@ def moments(x, axes, shift=None, keepdims=False, name=None):
     >>> ff.Session(g, backend="numpy").run([m, v])
     [array(3., dtype=float32), array(3.5, dtype=float32)]
     """
-    x = _tensor(x)
+    x = as_tensor(x)
     axes = normalize_axes(axes, len(x.shape))
-    mean = _ops.mean(x, axis=axes, keepdims=True)
-    variance = _ops.mean(_ops.square(x - mean), axis=axes, keepdims=keepdims)
+    mean = _math.mean(x, axis=axes, keepdims=True)
+    variance = _math.mean(_math.square(x - mean), axis=axes, keepdims=keepdims)
     if not keepdims:
-        mean = _ops.squeeze(mean, axis=axes)      # a view: no second kernel
+        mean = _structure.squeeze(mean, axis=axes)      # a view: no second kernel
     return mean, variance
 
 
@@ -164,11 +181,11 @@ def batch_normalization(x, mean, variance, offset, scale, variance_epsilon, name
     >>> ff.Session(g, backend="numpy").run(y)
     array([0., 2.], dtype=float32)
     """
-    x = _tensor(x)
-    inv = _ops.rsqrt(_tensor(variance) + variance_epsilon)
+    x = as_tensor(x)
+    inv = _math.rsqrt(as_tensor(variance) + variance_epsilon)
     if scale is not None:
         inv = inv * scale
-    shift = -(_tensor(mean) * inv) if offset is None else offset - _tensor(mean) * inv
+    shift = -(as_tensor(mean) * inv) if offset is None else offset - as_tensor(mean) * inv
     return x * inv + shift
 
 
@@ -190,24 +207,9 @@ def softmax_cross_entropy_with_logits(labels, logits, axis=-1, name=None):
     >>> np.round(ff.Session(g, backend="numpy").run(loss), 4)  # log 2
     array([0.6931], dtype=float32)
     """
-    logits, labels = _tensor(logits), _tensor(labels)
+    logits, labels = as_tensor(logits), as_tensor(labels)
     check_same_shape("softmax_cross_entropy_with_logits", labels, logits)
-    return -_ops.sum(labels * log_softmax(logits, axis), axis=axis)
-
-
-def check_same_shape(what, labels, logits, names=("labels", "logits")) -> None:
-    """A ShapeError naming the user's op (not the mul inside it) where labels and
-    logits cannot have one shape, as TensorFlow's losses require."""
-    a, b = tuple(labels.shape), tuple(logits.shape)
-    if len(a) == len(b) and all(x is None or y is None or x == y for x, y in zip(a, b)):
-        return
-    from ..ir.source import user_location
-    hint = ""
-    if len(a) == len(b) and a and a[0] != b[0] and a[1:] == b[1:]:
-        hint = f" (a batch of {a[0]} {names[0]} for {b[0]} examples?)"
-    raise ShapeError(f"{what} at {user_location()}: {names[0]} of shape "
-                     f"{list(a)} and {names[1]} of shape {list(b)} must have the same "
-                     f"shape{hint}")
+    return -_math.sum(labels * log_softmax(logits, axis), axis=axis)
 
 
 @_export
@@ -228,7 +230,7 @@ def sparse_softmax_cross_entropy_with_logits(labels, logits, name=None):
     >>> np.round(ff.Session(g, backend="numpy").run(loss), 4)
     array([0.6931], dtype=float32)
     """
-    logits, labels = _tensor(logits), _tensor(labels)
+    logits, labels = as_tensor(logits), as_tensor(labels)
     if labels.dtype != "int32":
         raise DTypeError(f"sparse_softmax_cross_entropy_with_logits: labels must be "
                          f"int32 class indices, got {labels.dtype}")
@@ -243,13 +245,13 @@ def sparse_softmax_cross_entropy_with_logits(labels, logits, name=None):
         raise ShapeError("sparse_softmax_cross_entropy_with_logits: the number of classes "
                          "(the logits' last dimension) must be known when the graph is built")
     with logits.graph.name_scope(name or "sparse_softmax_cross_entropy_with_logits"):
-        hit = _ops.equal(_ops.expand_dims(labels, -1),
-                         _ops.constant(np.arange(classes, dtype=np.int32)))
+        hit = _math.equal(_structure.expand_dims(labels, -1),
+                         constant(np.arange(classes, dtype=np.int32)))
         # where, not a product: a -inf log-probability of another class must not give NaN
-        picked = _ops.sum(_ops.where(hit, log_softmax(logits), 0.0), axis=-1)
-        valid = _ops.equal(_ops.sum(_ops.cast(hit, "int32"), axis=-1), 1)
+        picked = _math.sum(_math.where(hit, log_softmax(logits), 0.0), axis=-1)
+        valid = _math.equal(_math.sum(_math.cast(hit, "int32"), axis=-1), 1)
         # named so that debug mode's NaN error says what went wrong
-        return _ops.where(valid, -picked, np.float32(np.nan),
+        return _math.where(valid, -picked, np.float32(np.nan),
                           name="nan_where_label_out_of_range")
 
 
@@ -272,11 +274,89 @@ def sigmoid_cross_entropy_with_logits(labels=None, logits=None, name=None):
     """
     if labels is None or logits is None:
         raise ShapeError("sigmoid_cross_entropy_with_logits needs both labels and logits")
-    x = _tensor(logits)
+    x = as_tensor(logits)
     z = labels
     if isinstance(z, Tensor) or np.ndim(z):
-        check_same_shape("sigmoid_cross_entropy_with_logits", _tensor(z), x)
-    positive = _ops.greater_equal(x, 0.0)
-    relu_x = _ops.where(positive, x, 0.0)
-    neg_abs_x = _ops.where(positive, -x, x)
-    return relu_x - x * z + _ops.log(1.0 + _ops.exp(neg_abs_x))
+        check_same_shape("sigmoid_cross_entropy_with_logits", as_tensor(z), x)
+    positive = _math.greater_equal(x, 0.0)
+    relu_x = _math.where(positive, x, 0.0)
+    neg_abs_x = _math.where(positive, -x, x)
+    return relu_x - x * z + _math.log(1.0 + _math.exp(neg_abs_x))
+
+
+@_export
+def l2_normalize(x, axis=None, epsilon=1e-12, name=None):
+    """x / sqrt(max(sum(x**2, axis), epsilon)), as tf.math.l2_normalize."""
+    with scoped(name, "l2_normalize"):
+        x = as_tensor(x)
+        square_sum = _math.reduce_sum(_math.square(x), axis=axis, keepdims=True)
+        return x * _math.rsqrt(_math.maximum(square_sum, float(epsilon)))
+
+
+@_export
+def bias_add(value, bias, data_format=None, name=None):
+    """value + bias along the channel axis: the last (NHWC, default) or axis 1
+    ("NCHW" / "NC..."), as tf.nn.bias_add."""
+    with scoped(name, "bias_add"):
+        value, bias = as_tensor(value), as_tensor(bias)
+        if bias.ndim != 1:
+            raise ShapeError(f"bias_add: bias must be 1-D, got shape {list(bias.shape)}")
+        if data_format is None or data_format.startswith("N") and data_format.endswith("C"):
+            return value + bias
+        if data_format.startswith("NC"):
+            return value + _structure.reshape(bias, [-1] + [1] * (value.ndim - 2))
+        raise AttrError(f"bias_add: data_format {data_format!r} is not NHWC or NCHW")
+
+
+@_export
+def fused_batch_norm(x, scale, offset, mean=None, variance=None, epsilon=0.001,
+                     data_format="NHWC", is_training=True, name=None,
+                     exponential_avg_factor=1.0):
+    """(y, batch_mean, batch_variance), as tf.compat.v1.nn.fused_batch_norm on NHWC
+    images. Training: normalised by the batch's moments over N, H, W (the variance
+    returned is the unbiased one, n / (n - 1) times the one used, as TensorFlow's);
+    inference (is_training=False): by mean and variance."""
+    if data_format != "NHWC":
+        raise AttrError(f"fused_batch_norm: data_format {data_format!r} is not supported; "
+                        f"fragflow uses NHWC (transpose first)")
+    with scoped(name, "fused_batch_norm"):
+        x = as_tensor(x)
+        if x.ndim != 4:
+            raise ShapeError(f"fused_batch_norm needs a 4-D NHWC input, got {x!r}")
+        if is_training:
+            batch_mean, batch_var = moments(x, axes=[0, 1, 2])
+            y = batch_normalization(x, batch_mean, batch_var, offset, scale, epsilon)
+            n = int(np.prod(static_shape(x, "fused_batch_norm")[:3]))
+            unbiased = batch_var * (n / max(n - 1, 1))
+            return y, batch_mean, unbiased
+        if mean is None or variance is None:
+            raise AttrError("fused_batch_norm with is_training=False needs mean and variance")
+        y = batch_normalization(x, mean, variance, offset, scale, epsilon)
+        return y, as_tensor(mean), as_tensor(variance)
+
+
+@_export
+def in_top_k(predictions=None, targets=None, k=None, name=None):
+    """True where targets[i]'s prediction is among the k largest of predictions[i]
+    (predictions [batch, classes] float32, targets [batch] int32), as tf.nn.in_top_k:
+    classes tied at the boundary all count as in the top k; a target out of range or
+    whose prediction is not finite gives False. Either argument order (TF1's
+    predictions first, TF2's targets first) is accepted. Not differentiable (bool)."""
+    p, t = as_tensor(predictions), as_tensor(targets)
+    if p.dtype == "int32" and t.dtype == "float32":
+        p, t = t, p                                    # tf.math.in_top_k(targets, predictions)
+    if p.ndim != 2 or t.ndim != 1 or t.dtype != "int32":
+        raise ShapeError(f"in_top_k needs predictions [batch, classes] and int32 targets "
+                         f"[batch], got {p!r} and {t!r}")
+    if k is None:
+        raise AttrError("in_top_k needs k")
+    with scoped(name, "in_top_k"):
+        classes = static_shape(p, "in_top_k")[-1]
+        with p.graph.as_default():
+            hit = _math.equal(_structure.expand_dims(t, -1),
+                              constant(np.arange(classes, dtype=np.int32)))
+        value = _math.reduce_sum(_math.where(hit, p, 0.0), axis=-1)
+        valid = _math.logical_and(_math.reduce_any(hit, axis=-1), _math.is_finite(value))
+        above = _math.reduce_sum(
+            _math.cast(_math.greater(p, _structure.expand_dims(value, -1)), "int32"), axis=-1)
+        return _math.logical_and(valid, _math.less(above, int(k)))

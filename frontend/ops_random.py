@@ -12,7 +12,7 @@ from ..ir.errors import DTypeError
 from ..ir.graph import get_default_graph
 from ..ir.ops import random as _random
 from ..ir.types import as_dtype
-from .ops import _operands
+from .operands import operands
 from .tensor import _wrap
 
 __all__ = ["random_uniform", "random_normal", "truncated_normal", "multinomial",
@@ -80,7 +80,7 @@ def multinomial(logits, num_samples, seed=None, name=None, output_dtype="int32")
     """
     if output_dtype not in ("int32", None):
         raise DTypeError(f"multinomial returns int32 indices, not {output_dtype}")
-    return _wrap(_random.multinomial(_operands(logits)[0], num_samples, seed, name=name))
+    return _wrap(_random.multinomial(operands(logits)[0], num_samples, seed, name=name))
 
 
 def categorical(logits, num_samples, dtype=None, seed=None, name=None):
@@ -101,7 +101,7 @@ def dropout(x, rate, noise_shape=None, seed=None, name=None):
     >>> sorted(set(ff.Session(g, backend="numpy").run(y).ravel().tolist()))
     [0.0, 2.0]
     """
-    return _wrap(_random.dropout(_operands(x)[0], rate, noise_shape, seed, name=name))
+    return _wrap(_random.dropout(operands(x)[0], rate, noise_shape, seed, name=name))
 
 
 def _float_only(dtype):

@@ -15,13 +15,17 @@ from collections import namedtuple
 
 import numpy as np
 
-from ..ir.errors import ShapeError
+from ..ir.errors import AttrError, DTypeError, ShapeError
 from ..ir.graph import get_default_graph
+from ..ir.ops import elementwise as _ew
 from ..ir.ops import shape as _shape
 from ..ir.ops import state as _state
 from ..ir.ops import structure as _st
 from ..ir.ops.common import apply, to_array
 from ..ir.types import as_dtype
+from . import ops_math as _math
+from .operands import as_tensor, operands, scoped, static_shape
+from .ops_graph import constant
 from .tensor import Tensor, _wrap, as_tensor_value
 
 __all__: list = []
@@ -68,6 +72,45 @@ def _known_dim(x, axis, what):
     if x.shape[axis] is None:
         return None, f"{what} needs the size of axis {axis}, which is unknown"
     return axis, None
+
+
+@_export
+def fill(dims, value, dtype=None, name=None):
+    """A tensor of shape dims holding value everywhere."""
+    return _wrap(_ew.fill(get_default_graph(), dims, value, dtype, name=name))
+
+
+@_export
+def zeros(shape, dtype="float32", name=None):
+    return fill(shape, 0, dtype, name=name)
+
+
+@_export
+def ones(shape, dtype="float32", name=None):
+    return fill(shape, 1, dtype, name=name)
+
+
+@_export
+def reshape(x, shape, name=None):
+    """Same elements, new shape (one dimension may be -1). No kernel runs."""
+    return _wrap(_shape.reshape(operands(x)[0], shape, name=name))
+
+
+@_export
+def transpose(x, perm=None, name=None):
+    """Permute axes (default: reverse them)."""
+    return _wrap(_shape.transpose(operands(x)[0], perm, name=name))
+
+
+@_export
+def expand_dims(x, axis, name=None):
+    return _wrap(_shape.expand_dims(operands(x)[0], axis, name=name))
+
+
+@_export
+def squeeze(x, axis=None, name=None):
+    return _wrap(_shape.squeeze(operands(x)[0], axis, name=name))
+
 
 
 # -- joining and cutting ----------------------------------------------------------------------
@@ -468,3 +511,137 @@ def batch_to_space_nd(input, block_shape, crops, name=None):   # noqa: A002
         if any(s or e for s, e in crops):
             y = _slice_spec(y, spec, None)
     return _wrap(y)
+
+
+# -- compositions (see each docstring for the cost) ----------------------------------------
+@_export
+def meshgrid(*args, indexing="xy", name=None):
+    """N-D coordinate grids from 1-D tensors, as tf.meshgrid (indexing "xy": the first
+    two outputs' axes swapped, as numpy's default; "ij": matrix indexing)."""
+    if indexing not in ("xy", "ij"):
+        raise AttrError(f"meshgrid: indexing must be 'xy' or 'ij', got {indexing!r}")
+    with scoped(name, "meshgrid"):
+        xs = [as_tensor(a) for a in args]
+        for x in xs:
+            if x.ndim != 1:
+                raise ShapeError(f"meshgrid needs 1-D tensors, got {x!r}")
+        sizes = [static_shape(x, "meshgrid")[0] for x in xs]
+        n = len(xs)
+        if indexing == "xy" and n >= 2:
+            sizes[0], sizes[1] = sizes[1], sizes[0]
+        out = []
+        for i, x in enumerate(xs):
+            axis = i
+            if indexing == "xy" and n >= 2 and i < 2:
+                axis = 1 - i
+            shape = [1] * n
+            shape[axis] = -1
+            out.append(reshape(x, shape) * ones(sizes, x.dtype)
+                       if x.dtype != "bool" else
+                       broadcast_to(reshape(x, shape), sizes))
+        return out
+
+
+def _block(x, block_size, what):
+    if not (isinstance(block_size, (int, np.integer)) and block_size >= 2):
+        raise AttrError(f"{what}: block_size must be an int >= 2, got {block_size!r}")
+    if x.ndim != 4:
+        raise ShapeError(f"{what} needs a 4-D NHWC input, got {x!r}")
+    return int(block_size)
+
+
+@_export
+def depth_to_space(input, block_size, data_format="NHWC", name=None):  # noqa: A002
+    """Moves depth into blocks of block_size x block_size pixels (NHWC, TensorFlow's
+    DCR order): (N, H, W, C * b * b) -> (N, H * b, W * b, C)."""
+    if data_format != "NHWC":
+        raise AttrError(f"depth_to_space: data_format {data_format!r} is not supported")
+    with scoped(name, "depth_to_space"):
+        x = as_tensor(input)
+        b = _block(x, block_size, "depth_to_space")
+        n, h, w, c = x.shape
+        if c is None or h is None or w is None or c % (b * b):
+            raise ShapeError(f"depth_to_space: the depth {c} must be known and divisible "
+                             f"by block_size**2 = {b * b}")
+        y = reshape(x, (-1, h, w, b, b, c // (b * b)))
+        y = transpose(y, (0, 1, 3, 2, 4, 5))
+        return reshape(y, (-1, h * b, w * b, c // (b * b)))
+
+
+@_export
+def space_to_depth(input, block_size, data_format="NHWC", name=None):  # noqa: A002
+    """Moves blocks of block_size x block_size pixels into depth (NHWC):
+    (N, H, W, C) -> (N, H / b, W / b, C * b * b); the inverse of depth_to_space."""
+    if data_format != "NHWC":
+        raise AttrError(f"space_to_depth: data_format {data_format!r} is not supported")
+    with scoped(name, "space_to_depth"):
+        x = as_tensor(input)
+        b = _block(x, block_size, "space_to_depth")
+        n, h, w, c = x.shape
+        if h is None or w is None or c is None or h % b or w % b:
+            raise ShapeError(f"space_to_depth: height {h} and width {w} must be known "
+                             f"and divisible by block_size {b}")
+        y = reshape(x, (-1, h // b, b, w // b, b, c))
+        y = transpose(y, (0, 1, 3, 2, 4, 5))
+        return reshape(y, (-1, h // b, w // b, c * b * b))
+
+
+def _linear_ids(indices, shape, what):
+    """indices [..., K] into shape -> flat ids [...] into shape[:K] (-1 where any index
+    is out of range: unsorted_segment_sum drops those)."""
+    idx = as_tensor(indices)
+    if idx.dtype != "int32" or idx.ndim < 1:
+        raise DTypeError(f"{what}: indices must be int32 [..., K], got {idx!r}")
+    k = static_shape(idx, what)[-1]
+    if k > len(shape):
+        raise ShapeError(f"{what}: indices index {k} axes of a shape of rank {len(shape)}")
+    dims = np.int32(shape[:k])
+    strides = np.int32([int(np.prod(shape[i + 1:k])) for i in range(k)])
+    with idx.graph.as_default():
+        linear = _math.reduce_sum(idx * constant(strides), axis=-1)
+        inside = _math.reduce_all(_math.logical_and(_math.greater_equal(idx, 0),
+                                                    _math.less(idx, constant(dims))), axis=-1)
+    return _math.where(inside, linear, -1), k
+
+
+@_export
+def scatter_nd(indices, updates, shape, name=None):
+    """A tensor of shape holding zeros, with updates added at indices (int32 [..., K],
+    each picking a slice of shape[K:]), as tf.scatter_nd: duplicate indices add up; an
+    index out of range is dropped (TensorFlow raises on CPU). Gradients flow to
+    updates. Each output element loops over all indices (O(number of indices))."""
+    shape = [int(d) for d in shape]
+    with scoped(name, "scatter_nd"):
+        ids, k = _linear_ids(indices, shape, "scatter_nd")
+        u = as_tensor(updates)
+        lead = tuple(ids.shape)
+        if tuple(u.shape) != lead + tuple(shape[k:]):
+            raise ShapeError(f"scatter_nd: updates must have shape "
+                             f"{list(lead) + shape[k:]}, got {list(u.shape)}")
+        count = int(np.prod(lead))
+        flat_u = reshape(u, [count] + shape[k:])
+        summed = unsorted_segment_sum(flat_u, reshape(ids, [count]),
+                                      int(np.prod(shape[:k])))
+        return reshape(summed, shape)
+
+
+@_export
+def tensor_scatter_nd_update(tensor, indices, updates, name=None):
+    """tensor with the slices at indices replaced by updates, as
+    tf.tensor_scatter_nd_update. Indices must be unique (duplicates add their updates;
+    TensorFlow keeps one of them). Gradients flow to tensor (where not replaced) and
+    to updates."""
+    with scoped(name, "tensor_scatter_nd_update"):
+        t, u = as_tensor(tensor), as_tensor(updates)
+        shape = list(static_shape(t, "tensor_scatter_nd_update"))
+        hits = scatter_nd(indices, _math.ones_like(u), shape)
+        return _math.where(_math.greater(hits, 0), scatter_nd(indices, u, shape), t)
+
+
+@_export
+def tensor_scatter_nd_add(tensor, indices, updates, name=None):
+    """tensor plus updates added at indices (duplicates add up), as
+    tf.tensor_scatter_nd_add."""
+    with scoped(name, "tensor_scatter_nd_add"):
+        t = as_tensor(tensor)
+        return t + scatter_nd(indices, updates, list(static_shape(t, "tensor_scatter_nd_add")))

@@ -10,12 +10,12 @@
 from __future__ import annotations
 
 from ...ir.errors import AttrError as _AttrError
-from .. import ops as _ops, ops_image as _image, ops_structure as _structure
-from ..ops_image_extra import crop_and_resize
+from .. import ops as _ops
+from ..ops_image import crop_and_resize
 from ._missing import install as _install
 
-resize_bilinear = _image.resize_bilinear
-resize_nearest_neighbor = _image.resize_nearest_neighbor
+resize_bilinear = _ops.resize_bilinear
+resize_nearest_neighbor = _ops.resize_nearest_neighbor
 
 
 class ResizeMethod:
@@ -33,9 +33,9 @@ def resize(images, size, method="bilinear", preserve_aspect_ratio=False, antiali
                          "supported")
     method = str(method).lower()
     if method == "bilinear":
-        return _image.resize_bilinear(images, size, half_pixel_centers=True, name=name)
+        return _ops.resize_bilinear(images, size, half_pixel_centers=True, name=name)
     if method in ("nearest", "nearest_neighbor"):
-        return _image.resize_nearest_neighbor(images, size, half_pixel_centers=True,
+        return _ops.resize_nearest_neighbor(images, size, half_pixel_centers=True,
                                               name=name)
     raise _AttrError(f"image.resize: method {method!r} is not supported (bilinear, nearest)")
 
@@ -43,21 +43,21 @@ def resize(images, size, method="bilinear", preserve_aspect_ratio=False, antiali
 def resize_images(images, size, method=0, align_corners=False, name=None):
     """TensorFlow 1's tf.image.resize_images (method 0: bilinear, 1: nearest)."""
     if method in (0, "bilinear"):
-        return _image.resize_bilinear(images, size, align_corners=align_corners, name=name)
+        return _ops.resize_bilinear(images, size, align_corners=align_corners, name=name)
     if method in (1, "nearest", "nearest_neighbor"):
-        return _image.resize_nearest_neighbor(images, size, align_corners=align_corners,
+        return _ops.resize_nearest_neighbor(images, size, align_corners=align_corners,
                                               name=name)
     raise _AttrError(f"resize_images: method {method!r} is not supported (0, 1)")
 
 
 def flip_left_right(image):
     """Mirror each image horizontally (the width axis, -2)."""
-    return _structure.reverse(image, [-2])
+    return _ops.reverse(image, [-2])
 
 
 def flip_up_down(image):
     """Mirror each image vertically (the height axis, -3)."""
-    return _structure.reverse(image, [-3])
+    return _ops.reverse(image, [-3])
 
 
 def per_image_standardization(image):

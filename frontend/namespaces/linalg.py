@@ -10,16 +10,16 @@ tensordot, einsum, norm, l2_normalize, matrix_transpose).
 """
 from __future__ import annotations
 
-from .. import ops as _ops, ops_composite as _composite, ops_linalg as _linalg
+from .. import ops as _ops
 from ._missing import install as _install
 
 matmul = _ops.matmul
-eye, diag, diag_part = _linalg.eye, _linalg.diag, _linalg.diag_part
-band_part = _linalg.band_part
-trace, tensordot, einsum = _linalg.trace, _linalg.tensordot, _linalg.einsum
-matrix_transpose = _linalg.matrix_transpose
-norm, l2_normalize = _composite.norm, _composite.l2_normalize
-global_norm = _composite.global_norm
+eye, diag, diag_part = _ops.eye, _ops.diag, _ops.diag_part
+band_part = _ops.band_part
+trace, tensordot, einsum = _ops.trace, _ops.tensordot, _ops.einsum
+matrix_transpose = _ops.matrix_transpose
+norm, l2_normalize = _ops.norm, _ops.l2_normalize
+global_norm = _ops.global_norm
 
 
 def matvec(a, b, transpose_a=False, name=None):

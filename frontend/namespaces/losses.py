@@ -17,8 +17,8 @@ losses; reduction is one of Reduction's names:
 from __future__ import annotations
 
 from ...ir.errors import AttrError as _AttrError
-from .. import ops as _ops, ops_nn as _nn
-from ..ops_composite import _tensor
+from .. import ops as _ops
+from ..operands import as_tensor
 from ._missing import install as _install
 
 
@@ -43,8 +43,8 @@ def compute_weighted_loss(losses, weights=1.0, scope=None, loss_collection=None,
     if reduction not in Reduction.all():
         raise _AttrError(f"unknown reduction {reduction!r}; use ff.losses.Reduction's names")
     with _ops.name_scope(scope or "weighted_loss"):
-        losses = _tensor(losses)
-        weights = _tensor(weights)
+        losses = as_tensor(losses)
+        weights = as_tensor(weights)
         weighted = losses * weights
         if reduction == Reduction.NONE:
             return weighted
@@ -62,13 +62,13 @@ def compute_weighted_loss(losses, weights=1.0, scope=None, loss_collection=None,
 
 def _safe_div(num, den):
     """num / den, 0 where den is 0 (TensorFlow's losses give 0 for all-zero weights)."""
-    from ..ops_composite import divide_no_nan
+    from ..ops_math import divide_no_nan
     return divide_no_nan(num, den)
 
 
 def _same_shape(what, labels, predictions):
-    from ..ops_nn import check_same_shape
-    check_same_shape(f"losses.{what}", _tensor(labels), _tensor(predictions),
+    from ..operands import check_same_shape
+    check_same_shape(f"losses.{what}", as_tensor(labels), as_tensor(predictions),
                      ("labels", "predictions"))
 
 
@@ -84,10 +84,10 @@ def softmax_cross_entropy(onehot_labels, logits, weights=1.0, label_smoothing=0,
     """Cross-entropy of softmax(logits) against one-hot labels, one loss per example;
     label_smoothing moves labels toward 1 / classes."""
     with _ops.name_scope(scope or "softmax_cross_entropy_loss"):
-        logits = _tensor(logits)
+        logits = as_tensor(logits)
         labels = _smooth(_ops.cast(onehot_labels, "float32"), label_smoothing,
                          logits.shape[-1])
-        losses = _nn.softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+        losses = _ops.softmax_cross_entropy_with_logits(labels=labels, logits=logits)
         return compute_weighted_loss(losses, weights, reduction=reduction)
 
 
@@ -96,7 +96,7 @@ def sparse_softmax_cross_entropy(labels, logits, weights=1.0, scope=None,
                                  reduction=Reduction.SUM_BY_NONZERO_WEIGHTS):
     """Cross-entropy of softmax(logits) against int32 class indices."""
     with _ops.name_scope(scope or "sparse_softmax_cross_entropy_loss"):
-        losses = _nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+        losses = _ops.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
         return compute_weighted_loss(losses, weights, reduction=reduction)
 
 
@@ -108,7 +108,7 @@ def sigmoid_cross_entropy(multi_class_labels, logits, weights=1.0, label_smoothi
         labels = _ops.cast(multi_class_labels, "float32")
         if label_smoothing:
             labels = labels * (1.0 - label_smoothing) + 0.5 * label_smoothing
-        losses = _nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits)
+        losses = _ops.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits)
         return compute_weighted_loss(losses, weights, reduction=reduction)
 
 
@@ -144,7 +144,7 @@ def log_loss(labels, predictions, weights=1.0, epsilon=1e-7, scope=None,
              loss_collection=None, reduction=Reduction.SUM_BY_NONZERO_WEIGHTS):
     """-labels * log(p + epsilon) - (1 - labels) * log(1 - p + epsilon)."""
     with _ops.name_scope(scope or "log_loss"):
-        p, y = _tensor(predictions), _tensor(labels)
+        p, y = as_tensor(predictions), as_tensor(labels)
         losses = -y * _ops.log(p + epsilon) - (1.0 - y) * _ops.log(1.0 - p + epsilon)
         return compute_weighted_loss(losses, weights, reduction=reduction)
 
@@ -153,7 +153,7 @@ def hinge_loss(labels, logits, weights=1.0, scope=None, loss_collection=None,
                reduction=Reduction.SUM_BY_NONZERO_WEIGHTS):
     """max(0, 1 - (2 * labels - 1) * logits), labels in {0, 1}."""
     with _ops.name_scope(scope or "hinge_loss"):
-        signs = 2.0 * _tensor(labels) - 1.0
+        signs = 2.0 * as_tensor(labels) - 1.0
         losses = _ops.relu(1.0 - signs * logits)
         return compute_weighted_loss(losses, weights, reduction=reduction)
 

@@ -10,39 +10,37 @@ pooling on NHWC images, normalisation, losses per example).
 """
 from __future__ import annotations
 
-from .. import ops as _ops, ops_composite as _composite, ops_conv as _conv
-from .. import ops_math as _math, ops_nn as _nn, ops_random as _random
-from .. import ops_image_extra as _image_extra, ops_structure as _structure
+from .. import ops as _ops, ops_conv as _conv, ops_random as _random
 from ...ir.errors import AttrError as _AttrError
 from ..tensor import Tensor as _Tensor
 from ._missing import install as _install
 
 relu, sigmoid, tanh = _ops.relu, _ops.sigmoid, _ops.tanh
-relu6, elu, selu, softplus = _math.relu6, _math.elu, _math.selu, _math.softplus
-leaky_relu = _math.leaky_relu
-softmax, log_softmax = _nn.softmax, _nn.log_softmax
-conv1d, conv2d, conv3d = _conv.conv1d, _conv.conv2d, _conv.conv3d
-conv2d_transpose, depthwise_conv2d = _conv.conv2d_transpose, _conv.depthwise_conv2d
-conv3d_transpose = _conv.conv3d_transpose
-separable_conv2d, dilation2d = _conv.separable_conv2d, _conv.dilation2d
-max_pool, max_pool2d, avg_pool, avg_pool2d = (_conv.max_pool, _conv.max_pool2d,
-                                              _conv.avg_pool, _conv.avg_pool2d)
-max_pool3d, avg_pool3d = _conv.max_pool3d, _conv.avg_pool3d
-moments, batch_normalization = _nn.moments, _nn.batch_normalization
-fused_batch_norm, bias_add = _composite.fused_batch_norm, _composite.bias_add
-l2_normalize, log_sigmoid = _composite.l2_normalize, _composite.log_sigmoid
-in_top_k = _composite.in_top_k
-max_pool_with_argmax = _image_extra.max_pool_with_argmax
-depth_to_space, space_to_depth = _composite.depth_to_space, _composite.space_to_depth
-local_response_normalization, lrn = _nn.local_response_normalization, _nn.lrn
-softmax_cross_entropy_with_logits = _nn.softmax_cross_entropy_with_logits
+relu6, elu, selu, softplus = _ops.relu6, _ops.elu, _ops.selu, _ops.softplus
+leaky_relu = _ops.leaky_relu
+softmax, log_softmax = _ops.softmax, _ops.log_softmax
+conv1d, conv2d, conv3d = _ops.conv1d, _ops.conv2d, _ops.conv3d
+conv2d_transpose, depthwise_conv2d = _ops.conv2d_transpose, _ops.depthwise_conv2d
+conv3d_transpose = _ops.conv3d_transpose
+separable_conv2d, dilation2d = _ops.separable_conv2d, _ops.dilation2d
+max_pool, max_pool2d, avg_pool, avg_pool2d = (_ops.max_pool, _ops.max_pool2d,
+                                              _ops.avg_pool, _ops.avg_pool2d)
+max_pool3d, avg_pool3d = _ops.max_pool3d, _ops.avg_pool3d
+moments, batch_normalization = _ops.moments, _ops.batch_normalization
+fused_batch_norm, bias_add = _ops.fused_batch_norm, _ops.bias_add
+l2_normalize, log_sigmoid = _ops.l2_normalize, _ops.log_sigmoid
+in_top_k = _ops.in_top_k
+max_pool_with_argmax = _conv.max_pool_with_argmax
+depth_to_space, space_to_depth = _ops.depth_to_space, _ops.space_to_depth
+local_response_normalization, lrn = _ops.local_response_normalization, _ops.lrn
+softmax_cross_entropy_with_logits = _ops.softmax_cross_entropy_with_logits
 # v2 is TF1's name for the version whose gradient reaches the labels: fragflow's is that
-softmax_cross_entropy_with_logits_v2 = _nn.softmax_cross_entropy_with_logits
-sparse_softmax_cross_entropy_with_logits = _nn.sparse_softmax_cross_entropy_with_logits
-sigmoid_cross_entropy_with_logits = _nn.sigmoid_cross_entropy_with_logits
-top_k = _structure.top_k
-space_to_batch_nd, batch_to_space_nd = (_structure.space_to_batch_nd,
-                                        _structure.batch_to_space_nd)
+softmax_cross_entropy_with_logits_v2 = _ops.softmax_cross_entropy_with_logits
+sparse_softmax_cross_entropy_with_logits = _ops.sparse_softmax_cross_entropy_with_logits
+sigmoid_cross_entropy_with_logits = _ops.sigmoid_cross_entropy_with_logits
+top_k = _ops.top_k
+space_to_batch_nd, batch_to_space_nd = (_ops.space_to_batch_nd,
+                                        _ops.batch_to_space_nd)
 
 
 def swish(features, name=None):
@@ -60,7 +58,7 @@ def l2_loss(t, name=None):
 
 def embedding_lookup(params, ids, name=None):
     """The rows of params at ids (tf.nn.embedding_lookup of one params tensor)."""
-    return _structure.gather(params, ids, name=name)
+    return _ops.gather(params, ids, name=name)
 
 
 def xw_plus_b(x, weights, biases, name=None):

@@ -1,0 +1,87 @@
+"""What the op families share: turning what users pass (Tensors, numpy arrays, Python
+numbers) into ir values and Tensors, and the checks and wrappers every family needs.
+Nothing here is an op users call; the families (ops_math, ops_nn, ...) are."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir.errors import ShapeError
+from ..ir.graph import get_default_graph
+from ..ir.ops import elementwise as _ew
+from ..ir.ops.common import as_value, graph_of
+from .tensor import Tensor, _wrap, as_tensor_value
+
+
+def operands(*xs):
+    """Tensors to values; arrays and lists become constants of the tensors' graph.
+    Python scalars stay as they are (the ir builders type them weakly, as JAX does),
+    unless no operand is a tensor: then the first becomes a constant of the default
+    graph so that the builders know the graph."""
+    tensors = [x for x in xs if isinstance(x, Tensor)]
+    graph = tensors[0].graph if tensors else None
+    values = []
+    for x in xs:
+        if isinstance(x, Tensor):
+            values.append(x.value)
+        elif graph is not None and x is not None and not np.isscalar(x):
+            values.append(as_value(graph, x))
+        else:
+            values.append(x)
+    if not tensors:
+        values[0] = as_tensor_value(values[0])
+    return values
+
+
+def graph_operands(*xs):
+    """Tensors to values; numpy arrays (filters, say) become constants of their graph."""
+    values = operands(*xs)
+    graph = graph_of(*values)
+    return [as_value(graph, v) for v in values]
+
+
+def as_tensor(x, dtype=None) -> Tensor:
+    """x itself if a Tensor, else a constant of the operands' graph (cast to dtype)."""
+    if isinstance(x, Tensor):
+        return x
+    return _wrap(operands(x if dtype is None else np.asarray(x, dtype))[0])
+
+
+def static_shape(x, what) -> tuple:
+    if any(d is None for d in x.shape):
+        raise ShapeError(f"{what} needs a static shape, got {list(x.shape)} (feed a "
+                         f"placeholder of known shape)")
+    return tuple(x.shape)
+
+
+def scoped(name, default):
+    """The name scope of a composite op: the user's name, else the op's."""
+    return get_default_graph().name_scope(name or default)
+
+
+def check_same_shape(what, labels, logits, names=("labels", "logits")) -> None:
+    """A ShapeError naming the user's op (not the mul inside it) where labels and
+    logits cannot have one shape, as TensorFlow's losses require."""
+    a, b = tuple(labels.shape), tuple(logits.shape)
+    if len(a) == len(b) and all(x is None or y is None or x == y for x, y in zip(a, b)):
+        return
+    from ..ir.source import user_location
+    hint = ""
+    if len(a) == len(b) and a and a[0] != b[0] and a[1:] == b[1:]:
+        hint = f" (a batch of {a[0]} {names[0]} for {b[0]} examples?)"
+    raise ShapeError(f"{what} at {user_location()}: {names[0]} of shape "
+                     f"{list(a)} and {names[1]} of shape {list(b)} must have the same "
+                     f"shape{hint}")
+
+
+def unary_function(op, doc, arg="x"):
+    """ff.<op>(x, name=None) (or ff.<op>(features, name=None): TensorFlow's argument
+    name for the activations) over the elementwise op of that name."""
+    if arg == "x":
+        def fn(x, name=None):
+            return _wrap(_ew.unary(op, *operands(x), name=name))
+    else:
+        def fn(features, name=None):
+            return _wrap(_ew.unary(op, *operands(features), name=name))
+    fn.__name__ = fn.__qualname__ = op
+    fn.__doc__ = doc
+    return fn
