@@ -9,6 +9,7 @@ from __future__ import annotations
 from ..ir.errors import AttrError
 from ..ir.ops import fused as _fused
 from ..ir.ops.common import as_values
+from .operands import graph_operands
 from .tensor import Tensor, _wrap, as_tensor_value
 
 ACTIVATIONS = ("linear", "relu", "relu6", "elu", "leaky_relu", "prelu", "sigmoid", "tanh")
@@ -65,8 +66,7 @@ def matmul(a, b, transpose_a=False, transpose_b=False, bias=None, activation="li
 
 def _conv(conv_op, x, filters, strides, padding, dilations, bias, activation, alpha, name):
     from ..ir.ops.conv import _conv_attrs
-    from .ops_conv import _operands
-    x_v, w_v = _operands(x, filters)
+    x_v, w_v = graph_operands(x, filters)
     bias_v = None if bias is None else as_tensor_value(bias) if not isinstance(bias, Tensor) \
         else bias.value
     alpha_v = as_tensor_value(alpha) if activation == "prelu" and alpha is not None \
