@@ -9,6 +9,7 @@ from ..ir.errors import ShapeError
 from ..ir.graph import get_default_graph
 from ..ir.ops import elementwise as _ew
 from ..ir.ops.common import as_value, graph_of
+from ..ir.ops.registry import get_op
 from .tensor import Tensor, _wrap, as_tensor_value
 
 
@@ -73,9 +74,13 @@ def check_same_shape(what, labels, logits, names=("labels", "logits")) -> None:
                      f"shape{hint}")
 
 
-def unary_function(op, doc, arg="x"):
+def unary_function(op, doc=None, arg=None):
     """ff.<op>(x, name=None) (or ff.<op>(features, name=None): TensorFlow's argument
-    name for the activations) over the elementwise op of that name."""
+    name for the activations) over the elementwise op of that name; the docstring and
+    the argument name are the op record's (OpDef.doc, OpDef.wrapper_arg) unless given."""
+    opdef = get_op(op)
+    doc = opdef.doc if doc is None else doc
+    arg = (opdef.wrapper_arg or "x") if arg is None else arg
     if arg == "x":
         def fn(x, name=None):
             return _wrap(_ew.unary(op, *operands(x), name=name))

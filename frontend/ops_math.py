@@ -49,8 +49,10 @@ def _export(fn):
     return fn
 
 
-def _unary(op, doc):
-    return _export(unary_function(op, doc))
+def _unary(op):
+    """ff.<op>, its docstring and argument name from the op's record (OpDef.doc,
+    OpDef.wrapper_arg in ir/ops/elementwise/unary_ops.py)."""
+    return _export(unary_function(op))
 
 
 def _binary(op, doc):
@@ -62,43 +64,43 @@ def _binary(op, doc):
     return _export(fn)
 
 
-# One line per elementwise op (grep finds ff.<name> here); the ops are in ir/ops/elementwise.py.
-neg = _unary("neg", "-x.")
-abs = _unary("abs", "|x|.")
-sign = _unary("sign", "-1, 0 or 1 (NaN stays NaN).")
-square = _unary("square", "x * x.")
-exp = _unary("exp", "e**x.")
-log = _unary("log", "Natural log (NaN below 0).")
-sqrt = _unary("sqrt", "Square root (NaN below 0).")
-rsqrt = _unary("rsqrt", "1 / sqrt(x).")
-reciprocal = _unary("reciprocal", "1 / x.")
-floor = _unary("floor", "Round down.")
-ceil = _unary("ceil", "Round up.")
-round = _unary("round", "Round half to even.")
-sin = _unary("sin", "Sine.")
-cos = _unary("cos", "Cosine.")
-tanh = _unary("tanh", "Hyperbolic tangent.")
-sigmoid = _unary("sigmoid", "1 / (1 + e**-x).")
-logical_not = _unary("logical_not", "not x (bool).")
-identity = _unary("identity", "x itself (a view: no kernel runs).")
-zeros_like = _unary("zeros_like", "Zeros of x's shape and dtype.")
-ones_like = _unary("ones_like", "Ones of x's shape and dtype.")
-acos = _unary("acos", "Inverse cosine, in [0, pi]; NaN outside [-1, 1].")
-asin = _unary("asin", "Inverse sine, in [-pi/2, pi/2]; NaN outside [-1, 1].")
-atan = _unary("atan", "Inverse tangent, in (-pi/2, pi/2).")
-acosh = _unary("acosh", "Inverse hyperbolic cosine; NaN below 1.")
-asinh = _unary("asinh", "Inverse hyperbolic sine.")
-atanh = _unary("atanh", "Inverse hyperbolic tangent; +-inf at +-1, NaN beyond.")
-sinh = _unary("sinh", "Hyperbolic sine.")
-cosh = _unary("cosh", "Hyperbolic cosine.")
-tan = _unary("tan", "Tangent (accurate for |x| < 8192; beyond, sin / cos).")
-erf = _unary("erf", "The error function, 2/sqrt(pi) * integral of exp(-t**2) from 0 to x.")
-expm1 = _unary("expm1", "exp(x) - 1, accurate next to 0.")
-log1p = _unary("log1p", "log(1 + x), accurate next to 0.")
-is_nan = _unary("is_nan", "True where x is NaN (bool; no gradient).")
-is_inf = _unary("is_inf", "True where x is +inf or -inf (bool; no gradient).")
-is_finite = _unary("is_finite", "True where x is neither NaN nor infinite (bool; no "
-                   "gradient).")
+# One line per elementwise op (grep finds ff.<name> here); the ops, their docs and
+# argument names are in ir/ops/elementwise/ (unary_ops.py, binary_ops.py).
+neg = _unary("neg")
+abs = _unary("abs")
+sign = _unary("sign")
+square = _unary("square")
+exp = _unary("exp")
+log = _unary("log")
+sqrt = _unary("sqrt")
+rsqrt = _unary("rsqrt")
+reciprocal = _unary("reciprocal")
+floor = _unary("floor")
+ceil = _unary("ceil")
+round = _unary("round")
+sin = _unary("sin")
+cos = _unary("cos")
+tanh = _unary("tanh")
+sigmoid = _unary("sigmoid")
+logical_not = _unary("logical_not")
+identity = _unary("identity")
+zeros_like = _unary("zeros_like")
+ones_like = _unary("ones_like")
+acos = _unary("acos")
+asin = _unary("asin")
+atan = _unary("atan")
+acosh = _unary("acosh")
+asinh = _unary("asinh")
+atanh = _unary("atanh")
+sinh = _unary("sinh")
+cosh = _unary("cosh")
+tan = _unary("tan")
+erf = _unary("erf")
+expm1 = _unary("expm1")
+log1p = _unary("log1p")
+is_nan = _unary("is_nan")
+is_inf = _unary("is_inf")
+is_finite = _unary("is_finite")
 add = _binary("add", "x + y.")
 sub = _binary("sub", "x - y.")
 mul = _binary("mul", "x * y.")

@@ -35,16 +35,18 @@ def _export(fn):
 
 
 # -- activations ---------------------------------------------------------------------------
-def _unary(op, doc, arg="features"):
-    return _export(unary_function(op, doc, arg))
+def _unary(op):
+    """ff.<op>, its docstring and argument name ("features" for most activations, as
+    TensorFlow names it) from the op's record (ir/ops/elementwise/unary_ops.py)."""
+    return _export(unary_function(op))
 
 
-relu = _unary("relu", "max(x, 0); NaN propagates.", arg="x")
-relu6 = _unary("relu6", "min(max(features, 0), 6); NaN stays NaN. float32 or int32.")
-elu = _unary("elu", "features if > 0, else exp(features) - 1.")
-selu = _unary("selu", "scale * (features if > 0 else alpha * (exp(features) - 1)), with "
-                      "scale = 1.0507... and alpha = 1.6732... (Klambauer et al. 2017).")
-softplus = _unary("softplus", "log(1 + exp(features)), without overflow.")
+relu = _unary("relu")
+relu6 = _unary("relu6")
+elu = _unary("elu")
+selu = _unary("selu")
+softplus = _unary("softplus")
+softsign = _unary("softsign")
 
 
 @_export

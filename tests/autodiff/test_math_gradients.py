@@ -10,6 +10,7 @@ import pytest
 
 import fragflow as ff
 from tests.gradcheck import check_gradients
+from tests.ops.test_math import UNARY as MATH_ROWS
 
 rng = np.random.default_rng(7)
 
@@ -23,23 +24,19 @@ def away_from_zero(low=0.2, high=2.0):
                           * rng.choice([-1, 1], shape)).astype(np.float32)
 
 
+def in_intervals(intervals):
+    """Inputs drawn uniformly from one of the intervals, chosen at random per element."""
+    def draw(shape):
+        lows, highs = np.array(intervals, np.float64).T
+        k = rng.integers(0, len(intervals), shape)
+        return rng.uniform(lows[k], highs[k]).astype(np.float32)
+    return draw
+
+
 UNARY = {
-    # op: (inputs, second order)
-    "acos": (uniform(-0.8, 0.8), True),
-    "asin": (uniform(-0.8, 0.8), True),
-    "atan": (uniform(-3, 3), True),
-    "acosh": (uniform(1.2, 4.0), True),
-    "asinh": (uniform(-3, 3), True),
-    "atanh": (uniform(-0.8, 0.8), True),
-    "sinh": (uniform(-3, 3), True),
-    "cosh": (uniform(-3, 3), True),
-    "tan": (uniform(-1.2, 1.2), True),
-    "erf": (uniform(-2, 2), True),
-    "expm1": (uniform(-3, 3), True),
-    "log1p": (uniform(-0.7, 3), True),
-    "softplus": (uniform(-4, 4), True),
-    "elu": (away_from_zero(), True),
-    "selu": (away_from_zero(), True),
+    # op: (inputs, second order); the math ops' rows hold their gradient inputs with
+    # the rest of their test data (tests/ops/test_math.py UNARY)
+    **{op: (in_intervals(row[3]), True) for op, row in MATH_ROWS.items()},
     "relu6": (lambda s: np.float32(rng.choice([-1.5, 0.7, 2.3, 5.1, 7.0, 9.5], s)), False),
     "leaky_relu": (away_from_zero(), False),
 }

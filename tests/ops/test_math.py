@@ -29,7 +29,7 @@ MEASURED = {
     "acos": 1.4e-7, "asin": 2.7e-7, "atan": 2.0e-7, "acosh": 3.5e-7, "asinh": 3.1e-7,
     "atanh": 3.0e-7, "sinh": 4.3e-7, "cosh": 3.1e-7, "tan": 2.2e-7, "erf": 1.9e-7,
     "expm1": 4.8e-7, "log1p": 2.8e-7, "softplus": 4.1e-7, "elu": 3.0e-7, "selu": 3.0e-7,
-    "atan2": 1.8e-7,
+    "atan2": 1.8e-7, "softsign": 1.2e-7,
 }
 
 
@@ -47,59 +47,68 @@ def _erf64(x):
     return np.vectorize(math.erf, otypes=[np.float64])(x)
 
 
-# op: (float64 formula, sweep(rng) -> values, extra edge values). The sweeps cover the
+# Finite-difference gradient inputs: intervals away from kinks and singular points
+# (tests/autodiff/test_math_gradients.py checks every op with them, second order too).
+AWAY_FROM_0 = [(-2.0, -0.2), (0.2, 2.0)]
+
+# op: (float64 formula, sweep(rng) -> values, extra edge values, gradient input
+# intervals). One row holds all of an op's test data. The sweeps cover the
 # places where naive formulas lose digits: next to 0 (expm1, log1p, sinh, asinh, atanh,
 # erf), next to 1 (acosh, acos, atanh), next to tan's poles, large |x|.
 UNARY = {
     "acos": (np.arccos, lambda r: np.concatenate([
         r.uniform(-1, 1, 4000), log_uniform(r, -30, 0, 2000),
         1 - log_uniform(r, -7.3, -0.3, 1000, False), log_uniform(r, -7.3, -0.3, 1000, False) - 1]),
-        [1.0, -1.0, 0.99999994, -0.99999994, 1.0000001, -1.5]),
+        [1.0, -1.0, 0.99999994, -0.99999994, 1.0000001, -1.5], [(-0.8, 0.8)]),
     "asin": (np.arcsin, lambda r: np.concatenate([
         r.uniform(-1, 1, 4000), log_uniform(r, -30, 0, 2000),
-        1 - log_uniform(r, -7.3, -0.3, 1000, False)]), [0.99999994, 1.0000001, 0.5, -0.5]),
+        1 - log_uniform(r, -7.3, -0.3, 1000, False)]), [0.99999994, 1.0000001, 0.5, -0.5], [(-0.8, 0.8)]),
     "atan": (np.arctan, lambda r: np.concatenate([
         r.uniform(-10, 10, 4000), log_uniform(r, -30, 30, 4000)]),
-        [0.41421357, 2.4142137, 1e-20]),
+        [0.41421357, 2.4142137, 1e-20], [(-3, 3)]),
     "acosh": (np.arccosh, lambda r: np.concatenate([
         1 + log_uniform(r, -7, 1, 4000, False), log_uniform(r, 0, 38, 4000, False)]),
-        [1.0, 1.0000001, 0.99999994, 4096.0, 4097.0, 3e38]),
+        [1.0, 1.0000001, 0.99999994, 4096.0, 4097.0, 3e38], [(1.2, 4.0)]),
     "asinh": (np.arcsinh, lambda r: np.concatenate([
-        r.uniform(-10, 10, 4000), log_uniform(r, -30, 38, 4000)]), [4096.0, -4097.0, 1e-20]),
+        r.uniform(-10, 10, 4000), log_uniform(r, -30, 38, 4000)]), [4096.0, -4097.0, 1e-20], [(-3, 3)]),
     "atanh": (np.arctanh, lambda r: np.concatenate([
         r.uniform(-1, 1, 4000), log_uniform(r, -30, 0, 2000),
         1 - log_uniform(r, -7.3, -0.3, 2000, False)]),
-        [0.99999994, -0.99999994, 1.0000001, 0.25, -0.25]),
+        [0.99999994, -0.99999994, 1.0000001, 0.25, -0.25], [(-0.8, 0.8)]),
     "sinh": (np.sinh, lambda r: np.concatenate([
         r.uniform(-89, 89, 4000), log_uniform(r, -30, 1.95, 4000)]),
-        [9.0, -9.0, 88.0, 89.4, -89.4, 90.0, 0.5, 1e-20]),
+        [9.0, -9.0, 88.0, 89.4, -89.4, 90.0, 0.5, 1e-20], [(-3, 3)]),
     "cosh": (np.cosh, lambda r: np.concatenate([
         r.uniform(-89, 89, 4000), log_uniform(r, -30, 1.95, 4000)]),
-        [9.0, -9.0, 88.0, 89.4, -89.4, 90.0, 1e-20]),
+        [9.0, -9.0, 88.0, 89.4, -89.4, 90.0, 1e-20], [(-3, 3)]),
     # accurate for |x| < 8192 (Cody-Waite reduction); next to the poles as well
     "tan": (np.tan, lambda r: np.concatenate([
         r.uniform(-10, 10, 3000), r.uniform(-8000, 8000, 3000), log_uniform(r, -30, 3.9, 2000),
         np.pi / 2 + r.uniform(-1e-3, 1e-3, 1000), 3 * np.pi / 2 + r.uniform(-1e-4, 1e-4, 1000)]),
-        [1.5707964, -1.5707964, 4.712389, 0.7853982, 8191.0, -8000.0]),
+        [1.5707964, -1.5707964, 4.712389, 0.7853982, 8191.0, -8000.0], [(-1.2, 1.2)]),
     "erf": (_erf64, lambda r: np.concatenate([
         r.uniform(-5, 5, 4000), log_uniform(r, -30, 1, 4000)]),
-        [0.99999994, 1.0, 1.0000001, 3.9999998, 4.0, -4.0, 1e-20]),
+        [0.99999994, 1.0, 1.0000001, 3.9999998, 4.0, -4.0, 1e-20], [(-2, 2)]),
     "expm1": (np.expm1, lambda r: np.concatenate([
         r.uniform(-20, 88, 4000), log_uniform(r, -30, 1.9, 4000)]),
-        [0.49999997, 0.5, -0.5, 88.7, 89.0, -104.0, 1e-20]),
+        [0.49999997, 0.5, -0.5, 88.7, 89.0, -104.0, 1e-20], [(-3, 3)]),
     "log1p": (np.log1p, lambda r: np.concatenate([
         r.uniform(-1, 10, 3000), log_uniform(r, -30, 38, 3000, False),
         -log_uniform(r, -30, -1e-7, 2000, False)]),
-        [-1.0, -0.99999994, -1.5, 0.25, -0.25, 0.24999999, 1e-20]),
+        [-1.0, -0.99999994, -1.5, 0.25, -0.25, 0.24999999, 1e-20], [(-0.7, 3)]),
     # below x = -87.3 the result is subnormal (flushed to 0, out of scope)
     "softplus": (lambda x: np.logaddexp(0, x), lambda r: np.concatenate([
         r.uniform(-80, 80, 4000), log_uniform(r, -30, 1.9, 2000), log_uniform(r, 2, 38, 2000)]),
-        [88.0, -86.0, 1e-20, -100.0]),
+        [88.0, -86.0, 1e-20, -100.0], [(-4, 4)]),
     "elu": (lambda x: np.where(x < 0, np.expm1(x), x), lambda r: np.concatenate([
-        r.uniform(-20, 20, 4000), log_uniform(r, -30, 38, 4000)]), [-1e-20, -100.0]),
+        r.uniform(-20, 20, 4000), log_uniform(r, -30, 38, 4000)]), [-1e-20, -100.0], AWAY_FROM_0),
     "selu": (lambda x: SELU_SCALE * np.where(x > 0, x, SELU_ALPHA * np.expm1(x)),
              lambda r: np.concatenate([r.uniform(-20, 20, 4000), log_uniform(r, -30, 37, 4000)]),
-             [-1e-20, -100.0]),
+             [-1e-20, -100.0], AWAY_FROM_0),
+    # 1 + |x| rounds above 2**24; the division by 1 + |x| ~ 3.4e38 must not flush
+    "softsign": (lambda x: x / (1 + np.abs(x)), lambda r: np.concatenate([
+        r.uniform(-10, 10, 4000), log_uniform(r, -30, 38, 4000)]),
+        [16777215.0, -16777217.0, 1e-20, 3e38, -3e38], [(-5, -0.2), (0.2, 5)]),
 }
 
 
@@ -116,7 +125,7 @@ def _worst_relative(got, want64):
 
 @pytest.mark.parametrize("op", sorted(UNARY))
 def test_unary_math_matches_reference_and_float64(gl, op):
-    formula, sweep, extra = UNARY[op]
+    formula, sweep, extra, _ = UNARY[op]
     rng = rng_for("math", op)
     edges = np.float32(FLOAT_EDGES)
     if op == "tan":     # float32 tan of |x| >= 8192 is noise: its ulp is > 2 pi / 8000

@@ -181,6 +181,12 @@ unary_op("selu", FLOAT, lambda x: np.where(x > 0, SELU_SCALE * x,
          doc="scale * (features if > 0 else alpha * (exp(features) - 1)), with scale = "
              "1.0507... and alpha = 1.6732... (Klambauer et al. 2017).")
 
+unary_op("softsign", FLOAT, lambda x: x / (x.dtype.type(1) + np.abs(x)),
+         glsl="({0} / (1.0 + abs({0})))",
+         grad=lambda x, y, dy: div(dy, square(add(1.0, unary("abs", x)))),
+         tf="tf.nn.softsign", arg="features",
+         doc="features / (1 + |features|), in (-1, 1); NaN at +-inf, as TensorFlow's.")
+
 # -- predicates, logic, copies -----------------------------------------------------------
 _BOOL_RESULT = "its result is bool"
 unary_op("is_nan", FLOAT, np.isnan, out="bool", glsl="isnan({0})", no_gradient=_BOOL_RESULT,
