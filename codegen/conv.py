@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 
 from ..ir.errors import FragflowError
 from ..ir.ops import conv as _conv
-from . import matmul, pool
+from . import depthwise as depthwise_kernels, matmul, pool
 from .common import make_kernel, operands, output_operand
 from .layout import strides
 from .reduce import LOOP_TRIPS, unroll_for
@@ -255,6 +255,12 @@ def lower_node(node, layouts, prefix, extra=(), epilogue=None, kernel_op=None,
                                 nodes or [node], layouts)
         if fast is not None:
             return fast
+    if kind == "conv" and depthwise and d == 2 and len(inputs) == 2:
+        direct = depthwise_kernels.direct_kernel(g, context, inputs, out, prefix,
+                                                 kernel_op or node.op, nodes or [node],
+                                                 extra, epilogue)
+        if direct is not None:
+            return direct
     if kind in ("conv", "backprop_filter") and d == 2 and len(inputs) == 2:
         blocked = blocked_conv(node, g, context, inputs, out, layouts, prefix, extra,
                                epilogue, kernel_op or node.op, nodes or [node])
