@@ -7,7 +7,8 @@ For each model, averaging mode and worker count: a DataParallelTrainer on a loca
 instance runs `steps` steps of one global batch; the medians (after the first steps,
 which compile shaders) of compute, transfer, allreduce, apply and the whole step are
 printed, with the gradient size and one process's step on a plain Session (no Ray)
-for comparison. Models: "cnn", the digits CNN (8x8x1 images, batch 64, 7k weights);
+for comparison, and the gradient run's time as a + n * b (fixed launch cost a, cost b per
+example), the split a model of N workers needs (docs/SCALING.md). Models: "cnn", the digits CNN (8x8x1 images, batch 64, 7k weights);
 "mlp", a 784-512-512-10 perceptron (batch 256, 670k weights, 2.7 MB of gradients).
 """
 from __future__ import annotations
@@ -73,9 +74,9 @@ def batch(model: str, seed=0):
 def single_process_step(model: str, steps: int) -> float:
     """Median seconds of one training step on a plain Session (no Ray)."""
     import fragflow as ff
-    g = ff.Graph()
-    with g.as_default():
+    with ff.Graph().as_default():
         spec = BUILDERS[model]()
+    with spec.loss.graph.as_default():       # the CNN builds in its model's own graph
         step = spec.optimizer.minimize(spec.loss)
     xb, yb = batch(model)
     with ff.Session(spec.loss.graph) as sess:
@@ -86,6 +87,30 @@ def single_process_step(model: str, steps: int) -> float:
             fn(xb, yb)
             times.append(time.perf_counter() - start)
     return statistics.median(times[3:])
+
+
+def compute_line(model: str, steps: int, sizes=(8, 32, 128)) -> tuple:
+    """(a, b): one process's gradient run takes a + b * batch seconds (least squares over
+    `sizes`); a is the fixed part (kernel launches), which more workers do not divide."""
+    import fragflow as ff
+    with ff.Graph().as_default():
+        spec = BUILDERS[model]()
+    with spec.loss.graph.as_default():
+        grads = ff.gradients(spec.loss, ff.optim.trainable_variables(spec.loss))
+    times = []
+    with ff.Session(spec.loss.graph) as sess:
+        fn = sess.compile([spec.loss, *grads], feeds=spec.inputs)
+        for size in sizes:
+            xb, yb = batch(model)
+            xb, yb = xb[:size], yb[:size]
+            runs = []
+            for _ in range(max(5, steps // 3)):
+                start = time.perf_counter()
+                fn(xb, yb)
+                runs.append(time.perf_counter() - start)
+            times.append(statistics.median(runs[2:]))
+    b, a = np.polyfit(np.array(sizes, float), np.array(times), 1)
+    return float(a), float(b)
 
 
 def measure(model: str, workers: int, allreduce: str, steps: int) -> dict:
@@ -119,6 +144,9 @@ def main(argv=None) -> None:
         for model in args.models:
             alone = single_process_step(model, args.steps)
             print(f"{model:5}  one Session   1        -        {alone * 1e3:8.2f}  (no Ray)")
+            a, b = compute_line(model, args.steps)
+            print(f"{model:5}  gradients of a batch of n on one Session: {a * 1e3:.2f} ms + "
+                  f"n x {b * 1e3:.3f} ms")
             for allreduce in args.allreduce:
                 for workers in args.workers:
                     try:

@@ -38,7 +38,7 @@ def test_devices_lists_llvmpipe_as_software(gl):
 
 
 def test_device_zero_runs_like_numpy(gl):
-    found, index = _software_index()
+    _, index = _software_index()
     if ff.gl_info()["device"] != index:
         pytest.skip("this process's context is on another device")
     g = ff.Graph()
