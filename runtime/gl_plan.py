@@ -3,11 +3,14 @@ programs resolved when the plan is built. run() uploads feeds, draws, reads fetc
 back and swaps in assigned variables; it walks no graph and formats no strings."""
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from ..codegen.layout import Layout
 from .device import Device
 from .gl_resources import ArrayTexture, RenderTargets, Texture, check_gl
+from .memory_plan import plan_memory
 from OpenGL import GL  # noqa: E402,I001  after gl_resources: it binds PyOpenGL's platform
 
 
@@ -175,88 +178,57 @@ class GLPlan:
         layouts = program.layouts
         slot_of: dict = {}
 
-        def new_slot(layout):
-            slot = Slot(pool.acquire(layout.texture_key))
+        def new_slot(texture_key):
+            slot = Slot(pool.acquire(texture_key))
             self._owned.append(slot)
             return slot
-
-        def reuse_or_new(layout):      # a freed intermediate's slot of this key, else new
-            reusable = free.get(layout.texture_key)
-            return reusable.pop() if reusable else new_slot(layout)
 
         # Feeds and constants: textures of the plan's own for its whole life.
         self._uploads = []
         for name in program.feeds:
-            slot_of[name] = new_slot(layouts[name])
+            slot_of[name] = new_slot(layouts[name].texture_key)
             staging = np.zeros(layouts[name].width * layouts[name].height * 4,
                                np.float32 if layouts[name].dtype == "float32" else np.int32)
             self._uploads.append((name, slot_of[name], layouts[name], staging))
         for name, value in program.constants.items():
-            slot_of[name] = new_slot(layouts[name])
+            slot_of[name] = new_slot(layouts[name].texture_key)
             slot_of[name].texture.upload(to_texels(value, layouts[name]))
         for value_name, var_name in program.variables.items():
             slot_of[value_name] = variables.slot(var_name, layouts[value_name],
                                                  variable_values[var_name])
 
-        # Intermediates share textures by liveness; fetched and assigned values are
-        # kept to the end of the run.
-        root = {}
-        for step in program.steps:
-            if step[0] == "alias":
-                root[step[1]] = root.get(step[2], step[2])
-        pinned = {root.get(n, n) for n in program.outputs} | \
-                 {root.get(n, n) for _, n in program.assigns}
-        produced = {s[1] if s[0] == "empty" else s[1].output.value
-                    for s in program.steps if s[0] != "alias"}
-        produced |= {b.value for s in program.steps if s[0] == "kernel"
-                     for b in s[1].extra_outputs}
-        # layered outputs live in the plan's own array textures, never in the pool's
-        produced -= {s[1].output.value for s in program.steps
-                     if s[0] == "kernel" and s[1].output_layers}
-        last_use = {}
-        for index, step in enumerate(program.steps):
-            if step[0] == "kernel":
-                for b in step[1].inputs:
-                    last_use[root.get(b.value, b.value)] = index
-        free: dict = {}
+        # What the kernels write: textures shared by liveness (runtime/memory_plan.py)
+        memory = self.memory = plan_memory(program)
+        shared = [new_slot(key) for key in memory.textures]
+        for value, index in memory.texture_of.items():
+            slot_of[value] = shared[index]
         self._launches = []
         self._launch_info = []         # (kernel, output layout) per launch
-        for index, step in enumerate(program.steps):
-            if step[0] == "alias":
+        for step in program.steps:
+            if step[0] != "kernel":
                 continue
-            out = step[1] if step[0] == "empty" else step[1].output.value
+            kernel = step[1]
+            out = kernel.output.value
             layout = layouts[out]
-            layers = step[1].output_layers if step[0] == "kernel" else 0
-            if layers:
-                self._arrays.append(ArrayTexture(layout.width, layout.height, layers))
+            target = slot_of.get(out)
+            if kernel.output_layers:            # render targets: an array's layers
+                self._arrays.append(ArrayTexture(layout.width, layout.height,
+                                                 kernel.output_layers))
                 slot_of[out] = Slot(self._arrays[-1])
-            else:
-                slot_of[out] = new_slot(layout) if out in pinned else reuse_or_new(layout)
-            if step[0] == "kernel":
-                kernel = step[1]
-                program_id = self.device.programs.get(kernel)
-                inputs = tuple(slot_of[root.get(b.value, b.value)] for b in kernel.inputs)
-                uniforms = self.device.programs.uniform_setters(program_id, kernel)
-                target = slot_of[out]
-                if layers:                      # render targets: the array's layers
-                    targets = RenderTargets(array=slot_of[out].texture)
-                    self._framebuffers.append(targets)
-                    target = Slot(targets)
-                elif kernel.extra_outputs:      # several render targets, one draw
-                    for b in kernel.extra_outputs:
-                        slot_of[b.value] = reuse_or_new(layouts[b.value])
-                    targets = RenderTargets(slot_of[b.value].texture for b in kernel.outputs)
-                    self._framebuffers.append(targets)
-                    target = Slot(targets)
-                self._launches.append((program_id, inputs, uniforms, target,
-                                       layout.width, layout.height))
-                self._launch_info.append((kernel, layout))
-                for b in kernel.inputs:
-                    name = root.get(b.value, b.value)
-                    if last_use.get(name) == index and name not in pinned and \
-                            name in produced:
-                        free.setdefault(layouts[name].texture_key, []).append(slot_of[name])
-        for alias, source in root.items():
+                targets = RenderTargets(array=slot_of[out].texture)
+                self._framebuffers.append(targets)
+                target = Slot(targets)
+            elif kernel.extra_outputs:          # several render targets, one draw
+                targets = RenderTargets(slot_of[b.value].texture for b in kernel.outputs)
+                self._framebuffers.append(targets)
+                target = Slot(targets)
+            program_id = self.device.programs.get(kernel)
+            inputs = tuple(slot_of[memory.root(b.value)] for b in kernel.inputs)
+            uniforms = self.device.programs.uniform_setters(program_id, kernel)
+            self._launches.append((program_id, inputs, uniforms, target,
+                                   layout.width, layout.height))
+            self._launch_info.append((kernel, layout))
+        for alias, source in memory.roots.items():
             slot_of[alias] = slot_of[source]
         self._readbacks = [(slot_of[n], layouts[n]) for n in program.outputs]
         # a variable that is fed in this run and assigned has no slot yet: make it
@@ -269,37 +241,36 @@ class GLPlan:
         return self.program.kernels
 
     def run(self, feeds: dict) -> list:
+        """Upload feeds, draw, read the fetches back, swap in assigned variables."""
+        return self.run_observed(feeds, None)
+
+    def run_observed(self, feeds: dict, observer) -> list:
+        """run() with an observer (None: nobody) told what each phase and kernel costs,
+        and able to look at every kernel's output (profiling, debug mode). Observed
+        runs are slower: they wait for the GPU after every step."""
+        start = time.perf_counter()
         for name, slot, layout, staging in self._uploads:
             slot.texture.upload(to_texels(feeds[name], layout, staging))
-        BOUND.forget()                # uploads (and anything since the last run) bound
-        for launch in self._launches:
-            draw(*launch)
-        results = self._read_outputs()
+            if observer is not None:
+                observer.input(name, lambda slot=slot, layout=layout:
+                               from_texels(slot.texture.readback(), layout))
+        if observer is None:
+            BOUND.forget()            # uploads (and anything since the last run) bound
+            for launch in self._launches:
+                draw(*launch)
+            results = self._read_outputs()
+        else:
+            GL.glFinish()
+            observer.phase("upload", time.perf_counter() - start)
+            self._draw_observed(observer)
+            start = time.perf_counter()
+            results = self._read_outputs()
+            observer.phase("readback", time.perf_counter() - start)
         self._swap_assigned()
         check_gl("running a plan")
         return results
 
-    def _read_outputs(self) -> list:
-        return [from_texels(slot.texture.readback(), layout)
-                for slot, layout in self._readbacks]
-
-    def _swap_assigned(self) -> None:
-        """Assigned variables take their new values' textures (and give theirs back)."""
-        for var_slot, new_slot in self._swaps:
-            var_slot.texture, new_slot.texture = new_slot.texture, var_slot.texture
-
-    def run_observed(self, feeds: dict, observer) -> list:
-        """run() with an observer told what each phase and kernel costs, and able to
-        look at every kernel's output (profiling, debug mode). Slower: it waits for the
-        GPU after every step."""
-        import time
-        start = time.perf_counter()
-        for name, slot, layout, staging in self._uploads:
-            slot.texture.upload(to_texels(feeds[name], layout, staging))
-            observer.input(name, lambda slot=slot, layout=layout:
-                           from_texels(slot.texture.readback(), layout))
-        GL.glFinish()
-        observer.phase("upload", time.perf_counter() - start)
+    def _draw_observed(self, observer) -> None:
         timer = GPUTimer()
         for launch, (kernel, layout) in zip(self._launches, self._launch_info):
             out = launch[3]
@@ -311,12 +282,15 @@ class GLPlan:
             observer.kernel(kernel, gpu if gpu is not None else time.perf_counter() - start,
                             lambda out=out, layout=layout:
                             from_texels(out.texture.readback(), layout))
-        start = time.perf_counter()
-        results = self._read_outputs()
-        observer.phase("readback", time.perf_counter() - start)
-        self._swap_assigned()
-        check_gl("running a plan")
-        return results
+
+    def _read_outputs(self) -> list:
+        return [from_texels(slot.texture.readback(), layout)
+                for slot, layout in self._readbacks]
+
+    def _swap_assigned(self) -> None:
+        """Assigned variables take their new values' textures (and give theirs back)."""
+        for var_slot, new_slot in self._swaps:
+            var_slot.texture, new_slot.texture = new_slot.texture, var_slot.texture
 
     def textures(self) -> list:
         return [s.texture for s in self._owned] + list(self._arrays)
