@@ -33,6 +33,7 @@ import numpy as np
 from ..ir.errors import AttrError, DTypeError, ShapeError
 from ..ir.graph import get_default_graph
 from ..ir.ops import elementwise as _ew, reduce as _red
+from ..ir.ops.registry import get_op
 from .ops_graph import constant
 from .operands import as_tensor, operands, scoped, static_shape, unary_function
 from .tensor import Tensor, _wrap, as_tensor_value
@@ -55,12 +56,14 @@ def _unary(op):
     return _export(unary_function(op))
 
 
-def _binary(op, doc):
+def _binary(op):
+    """ff.<op>(x, y, name=None), its docstring from the op's record
+    (ir/ops/elementwise/binary_ops.py)."""
     def fn(x, y, name=None):
         a, b = operands(x, y)
         return _wrap(_ew.binary(op, a, b, name=name))
     fn.__name__ = fn.__qualname__ = op
-    fn.__doc__ = doc
+    fn.__doc__ = get_op(op).doc
     return _export(fn)
 
 
@@ -101,23 +104,23 @@ log1p = _unary("log1p")
 is_nan = _unary("is_nan")
 is_inf = _unary("is_inf")
 is_finite = _unary("is_finite")
-add = _binary("add", "x + y.")
-sub = _binary("sub", "x - y.")
-mul = _binary("mul", "x * y.")
-div = _binary("div", "x / y, always float32.")
-floor_div = _binary("floor_div", "Floor division (TensorFlow's floordiv).")
-mod = _binary("mod", "Floor modulo: the result has y's sign (TensorFlow's floormod).")
-pow = _binary("pow", "x ** y.")
-maximum = _binary("maximum", "Elementwise max; NaN propagates.")
-minimum = _binary("minimum", "Elementwise min; NaN propagates.")
-equal = _binary("equal", "x == y.")
-not_equal = _binary("not_equal", "x != y.")
-less = _binary("less", "x < y.")
-less_equal = _binary("less_equal", "x <= y.")
-greater = _binary("greater", "x > y.")
-greater_equal = _binary("greater_equal", "x >= y.")
-logical_and = _binary("logical_and", "x and y (bool).")
-logical_or = _binary("logical_or", "x or y (bool).")
+add = _binary("add")
+sub = _binary("sub")
+mul = _binary("mul")
+div = _binary("div")
+floor_div = _binary("floor_div")
+mod = _binary("mod")
+pow = _binary("pow")
+maximum = _binary("maximum")
+minimum = _binary("minimum")
+equal = _binary("equal")
+not_equal = _binary("not_equal")
+less = _binary("less")
+less_equal = _binary("less_equal")
+greater = _binary("greater")
+greater_equal = _binary("greater_equal")
+logical_and = _binary("logical_and")
+logical_or = _binary("logical_or")
 
 # TensorFlow's names for the same ops.
 negative = neg

@@ -1,6 +1,6 @@
-"""The two-input elementwise ops (numpy broadcasting), one row each: accepted dtypes,
-output dtype, numpy reference, GLSL, TensorFlow's name. Their gradients, which undo
-broadcasting, are in passes/autodiff/elementwise.py; the ones without say why here.
+"""The two-input elementwise ops (numpy broadcasting), one record each: accepted dtypes,
+output dtype, numpy reference, GLSL, TensorFlow's name, doc. Their gradients, which
+undo broadcasting, are in passes/autodiff/elementwise.py; the ones without say why here.
 Integer semantics are in the package docstring."""
 from __future__ import annotations
 
@@ -62,40 +62,58 @@ def _div(arrays, attrs):
 _COMPARISON = "its result is bool"
 _INTEGER = "integer valued: zero gradient almost everywhere, none in TensorFlow"
 
-BINARY = {
-    # name: (accepted dtypes, output dtype or None for the promoted one, reference,
-    #        GLSL of {0} and {1} or "" for a macro, TensorFlow's name, why no gradient)
-    "add": (NUMERIC, None, _arith(np.add), "({0} + {1})", "tf.math.add", ""),
-    "sub": (NUMERIC, None, _arith(np.subtract), "({0} - {1})", "tf.math.subtract", ""),
-    "mul": (NUMERIC, None, _arith(np.multiply), "({0} * {1})", "tf.math.multiply", ""),
-    "div": (NUMERIC, "float32", _div, "({0} / {1})", "tf.math.truediv", ""),
-    "floor_div": (NUMERIC, None, lambda arrays, attrs: _floor_div(*arrays), "",
-                  "tf.math.floordiv", _INTEGER),
-    "mod": (NUMERIC, None, lambda arrays, attrs: _mod(*arrays), "", "tf.math.floormod", ""),
-    "pow": (NUMERIC, None, lambda arrays, attrs: _pow(*arrays), "", "tf.math.pow", ""),
-    "maximum": (NUMERIC, None, _arith(np.maximum), "", "tf.math.maximum", ""),
-    "minimum": (NUMERIC, None, _arith(np.minimum), "", "tf.math.minimum", ""),
-    "equal": (ANY, "bool", _arith(np.equal), "", "tf.math.equal", _COMPARISON),
-    "not_equal": (ANY, "bool", _arith(np.not_equal), "", "tf.math.not_equal", _COMPARISON),
-    "less": (NUMERIC, "bool", _arith(np.less), "", "tf.math.less", _COMPARISON),
-    "less_equal": (NUMERIC, "bool", _arith(np.less_equal), "", "tf.math.less_equal",
-                   _COMPARISON),
-    "greater": (NUMERIC, "bool", _arith(np.greater), "", "tf.math.greater", _COMPARISON),
-    "greater_equal": (NUMERIC, "bool", _arith(np.greater_equal), "",
-                      "tf.math.greater_equal", _COMPARISON),
-    "logical_and": (BOOL, "bool", _arith(np.logical_and), "", "tf.math.logical_and",
-                    "bool in and out"),
-    "logical_or": (BOOL, "bool", _arith(np.logical_or), "", "tf.math.logical_or",
-                   "bool in and out"),
-    # the math family
-    "atan2": (FLOAT, None, _arith(np.arctan2), "ff_atan2({0}, {1})",   # atan2(y, x)
-              "tf.math.atan2", ""),
-    "squared_difference": (NUMERIC, None, _arith(lambda a, b: np.square(a - b)), "",
-                           "tf.math.squared_difference", ""),
-    "prelu": (FLOAT, None, _arith(lambda x, alpha: np.where(x > 0, x, alpha * x)),
-              "ff_prelu({0}, {1})", "tf.keras PReLU", ""),
-}
+def binary_op(name, dtypes, reference, *, out=None, glsl="", no_gradient="", tf="—",
+              doc=""):
+    """Registers a two-input elementwise op: dtypes the accepted (promoted) dtypes, out
+    the output dtype (default: the promoted one), reference(arrays, attrs), glsl of the
+    operands {0} and {1} ("" for a macro in templates/elementwise_ops.glsl.j2). The
+    gradient rules are in passes/autodiff/elementwise.py."""
+    return register(OpDef(name, "elementwise", binary_rule(dtypes, out), reference,
+                          num_inputs=2, glsl=glsl, no_gradient=no_gradient, tf=tf,
+                          doc=doc))
 
-for _name, (_allowed, _out, _fn, _glsl, _tf, _why) in BINARY.items():
-    register(OpDef(_name, "elementwise", binary_rule(_allowed, _out), _fn, num_inputs=2,
-                   glsl=_glsl, tf=_tf, no_gradient=_why))
+
+def _pairwise(fn):
+    return lambda arrays, attrs: fn(*arrays)
+
+
+binary_op("add", NUMERIC, _arith(np.add), glsl="({0} + {1})", tf="tf.math.add", doc="x + y.")
+binary_op("sub", NUMERIC, _arith(np.subtract), glsl="({0} - {1})", tf="tf.math.subtract",
+          doc="x - y.")
+binary_op("mul", NUMERIC, _arith(np.multiply), glsl="({0} * {1})", tf="tf.math.multiply",
+          doc="x * y.")
+binary_op("div", NUMERIC, _div, out="float32", glsl="({0} / {1})", tf="tf.math.truediv",
+          doc="x / y, always float32.")
+binary_op("floor_div", NUMERIC, _pairwise(_floor_div), no_gradient=_INTEGER,
+          tf="tf.math.floordiv", doc="Floor division (TensorFlow's floordiv).")
+binary_op("mod", NUMERIC, _pairwise(_mod), tf="tf.math.floormod",
+          doc="Floor modulo: the result has y's sign (TensorFlow's floormod).")
+binary_op("pow", NUMERIC, _pairwise(_pow), tf="tf.math.pow", doc="x ** y.")
+binary_op("maximum", NUMERIC, _arith(np.maximum), tf="tf.math.maximum",
+          doc="Elementwise max; NaN propagates.")
+binary_op("minimum", NUMERIC, _arith(np.minimum), tf="tf.math.minimum",
+          doc="Elementwise min; NaN propagates.")
+binary_op("equal", ANY, _arith(np.equal), out="bool", no_gradient=_COMPARISON,
+          tf="tf.math.equal", doc="x == y.")
+binary_op("not_equal", ANY, _arith(np.not_equal), out="bool", no_gradient=_COMPARISON,
+          tf="tf.math.not_equal", doc="x != y.")
+binary_op("less", NUMERIC, _arith(np.less), out="bool", no_gradient=_COMPARISON,
+          tf="tf.math.less", doc="x < y.")
+binary_op("less_equal", NUMERIC, _arith(np.less_equal), out="bool", no_gradient=_COMPARISON,
+          tf="tf.math.less_equal", doc="x <= y.")
+binary_op("greater", NUMERIC, _arith(np.greater), out="bool", no_gradient=_COMPARISON,
+          tf="tf.math.greater", doc="x > y.")
+binary_op("greater_equal", NUMERIC, _arith(np.greater_equal), out="bool",
+          no_gradient=_COMPARISON, tf="tf.math.greater_equal", doc="x >= y.")
+binary_op("logical_and", BOOL, _arith(np.logical_and), out="bool",
+          no_gradient="bool in and out", tf="tf.math.logical_and", doc="x and y (bool).")
+binary_op("logical_or", BOOL, _arith(np.logical_or), out="bool",
+          no_gradient="bool in and out", tf="tf.math.logical_or", doc="x or y (bool).")
+# the math family
+binary_op("atan2", FLOAT, _arith(np.arctan2), glsl="ff_atan2({0}, {1})", tf="tf.math.atan2",
+          doc="atan2(y, x): the angle of the point (x, y), TensorFlow's order.")
+binary_op("squared_difference", NUMERIC, _arith(lambda a, b: np.square(a - b)),
+          tf="tf.math.squared_difference", doc="(x - y) ** 2, broadcasting.")
+binary_op("prelu", FLOAT, _arith(lambda x, alpha: np.where(x > 0, x, alpha * x)),
+          glsl="ff_prelu({0}, {1})", tf="tf.keras PReLU",
+          doc="x if x > 0, else alpha * x, alpha a broadcast tensor.")
