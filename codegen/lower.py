@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from ..ir.errors import TooManyInputsError
 from ..ir.graph import Graph
-from ..ir.ops.registry import get_op
+from ..ir.ops.registry import all_ops, get_op
 from ..passes.split_wide import DEFAULT_TEXTURE_UNITS
 from . import (conv, elementwise, fused, gradient, image, matmul, program, random, reduce,
                shape, structure)
@@ -23,8 +23,7 @@ from .kernel import Program
 from .layout import layout_for
 
 # Ops that keep row-major order: their output is the same texture, seen another way.
-VIEW_OPS = {"reshape", "expand_dims", "squeeze", "identity", "reshape_like",
-            "stop_gradient", "custom_gradient"}
+VIEW_OPS = frozenset(name for name, opdef in all_ops().items() if opdef.kind == "view")
 
 # op family (ir/ops/<family>.py) -> lowering of one node to a Kernel
 LOWERINGS = {

@@ -12,10 +12,10 @@ import numpy as np
 
 from ..codegen.kernel import records_of
 from ..ir.errors import FragflowError
-from ..ir.ops.registry import get_op
+from ..ir.ops.registry import all_ops, get_op
 
 # nodes whose values come from outside a run's computation: observers hear of no kernel
-SOURCES = ("placeholder", "run_counter", "variable", "constant")
+SOURCES = frozenset(name for name, opdef in all_ops().items() if opdef.kind == "source")
 
 
 def _node_kernel(node):
