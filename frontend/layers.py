@@ -37,7 +37,6 @@ padding="valid", activation=None, use_bias=True, kernel_initializer="glorot_unif
 from __future__ import annotations
 
 import contextlib
-import importlib
 import math
 import os
 import sys
@@ -49,6 +48,7 @@ from ..ir.errors import AttrError, FragflowError, ShapeError
 from ..ir.source import _is_internal, user_location
 from . import initializers as _init
 from . import ops as _ops
+from .activations import ACTIVATIONS, LAYER
 from .tensor import Tensor, Variable, as_tensor_value, _wrap
 
 __all__ = ["Layer", "Dense", "Conv2D", "DepthwiseConv2D", "SeparableConv2D",
@@ -73,14 +73,6 @@ _LOGITS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 CALLS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-def _frontend_op(name):
-    """ff.<name>, looked up when a layer is called (the op may be added later)."""
-    fn = getattr(importlib.import_module(__package__), name, None)
-    if fn is None:
-        raise FragflowError(f"this layer needs ff.{name}, which this fragflow lacks")
-    return fn
-
-
 def logits_of(tensor, activation):
     """The logits that a layer's output `tensor` was computed from by `activation`
     ("softmax" or "sigmoid"), or None if it was not."""
@@ -90,37 +82,21 @@ def logits_of(tensor, activation):
 
 
 # -- activations ---------------------------------------------------------------------
-def _swish(x):
-    return x * _ops.sigmoid(x)
-
-
-_ACTIVATIONS = {
-    "linear": lambda x: x, "relu": _ops.relu, "sigmoid": _ops.sigmoid, "tanh": _ops.tanh,
-    "relu6": lambda x: _frontend_op("relu6")(x), "elu": lambda x: _frontend_op("elu")(x),
-    "selu": lambda x: _frontend_op("selu")(x),
-    "leaky_relu": lambda x: _frontend_op("leaky_relu")(x, 0.2),
-    "softplus": lambda x: _frontend_op("softplus")(x),
-    "softmax": lambda x: _frontend_op("softmax")(x, axis=-1),
-    "log_softmax": lambda x: _frontend_op("log_softmax")(x, axis=-1),
-    "exponential": _ops.exp, "swish": _swish, "silu": _swish,
-}
-
-
 def _activation_name(activation):
     if activation is None:
         return "linear"
     if callable(activation):
         return activation
-    if activation not in _ACTIVATIONS:
+    if activation not in LAYER:
         raise AttrError(f"unknown activation {activation!r}; use one of "
-                        f"{', '.join(sorted(_ACTIVATIONS))}, None or a function")
+                        f"{', '.join(sorted(LAYER))}, None or a function")
     return activation
 
 
 def activation_fn(activation):
     """The function a Keras activation name (or None, or a callable) stands for."""
     name = _activation_name(activation)
-    return name if callable(name) else _ACTIVATIONS[name]
+    return name if callable(name) else ACTIVATIONS[name].fn
 
 
 def _activate(pre, activation):
@@ -345,8 +321,8 @@ class _Conv(Layer):
         """op (conv2d or depthwise_conv2d) with bias and activation, as plain ops: the
         fusion pass runs them in one kernel, and the backward pass reuses the forward
         values (ff.fused.conv2d's gradient would recompute the convolution)."""
-        y = _frontend_op(op)(x, kernel, strides=strides, padding=padding,
-                             dilations=dilations)
+        y = getattr(_ops, op)(x, kernel, strides=strides, padding=padding,
+                              dilations=dilations)
         if bias is not None:
             y = y + bias
         return _activate(y, self.activation)
@@ -435,7 +411,7 @@ class SeparableConv2D(_Conv):
             if self.use_bias else None
 
     def call(self, x, training=False):
-        hidden = _frontend_op("depthwise_conv2d")(
+        hidden = _ops.depthwise_conv2d(
             x, self.depthwise_kernel, strides=self.strides, padding=self.padding,
             dilations=self.dilation_rate)
         return self._conv("conv2d", hidden, self.pointwise_kernel, self.bias, (1, 1),
@@ -493,7 +469,7 @@ class BatchNormalization(Layer):
         b = self._broadcast
         if training:
             axes = [a for a in range(self._rank) if a != self._axis]
-            mean, variance = _frontend_op("moments")(x, axes=axes)
+            mean, variance = _ops.moments(x, axes=axes)
             keep = 1.0 - self.momentum
             self.updates.append(self.moving_mean.assign(
                 self.moving_mean * self.momentum + mean * keep, name="update_moving_mean"))
@@ -502,8 +478,8 @@ class BatchNormalization(Layer):
                 name="update_moving_variance"))
         else:
             mean, variance = self.moving_mean, self.moving_variance
-        return _frontend_op("batch_normalization")(x, b(mean), b(variance), b(self.beta),
-                                                   b(self.gamma), self.epsilon)
+        return _ops.batch_normalization(x, b(mean), b(variance), b(self.beta),
+                                        b(self.gamma), self.epsilon)
 
 
 class Dropout(Layer):
@@ -519,8 +495,7 @@ class Dropout(Layer):
     def call(self, x, training=False):
         if not training or self.rate == 0.0:
             return x
-        return _frontend_op("dropout")(x, self.rate, noise_shape=self.noise_shape,
-                                       seed=self.seed)
+        return _ops.dropout(x, self.rate, noise_shape=self.noise_shape, seed=self.seed)
 
 
 # -- pooling, reshaping, activations ---------------------------------------------------
@@ -537,8 +512,8 @@ class _Pool2D(Layer):
         _check_rank(self, input_shape, 4, "an NHWC image")
 
     def call(self, x, training=False):
-        return _frontend_op(self.op)(x, ksize=self.pool_size, strides=self.strides,
-                                     padding=self.padding)
+        return getattr(_ops, self.op)(x, ksize=self.pool_size, strides=self.strides,
+                                      padding=self.padding)
 
 
 class MaxPool2D(_Pool2D):

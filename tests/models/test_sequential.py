@@ -100,7 +100,7 @@ def test_saved_model_restores_bit_identical_predictions(trained, tmp_path):
 
 def test_progress_bar_goes_to_stderr(capsys, monkeypatch):
     # a terminal (off one, verbose=1 writes one line per epoch: test_namespaces.py)
-    monkeypatch.setattr("fragflow.frontend.models._is_terminal", lambda stream: True)
+    monkeypatch.setattr("fragflow.frontend.models.progress._is_terminal", lambda stream: True)
     model = dense_model("numpy")
     model.fit(X, Y, batch_size=32, epochs=2, verbose=1, seed=0)
     captured = capsys.readouterr()
@@ -152,7 +152,7 @@ def test_model_errors():
         model.fit(X, Y[:3], verbose=0)
 
 
-@pytest.mark.parametrize("module", ["models", "optim", "layers", "initializers"])
+@pytest.mark.parametrize("module", ["models.sequential", "optim", "layers", "initializers"])
 def test_docstring_examples(module):
     mod = importlib.import_module(f"fragflow.frontend.{module}")
     result = doctest.testmod(mod)

@@ -41,162 +41,23 @@ from __future__ import annotations
 
 import math
 import sys
-import time
 
 import numpy as np
 
-from ..ir.errors import AttrError, FragflowError, ShapeError
-from ..ir.graph import Graph
-from . import ops as _ops
-from . import optim as _optim
-from .layers import Layer, logits_of
-from .session import Session
-from .tensor import Tensor
+from ...ir.errors import AttrError, FragflowError, SerializationError, ShapeError
+from ...ir.graph import Graph
+from .. import ops as _ops
+from .. import optim as _optim
+from ..layers import CALLS, BatchNormalization, Dropout, Layer
+from ..session import Session
+from ..tensor import Tensor
+from .losses import LOSSES, sparse_categorical_crossentropy
+from .metrics import (ACCURACY_FOR_LOSS, METRICS, binary_accuracy, categorical_accuracy,
+                      per_example, sparse_categorical_accuracy)
+from .progress import History, ProgressBar
 
-__all__ = ["Sequential", "Model", "Input", "History"]
+__all__ = ["Sequential", "Model", "Input"]
 
-_EPSILON = 1e-7            # Keras's clip of probabilities in cross-entropies
-
-
-# -- losses and metrics: (labels, outputs) -> one value per example ----------------------
-def _probabilities(y_pred, axis_sum=True):
-    p = y_pred / _ops.sum(y_pred, axis=-1, keepdims=True) if axis_sum else y_pred
-    return _frontend("clip_by_value")(p, _EPSILON, 1.0 - _EPSILON)
-
-
-def _frontend(name):
-    import importlib
-    return getattr(importlib.import_module(__package__), name)
-
-
-def sparse_categorical_crossentropy(y_true, y_pred):
-    logits = logits_of(y_pred, "softmax")
-    if logits is not None:
-        return _frontend("sparse_softmax_cross_entropy_with_logits")(labels=y_true,
-                                                                     logits=logits)
-    classes = y_pred.shape[-1]
-    one_hot = _ops.cast(_ops.equal(_ops.expand_dims(y_true, -1),
-                                   _ops.constant(np.arange(classes, dtype=np.int32))),
-                        "float32")
-    return -_ops.sum(one_hot * _ops.log(_probabilities(y_pred)), axis=-1)
-
-
-def categorical_crossentropy(y_true, y_pred):
-    logits = logits_of(y_pred, "softmax")
-    if logits is not None:
-        return _frontend("softmax_cross_entropy_with_logits")(labels=y_true, logits=logits)
-    return -_ops.sum(y_true * _ops.log(_probabilities(y_pred)), axis=-1)
-
-
-def binary_crossentropy(y_true, y_pred):
-    logits = logits_of(y_pred, "sigmoid")
-    if logits is not None:
-        per_element = _frontend("sigmoid_cross_entropy_with_logits")(labels=y_true,
-                                                                     logits=logits)
-    else:
-        p = _probabilities(y_pred, axis_sum=False)
-        per_element = -(y_true * _ops.log(p) + (1.0 - y_true) * _ops.log(1.0 - p))
-    return _ops.mean(per_element, axis=-1)
-
-
-def mean_squared_error(y_true, y_pred):
-    return _ops.mean(_ops.square(y_pred - y_true), axis=-1)
-
-
-def mean_absolute_error(y_true, y_pred):
-    return _ops.mean(_ops.abs(y_pred - y_true), axis=-1)
-
-
-def sparse_categorical_accuracy(y_true, y_pred):
-    return _ops.cast(_ops.equal(_ops.argmax(y_pred, axis=-1), y_true), "float32")
-
-
-def categorical_accuracy(y_true, y_pred):
-    return _ops.cast(_ops.equal(_ops.argmax(y_pred, axis=-1),
-                                _ops.argmax(y_true, axis=-1)), "float32")
-
-
-def binary_accuracy(y_true, y_pred):
-    hit = _ops.equal(_ops.greater(y_pred, 0.5), _ops.greater(y_true, 0.5))
-    return _ops.mean(_ops.cast(hit, "float32"), axis=-1)
-
-
-# Keras's loss classes (tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-# ...): callables (y_true, y_pred) -> one loss per example, for compile(loss=...)
-class _KerasLoss:
-    sparse_labels = False
-
-    def __init__(self, from_logits=False, name=None):
-        self.from_logits = bool(from_logits)
-        self.__name__ = name or _snake_name(type(self).__name__)
-
-    def __repr__(self):
-        return f"<ff.keras.losses.{type(self).__name__} from_logits={self.from_logits}>"
-
-
-def _snake_name(name):
-    return "".join("_" + c.lower() if c.isupper() else c for c in name).lstrip("_")
-
-
-class SparseCategoricalCrossentropy(_KerasLoss):
-    """Cross-entropy against int32 class indices; from_logits: y_pred are logits."""
-    sparse_labels = True
-
-    def __call__(self, y_true, y_pred):
-        if self.from_logits:
-            return _frontend("sparse_softmax_cross_entropy_with_logits")(labels=y_true,
-                                                                         logits=y_pred)
-        return sparse_categorical_crossentropy(y_true, y_pred)
-
-
-class CategoricalCrossentropy(_KerasLoss):
-    """Cross-entropy against one-hot labels; from_logits: y_pred are logits."""
-
-    def __call__(self, y_true, y_pred):
-        if self.from_logits:
-            return _frontend("softmax_cross_entropy_with_logits")(labels=y_true,
-                                                                  logits=y_pred)
-        return categorical_crossentropy(y_true, y_pred)
-
-
-class BinaryCrossentropy(_KerasLoss):
-    """Logistic loss, averaged over the last axis; from_logits: y_pred are logits."""
-
-    def __call__(self, y_true, y_pred):
-        if self.from_logits:
-            return _ops.mean(_frontend("sigmoid_cross_entropy_with_logits")(
-                labels=y_true, logits=y_pred), axis=-1)
-        return binary_crossentropy(y_true, y_pred)
-
-
-class MeanSquaredError(_KerasLoss):
-    """(y_pred - y_true) ** 2 averaged over the last axis."""
-
-    def __call__(self, y_true, y_pred):
-        return mean_squared_error(y_true, y_pred)
-
-
-class MeanAbsoluteError(_KerasLoss):
-    """|y_pred - y_true| averaged over the last axis."""
-
-    def __call__(self, y_true, y_pred):
-        return mean_absolute_error(y_true, y_pred)
-
-
-LOSSES = {
-    "sparse_categorical_crossentropy": sparse_categorical_crossentropy,
-    "categorical_crossentropy": categorical_crossentropy,
-    "binary_crossentropy": binary_crossentropy,
-    "mean_squared_error": mean_squared_error, "mse": mean_squared_error,
-    "mean_absolute_error": mean_absolute_error, "mae": mean_absolute_error,
-}
-METRICS = dict(LOSSES, sparse_categorical_accuracy=sparse_categorical_accuracy,
-               categorical_accuracy=categorical_accuracy, binary_accuracy=binary_accuracy)
-_ACCURACY_FOR_LOSS = {
-    sparse_categorical_crossentropy: sparse_categorical_accuracy,
-    categorical_crossentropy: categorical_accuracy,
-    binary_crossentropy: binary_accuracy,
-}
 OPTIMIZERS = {      # Keras's string names, with Keras's default learning rates
     "sgd": lambda: _optim.SGD(0.01), "adam": lambda: _optim.Adam(0.001),
     "rmsprop": lambda: _optim.RMSProp(0.001), "adagrad": lambda: _optim.Adagrad(0.001),
@@ -211,91 +72,6 @@ def _lookup(table, identifier, what):
         return table[identifier.lower()]
     raise AttrError(f"unknown {what} {identifier!r}; use one of "
                     f"{', '.join(sorted(table))} or a function (y_true, y_pred)")
-
-
-def _per_example(fn, y_true, y_pred, what) -> Tensor:
-    """fn's value with one entry per example (trailing axes averaged)."""
-    value = fn(y_true, y_pred)
-    if not isinstance(value, Tensor) or value.ndim == 0:
-        raise ShapeError(f"the {what} {getattr(fn, '__name__', fn)!r} must return one "
-                         f"value per example (a tensor of rank >= 1)")
-    if value.ndim > 1:
-        value = _ops.mean(value, axis=list(range(1, value.ndim)))
-    return value
-
-
-# -- history and progress ----------------------------------------------------------------
-class History:
-    """What fit returns: history {"loss": [per epoch], "accuracy": [...],
-    "val_loss": [...], ...}, epoch (the epoch numbers) and params."""
-
-    def __init__(self, params):
-        self.params = params
-        self.epoch: list = []
-        self.history: dict = {}
-
-    def _append(self, epoch, logs):
-        self.epoch.append(epoch)
-        for k, v in logs.items():
-            self.history.setdefault(k, []).append(v)
-
-    def __repr__(self):
-        return f"<ff.History epochs={len(self.epoch)} keys={list(self.history)}>"
-
-
-class _Progress:
-    """A Keras-style progress bar on stderr (verbose=1), or one line per epoch (2)."""
-    WIDTH = 30
-
-    def __init__(self, verbose, steps, epoch, epochs, stream=None):
-        self.verbose, self.steps = verbose, steps
-        self.stream = stream or sys.stderr
-        self.start = self._last = time.perf_counter()
-        self._width = 0
-        if verbose == 1 and not _is_terminal(self.stream):
-            self.verbose = 2        # a log file or a pipe: one line per epoch, no \r bar
-        if verbose:
-            self.stream.write(f"Epoch {epoch + 1}/{epochs}\n")
-
-    @staticmethod
-    def _format(logs):
-        return " - ".join(f"{k}: {v:.4f}" for k, v in logs.items())
-
-    def update(self, step, logs):
-        now = time.perf_counter()
-        if self.verbose != 1 or (now - self._last < 0.1 and step < self.steps):
-            return
-        self._last = now
-        done = int(self.WIDTH * step / self.steps)
-        bar = "=" * max(done - 1, 0) + (">" if done < self.WIDTH else "=") \
-            + "." * (self.WIDTH - done)
-        digits = len(str(self.steps))
-        self._write(f"\r{step:>{digits}}/{self.steps} [{bar}] "
-                    f"{now - self.start:.1f}s - {self._format(logs)}")
-        self.stream.flush()
-
-    def _write(self, line):
-        """line, padded to cover the longer line it overwrites (after a \\r)."""
-        self.stream.write(line.ljust(self._width))
-        self._width = len(line)
-
-    def end(self, logs):
-        if not self.verbose:
-            return
-        elapsed = time.perf_counter() - self.start
-        per_step = 1000 * elapsed / max(self.steps, 1)
-        prefix = "\r" if self.verbose == 1 else ""
-        self._write(f"{prefix}{self.steps}/{self.steps} - {elapsed:.1f}s "
-                    f"{per_step:.0f}ms/step - {self._format(logs)}")
-        self.stream.write("\n")
-        self.stream.flush()
-
-
-def _is_terminal(stream) -> bool:
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError):       # no isatty, or a closed stream
-        return False
 
 
 def _padded_batches(n, batch):
@@ -406,7 +182,6 @@ class Sequential:
     def load_weights(self, path) -> None:
         """Weights written by save_weights (of a model built the same way: the names
         must match)."""
-        from ..ir.errors import SerializationError
         by_name = {w.op.name: w for w in self.weights}
         try:
             data = np.load(path, allow_pickle=False)
@@ -449,7 +224,7 @@ class Sequential:
         self._metric_fns, self.metrics_names = [], []
         for m in metrics or []:
             if isinstance(m, str) and m.lower() in ("accuracy", "acc"):
-                fn = _ACCURACY_FOR_LOSS.get(self.loss)
+                fn = ACCURACY_FOR_LOSS.get(self.loss)
             else:
                 fn = _lookup(METRICS, m, "metric")
             self._metric_fns.append(fn)
@@ -497,16 +272,16 @@ class Sequential:
                 out = self(self.input, training=True) \
                     if any(_training_dependent(layer) for layer in self.layers) \
                     else self.output
-                loss = _ops.mean(_per_example(self.loss, labels, out, "loss"))
-                metrics = [_ops.mean(_per_example(fn, labels, out, "metric"))
+                loss = _ops.mean(per_example(self.loss, labels, out, "loss"))
+                metrics = [_ops.mean(per_example(fn, labels, out, "metric"))
                            for fn in metric_fns]
                 updates = [u for layer, n in zip(self.layers, before)
                            for u in layer.updates[n:]]
                 step = self.optimizer.minimize(loss, var_list=self.trainable_weights)
                 op = _optim.group(step, *updates, name="train_op")
             with _ops.name_scope("evaluation"):
-                eval_loss = _per_example(self.loss, labels, self.output, "loss")
-                eval_metrics = [_per_example(fn, labels, self.output, "metric")
+                eval_loss = per_example(self.loss, labels, self.output, "loss")
+                eval_metrics = [per_example(fn, labels, self.output, "metric")
                                 for fn in metric_fns]
         self.labels = labels
         self.train_op, self.total_loss = op, loss
@@ -541,7 +316,7 @@ class Sequential:
         self.history = history = History({"batch_size": batch, "epochs": epochs,
                                           "steps": steps, "samples": n})
         for epoch in range(initial_epoch, epochs):
-            progress = _Progress(verbose, steps, epoch, epochs)
+            progress = ProgressBar(verbose, steps, epoch, epochs)
             order = rng.permutation(n) if shuffle else np.arange(n)
             order = np.concatenate([order, order[:steps * batch - n]])
             totals = np.zeros(len(names))
@@ -585,7 +360,7 @@ class Sequential:
         results = (sums / len(x)).tolist()
         names = ["loss", *self.metrics_names]
         if verbose:
-            sys.stderr.write(_Progress._format(dict(zip(names, results))) + "\n")
+            sys.stderr.write(ProgressBar._format(dict(zip(names, results))) + "\n")
         if return_dict:
             return dict(zip(names, results))
         return results[0] if len(results) == 1 else results
@@ -659,7 +434,6 @@ class Model(Sequential):
     def _layer_calls(self) -> list:
         """(layer, output value) of every layer call between input and output, in the
         order the calls were made."""
-        from .layers import CALLS
         recorded = CALLS.get(self.graph, {})
         seen, stack = set(), [self.output.value]
         while stack:
@@ -677,7 +451,6 @@ class Model(Sequential):
     def _layer_chain(self):
         """The layers from input to output when the output is a chain of layer calls
         (each on the previous one's output), else None."""
-        from .layers import CALLS
         recorded = CALLS.get(self.graph, {})
         chain, value = [], self.output.value
         used: dict = {}          # value -> how many of its recorded calls the walk took
@@ -715,5 +488,4 @@ class Model(Sequential):
 
 
 def _training_dependent(layer) -> bool:
-    from .layers import BatchNormalization, Dropout
     return isinstance(layer, (BatchNormalization, Dropout))
