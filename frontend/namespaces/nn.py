@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from .. import ops as _ops, ops_conv as _conv, ops_random as _random
 from ...ir.errors import AttrError as _AttrError
+from ...ir.ops.registry import all_ops as _all_ops
 from ..tensor import Tensor as _Tensor
 from ._missing import install as _install
 
@@ -100,6 +101,13 @@ def _dropout_by_tensor(x, keep, noise_shape, seed, name):
         kept = _ops.less(u, keep)
         return _ops.where(kept, x / keep, 0.0)
 
+
+# tf.nn's name for every op whose record gives one (OpDef.tf) and that has no line above
+for _name, _opdef in _all_ops().items():
+    _tf_name = _opdef.tf.removeprefix("tf.nn.")
+    if _tf_name != _opdef.tf and _tf_name.isidentifier() and _tf_name not in globals() \
+            and hasattr(_ops, _name):
+        globals()[_tf_name] = getattr(_ops, _name)
 
 __all__ = sorted(n for n in list(globals()) if not n.startswith("_") and n not in
                  ("annotations",))
