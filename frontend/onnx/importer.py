@@ -110,6 +110,7 @@ class Importer:
                            if o.domain in ("", "ai.onnx")), 1)
         self.values: dict = {}
         self.graph_inputs: dict = {}     # ONNX input name -> placeholder
+        self.origins: dict = {}          # id(tensor) -> graph input names it depends on
         self.variables: dict = {}        # initializer name -> Variable (ONNX layout)
         self._weights: dict = {}         # (initializer name, layout key) -> Variable
         self.node = None                 # the node being imported (for errors)
@@ -133,9 +134,14 @@ class Importer:
         err = self.error(f"{what} must be known at import time (a constant, an initializer "
                          f"or computed from them and from static shapes); it is computed "
                          f"by the graph")
-        # the graph input it is, if it is one: a caller may bind it (the ONNX backend)
+        # the graph input it is, or an integer one it is computed from: a caller may
+        # bind it (the ONNX backend binds inputs named so, and imports again). Float
+        # inputs are data, never bound.
         err.graph_input = next((name for name, v in self.graph_inputs.items() if v is x),
                                None)
+        if err.graph_input is None:
+            err.graph_input = next((name for name in sorted(self.origins.get(id(x), ()))
+                                    if self.graph_inputs[name].dtype != "float32"), None)
         raise err
 
     def ints(self, x, what: str) -> list:
@@ -222,6 +228,7 @@ class Importer:
                     continue        # an initializer listed as an input (IR < 4): a weight
                 inputs[vi.name] = self._placeholder(vi)
                 self.values[vi.name] = self.graph_inputs[vi.name] = inputs[vi.name]
+                self.origins[id(inputs[vi.name])] = frozenset([vi.name])
             for t in g.initializer:
                 self.values[t.name] = self._initializer(t)
             for index, node in enumerate(g.node):
@@ -291,9 +298,13 @@ class Importer:
         for k, name in enumerate(node.output):
             if name and k >= len(outputs):
                 raise self.error(f"output {k} ('{name}') is not supported")
+        origins = frozenset().union(*(self.origins.get(id(x), ()) for x in inputs
+                                      if x is not None and not self.is_static(x)))
         for name, value in zip(node.output, outputs):
             if name:
                 self.values[name] = value
+                if origins and not self.is_static(value):
+                    self.origins[id(value)] = origins
 
     def _fold(self, node, inputs):
         """node evaluated at import by onnx's reference evaluator (its inputs are all

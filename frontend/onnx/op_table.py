@@ -18,6 +18,7 @@ import numpy as np
 import fragflow.frontend as F
 
 from .. import ops_nn_extra as NN    # gelu, hard_swish, layer/instance normalization
+from . import pool_taps
 from . import resize as R
 from .importer import Init
 
@@ -177,7 +178,41 @@ def cast(ctx, node, x, a):
 @rule("CastLike")
 def cast_like(ctx, node, x, a):
     a.get("saturate")
-    return F.cast(ctx.tensor(x[0]), ctx.tensor(x[1]).dtype)
+    target = ctx.tensor(x[1]).dtype
+    if ctx.is_static(x[0]):      # a constant cast like a tensor stays a constant (a pad
+        return ctx.to_supported(np.asarray(x[0]).astype(target))   # value, a mask fill)
+    return F.cast(ctx.tensor(x[0]), target)
+
+
+@rule("CenterCropPad")
+def center_crop_pad(ctx, node, x, a):
+    """Pad each axis (zeros, the larger half after) to at least the target size, then
+    crop the centred window (the larger part cut after), as ONNX's function does."""
+    t = ctx.tensor(x[0])
+    rank = len(t.shape)
+    target = ctx.ints(x[1], "shape")
+    axes = [_axis(int(v), rank) for v in a.get("axes", range(rank))]
+    if len(axes) != len(target):
+        raise ctx.error(f"shape has {len(target)} values for {len(axes)} axes")
+    if any(t.shape[k] is None for k in axes):
+        raise ctx.error("CenterCropPad needs static sizes on its axes")
+    pads, begin, size = [[0, 0] for _ in range(rank)], [0] * rank, [-1] * rank
+    for k, want in zip(axes, target):
+        grow = max(want - t.shape[k], 0)
+        pads[k] = [grow // 2, grow - grow // 2]
+        begin[k], size[k] = (t.shape[k] + grow - want) // 2, want
+    if any(p != [0, 0] for p in pads):
+        t = F.pad(t, pads)
+    return F.slice(t, begin, size)
+
+
+@rule("HannWindow", "HammingWindow", "BlackmanWindow")
+def window(ctx, node, x, a):
+    """Windows of a size known at import time: evaluated there (by onnx's reference,
+    which folds any node whose inputs are all static) to a constant."""
+    ctx.static(x[0], "size")
+    a.get("periodic"), a.get("output_datatype")
+    raise ctx.error("the window could not be evaluated at import time")
 
 
 @rule("Clip")
@@ -487,6 +522,9 @@ def pool(ctx, node, x, a):
                         f"1-D, 2-D and 3-D pools (NCW, NCHW, NCDHW)")
     kernel = tuple(a["kernel_shape"])
     strides = tuple(a.get("strides", [1] * len(kernel)))
+    if any(r != 1 for r in a.get("dilations", [1] * len(kernel))):
+        return _dilated(ctx, t, a, "max" if node.op_type == "MaxPool" else "avg", kernel,
+                        strides)
     if one_d:                                    # NCW as NCHW with H = 1
         t = F.expand_dims(t, 2)
         kernel, strides = (1,) + kernel, (1,) + strides
@@ -514,6 +552,25 @@ def pool(ctx, node, x, a):
     fn = F.max_pool if node.op_type == "MaxPool" else F.avg_pool
     y = F.transpose(fn(xt, ksize=kernel, strides=strides, padding=padding), TO_NCHW)
     return F.squeeze(y, axis=2) if one_d else y
+
+
+def _dilated(ctx, t, a, kind, kernel, strides, p=None):
+    """A pool with dilations: pool_taps.py's gathers and elementwise max or sum."""
+    spatial = t.shape[2:]
+    if any(n is None for n in spatial):
+        raise ctx.error("a pool with dilations needs static spatial sizes")
+    dilations = tuple(a["dilations"])
+    pads = a.get("pads", [0] * 2 * len(kernel))
+    pairs = list(zip(pads[:len(kernel)], pads[len(kernel):]))
+    auto_pad = a.get("auto_pad", "NOTSET")
+    if auto_pad != "NOTSET":
+        # onnx's reference sizes these by the undilated kernel, onnxruntime by the
+        # dilated one: no answer to follow
+        raise ctx.error(f"a pool with dilations and auto_pad={auto_pad!r} is not "
+                        f"supported (give explicit pads)")
+    return pool_taps.dilated_pool(t, kind, kernel, strides, dilations, pairs,
+                                  bool(a.get("ceil_mode", 0)),
+                                  bool(a.get("count_include_pad", 0)), p)
 
 
 @rule("GlobalAveragePool", "GlobalMaxPool")
@@ -1376,13 +1433,15 @@ def scatter_elements(ctx, node, x, a):
 @rule("LpPool")
 def lp_pool(ctx, node, x, a):
     t = ctx.tensor(x[0])
-    if len(t.shape) != 4:
-        raise ctx.error("LpPool of a non-4-D (NCHW) input is not supported")
     p = float(a.get("p", 2))
     kernel = tuple(a["kernel_shape"])
     strides = tuple(a.get("strides", [1] * len(kernel)))
-    if any(r != 1 for r in a.get("dilations", [1, 1])):
-        raise ctx.error("LpPool dilations other than 1 are not supported")
+    if len(t.shape) != 4 or any(r != 1 for r in a.get("dilations", [1] * len(kernel))):
+        if len(t.shape) < 3:
+            raise ctx.error(f"LpPool of a rank-{len(t.shape)} input (needs N, C and "
+                            f"spatial axes)")
+        a.setdefault("dilations", [1] * len(kernel))
+        return _dilated(ctx, t, a, "lp", kernel, strides, p)
     padding = _pool_padding(ctx, a, t.shape[2:], kernel, strides)
     powered = F.transpose(F.pow(F.abs(t), p), TO_NHWC)
     if padding == "SAME":
