@@ -8,6 +8,8 @@ same graph with the fusion passes turned off, and checks that both agree.
     python examples/mobilenet_block.py [--alpha 0.25] [--runs 5]
 """
 import argparse
+import collections
+import re
 import statistics
 import time
 
@@ -53,6 +55,12 @@ def mobilenet(x, alpha, classes, rng):
         return ff.softmax(logits)
 
 
+def glsl_code(source):
+    """A kernel's GLSL without its header and comments (which name graph values): two
+    kernels with the same code could share one compiled program."""
+    return re.sub(r"//[^\n]*", "", source.split("// -- end of header --", 1)[-1])
+
+
 def timed(fn, image, runs):
     fn(image)                                   # first run: shader compiles
     times = []
@@ -85,6 +93,10 @@ def main():
     print(f"MobileNet-v1 (alpha {args.alpha}) at 96x96 on {info['renderer']}")
     print(f"  fused:   {len(fused.kernels):3d} kernels ({len(depthwise)} fused depthwise), "
           f"{t_fused * 1e3:8.2f} ms per image")
+    by_op = collections.Counter(k.op for k in fused.kernels)
+    print("  fused kernels by op: " + ", ".join(f"{op} {n}" for op, n in by_op.most_common()))
+    print(f"  distinct shader sources {len({k.source for k in fused.kernels})}, distinct "
+          f"code without comments {len({glsl_code(k.source) for k in fused.kernels})}")
     print(f"  unfused: {len(plain.kernels):3d} kernels, {t_plain * 1e3:8.2f} ms per image")
     print(f"  speed-up from fusion: {t_plain / t_fused:.2f}x")
     assert np.allclose(out_fused, out_plain, rtol=1e-4, atol=1e-6), "fused != unfused"
