@@ -206,13 +206,56 @@ def center_crop_pad(ctx, node, x, a):
     return F.slice(t, begin, size)
 
 
-@rule("HannWindow", "HammingWindow", "BlackmanWindow")
+@rule("HannWindow", "HammingWindow", "BlackmanWindow", "MelWeightMatrix")
 def window(ctx, node, x, a):
-    """Windows of a size known at import time: evaluated there (by onnx's reference,
-    which folds any node whose inputs are all static) to a constant."""
-    ctx.static(x[0], "size")
-    a.get("periodic"), a.get("output_datatype")
-    raise ctx.error("the window could not be evaluated at import time")
+    """Windows and mel matrices of sizes known at import time: evaluated there (by
+    onnx's reference, which folds any node whose inputs are all static) to a constant."""
+    for k, v in enumerate(x):
+        ctx.static(v, f"input {k}")
+    raise ctx.error("the value could not be evaluated at import time")
+
+
+@rule("AffineGrid")
+def affine_grid(ctx, node, x, a):
+    """theta (N, 2, 3) or (N, 3, 4) applied to the base grid of the static size:
+    one batched matmul, (N, H*W, 3) x (N, 3, 2) -> (N, H, W, 2)."""
+    theta = ctx.tensor(x[0])
+    size = ctx.ints(x[1], "size")
+    align = bool(a.get("align_corners", 0))
+    spatial = size[2:]
+    if len(spatial) not in (2, 3):
+        raise ctx.error(f"AffineGrid of {len(spatial)} spatial axes (2 or 3 are supported)")
+
+    def axis_coords(n):
+        if align:
+            return np.linspace(-1.0, 1.0, n)
+        return (2.0 * np.arange(n) + 1.0) / n - 1.0
+    # the base grid, x varying fastest: (W, H[, D]) coordinates and a 1 per position
+    mesh = np.meshgrid(*[axis_coords(n) for n in spatial], indexing="ij")
+    base = np.stack([m.reshape(-1) for m in reversed(mesh)] +
+                    [np.ones(int(np.prod(spatial)))], axis=1).astype(np.float32)
+    grid = F.matmul(F.constant(base), theta, transpose_b=True)
+    return F.reshape(grid, [-1] + list(spatial) + [len(spatial)])
+
+
+@rule("Compress")
+def compress(ctx, node, x, a):
+    """The slices where the condition (known at import) is true, along axis (or of the
+    flattened input)."""
+    t = ctx.tensor(x[0])
+    keep = np.flatnonzero(np.asarray(ctx.static(x[1], "condition")).reshape(-1) != 0)
+    if "axis" in a:
+        return F.gather(t, F.constant(keep.astype(np.int32)),
+                        axis=_axis(int(a["axis"]), len(t.shape)))
+    return F.gather(F.reshape(t, [-1]), F.constant(keep.astype(np.int32)))
+
+
+@rule("CumProd")
+def cumprod(ctx, node, x, a):
+    t = ctx.tensor(x[0])
+    axis = _axis(int(np.asarray(ctx.static(x[1], "axis")).reshape(-1)[0]), len(t.shape))
+    return F.cumprod(t, axis=axis, exclusive=bool(a.get("exclusive", 0)),
+                     reverse=bool(a.get("reverse", 0)))
 
 
 @rule("Clip")
@@ -324,7 +367,10 @@ def dropout(ctx, node, x, a):
     # inference: the identity (training_mode, an input since opset 12, must be false)
     a.get("ratio"), a.get("seed")
     if len(x) > 2 and x[2] is not None and bool(np.asarray(ctx.static(x[2], "training_mode"))):
-        raise ctx.error("Dropout with training_mode=true is not supported")
+        ratio = x[1] if len(x) > 1 and x[1] is not None else np.float32(0.5)
+        if float(np.asarray(ctx.static(ratio, "ratio (training_mode=true)"))) != 0.0:
+            raise ctx.error("Dropout with training_mode=true is not supported (its random "
+                            "mask; ratio 0 is the identity)")
     t = ctx.tensor(x[0])
     if len(node.output) > 1 and node.output[1]:
         return [F.identity(t), F.fill(list(t.shape), True, "bool")]
@@ -591,8 +637,7 @@ def batch_norm(ctx, node, x, a):
     if not a.get("spatial", 1):
         raise ctx.error("BatchNormalization with spatial=0 is not supported")
     if a.get("training_mode", 0) or len([o for o in node.output if o]) > 1:
-        raise ctx.error("BatchNormalization with training_mode=1 is not supported "
-                        "(import runs batch norm with its running statistics)")
+        return _batch_norm_training(ctx, node, x, a)
     t = ctx.tensor(x[0])
     eps = float(a.get("epsilon", 1e-5))
     rank = len(t.shape)
@@ -610,6 +655,38 @@ def batch_norm(ctx, node, x, a):
     scale = gamma * F.constant(inv_std)
     shift = beta - F.constant(mean) * scale
     return t * _per_channel(scale, rank) + _per_channel(shift, rank)
+
+
+def _batch_norm_training(ctx, node, x, a):
+    """training_mode=1 (opset 14+): normalized by the batch's mean and (biased)
+    variance; the outputs after Y are the running mean and variance updated with
+    momentum."""
+    if ctx.opset < 14:
+        raise ctx.error("BatchNormalization in training mode before opset 14 is not "
+                        "supported (import runs batch norm with its running statistics)")
+    t = ctx.tensor(x[0])
+    rank = len(t.shape)
+    axes = (0,) + tuple(range(2, rank))
+    eps, momentum = float(a.get("epsilon", 1e-5)), float(a.get("momentum", 0.9))
+    mean = F.reduce_mean(t, axis=axes)
+    var = F.reduce_mean(F.square(t - _per_channel(mean, rank)), axis=axes)
+    scale = ctx.tensor(x[1]) * F.rsqrt(var + eps)
+    y = (t - _per_channel(mean, rank)) * _per_channel(scale, rank) + \
+        _per_channel(ctx.tensor(x[2]), rank)
+    running_mean = ctx.tensor(x[3]) * momentum + mean * (1.0 - momentum)
+    running_var = ctx.tensor(x[4]) * momentum + var * (1.0 - momentum)
+    return [y, running_mean, running_var]
+
+
+@rule("MeanVarianceNormalization")
+def mean_variance_norm(ctx, node, x, a):
+    """(x - mean) / (sqrt(var) + 1e-9) over axes (default N, H, W), as ONNX's function."""
+    t = ctx.tensor(x[0])
+    axes = tuple(_axis(int(v), len(t.shape)) for v in a.get("axes", [0, 2, 3]))
+    mean = F.reduce_mean(t, axis=axes, keepdims=True)
+    centred = t - mean
+    return centred / (F.sqrt(F.reduce_mean(F.square(centred), axis=axes, keepdims=True))
+                      + 1e-9)
 
 
 @rule("InstanceNormalization")
@@ -762,13 +839,14 @@ def depth_to_space(ctx, node, x, a):
 
 @rule("SpaceToDepth")
 def space_to_depth(ctx, node, x, a):
-    if a.get("mode", "DCR") != "DCR":
-        raise ctx.error(f"SpaceToDepth mode {a['mode']!r} is not supported")
+    mode = a.get("mode", "DCR")
+    if mode not in ("DCR", "CRD"):
+        raise ctx.error(f"SpaceToDepth mode {mode!r} is not supported (DCR and CRD are)")
     t = ctx.tensor(x[0])
     b = int(a["blocksize"])
     n, c, h, w = t.shape
     y = F.reshape(t, [-1, c, h // b, b, w // b, b])
-    y = F.transpose(y, (0, 3, 5, 1, 2, 4))
+    y = F.transpose(y, (0, 3, 5, 1, 2, 4) if mode == "DCR" else (0, 1, 3, 5, 2, 4))
     return F.reshape(y, [-1, c * b * b, h // b, w // b])
 
 

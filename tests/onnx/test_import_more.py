@@ -1,0 +1,80 @@
+"""ONNX ops imported for the conformance cases, on GL against onnx's reference
+evaluator (onnxruntime lacks some, or runs them only in training builds):
+BatchNormalization in training mode, MeanVarianceNormalization, AffineGrid, Compress,
+CumProd, SpaceToDepth CRD, Dropout in training mode with ratio 0."""
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx", reason="onnx (the test extra) is not installed")
+pytest.importorskip("onnxruntime", reason="onnxruntime (the test extra) is not installed")
+from onnx.reference import ReferenceEvaluator  # noqa: E402
+
+import fragflow as ff
+from tests.onnx.helpers import assert_close
+from tests.onnx.test_import_ops import make_model, node, randn
+
+pytestmark = pytest.mark.usefixtures("gl")
+
+
+def check_ref(nodes, inputs, outputs=("y",), initializers=None, opset=18):
+    """The model on GL equals onnx's reference evaluator (each output)."""
+    model = make_model(nodes, inputs, list(outputs), initializers, opset)
+    expected = ReferenceEvaluator(model).run(None, inputs)
+    imported = ff.onnx.load(model)
+    got = ff.Session(imported.graph).run(imported.outputs, inputs)
+    assert len(got) == len(expected)
+    for g, e in zip(got, expected):
+        assert_close(g, e)
+
+
+def test_batch_norm_in_training_mode():
+    c, outputs = 3, ("y", "rm", "rv")
+    check_ref([node("BatchNormalization", ["x", "s", "b", "m", "v"], outputs,
+                    momentum=0.8, epsilon=1e-3, training_mode=1)],
+              {"x": randn(4, c, 5, 2)}, outputs,
+              {"s": randn(c), "b": randn(c), "m": randn(c),
+               "v": np.abs(randn(c)) + 0.5}, opset=15)
+
+
+@pytest.mark.parametrize("axes", [None, [1, 2]])
+def test_mean_variance_normalization(axes):
+    attrs = {} if axes is None else {"axes": axes}
+    check_ref([node("MeanVarianceNormalization", ["x"], **attrs)], {"x": randn(2, 3, 4, 5)})
+
+
+@pytest.mark.filterwarnings("ignore:divide by zero")     # onnx's reference, a 1-pixel axis
+@pytest.mark.parametrize("size, align", [((2, 3, 4, 5), 0), ((2, 3, 4, 5), 1),
+                                         ((1, 1, 3, 2, 4), 0), ((1, 1, 1, 3, 2), 1)])
+def test_affine_grid(size, align):
+    theta = randn(size[0], len(size) - 2, len(size) - 1)
+    check_ref([node("AffineGrid", ["theta", "size"], align_corners=align)], {"theta": theta},
+              initializers={"size": np.array(size, np.int64)}, opset=20)
+
+
+@pytest.mark.parametrize("axis", [None, 0, -1])
+def test_compress(axis):
+    attrs = {} if axis is None else {"axis": axis}
+    check_ref([node("Compress", ["x", "c"], **attrs)], {"x": randn(3, 4)},
+              initializers={"c": np.array([1, 0, 1], bool)})
+
+
+@pytest.mark.parametrize("exclusive, reverse", [(0, 0), (1, 0), (0, 1), (1, 1)])
+def test_cumprod(exclusive, reverse):
+    check_ref([node("CumProd", ["x", "axis"], exclusive=exclusive, reverse=reverse)],
+              {"x": randn(3, 5) + 1.0}, initializers={"axis": np.array(1, np.int64)},
+              opset=26)
+
+
+def test_space_to_depth_crd_inverts_depth_to_space_crd():
+    check_ref([node("DepthToSpace", ["x"], ["d"], blocksize=2, mode="CRD"),
+               node("SpaceToDepth", ["d"], blocksize=2, mode="CRD")],
+              {"x": randn(2, 8, 3, 5)}, ("d", "y"), opset=26)
+
+
+def test_dropout_in_training_mode_with_ratio_zero_is_the_identity():
+    check_ref([node("Dropout", ["x", "r", "t"], ["y", "mask"])], {"x": randn(3, 4)},
+              ("y", "mask"), {"r": np.float32(0.0), "t": np.array(True)}, opset=13)
+    model = make_model([node("Dropout", ["x", "r", "t"])], {"x": randn(3, 4)}, ["y"],
+                       {"r": np.float32(0.5), "t": np.array(True)}, opset=13)
+    with pytest.raises(ff.onnx.OnnxImportError, match="training_mode=true is not supp"):
+        ff.onnx.load(model)
