@@ -1,9 +1,8 @@
-"""Reverse-mode autodiff (passes/autodiff/engine.py) and the gradient rules, one module
-per op family (passes/autodiff/<family>.py, matching ir/ops/<family>.py), plus the rules
-op records carry (OpDef.gradient)."""
+"""Reverse-mode autodiff (passes/autodiff/engine.py) and the gradient rules: those op
+records carry (OpDef.gradient: every elementwise op's), and one module per other op
+family (passes/autodiff/<family>.py, matching ir/ops/<family>.py)."""
 from . import (  # noqa: F401  (the rules, registered on import)
     conv,
-    elementwise,
     fused,
     gradient,
     image,

@@ -29,11 +29,7 @@ reshape_like = _grad.reshape_like
 strided_slice_grad = _grad.strided_slice_grad
 
 
-def unbroadcast(g, x):
-    """g (the gradient of a broadcast result) summed back to x's shape."""
-    if g.shape == x.shape and g.type.is_static:
-        return g
-    return sum_like(g, x)
+unbroadcast = _ew.unbroadcast       # g summed back to x's shape (ir/ops/elementwise)
 
 
 def broadcast_like(g, x):

@@ -28,15 +28,16 @@ from __future__ import annotations
 
 from . import binary_ops, nary_ops  # noqa: F401  (registration)
 from .builders import (
-                       add_n,
-                       binary,
-                       cast,
-                       clip_by_value,
-                       fill,
-                       linspace,
-                       range_,
-                       unary,
-                       where,
+    add_n,
+    binary,
+    cast,
+    clip_by_value,
+    fill,
+    linspace,
+    range_,
+    unary,
+    unbroadcast,
+    where,
 )
 from .sequences import linspace_step, range_size
 from .type_rules import ANY, BOOL, FLOAT, NUMERIC, binary_rule, unary_rule
@@ -45,4 +46,4 @@ from .unary_ops import SELU_ALPHA, SELU_SCALE, cast_array, unary_op
 __all__ = ["ANY", "BOOL", "FLOAT", "NUMERIC", "SELU_ALPHA", "SELU_SCALE", "add_n",
            "binary", "binary_rule", "cast", "cast_array", "clip_by_value", "fill",
            "linspace", "linspace_step", "range_", "range_size", "unary", "unary_op",
-           "unary_rule", "where"]
+           "unary_rule", "unbroadcast", "where"]

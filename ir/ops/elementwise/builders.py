@@ -31,6 +31,14 @@ def square(a): return unary("square", a)
 def zeros_like(a): return unary("zeros_like", a)
 
 
+def unbroadcast(g, x):
+    """g (the gradient of a broadcast result) summed back to x's shape."""
+    if g.shape == x.shape and g.type.is_static:
+        return g
+    from ..gradient import sum_like  # (ir/ops/gradient.py imports this package)
+    return sum_like(g, x)
+
+
 def _check_int_exponent(a, b):
     """int32 ** (a negative constant) is an error, as in TensorFlow and NumPy."""
     if promote(a.dtype, b.dtype) != "int32" or b.node.op != "constant":

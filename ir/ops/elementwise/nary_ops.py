@@ -7,6 +7,7 @@ import numpy as np
 from ...errors import DTypeError, ShapeError
 from ...types import TensorType, broadcast_shapes, format_shape, promote
 from ..registry import OpDef, register
+from .builders import binary, unbroadcast, where
 from .type_rules import BOOL, NUMERIC, check_dtype, promoted
 
 
@@ -23,8 +24,13 @@ def _where_ref(arrays, attrs):
     return np.where(cond, x, y)
 
 
+def _where_gradient(node, dy):
+    c, a, b = node.inputs
+    return [None, unbroadcast(where(c, dy, 0.0), a), unbroadcast(where(c, 0.0, dy), b)]
+
+
 register(OpDef("where", "elementwise", _where_type, _where_ref, num_inputs=3,
-               tf="tf.where",
+               gradient=_where_gradient, tf="tf.where",
                doc="x where cond is true, else y, broadcasting all three."))
 
 def _add_n_type(types, attrs):
@@ -52,6 +58,7 @@ def _add_n_ref(arrays, attrs):
 
 
 register(OpDef("add_n", "elementwise", _add_n_type, _add_n_ref, tf="tf.math.add_n",
+               gradient=lambda node, dy: [unbroadcast(dy, x) for x in node.inputs],
                doc="The sum of several tensors of one shape (TensorFlow's add_n)."))
 
 
@@ -78,7 +85,18 @@ def _clip_ref(arrays, attrs):
     return np.broadcast_to(np.maximum(np.minimum(x, hi), lo), x.shape)
 
 
+def _clip_by_value_gradient(node, dy):
+    """TensorFlow's: t's gradient passes where min <= t <= max; the rest goes to the
+    bound that was taken, summed back to the bound's shape."""
+    x, lo, hi = node.inputs
+    below = binary("less", x, lo)
+    above = binary("greater", x, hi)
+    return [unbroadcast(where(binary("logical_or", below, above), 0.0, dy), x),
+            unbroadcast(where(below, dy, 0.0), lo),
+            unbroadcast(where(above, dy, 0.0), hi)]
+
+
 register(OpDef("clip_by_value", "elementwise", _clip_type, _clip_ref, num_inputs=3,
-               tf="tf.clip_by_value",
+               gradient=_clip_by_value_gradient, tf="tf.clip_by_value",
                doc="min(max(t, clip_value_min), clip_value_max), as TensorFlow: "
                    "maximum(minimum(t, max), min)."))
