@@ -4,12 +4,14 @@ rebuild(graph, transform, skip) copies graph node by node; transform(node, input
 new_graph, mapping) may return the values that replace node's outputs (from nodes it
 made in new_graph, or values already there), or None to copy node as it is; mapping
 takes any already copied value of graph to its copy. Nodes in skip are not copied
-(a fused group's members: only what the group computes is used outside it). Copies keep names, scopes and
-source lines. A node a transform makes takes the name of the node it replaces, so names
-stay unique and a dump still says where everything came from. Dead nodes are dropped."""
+(a fused group's members: only what the group computes is used outside it). Copies
+keep names, scopes and source lines. A node a transform makes takes the name of the
+node it replaces, so names stay unique and a dump still says where everything came
+from. Dead nodes are dropped."""
 from __future__ import annotations
 
 from ..ir.graph import Graph
+from .prune import needed_nodes
 
 
 def copy_node(node, inputs, graph: Graph):
@@ -38,13 +40,7 @@ def without_dead_nodes(graph: Graph) -> Graph:
     """The nodes the outputs need (all of them, when the graph has no outputs)."""
     if not graph.outputs:
         return graph
-    live, stack = set(), [v.node for v in graph.outputs]
-    while stack:
-        node = stack.pop()
-        if node in live:
-            continue
-        live.add(node)
-        stack.extend(v.node for v in node.inputs)
+    live = needed_nodes(graph, graph.outputs, set())
     if len(live) == len(graph.nodes):
         return graph
     new = Graph(graph.name)
