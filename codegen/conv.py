@@ -17,7 +17,9 @@ render targets: conv2d as the matmul of its windows with the filter (4 pixels x 
 output channels), depthwise as 4 channels of 2 x 4 adjacent pixels (each input texel of
 their footprint read once), conv2d_backprop_filter as the transposed windows times dy
 (4 input channels x 8 output channels, the batch split among fragments when the filter
-is small). Stride-1 input gradients are convolutions (passes/conv_lowering.py).
+is small). Stride-1 input gradients are convolutions (passes/conv_lowering.py). A
+plain convolution with a big input runs as im2col into the packed matmul's panel and
+that matmul (see PACKED_MIN_INPUT).
 
 Pools and their gradients with C % 4 == 0 run four channels a fragment (codegen/pool.py).
 """
@@ -62,6 +64,12 @@ class PixelBlock:
         return self.rows * self.cols
 
 
+# A plain convolution whose input has this many elements or more (2 MB: past a core's
+# L2) runs as im2col + the packed matmul (codegen/matmul.py), on the reasoning that the
+# direct kernel's windows then miss the cache as an unpacked matmul's rows were
+# measured to (not yet measured for convolutions). Below it the direct kernel wins:
+# W4's (1x64x64x32) im2col pack alone took ~35% of the packed path's time.
+PACKED_MIN_INPUT = 1 << 19
 # Depthwise filters up to this many taps run blocked (its loops are unrolled in Jinja:
 # a bigger window makes a long shader for little gain).
 BLOCKED_DEPTHWISE_TAPS = 49
@@ -88,6 +96,20 @@ def blocked_conv(node, g, context, inputs, out, layouts, prefix, extra, epilogue
         return _blocked_depthwise(g, context, x, w, out, layouts, prefix, extra, epilogue,
                                   op, nodes, taps)
     blocking = matmul.choose_blocking(1, g["N"] * g["out_count"], g["COUT"])
+    k = taps * g["C"]
+    if g["N"] * math.prod(g["in_size"]) * g["C"] >= PACKED_MIN_INPUT and \
+            out.layout.size * k >= matmul.PACKED_MIN_MACS:
+        # im2col into A's panel (each window read once, padding zeros), the filter
+        # [taps * C, COUT] into B's, then the packed matmul kernel and its stitch
+        k4 = -(-k // 4)
+        pa = matmul.Panel("rows", 1, blocking.slab, blocking.slab, blocking.rows, k4,
+                          blocking.m, k, conv=g, xs=tuple(context["xs"]))
+        pb = matmul.b_panel(blocking, k, g["COUT"], False, 1, k4)
+        none = matmul.affine_index((1,), [0])
+        packed = matmul.packed_kernels(prefix, op, nodes, layouts, out, blocking, pa, x,
+                                       pb, w, none, none, extra, epilogue)
+        if packed is not None:
+            return packed
     blocks, names = matmul.target_operands(
         blocking, out, matmul._max_texture_size(layouts, out), layouts)
     fours = g["C"] % 4 == 0

@@ -1,0 +1,82 @@
+"""The packed matmul (codegen/matmul.py packed_kernels: both operands packed into
+panels, the windows of a convolution into A's, then a blocked kernel reading adjacent
+texels and the stitch) on GL against the numpy reference executor and float64 numpy.
+The blocked tests' awkward cases run again here with the size thresholds lowered to 1,
+so that every product and every plain convolution takes the packed path: M, N, K not
+multiples of 4 or of the block, one row or column, long K (split among fragments;
+past llvmpipe's 65535 loop iterations), transposes, batches with broadcasting, x @ x
+with NaN and inf, fused bias and activations, channels not in fours, strides,
+dilations, padding, 1x1 filters; convolution gradients against finite differences
+(the input gradient runs as a packed convolution; matmul's gradients are matmuls with
+transposes, which the shapes above cover)."""
+import numpy as np
+import pytest
+
+import fragflow as ff
+from fragflow.codegen import conv as convolutions
+from fragflow.codegen import matmul as blocked
+from tests.ops.test_conv_fast import _run, normal, test_conv2d_shapes  # noqa: F401
+from tests.ops.test_conv_fast import (  # noqa: F401
+    test_gradients_against_finite_differences as test_conv_gradients)
+from tests.ops.test_matmul import check
+from tests.ops.test_matmul_blocked import (  # noqa: F401
+    test_batches_and_broadcasting, test_fused_bias_activation,
+    test_same_tensor_twice_and_edge_values, test_shapes_and_transposes)
+from tests.reference import assert_matches
+
+
+@pytest.fixture(autouse=True)
+def always_packed(monkeypatch):
+    monkeypatch.setattr(blocked, "BLOCKED_MIN_MACS", 1)
+    monkeypatch.setattr(blocked, "PACKED_MIN_MACS", 1)
+    monkeypatch.setattr(convolutions, "PACKED_MIN_INPUT", 1)
+
+
+def test_big_products_take_the_packed_path(gl, monkeypatch):
+    monkeypatch.setattr(blocked, "BLOCKED_MIN_MACS", 1 << 17)
+    monkeypatch.setattr(blocked, "PACKED_MIN_MACS", 1 << 22)
+    monkeypatch.setattr(convolutions, "PACKED_MIN_INPUT", 1 << 19)
+    rng = np.random.default_rng(0)
+    av, bv = normal(rng, 130, 256), normal(rng, 256, 132)
+    x, w = normal(rng, 1, 64, 64, 128), normal(rng, 1, 1, 128, 8)     # x: 2 MB
+    g = ff.Graph()
+    with g.as_default():
+        a, b = ff.placeholder(av.shape, name="a"), ff.placeholder(bv.shape, name="b")
+        xp = ff.placeholder(x.shape, name="x")
+        y = ff.relu(a @ b + ff.constant(np.ones(132, np.float32)))
+        z = ff.relu(ff.conv2d(xp, ff.constant(w)))
+        small = a[:8] @ b[:, :8]
+    with ff.Session(g) as sess:
+        fn = sess.compile([y, z, small], feeds=[a, b, xp])
+        ops = [k.op for k in fn.kernels]
+        for op in ("fused_matmul", "fused_conv2d"):
+            assert [o for o in ops if o.startswith(op)] == [
+                op + "_pack", op + "_pack", op, op + "_stitch"], ops
+        out = fn(av, bv, x)
+    with ff.Session(g, backend="numpy") as sess:
+        ref = sess.run([y, z, small], {a: av, b: bv, xp: x})
+    for got, want in zip(out, ref):
+        assert_matches(got, want, rtol=1e-5, atol=1e-4)
+
+
+def test_panels_of_odd_sizes_split_k_and_long_k(gl):
+    # more rows and columns than one block group, none in fours, with a batch: the
+    # panels' zero padding past ROWS / COLS must not leak into the results; few blocks
+    # and a long K split K (the stitch adds the splits); K = 70001 steps past 65535
+    check([("odd", (5, 67, 131), "float32", (5, 131, 70), "float32", False, False),
+           ("odd_t", (3, 131, 67), "float32", (3, 70, 131), "float32", True, True),
+           ("vec", (1, 9), "float32", (9, 1), "float32", False, False),
+           ("split", (8, 3001), "float32", (3001, 12), "float32", False, False),
+           ("split_t", (3000, 8), "float32", (5, 3000), "float32", True, True),
+           ("long", (3, 70001), "float32", (70001, 2), "float32", False, False)], seed=11)
+
+
+@pytest.mark.parametrize("activation", ["relu", "relu6", "leaky_relu"])
+def test_conv_bias_activation(gl, activation):
+    rng = np.random.default_rng(12)
+    x, w, b = normal(rng, 2, 7, 9, 8), normal(rng, 3, 3, 8, 6), normal(rng, 6)
+
+    def build(xp, wp, bp):
+        y = ff.conv2d(xp, wp, padding="SAME") + bp
+        return {"y": getattr(ff, activation)(y), "scaled": ff.relu(y * 0.5 + 1.0)}
+    _run(build, [x, w, b])
