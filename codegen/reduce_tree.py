@@ -157,10 +157,13 @@ class TreeBuilder:
         self.kernels: list = []
         self._values = 0
 
-    def scratch(self, shape, dtype: str, like: Layout) -> Operand:
+    def scratch(self, shape, dtype: str, like: Layout, lane_blocked=False) -> Operand:
+        """A value between passes; lane_blocked: laid out for lane_blocks where it can."""
         name = f"{self.node.name}:r{self._values}"
         self._values += 1
         layout = scratch_layout(shape, dtype, like)
+        if lane_blocked:
+            layout = lane_block_layout(layout)
         self.layouts[name] = layout
         return Operand(sampler="ff_out", value=name, layout=layout,
                        type=str(TensorType(tuple(shape), dtype)))
@@ -211,7 +214,8 @@ def tree_reduce(builder: TreeBuilder, x: Operand, out: Operand, axes, op: str,
         if last:
             target = out
         elif targets > 1:
-            target = builder.scratch((step.out_size // targets,), src.dtype, x.layout)
+            target = builder.scratch((step.out_size // targets,), src.dtype, x.layout,
+                                     lane_blocked=True)
         else:
             dtype = "int32" if arg else x.dtype
             target = builder.scratch((step.outer, step.out_length, step.inner), dtype,
@@ -260,6 +264,20 @@ def lane_blocks(targets_layout: Layout | None) -> bool:
     of 8 K texels of each row instead of two runs of 4 K in windows far apart."""
     return targets_layout is not None and targets_layout.width % 4 == 0 and \
         targets_layout.height % 2 == 0
+
+
+def lane_block_layout(layout: Layout) -> Layout:
+    """layout with an even number of rows of a multiple of 4 texels (for lane_blocks),
+    where that takes at most a few texels more: rows as long as the texels need over
+    the next even height. Unchanged where it already is, or is tiny."""
+    texels = -(-layout.size // 4)
+    if lane_blocks(layout) or texels < 16 or layout.height < 2:
+        return layout
+    height = layout.height + layout.height % 2
+    width = -(-texels // height)
+    width += -width % 4
+    return layout if width > layout.width else \
+        dataclasses.replace(layout, width=width, height=height)
 
 
 def emit_pass(builder: TreeBuilder, bound: dict, target: Operand, step: Pass, op: str,

@@ -36,10 +36,18 @@ def column_kernels(shape, axis):
 
 
 def test_lane_blocks_apply_to_even_tall_targets_only():
-    assert reduce_tree.lane_blocks(reduce_tree.Layout((912,), "float32", 64, 4))
-    assert not reduce_tree.lane_blocks(reduce_tree.Layout((40,), "float32", 4, 3))
-    assert not reduce_tree.lane_blocks(reduce_tree.Layout((24,), "float32", 2, 4))
+    Layout = reduce_tree.Layout
+    assert reduce_tree.lane_blocks(Layout((912,), "float32", 64, 4))
+    assert not reduce_tree.lane_blocks(Layout((40,), "float32", 4, 3))
+    assert not reduce_tree.lane_blocks(Layout((24,), "float32", 2, 4))
     assert not reduce_tree.lane_blocks(None)
+    # targets get an even height, rows of a multiple of 4 texels, a few texels more
+    assert reduce_tree.lane_block_layout(Layout((2192,), "float32", 256, 3)) == \
+        Layout((2192,), "float32", 140, 4)
+    assert reduce_tree.lane_block_layout(Layout((912,), "float32", 64, 4)) == \
+        Layout((912,), "float32", 64, 4)
+    assert reduce_tree.lane_block_layout(Layout((40,), "float32", 4, 3)) == \
+        Layout((40,), "float32", 4, 3)                     # tiny: left as it is
 
 
 def test_column_sums_in_lane_blocks_match_numpy(gl, small_windows):
@@ -66,11 +74,31 @@ def test_column_sums_in_lane_blocks_match_numpy(gl, small_windows):
     assert np.isnan(out["nan sum"][9]) and out["nan sum"][13] == np.inf
     assert np.isnan(out["nan max"][9]) and np.isfinite(out["nan max"][:9]).all()
     np.testing.assert_allclose(out["max"], batch.max(1))
-    # batch: targets 64 x 4 texels, in lane blocks; wide: 64 x 3 (odd), row-major
-    for shape, axis, blocks in ((batch.shape, 1, True), (wide.shape, 0, False)):
+    # batch: targets 64 x 4 texels; wide: 64 x 3 made 40 x 4; (37, 32): 10 texels, 4 x 3
+    for shape, axis, blocks in ((batch.shape, 1, True), (wide.shape, 0, True),
+                                ((37, 32), 0, False)):
         first, second = column_kernels(shape, axis)[:2]
         assert first.output_layers > 1
         assert ("xy.y >> 1" in first.source) == ("block_position" in second.source) == blocks
+
+
+def test_columns_longer_than_the_loop_limit(gl):
+    """70,001 rows (past llvmpipe's 65,535 loop iterations), 16 columns: four targets,
+    their texture reshaped for lane blocks."""
+    data = np.random.default_rng(7).uniform(-2, 2, (70001, 16)).astype(np.float32)
+    data[69999, 3] = np.nan
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder(data.shape, name="x")
+        fetches = {"sum": ff.sum(x, 0), "max": ff.max(x, 0), "mean": ff.mean(x, 0)}
+    out, ref = run_both(g, fetches, {x: data})
+    for label in fetches:
+        scale = np.abs(data).sum(0) / (data.shape[0] if label == "mean" else 1)
+        assert_matches(out[label], ref[label], rtol=RTOL,
+                       scale=None if label == "max" else scale, what=label)
+    assert np.isnan(out["sum"][3]) and np.isfinite(out["sum"][4:]).all()
+    first = column_kernels(data.shape, 0)[0]
+    assert first.output_layers == 4 and "xy.y >> 1" in first.source
 
 
 def test_w11_column_sums(gl):
