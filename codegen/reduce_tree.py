@@ -15,7 +15,10 @@ whole work is small runs in one pass. Values between passes are named "<node>:r<
 and live in textures at least 4 texels tall where they can (scratch_layout: llvmpipe
 shades 4x4 blocks). A first pass down float columns reads COLUMN_TARGETS adjacent
 texels of each row and writes them to as many render targets (layers of one array
-texture), which the next pass reads back: 8x the contiguous bytes per row.
+texture), which the next pass reads back: 8x the contiguous bytes per row. Those
+targets are laid out for the 4 x 2 blocks of fragments llvmpipe shades at once (even
+height, rows of a multiple of 4 texels): each block takes eight consecutive groups of
+columns, 1 KB of each row in one run (lane_blocks, lane_block_layout).
 
 On top of the passes: mean (the sum, divided by the count in the last pass),
 argmax/argmin (passes after the first carry the winners' positions and fetch their
