@@ -1,10 +1,11 @@
-"""Session: compiles what a run needs (prune → passes → codegen) once per set of fetches,
-feeds and feed shapes, and runs it on the GL context or the numpy reference executor.
-Variables live in the session (on the GPU for backend="gl") across runs."""
+"""Session: the user's handle on a graph. It compiles what a run needs once per set of
+fetches, feeds and feed shapes (runtime/driver.py: prune → passes → the backend's plan),
+keeps those plans, and runs them on the GL context or the numpy reference executor
+(runtime/backend.py). Variables live in the session (on the GPU for backend="gl")
+across runs."""
 from __future__ import annotations
 
 import os
-import threading
 import zipfile
 
 import numpy as np
@@ -14,10 +15,11 @@ from ..ir.errors import (FeedError, FetchError, FragflowError, SerializationErro
 from ..ir.graph import Graph, Value, get_default_graph
 from ..ir.ops.state import RUN_COUNTER
 from ..ir.types import TensorType, format_shape
-from ..passes import PassManager, prune
+from ..passes import PassManager
+from ..runtime import driver
+from ..runtime.backend import get_backend
 from .tensor import Tensor
 
-BACKENDS = ("gl", "numpy")
 # Compiled plans a session keeps (per fetches, feeds and feed shapes); the least
 # recently used is released beyond this, so varying a None dimension cannot grow GPU
 # memory without bound.
@@ -45,8 +47,6 @@ class Session:
     def __init__(self, graph: Graph | None = None, backend: str = "gl", passes=None,
                  disable_passes=(), dump_passes: str | None = None, debug: bool = False,
                  device: int | None = None):
-        if backend not in BACKENDS:
-            raise FragflowError(f"unknown backend {backend!r}; use one of {BACKENDS}")
         self.graph = graph if graph is not None else get_default_graph()
         self.backend = backend
         self.debug = debug
@@ -54,23 +54,17 @@ class Session:
             disable_passes = tuple(disable_passes) + ("fuse_epilogues", "fuse_elementwise")
         self._pass_args = dict(passes=passes, disable=disable_passes, dump_dir=dump_passes)
         PassManager(**self._pass_args)          # unknown pass names fail here, not later
+        # device: an index from ff.devices(). One process has one GL context: the
+        # first GL session fixes its device; asking another later raises BackendError.
+        self._backend = get_backend(backend, device=device)   # unknown names fail here
+        self._device = self._backend.device          # None for numpy
+        # every use of plans and variables runs under it (GL: the GL section, see
+        # runtime/context); one call at a time
+        self._lock = self._backend.lock
+        self._variables = self._backend.variables()
         self._plans: dict = {}
         self._runs = 0
         self._closed = False
-        if backend == "gl":
-            from ..runtime.device import Device
-            # device: an index from ff.devices(). One process has one GL context: the
-            # first GL session fixes its device; asking another later raises BackendError.
-            self._device = Device.get(device)
-            # every GL call of this session runs in this section (see runtime/context)
-            self._lock = self._device.gl
-            from ..runtime.gl_plan import VariableStore
-            self._variables = VariableStore(self._device)
-        else:
-            from ..runtime import NumpyVariables
-            self._device = None
-            self._lock = threading.RLock()      # plan cache and variables, one call at a time
-            self._variables = NumpyVariables()
 
     # -- running ----------------------------------------------------------------------
     def run(self, fetches, feed_dict=None):
@@ -90,8 +84,8 @@ class Session:
     def _run_values(self, values: list, feeds: dict, passes=None) -> list:
         types = {v: TensorType(a.shape, v.dtype) for v, a in feeds.items()}
         with self._lock:          # the plan must not be evicted before it has run
-            plan, names = self._plan(values, types, passes)
-            return self._execute(plan, {names[v]: a for v, a in feeds.items() if v in names})
+            plan = self._plan(values, types, passes)
+            return self._execute(plan, _by_name(plan, feeds))
 
     def _execute(self, plan, feeds_by_name: dict) -> list:
         """One run: the run counter (random ops' fresh draws) is fed like a placeholder."""
@@ -117,9 +111,9 @@ class Session:
         from .debugging import Profile, timed_runs
         types = {v: TensorType(a.shape, v.dtype) for v, a in feeds.items()}
         start = time.perf_counter()
-        plan, names = self._plan(values, types)
+        plan = self._plan(values, types)
         compile_seconds = time.perf_counter() - start
-        by_name = {names[v]: a for v, a in feeds.items() if v in names}
+        by_name = _by_name(plan, feeds)
         self._execute(plan, dict(by_name))          # warm-up: JIT, first-touch
         profile = Profile(runs, compile_seconds, graph=plan.graph)
 
@@ -130,59 +124,27 @@ class Session:
         return timed_runs(observed, runs, profile)
 
     def _plan(self, values, feed_types: dict, passes=None):
+        """The plan for these fetches, feed shapes and passes: cached (MAX_PLANS, least
+        recently used released first), else compiled (runtime/driver.py)."""
         key = (tuple(values), frozenset((v, t.shape) for v, t in feed_types.items()),
                None if passes is None else tuple(passes))
         with self._lock:
             self._check_open()
-            entry = self._plans.pop(key, None)
-            built = entry is None
+            plan = self._plans.pop(key, None)
+            built = plan is None
             if built:
-                entry = self._build(values, feed_types, passes)
-                if self._device is not None:     # its programs stay while it lives
-                    self._device.programs.pin(entry[0].kernels)
-            self._plans[key] = entry              # most recently used last
+                args = dict(self._pass_args)
+                if passes is not None:
+                    args["passes"] = passes
+                plan = driver.compile(self.graph, values, feed_types, self._backend,
+                                      self._variables, **args)
+            self._plans[key] = plan               # most recently used last
             while len(self._plans) > MAX_PLANS:   # e.g. one plan per batch size: bounded
                 oldest = next(iter(self._plans))
-                self._release_plan(self._plans.pop(oldest)[0])
-            if built and self._device is not None:
-                self._device.programs.evict()     # programs no live plan uses: bounded
-            return entry
-
-    def _release_plan(self, plan) -> None:
-        """Textures back to the pool (which deletes beyond its bound), programs unpinned."""
-        if self._device is not None:
-            self._device.programs.unpin(plan.kernels)
-        plan.release()
-
-    def _build(self, values, feed_types, passes):
-        compiled, mapping = prune(self.graph, values, feed_types)
-        args = dict(self._pass_args)
-        if passes is not None:
-            args["passes"] = passes
-        # GL: the context's GL_MAX_TEXTURE_IMAGE_UNITS (wide add_n/concat are split and
-        # fusion stays within it); numpy: the passes' default, GL 3.3's 16
-        units = None if self._device is None else \
-            self._device.context.info()["max_texture_image_units"]
-        manager = PassManager(**args, max_texture_units=units)
-        compiled = manager.run(compiled)
-        names = {v: mapping[v].name for v in feed_types if v in mapping}
-        if self.backend == "numpy":
-            from ..runtime import NumpyPlan
-            plan = NumpyPlan(compiled, self._variables)
-            plan.fusion_report = manager.fusion_report
-            plan.graph = compiled
-            return plan, names
-        from ..codegen import lower
-        from ..runtime.gl_plan import GLPlan
-        program = lower(compiled, self._device.max_texture_size, units)
-        # every variable's initial value: a fed variable that is also assigned is a
-        # placeholder in the compiled graph, but its texture is made on first use
-        initial = {n.name: n.attrs["initial_value"] for n in self.graph.nodes
-                   if n.op == "variable"}
-        plan = GLPlan(program, self._variables, initial)
-        plan.fusion_report = manager.fusion_report
-        plan.graph = compiled
-        return plan, names
+                self._backend.release_plan(self._plans.pop(oldest))
+            if built:
+                self._backend.evict()
+            return plan
 
     # -- fetches and feeds --------------------------------------------------------------
     def _fetch_value(self, fetch) -> Value:
@@ -228,7 +190,7 @@ class Session:
         name = self._variable_name(var)
         with self._lock:
             self._check_open()
-            if name in self._variable_names_held():
+            if name in self._variables:
                 return self._variables.read(name)
         return np.array(self.graph.node(name).attrs["initial_value"])
 
@@ -240,24 +202,7 @@ class Session:
         array = _feed_array(node.outputs[0], value)
         with self._lock:
             self._check_open()
-            self._write_variable(node, array)
-
-    def _write_variable(self, node, array) -> None:
-        if node.name not in self._variable_names_held():
-            self._create_variable(node, array)
-        else:
-            self._variables.write(node.name, array)
-
-    def _create_variable(self, node, array):
-        if self.backend == "numpy":
-            self._variables.value(node.name, array)
-        else:
-            from ..codegen import layout_for
-            layout = layout_for(node.outputs[0].type, self._device.max_texture_size)
-            self._variables.slot(node.name, layout, array)
-
-    def _variable_names_held(self):
-        return self._variables.values if self.backend == "numpy" else self._variables.slots
+            self._variables.write(name, array)      # made on first write
 
     def save(self, path: str) -> None:
         """Every variable of the graph to an .npz file (no pickle)."""
@@ -300,7 +245,7 @@ class Session:
         with self._lock:
             self._check_open()
             for name, array in checked.items():
-                self._write_variable(variables[name], array)
+                self._variables.write(name, array)
 
     # -- resources ------------------------------------------------------------------
     def memory(self) -> dict:
@@ -319,12 +264,10 @@ class Session:
             out = {"textures": 0, "bytes": 0, "plans": len(plans), "live_textures": 0,
                    "pool_textures": 0, "pool_bytes": 0, "programs": 0,
                    "pinned_programs": 0}
-            if self.backend == "numpy":
-                return out
             textures = list(self._variables.textures())
-            for plan, _ in plans:
+            for plan in plans:
                 textures.extend(plan.textures())
-            out.update(self._device.stats(), textures=len(textures),
+            out.update(self._backend.stats(), textures=len(textures),
                        bytes=sum(t.nbytes for t in textures))
             return out
 
@@ -334,11 +277,9 @@ class Session:
             if self._closed:
                 return
             self._closed = True
-            _release_session(self._device, list(self._plans.values()), self._variables)
+            self._backend.release(list(self._plans.values()), self._variables)
             self._plans.clear()
-            if self._device is not None:
-                self._device.pool.trim()
-                self._device.trim_heap()
+            self._backend.trim()
 
     def __del__(self):
         # A session dropped without close() gives its textures and programs back at the
@@ -347,12 +288,7 @@ class Session:
         try:
             if not getattr(self, "_closed", True):
                 self._closed = True
-                if self._device is None:
-                    return
-                self._device.gl.defer(lambda device=self._device,
-                                      plans=list(self._plans.values()),
-                                      variables=self._variables:
-                                      _release_session(device, plans, variables))
+                self._backend.release_later(list(self._plans.values()), self._variables)
         except Exception:        # interpreter shutdown: nothing left to give back to
             pass
 
@@ -390,7 +326,7 @@ class CompiledFunction:
         self._last = None
         if all(v.type.is_static for v in self._feeds):
             self._last = session._plan(self._values, {v: v.type for v in self._feeds},
-                                       passes)[0]
+                                       passes)
 
     def __call__(self, *arrays):
         if len(arrays) != len(self._feeds):
@@ -400,10 +336,8 @@ class CompiledFunction:
         types = {v: TensorType(a.shape, v.dtype) for v, a in feeds.items()}
         session = self.session
         with session._lock:       # the plan must not be evicted before it has run
-            plan, names = session._plan(self._values, types, self._passes)
-            self._last = plan
-            return session._execute(plan, {names[v]: a for v, a in feeds.items()
-                                           if v in names})
+            plan = self._last = session._plan(self._values, types, self._passes)
+            return session._execute(plan, _by_name(plan, feeds))
 
     @property
     def fusion_report(self) -> list:
@@ -441,16 +375,11 @@ class CompiledFunction:
         return write_shaders(self.kernels, directory)
 
 
-def _release_session(device, plans, variables) -> None:
-    """A closed or collected session's plans and variables given back: textures to the
-    pool (which deletes beyond its bound), programs unpinned and evicted beyond theirs."""
-    for plan, _ in plans:
-        if device is not None:
-            device.programs.unpin(plan.kernels)
-        plan.release()
-    variables.release()
-    if device is not None:
-        device.programs.evict()
+def _by_name(plan, feeds: dict) -> dict:
+    """{name in the plan's compiled graph: array} of the feeds it reads (prune drops the
+    others)."""
+    names = plan.feed_names
+    return {names[v]: a for v, a in feeds.items() if v in names}
 
 
 def _read_checkpoint(path, variables: dict, graph_name: str) -> dict:

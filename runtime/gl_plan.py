@@ -7,7 +7,8 @@ import time
 
 import numpy as np
 
-from ..codegen.layout import Layout
+from ..codegen.layout import Layout, layout_for
+from ..ir.types import TensorType
 from .device import Device
 from .gl_resources import ArrayTexture, RenderTargets, Texture, check_gl
 from .memory_plan import plan_memory
@@ -126,40 +127,53 @@ class GPUTimer:
                 pass
 
 
-class VariableStore:
-    """A session's variables, each in a texture it owns, across runs."""
+class GLVariables:
+    """A session's variables, each in a texture it owns, across runs. The variable-store
+    API every backend's store has (runtime/backend.py): `name in store`, read, write
+    (which creates a variable not held yet), textures, release; plans take a
+    variable's texture with slot()."""
 
     def __init__(self, device: Device):
         self.device = device
-        self.slots: dict = {}      # variable name -> Slot
-        self.layouts: dict = {}
+        self._slots: dict = {}     # variable name -> Slot
+        self._layouts: dict = {}
 
     def slot(self, name: str, layout: Layout, initial_value) -> Slot:
-        slot = self.slots.get(name)
+        """The variable's slot, made from initial_value on first use."""
+        slot = self._slots.get(name)
         if slot is None:
             slot = Slot(self.device.pool.acquire(layout.texture_key))
             slot.texture.upload(to_texels(initial_value, layout))
-            self.slots[name] = slot
-            self.layouts[name] = layout
+            self._slots[name] = slot
+            self._layouts[name] = layout
         return slot
 
+    def __contains__(self, name: str) -> bool:
+        return name in self._slots
+
     def read(self, name: str) -> np.ndarray:
-        return from_texels(self.slots[name].texture.readback(), self.layouts[name])
+        return from_texels(self._slots[name].texture.readback(), self._layouts[name])
 
     def write(self, name: str, value: np.ndarray) -> None:
-        self.slots[name].texture.upload(to_texels(value, self.layouts[name]))
+        """value: an array of the variable's shape and dtype (a Session checks it)."""
+        if name not in self._slots:
+            layout = layout_for(TensorType(value.shape, value.dtype.name),
+                                self.device.max_texture_size)
+            self.slot(name, layout, value)
+        else:
+            self._slots[name].texture.upload(to_texels(value, self._layouts[name]))
 
     def textures(self) -> list:
-        return [s.texture for s in self.slots.values()]
+        return [s.texture for s in self._slots.values()]
 
     def release(self) -> None:
-        for slot in self.slots.values():
+        for slot in self._slots.values():
             self.device.pool.release(slot.texture)
-        self.slots.clear()
+        self._slots.clear()
 
 
 class GLPlan:
-    def __init__(self, program, variables: VariableStore, variable_values: dict):
+    def __init__(self, program, variables: GLVariables, variable_values: dict):
         """variable_values: variable name -> initial value (used on first use)."""
         self.program = program
         self.device = variables.device
@@ -173,7 +187,7 @@ class GLPlan:
             self.release()          # a plan that fails to build keeps no texture
             raise
 
-    def _build(self, program, variables: VariableStore, variable_values: dict):
+    def _build(self, program, variables: GLVariables, variable_values: dict):
         pool = self.device.pool
         layouts = program.layouts
         slot_of: dict = {}

@@ -27,22 +27,32 @@ def _node_kernel(node):
 
 
 class NumpyVariables:
+    """A numpy session's variables: arrays, with the variable-store API of every backend
+    (runtime/backend.py); plans take a variable's array with value()."""
+
     def __init__(self):
-        self.values: dict = {}
+        self._values: dict = {}
 
     def value(self, name: str, initial_value) -> np.ndarray:
-        if name not in self.values:
-            self.values[name] = np.array(initial_value, copy=True)
-        return self.values[name]
+        """The variable's array, made from initial_value on first use."""
+        if name not in self._values:
+            self._values[name] = np.array(initial_value, copy=True)
+        return self._values[name]
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._values
 
     def read(self, name: str) -> np.ndarray:
-        return self.values[name].copy()
+        return self._values[name].copy()
 
     def write(self, name: str, value: np.ndarray) -> None:
-        self.values[name] = np.array(value, copy=True)
+        self._values[name] = np.array(value, copy=True)
+
+    def textures(self) -> list:
+        return []
 
     def release(self) -> None:
-        self.values.clear()
+        self._values.clear()
 
 
 class NumpyPlan:

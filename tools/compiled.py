@@ -1,15 +1,20 @@
-"""A TARGET compiled the way a Session compiles it: the graph after each pass, the
-kernels in run order, and which kernel computes each node of the user's graph."""
+"""A TARGET compiled the way a Session compiles it (runtime/driver.py): the graph after
+each pass, the kernels in run order, and which kernel computes each node of the user's
+graph."""
 from __future__ import annotations
 
 import os
 import tempfile
 from dataclasses import dataclass
 
+import numpy as np
+
 import fragflow as ff
 from fragflow.codegen.lower import VIEW_OPS
-from fragflow.passes import DEFAULT_PIPELINE, PassManager, prune
+from fragflow.passes import DEFAULT_PIPELINE
 from fragflow.passes.manager import REQUIRED_PASSES
+from fragflow.runtime import driver
+from fragflow.runtime.backend import get_backend
 
 from .target import Target
 
@@ -19,34 +24,43 @@ STAGES = ("prune",) + tuple(DEFAULT_PIPELINE)
 @dataclass
 class CompiledRun:
     target: Target
-    session: object            # ff.Session, open
-    function: object           # ff.CompiledFunction, called once
+    plan: object               # the GL plan (runtime/gl_plan.py GLPlan)
+    backend: object            # its backend (runtime/backend.py GLBackend)
     feeds: dict                # Value -> array
 
     @property
     def kernels(self) -> list:
-        return self.function.kernels
+        return list(self.plan.kernels)
 
     @property
     def graph(self):
         """The compiled graph (after every pass)."""
-        return self.function.graph
+        return self.plan.graph
 
     def close(self):
-        self.session.close()
+        """The plan's textures and programs, and its variables' textures, given back."""
+        with self.backend.lock:
+            self.backend.release_plan(self.plan)
+            self.plan.variables.release()
+            self.backend.evict()
 
 
 def compile_target(target: Target, feed_shapes=None, debug: bool = False) -> CompiledRun:
-    """Compile (and run once, as shapes and kernels are only known then) on GL."""
+    """Compile on GL with the feeds' shapes (debug: as Session(debug=True), one kernel
+    per node)."""
     feeds = target.feeds(feed_shapes)
-    session = ff.Session(target.graph, debug=debug)
+    backend = get_backend("gl")
+    disable = ("fuse_epilogues", "fuse_elementwise") if debug else ()
+    types = {v: ff.TensorType(np.shape(a), v.dtype) for v, a in feeds.items()}
+    variables = backend.variables()
     try:
-        function = session.compile(target.fetches, feeds=list(feeds))
-        function(*feeds.values())
+        plan = driver.compile(target.graph, target.fetches, types, backend, variables,
+                              disable=disable)
     except BaseException:
-        session.close()
+        with backend.lock:
+            variables.release()
         raise
-    return CompiledRun(target, session, function, feeds)
+    return CompiledRun(target, plan, backend, feeds)
 
 
 def check_stage(name: str) -> str:
@@ -59,21 +73,18 @@ def check_stage(name: str) -> str:
 def graph_after(target: Target, stage: str, feed_shapes=None):
     """The graph the pipeline has made after `stage` ("prune" or a pass name)."""
     check_stage(stage)
-    graph, _ = prune(target.graph, target.fetches, target.feed_types(feed_shapes))
-    index = STAGES.index(stage)
-    if index == 0:
-        return graph
-    stages = STAGES[1:index + 1]
-    return PassManager(passes=stages, dump_dir="",
-                       disable=[n for n in REQUIRED_PASSES if n not in stages]).run(graph)
+    stages = STAGES[1:STAGES.index(stage) + 1]         # none: prune alone
+    return driver.optimize(target.graph, target.fetches, target.feed_types(feed_shapes),
+                           passes=stages, dump_dir="",
+                           disable=[n for n in REQUIRED_PASSES if n not in stages]).graph
 
 
 def stage_dumps(target: Target, feed_shapes=None) -> list:
     """[(stage name, text)] exactly as FRAGFLOW_DUMP_PASSES writes them: a comment with
     the node counts and what the pass reported (fusion decisions), then the text dump."""
-    graph, _ = prune(target.graph, target.fetches, target.feed_types(feed_shapes))
     with tempfile.TemporaryDirectory(prefix="fragflow-passes-") as directory:
-        PassManager(dump_dir=directory).run(graph)
+        driver.optimize(target.graph, target.fetches, target.feed_types(feed_shapes),
+                        dump_dir=directory)
         out = []
         for file_name in sorted(os.listdir(directory)):
             stage = file_name.rsplit(".", 2)[-2]
@@ -86,7 +97,7 @@ def concrete_types(target: Target, feed_shapes=None) -> dict:
     """{value name: type text} with the shapes the run has (prune re-infers them from
     the fed shapes); empty where they cannot be known."""
     try:
-        graph, _ = prune(target.graph, target.fetches, target.feed_types(feed_shapes))
+        graph = graph_after(target, "prune", feed_shapes)
     except ff.FragflowError:
         return {}
     return {v.name: str(v.type) for n in graph.nodes for v in n.outputs}

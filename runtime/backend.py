@@ -1,0 +1,131 @@
+"""Execution backends: what the compile driver (runtime/driver.py) and a Session need
+from "gl" and "numpy", behind one interface, so neither checks a backend's name.
+
+A backend (one per Session) has:
+
+    name               "gl" or "numpy"
+    device             the process's GL Device, or None
+    lock               the re-entrant lock held around every use of its plans and
+                       variables (GL: the process-wide GL section)
+    max_texture_units  the textures one kernel may read (the passes split wider
+                       nodes), or None: the passes' default
+    variables()        a new variable store
+    build_plan(graph, variables, variable_values)   a plan for a compiled graph
+    release_plan(plan) a plan given back (GL: textures to the pool, programs unpinned)
+    evict()            after plans were built or released (GL: programs no live plan
+                       uses beyond the cache's bound are deleted)
+    release(plans, variables)        a closed session's plans and variables given back
+    release_later(plans, variables)  the same from __del__, which may run on any
+                       thread (GL: at the start of the next GL section)
+    trim()             after close (GL: pooled textures and freed heap to the OS)
+    stats()            process-wide figures for Session.memory()
+
+A variable store: `name in store`, read(name) -> array, write(name, array) (which
+creates a variable not held yet; the array has the variable's shape and dtype),
+textures() (the GPU textures it holds), release().
+
+A plan: run(feeds_by_name) -> list of arrays, which is run_observed(feeds_by_name,
+None); run_observed(feeds_by_name, observer) telling observer.input(name, read),
+observer.phase(name, seconds) and observer.kernel(kernel, seconds, read); kernels;
+textures(); release(); and, set by the driver, graph (after every pass),
+fusion_report, feed_names and variables.
+"""
+from __future__ import annotations
+
+import threading
+
+from ..ir.errors import FragflowError
+
+
+class NumpyBackend:
+    """The ops' numpy references, node by node (runtime/numpy_executor.py)."""
+    name = "numpy"
+    device = None
+    max_texture_units = None      # the passes' default, GL 3.3's 16
+
+    def __init__(self, device=None):      # device: GL only, no meaning here
+        self.lock = threading.RLock()     # plan cache and variables, one call at a time
+
+    def variables(self):
+        from .numpy_executor import NumpyVariables
+        return NumpyVariables()
+
+    def build_plan(self, graph, variables, variable_values: dict):
+        from .numpy_executor import NumpyPlan
+        return NumpyPlan(graph, variables)       # variables start from the graph's nodes
+
+    def release_plan(self, plan) -> None:
+        plan.release()
+
+    def evict(self) -> None:
+        pass
+
+    def release(self, plans, variables) -> None:
+        for plan in plans:
+            plan.release()
+        variables.release()
+
+    def release_later(self, plans, variables) -> None:
+        pass                      # nothing held outside Python's memory
+
+    def trim(self) -> None:
+        pass
+
+    def stats(self) -> dict:
+        return {}
+
+
+class GLBackend:
+    """Kernels lowered to GLSL, drawn on the process's GL context (runtime/gl_plan.py)."""
+    name = "gl"
+
+    def __init__(self, device=None):
+        from .device import Device
+        self.device = Device.get() if device is None else Device.get(device)
+        self.lock = self.device.gl      # every GL call runs in this section
+        self.max_texture_units = self.device.context.info()["max_texture_image_units"]
+
+    def variables(self):
+        from .gl_plan import GLVariables
+        return GLVariables(self.device)
+
+    def build_plan(self, graph, variables, variable_values: dict):
+        from ..codegen import lower
+        from .gl_plan import GLPlan
+        program = lower(graph, self.device.max_texture_size, self.max_texture_units)
+        plan = GLPlan(program, variables, variable_values)
+        self.device.programs.pin(plan.kernels)    # its programs stay while it lives
+        return plan
+
+    def release_plan(self, plan) -> None:
+        self.device.programs.unpin(plan.kernels)
+        plan.release()
+
+    def evict(self) -> None:
+        self.device.programs.evict()      # programs no live plan uses: bounded
+
+    def release(self, plans, variables) -> None:
+        for plan in plans:
+            self.release_plan(plan)
+        variables.release()
+        self.evict()
+
+    def release_later(self, plans, variables) -> None:
+        self.device.gl.defer(lambda: self.release(plans, variables))
+
+    def trim(self) -> None:
+        self.device.pool.trim()
+        self.device.trim_heap()
+
+    def stats(self) -> dict:
+        return self.device.stats()
+
+
+BACKENDS = {"gl": GLBackend, "numpy": NumpyBackend}
+
+
+def get_backend(name: str, **options):
+    """A new backend by name ("gl" takes device=, an index from ff.devices())."""
+    if name not in BACKENDS:
+        raise FragflowError(f"unknown backend {name!r}; use one of {tuple(BACKENDS)}")
+    return BACKENDS[name](**options)
