@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo bench install clean onnx-conformance
+.PHONY: test lint demo bench install clean onnx-conformance
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +18,9 @@ install: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile   # 2 workers (shader JIT is single-threaded); a file stays in one worker, in order
+
+lint: $(STAMP)   # ruff: lint and import order, rules in pyproject.toml [tool.ruff]; `make test` runs it too (tests/test_lint.py)
+	$(BIN)/python -m ruff check .
 
 demo: $(STAMP)
 	$(BIN)/python examples/demo.py

@@ -1,19 +1,21 @@
 """fragflow.frontend: what users write — tensors, op functions, sessions."""
-from . import gradients as _gradients_module
-from . import ops
-from .gradients import (custom_gradient, gradients, stop_gradient, value_and_gradients,
-                        vjp)
+from . import (
+    gradients as _gradients_module,
+    initializers,
+    layers,
+    ops,
+    optim,
+    variables as _variables,
+)
+from .default_session import InteractiveSession, get_default_session
+from .gradients import custom_gradient, gradients, stop_gradient, value_and_gradients, vjp
+from .models import Input, Model, Sequential
+from .namespaces import image, keras, linalg, losses, math, nn, random, train  # docs/TENSORFLOW.md
 from .ops import *  # noqa: F401,F403
 from .program import GPGPUProgram, gpgpu_program
 from .session import CompiledFunction, Session
 from .tensor import Tensor, Variable
-from . import initializers, layers, optim
-from .models import Input, Model, Sequential
-# TensorFlow's extras and namespaces (docs/TENSORFLOW.md)
-from . import variables as _variables
 from .variables import *  # noqa: F401,F403
-from .default_session import InteractiveSession, get_default_session
-from .namespaces import image, keras, linalg, losses, math, nn, random, train
 
 __all__ = [*ops.__all__, *_gradients_module.__all__,
            "Session", "CompiledFunction", "gpgpu_program", "GPGPUProgram",

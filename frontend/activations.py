@@ -10,8 +10,8 @@ computes in its epilogue, ff.fused.conv2d(x, w, bias=b, activation="relu")).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from . import ops as _ops
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from ..ir.errors import AttrError
 from ..ir.ops import fused as _fused
 from ..ir.ops.common import as_values
-from .activations import FUSED as ACTIVATIONS   # the names the fused kernels compute
+from .activations import FUSED as ACTIVATIONS  # the names the fused kernels compute
 from .operands import graph_operands
 from .tensor import Tensor, _wrap, as_tensor_value
 

@@ -46,10 +46,9 @@ import numpy as np
 
 from ..ir.errors import AttrError, FragflowError, ShapeError
 from ..ir.source import _is_internal, user_location
-from . import initializers as _init
-from . import ops as _ops
+from . import initializers as _init, ops as _ops
 from .activations import ACTIVATIONS, LAYER
-from .tensor import Tensor, Variable, as_tensor_value, _wrap
+from .tensor import Tensor, Variable, _wrap, as_tensor_value
 
 __all__ = ["Layer", "Dense", "Conv2D", "DepthwiseConv2D", "SeparableConv2D",
            "BatchNormalization", "Dropout", "MaxPool2D", "AveragePool2D",
@@ -63,14 +62,14 @@ __all__ = ["Layer", "Dense", "Conv2D", "DepthwiseConv2D", "SeparableConv2D",
 # Layer names taken in each graph, so that the n-th unnamed Dense of a graph is always
 # "dense_<n>" (a model built twice the same way gets the same variable names, which is
 # what sess.restore matches).
-_NAMES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_NAMES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 # {output value: logits value} for softmax / sigmoid outputs of layers: the losses of
 # ff.Sequential use the logits (a stable cross-entropy), as Keras does.
-_LOGITS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_LOGITS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 # {graph: {output value: [(layer, input value), ...]}}: each layer call on a tensor, from
 # which the Keras functional API (ff.Model(inputs, outputs)) finds its layers. A list:
 # a layer that returns its input (Dropout at inference) adds a call to that value
-CALLS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+CALLS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def logits_of(tensor, activation):

@@ -16,8 +16,16 @@ Arguments are Tensors, numpy arrays or Python scalars; names and meanings follow
 TensorFlow (with the short names of shared/DESIGN.md as well)."""
 from __future__ import annotations
 
-from . import (ops_conv, ops_graph, ops_image, ops_linalg, ops_math, ops_nn, ops_random,
-               ops_structure)
+from . import (
+    ops_conv,
+    ops_graph,
+    ops_image,
+    ops_linalg,
+    ops_math,
+    ops_nn,
+    ops_random,
+    ops_structure,
+)
 from .ops_conv import *  # noqa: F403
 from .ops_graph import *  # noqa: F403
 from .ops_image import *  # noqa: F403

@@ -34,8 +34,8 @@ from ..ir.errors import AttrError, DTypeError, ShapeError
 from ..ir.graph import get_default_graph
 from ..ir.ops import elementwise as _ew, reduce as _red
 from ..ir.ops.registry import get_op
-from .ops_graph import constant
 from .operands import as_tensor, operands, scoped, static_shape, unary_function
+from .ops_graph import constant
 from .tensor import Tensor, _wrap, as_tensor_value
 
 # ops_structure builds on this module; the few functions here that reshape or transpose

@@ -17,10 +17,7 @@ import numpy as np
 
 from ..ir.errors import AttrError, DTypeError, ShapeError
 from ..ir.graph import get_default_graph
-from ..ir.ops import elementwise as _ew
-from ..ir.ops import shape as _shape
-from ..ir.ops import state as _state
-from ..ir.ops import structure as _st
+from ..ir.ops import elementwise as _ew, shape as _shape, state as _state, structure as _st
 from ..ir.ops.common import apply, to_array
 from ..ir.types import as_dtype
 from . import ops_math as _math

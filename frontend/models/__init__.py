@@ -1,9 +1,18 @@
 """The Keras-style models: Sequential and the functional Model (sequential.py), with
 the losses, metrics and progress reporting that their compile / fit use."""
-from .losses import (LOSSES, BinaryCrossentropy, CategoricalCrossentropy, MeanAbsoluteError,
-                     MeanSquaredError, SparseCategoricalCrossentropy, binary_crossentropy,
-                     categorical_crossentropy, mean_absolute_error, mean_squared_error,
-                     sparse_categorical_crossentropy)
+from .losses import (
+    LOSSES,
+    BinaryCrossentropy,
+    CategoricalCrossentropy,
+    MeanAbsoluteError,
+    MeanSquaredError,
+    SparseCategoricalCrossentropy,
+    binary_crossentropy,
+    categorical_crossentropy,
+    mean_absolute_error,
+    mean_squared_error,
+    sparse_categorical_crossentropy,
+)
 from .metrics import METRICS
 from .progress import History
 from .sequential import Input, Model, Sequential

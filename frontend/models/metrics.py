@@ -6,8 +6,12 @@ from __future__ import annotations
 from ...ir.errors import ShapeError
 from .. import ops as _ops
 from ..tensor import Tensor
-from .losses import LOSSES, binary_crossentropy, categorical_crossentropy, \
-    sparse_categorical_crossentropy
+from .losses import (
+    LOSSES,
+    binary_crossentropy,
+    categorical_crossentropy,
+    sparse_categorical_crossentropy,
+)
 
 
 def sparse_categorical_accuracy(y_true, y_pred):

@@ -46,14 +46,19 @@ import numpy as np
 
 from ...ir.errors import AttrError, FragflowError, SerializationError, ShapeError
 from ...ir.graph import Graph
-from .. import ops as _ops
-from .. import optim as _optim
+from .. import ops as _ops, optim as _optim
 from ..layers import CALLS, BatchNormalization, Dropout, Layer
 from ..session import Session
 from ..tensor import Tensor
 from .losses import LOSSES, sparse_categorical_crossentropy
-from .metrics import (ACCURACY_FOR_LOSS, METRICS, binary_accuracy, categorical_accuracy,
-                      per_example, sparse_categorical_accuracy)
+from .metrics import (
+    ACCURACY_FOR_LOSS,
+    METRICS,
+    binary_accuracy,
+    categorical_accuracy,
+    per_example,
+    sparse_categorical_accuracy,
+)
 from .progress import History, ProgressBar
 
 __all__ = ["Sequential", "Model", "Input"]

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import types as _types
 
-from .. import initializers, layers
-from .. import models as _models, optim as _optim
+from .. import initializers, layers, models as _models, optim as _optim
 from ._missing import install as _install
 
 Input, Model, Sequential = _models.Input, _models.Model, _models.Sequential

@@ -10,9 +10,9 @@ pooling on NHWC images, normalisation, losses per example).
 """
 from __future__ import annotations
 
-from .. import ops as _ops, ops_conv as _conv, ops_random as _random
 from ...ir.errors import AttrError as _AttrError
 from ...ir.ops.registry import all_ops as _all_ops
+from .. import ops as _ops, ops_conv as _conv, ops_random as _random
 from ..tensor import Tensor as _Tensor
 from ._missing import install as _install
 
