@@ -18,7 +18,7 @@ import numpy as np
 import fragflow.frontend as F
 
 from .. import ops_nn_extra as NN    # gelu, hard_swish, layer/instance normalization
-from . import pool_taps
+from . import pool_taps, recurrent
 from . import resize as R
 from .importer import Init
 
@@ -213,6 +213,12 @@ def window(ctx, node, x, a):
     for k, v in enumerate(x):
         ctx.static(v, f"input {k}")
     raise ctx.error("the value could not be evaluated at import time")
+
+
+@rule("RNN", "GRU", "LSTM")
+def rnn(ctx, node, x, a):
+    """Unrolled over the static sequence length (recurrent.py)."""
+    return recurrent.recurrent(ctx, node, x, a, node.op_type)
 
 
 @rule("AffineGrid")
