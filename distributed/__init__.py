@@ -16,8 +16,10 @@ client of the public API (``import fragflow as ff``) and nothing in fragflow imp
 Importing it does not import Ray; using it without Ray raises RayNotInstalledError.
 See docs/SCALING.md for what a step costs and how it scales.
 
-    >>> from fragflow.distributed import GraphModel, TrainGraph   # doctest: +SKIP
-    >>> out = predict(ray.data.from_numpy(x), GraphModel.from_session(sess, ["x"], ["y"]))
+    >>> import ray                                                   # doctest: +SKIP
+    >>> from fragflow.distributed import GraphModel, predict         # doctest: +SKIP
+    >>> model = GraphModel.from_session(sess, inputs=[x], outputs=[y])  # doctest: +SKIP
+    >>> out = predict(ray.data.from_numpy(xs), model, input_columns=["data"])  # doctest: +SKIP
 """
 from .errors import RayNotInstalledError, WorkerLostError
 from .inference import predict

@@ -41,7 +41,8 @@ def predict(dataset, model, *, num_actors: int = 2, batch_size: int = 64,
     output names). num_gpus_per_actor: give each actor a GPU (Ray sets its
     CUDA_VISIBLE_DEVICES, and its Session runs there). device: force an EGL device
     index in every actor (normally left to Ray). The result is lazy, like every
-    Dataset: iterate it, or take_all() / to_pandas()."""
+    Dataset: iterate it, or take_all() / to_pandas(). Keeping the order sets
+    preserve_order in the execution options of the DataContext the datasets share."""
     ray = require_ray()
     from fragflow import FragflowError
     if num_actors < 1:

@@ -2,6 +2,7 @@
 
     python -m fragflow.distributed.measure [--workers 1 2] [--steps 30]
         [--allreduce object_store collective] [--models cnn mlp]
+    python -m fragflow.distributed.measure --equality
 
 For each model, averaging mode and worker count: a DataParallelTrainer on a local Ray
 instance runs `steps` steps of one global batch; the medians (after the first steps,
@@ -19,7 +20,7 @@ import time
 
 import numpy as np
 
-from .training import DataParallelTrainer, TrainGraph
+from .training import ALLREDUCE, DataParallelTrainer, TrainGraph
 
 MODELS = {"cnn": ((8, 8, 1), 64), "mlp": ((784,), 256)}
 
@@ -128,16 +129,76 @@ def measure(model: str, workers: int, allreduce: str, steps: int) -> dict:
             "examples_per_s": statistics.median(s.throughput for s in steady)}
 
 
+def build_small(optimizer: str):
+    """docs/SCALING.md's equality network: 6-9-3, fixed initial weights."""
+    def build():
+        import fragflow as ff
+        rng = np.random.default_rng(4)
+        x = ff.placeholder((None, 6), "float32", name="x")
+        t = ff.placeholder((None, 3), "float32", name="t")
+        w1 = ff.Variable(rng.standard_normal((6, 9)).astype(np.float32) * 0.5, name="w1")
+        b1 = ff.Variable(np.zeros(9, np.float32), name="b1")
+        w2 = ff.Variable(rng.standard_normal((9, 3)).astype(np.float32) * 0.5, name="w2")
+        loss = ff.mean(ff.square(ff.relu(x @ w1 + b1) @ w2 - t))
+        opt = ff.optim.SGD(0.1) if optimizer == "sgd" else ff.optim.Adam(0.05)
+        return TrainGraph(loss, [x, t], opt)
+    return build
+
+
+def equality(steps: int = 20, kill_after: int = 7, checkpoint_every: int = 5) -> None:
+    """Print max |2 workers - one process| and across replicas, for SGD and Adam, both
+    averaging modes, with and without worker 1 killed after step kill_after."""
+    import ray
+
+    import fragflow as ff
+    rng = np.random.default_rng(5)
+    batches = [(rng.standard_normal((n, 6)).astype(np.float32),
+                rng.standard_normal((n, 3)).astype(np.float32))
+               for n in [10, 9] + [10] * (steps - 2)]
+    diff = lambda a, b: max(float(np.max(np.abs(a[k] - b[k]))) for k in a)   # noqa: E731
+    for optimizer in ("sgd", "adam"):
+        build = build_small(optimizer)
+        with ff.Graph().as_default():
+            spec = build()
+            step = spec.optimizer.minimize(spec.loss)
+        with ff.Session(spec.loss.graph) as sess:
+            for xb, tb in batches:
+                sess.run(step, {spec.inputs[0]: xb, spec.inputs[1]: tb})
+            want = {v.name: sess.get(v) for v in ff.optim.trainable_variables(spec.loss)}
+        for allreduce in ALLREDUCE:
+            for kill in (False, True):
+                def on_step(done, trainer, kill=kill):
+                    if kill and done == kill_after and not trainer.recoveries:
+                        ray.kill(trainer.workers[1], no_restart=True)
+                with DataParallelTrainer(build, 2, allreduce=allreduce, verbose=0,
+                                         checkpoint_every=checkpoint_every,
+                                         num_cpus_per_worker=0.5) as trainer:
+                    trainer.fit(batches, on_step=on_step)
+                    got, replicas = trainer.get_weights(), trainer.replica_states()
+                    recoveries = trainer.recoveries
+                print(f"{optimizer:4}  {allreduce:12}  killed={kill!s:5}  vs one process "
+                      f"{diff(got, want):.2e}  across replicas {diff(replicas[0], replicas[1]):.2e}"
+                      f"  {recoveries}", flush=True)
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--allreduce", nargs="+", default=["object_store", "collective"])
     parser.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    parser.add_argument("--equality", action="store_true",
+                        help="print the equality figures instead (2 workers vs one process)")
     args = parser.parse_args(argv)
     import ray
     ray.init(num_cpus=max(2, max(args.workers)), include_dashboard=False, log_to_driver=False,
              object_store_memory=200 * 1024 * 1024)
+    if args.equality:
+        try:
+            equality()
+        finally:
+            ray.shutdown()
+        return
     print("model  mode          workers  grad KB   step ms  compute  transfer  allreduce  "
           "apply   examples/s")
     try:

@@ -169,6 +169,12 @@ class TrainWorker:
         return self.rank
 
 
+def _actor_errors(ray) -> tuple:
+    """The exceptions that mean "a worker is gone" (ActorUnavailableError is Ray >= 2.30)."""
+    names = ("RayActorError", "ActorDiedError", "ActorUnavailableError")
+    return tuple(getattr(ray.exceptions, n) for n in names if hasattr(ray.exceptions, n))
+
+
 def _split(batch, n: int) -> list:
     arrays = [np.asarray(a) for a in batch]
     size = len(arrays[0])
@@ -191,8 +197,8 @@ class DataParallelTrainer:
     log_every steps) with the loss, examples/s per worker and in total, and the time split.
 
     >>> trainer = DataParallelTrainer(build, num_workers=2)      # doctest: +SKIP
-    >>> trainer.fit([(x0, y0), (x1, y1)])      # global batches, split across workers
-    >>> trainer.get_weights()                  # {variable name: array}
+    >>> trainer.fit([(x0, y0), (x1, y1)])     # global batches  # doctest: +SKIP
+    >>> trainer.get_weights()                 # {name: array}   # doctest: +SKIP
     """
 
     def __init__(self, build, num_workers: int = 2, *, checkpoint_every: int | None = None,
@@ -247,8 +253,7 @@ class DataParallelTrainer:
         while self.step < len(batches):
             try:
                 stats = self._run_step(batches[self.step])
-            except (ray.exceptions.RayActorError, ray.exceptions.ActorDiedError,
-                    ray.exceptions.ActorUnavailableError) as err:
+            except _actor_errors(ray) as err:
                 self._recover(err)
                 continue
             self.step += 1

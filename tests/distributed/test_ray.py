@@ -27,8 +27,12 @@ def local_ray(gl):
     is pickled by value: Ray's workers cannot import tests/ by name."""
     from ray import cloudpickle
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=100 * 1024 * 1024,
-             log_to_driver=False, configure_logging=False)
+    try:
+        ray.init(num_cpus=2, include_dashboard=False, object_store_memory=100 * 1024 * 1024,
+                 log_to_driver=False, configure_logging=False)
+    except Exception as err:   # noqa: BLE001 -- e.g. "node timed out during startup" (overload)
+        cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+        pytest.skip(f"a local Ray instance could not start here: {err}")
     try:
         yield ray
     finally:
