@@ -11,6 +11,7 @@ Each is defined in the module of its family (named after TensorFlow's namespaces
     ops_image      resizing and crops
     ops_random     random values and dropout
     ops_linalg     matmul, eye, diag, band_part, einsum, tensordot, norm
+    ops_nn_extra   gelu, hard_swish, layer and instance normalization (ONNX's, composed)
 
 Arguments are Tensors, numpy arrays or Python scalars; names and meanings follow
 TensorFlow (with the short names of shared/DESIGN.md as well)."""
@@ -23,6 +24,7 @@ from . import (
     ops_linalg,
     ops_math,
     ops_nn,
+    ops_nn_extra,
     ops_random,
     ops_structure,
 )
@@ -32,10 +34,11 @@ from .ops_image import *  # noqa: F403
 from .ops_linalg import *  # noqa: F403
 from .ops_math import *  # noqa: F403
 from .ops_nn import *  # noqa: F403
+from .ops_nn_extra import *  # noqa: F403
 from .ops_random import *  # noqa: F403
 from .ops_structure import *  # noqa: F403
 from .tensor import Tensor, Variable
 
 FAMILIES = (ops_graph, ops_math, ops_nn, ops_conv, ops_structure, ops_image, ops_random,
-            ops_linalg)
+            ops_linalg, ops_nn_extra)
 __all__ = [name for family in FAMILIES for name in family.__all__] + ["Tensor", "Variable"]

@@ -16,10 +16,6 @@ LAYERS = ("frontend", "ir", "passes", "codegen", "runtime", "tools", "distribute
 OPTIONAL = {"fragflow.frontend.onnx": "onnx", "fragflow.distributed": "ray"}
 # Examples known to fail, with why; each is a bug in that module's docstring to fix.
 KNOWN_FAILING = {
-    "fragflow.frontend.onnx.importer": "load's example reads model.onnx, which is not "
-                                       "there (needs `# doctest: +SKIP`, as export's)",
-    "fragflow.frontend.ops_nn_extra": "its examples call ff.gelu / ff.layer_normalization, "
-                                      "which ff does not export yet",
     "fragflow.distributed": "fragments of a Ray session (ray, sess, x undefined): "
                             "`# doctest: +SKIP` or a runnable example",
     "fragflow.distributed.training": "DataParallelTrainer's example uses a trainer it "

@@ -44,7 +44,6 @@ HINTS = {
     "matrix_diag": "ff.linalg.diag",
     "matrix_diag_part": "ff.linalg.diag_part",
     "matrix_band_part": "ff.linalg.band_part",
-    "gelu": "x * 0.5 * (1 + ff.erf(x / 2 ** 0.5))",
     "concat_v2": "ff.concat",
 }
 

@@ -31,6 +31,7 @@ moments, batch_normalization = _ops.moments, _ops.batch_normalization
 fused_batch_norm, bias_add = _ops.fused_batch_norm, _ops.bias_add
 l2_normalize, log_sigmoid = _ops.l2_normalize, _ops.log_sigmoid
 in_top_k = _ops.in_top_k
+gelu = _ops.gelu                          # tf.nn.gelu (frontend/ops_nn_extra.py)
 max_pool_with_argmax = _conv.max_pool_with_argmax
 depth_to_space, space_to_depth = _ops.depth_to_space, _ops.space_to_depth
 local_response_normalization, lrn = _ops.local_response_normalization, _ops.lrn

@@ -402,9 +402,9 @@ def load(model, *, trainable: bool = True, input_shapes: dict | None = None) -> 
     makes them constants (inference: fold_constants and fold_batch_norm then see them).
     input_shapes: {ONNX input name: shape} overriding the model's (None for a free dim).
 
-    >>> import fragflow as ff                                # doctest: +SKIP
-    >>> m = ff.onnx.load("model.onnx")
-    >>> ff.Session(m.graph).run(m.outputs, {"input": x})
+    >>> import fragflow as ff
+    >>> m = ff.onnx.load("model.onnx")                          # doctest: +SKIP
+    >>> ff.Session(m.graph).run(m.outputs, {"input": x})        # doctest: +SKIP
     """
     onnx = require_onnx()
     label = "onnx"
