@@ -87,14 +87,15 @@ class Session:
             plan = self._plan(values, types, passes)
             return self._execute(plan, _by_name(plan, feeds))
 
-    def _execute(self, plan, feeds_by_name: dict) -> list:
-        """One run: the run counter (random ops' fresh draws) is fed like a placeholder."""
+    def _execute(self, plan, feeds_by_name: dict, observer=None) -> list:
+        """One run: the run counter (random ops' fresh draws) is fed like a placeholder.
+        observer: a profile's; else, in debug mode, the NaN/Inf checker."""
         feeds_by_name[RUN_COUNTER] = np.array(self._runs, np.int32)
         self._runs += 1
-        if self.debug:
+        if observer is None and self.debug:
             from .debugging import DebugObserver
-            return plan.run_observed(feeds_by_name, DebugObserver(plan.graph))
-        return plan.run(feeds_by_name)
+            observer = DebugObserver(plan.graph)
+        return plan.run_observed(feeds_by_name, observer)
 
     def profile(self, fetches, feed_dict=None, runs: int = 10):
         """Run fetches `runs` times and report where the time goes, per user op and
@@ -117,11 +118,8 @@ class Session:
         self._execute(plan, dict(by_name))          # warm-up: JIT, first-touch
         profile = Profile(runs, compile_seconds, graph=plan.graph)
 
-        def observed(observer):
-            by_name[RUN_COUNTER] = np.array(self._runs, np.int32)
-            self._runs += 1
-            plan.run_observed(by_name, observer)
-        return timed_runs(observed, runs, profile)
+        return timed_runs(lambda observer: self._execute(plan, by_name, observer), runs,
+                          profile)
 
     def _plan(self, values, feed_types: dict, passes=None):
         """The plan for these fetches, feed shapes and passes: cached (MAX_PLANS, least
