@@ -11,7 +11,7 @@ from ..ir.ops import fused as _fused
 from ..ir.ops.common import as_values
 from .activations import FUSED as ACTIVATIONS  # the names the fused kernels compute
 from .operands import graph_operands
-from .tensor import Tensor, _wrap, as_tensor_value
+from .tensor import Tensor, as_tensor_value, wrap
 
 
 def epilogue_steps(bias, activation: str, alpha):
@@ -59,7 +59,7 @@ def matmul(a, b, transpose_a=False, transpose_b=False, bias=None, activation="li
     alpha_v = as_tensor_value(alpha) if activation == "prelu" and alpha is not None \
         else alpha
     steps, extra = epilogue_steps(bias_v, activation, alpha_v)
-    return _wrap(_fused.fused_matmul(x, w, extra, steps, bool(transpose_a),
+    return wrap(_fused.fused_matmul(x, w, extra, steps, bool(transpose_a),
                                      bool(transpose_b), name=name or "fused_matmul"))
 
 
@@ -71,7 +71,7 @@ def _conv(conv_op, x, filters, strides, padding, dilations, bias, activation, al
     alpha_v = as_tensor_value(alpha) if activation == "prelu" and alpha is not None \
         else alpha
     steps, extra = epilogue_steps(bias_v, activation, alpha_v)
-    return _wrap(_fused.fused_conv(conv_op, x_v, w_v, extra, steps,
+    return wrap(_fused.fused_conv(conv_op, x_v, w_v, extra, steps,
                                    _conv_attrs(strides, padding, dilations),
                                    name=name or f"fused_{conv_op}"))
 

@@ -9,7 +9,7 @@ import itertools
 from ..ir.ops import gradient as _grad_ops
 from ..ir.ops.common import apply
 from ..passes.autodiff import gradients as _gradients
-from .tensor import Tensor, _wrap, as_tensor_value
+from .tensor import Tensor, as_tensor_value, wrap
 
 __all__ = ["gradients", "value_and_gradients", "vjp", "stop_gradient", "custom_gradient"]
 
@@ -40,7 +40,7 @@ def gradients(ys, xs, grad_ys=None, stop_gradients=None, unconnected="none"):
         dys = [None if d is None else as_tensor_value(d) for d in dys]
     stops = _values(stop_gradients) if stop_gradients is not None else ()
     grads = _gradients(y_values, x_values, dys, stops, unconnected)
-    out = [None if g is None else _wrap(g) for g in grads]
+    out = [None if g is None else wrap(g) for g in grads]
     return out
 
 
@@ -56,7 +56,7 @@ def vjp(ys, xs, dys):
 
 def stop_gradient(x, name=None):
     """x itself; no gradient flows through it."""
-    return _wrap(_grad_ops.stop_gradient(as_tensor_value(x), name=name))
+    return wrap(_grad_ops.stop_gradient(as_tensor_value(x), name=name))
 
 
 _keys = itertools.count()
@@ -75,18 +75,18 @@ def custom_gradient(fn):
     @functools.wraps(fn)
     def wrapper(*args):
         inputs = [as_tensor_value(a) for a in args]
-        output, grad_fn = fn(*[_wrap(v) for v in inputs])
+        output, grad_fn = fn(*[wrap(v) for v in inputs])
         out_value = as_tensor_value(output)
         graph = out_value.graph
         key = f"{fn.__name__}_{next(_keys)}"
 
         def values_grad_fn(dy):
-            grads = grad_fn(_wrap(dy))
+            grads = grad_fn(wrap(dy))
             grads = list(grads) if isinstance(grads, (list, tuple)) else [grads]
             return [None if g is None else as_tensor_value(g) for g in grads]
 
         graph.custom_gradients[key] = values_grad_fn
-        return _wrap(apply("custom_gradient", [out_value, *inputs], {"key": key},
+        return wrap(apply("custom_gradient", [out_value, *inputs], {"key": key},
                            fn.__name__))
     return wrapper
 

@@ -45,10 +45,10 @@ import weakref
 import numpy as np
 
 from ..ir.errors import AttrError, FragflowError, ShapeError
-from ..ir.source import _is_internal, user_location
+from ..ir.source import is_internal, user_location
 from . import initializers as _init, ops as _ops
 from .activations import ACTIVATIONS, LAYER
-from .tensor import Tensor, Variable, _wrap, as_tensor_value
+from .tensor import Tensor, Variable, as_tensor_value, wrap
 
 __all__ = ["Layer", "Dense", "Conv2D", "DepthwiseConv2D", "SeparableConv2D",
            "BatchNormalization", "Dropout", "MaxPool2D", "AveragePool2D",
@@ -77,7 +77,7 @@ def logits_of(tensor, activation):
     ("softmax" or "sigmoid"), or None if it was not."""
     value = tensor.value if isinstance(tensor, Tensor) else tensor
     entry = _LOGITS.get(value.graph, {}).get(value)
-    return _wrap(entry[1]) if entry is not None and entry[0] == activation else None
+    return wrap(entry[1]) if entry is not None and entry[0] == activation else None
 
 
 # -- activations ---------------------------------------------------------------------
@@ -181,7 +181,7 @@ class Layer:
 
     # -- calling ---------------------------------------------------------------------
     def __call__(self, inputs, training=False):
-        x = inputs if isinstance(inputs, Tensor) else _wrap(as_tensor_value(inputs))
+        x = inputs if isinstance(inputs, Tensor) else wrap(as_tensor_value(inputs))
         graph = x.graph
         if not self.built:
             self._claim_name(graph)
@@ -240,7 +240,7 @@ def _built_at(graph, source, caller):
     """Ops made inside carry source (the layer's construction line) when fragflow
     itself called the layer (a model's build or fit), so errors and the graph dump point
     at the user's layer, not at model.fit. A user's own call keeps its line."""
-    if not source or not _is_internal(os.path.abspath(caller.f_code.co_filename)):
+    if not source or not is_internal(os.path.abspath(caller.f_code.co_filename)):
         yield
         return
     # Graph's override is how ir passes give derived nodes their origin's line

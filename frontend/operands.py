@@ -10,7 +10,7 @@ from ..ir.graph import get_default_graph
 from ..ir.ops import elementwise as _ew
 from ..ir.ops.common import as_value, graph_of
 from ..ir.ops.registry import get_op
-from .tensor import Tensor, _wrap, as_tensor_value
+from .tensor import Tensor, as_tensor_value, wrap
 
 
 def operands(*xs):
@@ -44,7 +44,7 @@ def as_tensor(x, dtype=None) -> Tensor:
     """x itself if a Tensor, else a constant of the operands' graph (cast to dtype)."""
     if isinstance(x, Tensor):
         return x
-    return _wrap(operands(x if dtype is None else np.asarray(x, dtype))[0])
+    return wrap(operands(x if dtype is None else np.asarray(x, dtype))[0])
 
 
 def static_shape(x, what) -> tuple:
@@ -83,10 +83,10 @@ def unary_function(op, doc=None, arg=None):
     arg = (opdef.wrapper_arg or "x") if arg is None else arg
     if arg == "x":
         def fn(x, name=None):
-            return _wrap(_ew.unary(op, *operands(x), name=name))
+            return wrap(_ew.unary(op, *operands(x), name=name))
     else:
         def fn(features, name=None):
-            return _wrap(_ew.unary(op, *operands(features), name=name))
+            return wrap(_ew.unary(op, *operands(features), name=name))
     fn.__name__ = fn.__qualname__ = op
     fn.__doc__ = doc
     return fn

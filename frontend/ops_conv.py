@@ -12,7 +12,7 @@ from ..ir.ops import conv as _conv, shape as _shape
 from . import ops_math as _math, ops_structure as _structure
 from .operands import as_tensor, graph_operands
 from .ops_graph import constant, name_scope
-from .tensor import _wrap
+from .tensor import wrap
 
 __all__: list = []
 
@@ -52,7 +52,7 @@ def conv2d(input, filters, strides=1, padding="VALID", data_format="NHWC", dilat
     """
     _check_format(data_format, ("NHWC",))
     x, w = graph_operands(input, filters)
-    return _wrap(_conv.conv("conv2d", x, w, strides, _padding(padding), dilations, name=name))
+    return wrap(_conv.conv("conv2d", x, w, strides, _padding(padding), dilations, name=name))
 
 
 @_export
@@ -61,7 +61,7 @@ def conv3d(input, filters, strides=1, padding="VALID", data_format="NDHWC", dila
     """3-D convolution of an NDHWC volume by a DHWIO filter."""
     _check_format(data_format, ("NDHWC",))
     x, w = graph_operands(input, filters)
-    return _wrap(_conv.conv("conv3d", x, w, strides, _padding(padding), dilations, name=name))
+    return wrap(_conv.conv("conv3d", x, w, strides, _padding(padding), dilations, name=name))
 
 
 def _one_d(value, what):
@@ -103,7 +103,7 @@ def conv1d(input, filters, stride=1, padding="VALID", data_format="NWC", dilatio
     w4 = _shape.expand_dims(w, 0)
     y = _conv.conv("conv2d", x4, w4, _one_d(stride, "stride"), padding,
                    _one_d(dilations, "dilations"), name=name)
-    return _wrap(_shape.squeeze(y, 1))
+    return wrap(_shape.squeeze(y, 1))
 
 
 def _conv_transpose(kind, layout, input, filters, output_shape, strides, padding,
@@ -122,7 +122,7 @@ def _conv_transpose(kind, layout, input, filters, output_shape, strides, padding
         raise ShapeError(f"{kind}_transpose: output_shape {list(output_shape)} does not "
                          f"match the result's shape {y.type} (batch and channels come from "
                          f"the input and the filter)")
-    return _wrap(y)
+    return wrap(y)
 
 
 @_export
@@ -152,7 +152,7 @@ def depthwise_conv2d(input, filter, strides=1, padding="VALID", data_format="NHW
     with its own M filters; output channel c * M + m."""
     _check_format(data_format, ("NHWC",))
     x, w = graph_operands(input, filter)
-    return _wrap(_conv.conv("depthwise_conv2d", x, w, strides, _padding(padding), dilations,
+    return wrap(_conv.conv("depthwise_conv2d", x, w, strides, _padding(padding), dilations,
                             name=name))
 
 
@@ -164,7 +164,7 @@ def separable_conv2d(input, depthwise_filter, pointwise_filter, strides=1, paddi
     _check_format(data_format, ("NHWC",))
     x, dw, pw = graph_operands(input, depthwise_filter, pointwise_filter)
     hidden = _conv.conv("depthwise_conv2d", x, dw, strides, _padding(padding), dilations)
-    return _wrap(_conv.conv("conv2d", hidden, pw, 1, "VALID", 1, name=name))
+    return wrap(_conv.conv("conv2d", hidden, pw, 1, "VALID", 1, name=name))
 
 
 @_export
@@ -175,14 +175,14 @@ def dilation2d(input, filters, strides, padding, data_format="NHWC", dilations=1
     Padding positions never win. filters is [H, W, C]."""
     _check_format(data_format, ("NHWC",))
     x, w = graph_operands(input, filters)
-    return _wrap(_conv.conv("dilation2d", x, w, strides, _padding(padding), dilations,
+    return wrap(_conv.conv("dilation2d", x, w, strides, _padding(padding), dilations,
                             name=name))
 
 
 def _pool(op, layout, doc):
     def fn(input, ksize, strides, padding="VALID", data_format=layout, name=None):
         _check_format(data_format, (layout,))
-        return _wrap(_conv.pool(op, graph_operands(input)[0], ksize, strides, _padding(padding),
+        return wrap(_conv.pool(op, graph_operands(input)[0], ksize, strides, _padding(padding),
                                 name=name))
     fn.__name__ = fn.__qualname__ = op
     fn.__doc__ = doc

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..ir.graph import get_default_graph
 from ..ir.ops import state as _state
-from .tensor import _wrap
+from .tensor import wrap
 
 __all__: list = []
 
@@ -32,7 +32,7 @@ def placeholder(*args, shape=_UNSET, dtype=_UNSET, name=None):
     are the same. fragflow has no tensors of unknown rank: TF1's shapeless
     ff.placeholder(ff.float32) is a scalar."""
     shape, dtype, name = _placeholder_args(args, shape, dtype, name)
-    return _wrap(_state.placeholder(get_default_graph(), shape, dtype, name))
+    return wrap(_state.placeholder(get_default_graph(), shape, dtype, name))
 
 
 def _is_dtype(x, dtypes) -> bool:
@@ -78,7 +78,7 @@ def constant(value, dtype=None, shape=None, name=None):
         value = np.asarray(value)
         value = np.full(tuple(shape), value) if value.ndim == 0 \
             else value.reshape(tuple(shape))
-    return _wrap(_state.constant(get_default_graph(), value, dtype, name))
+    return wrap(_state.constant(get_default_graph(), value, dtype, name))
 
 
 @_export

@@ -11,7 +11,7 @@ from ..ir.ops import image as _image
 from . import ops_math as _math, ops_structure as _structure
 from .operands import as_tensor, operands, static_shape
 from .ops_graph import constant, name_scope
-from .tensor import _wrap
+from .tensor import wrap
 
 # crop_and_resize is ff.image.crop_and_resize only (as tf.image.crop_and_resize), not flat in ff
 __all__ = ["resize_bilinear", "resize_nearest_neighbor"]
@@ -34,7 +34,7 @@ def resize_bilinear(images, size, align_corners=False, half_pixel_centers=False,
     >>> ff.Session(g, backend="numpy").run(y).ravel().tolist()
     [0.0, 0.5, 1.0, 1.0]
     """
-    return _wrap(_image.resize("resize_bilinear", operands(images)[0], size, align_corners,
+    return wrap(_image.resize("resize_bilinear", operands(images)[0], size, align_corners,
                                half_pixel_centers, name=name))
 
 
@@ -54,7 +54,7 @@ def resize_nearest_neighbor(images, size, align_corners=False, half_pixel_center
     >>> ff.Session(g, backend="numpy").run(y).ravel().tolist()
     [0, 0, 1, 1]
     """
-    return _wrap(_image.resize("resize_nearest_neighbor", operands(images)[0], size,
+    return wrap(_image.resize("resize_nearest_neighbor", operands(images)[0], size,
                                align_corners, half_pixel_centers, name=name))
 
 

@@ -23,7 +23,7 @@ from ..ir.ops import matmul as _mm
 from . import ops_math as _math, ops_structure as _structure
 from .operands import as_tensor, operands, scoped, static_shape
 from .ops_graph import constant, name_scope
-from .tensor import Tensor, _wrap
+from .tensor import Tensor, wrap
 
 __all__: list = []
 
@@ -37,7 +37,7 @@ def _export(fn):
 def matmul(a, b, transpose_a=False, transpose_b=False, name=None):
     """a @ b over the last two axes, broadcasting batch axes."""
     x, y = operands(a, b)
-    return _wrap(_mm.matmul(x, y, transpose_a, transpose_b, name=name))
+    return wrap(_mm.matmul(x, y, transpose_a, transpose_b, name=name))
 
 
 

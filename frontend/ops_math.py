@@ -36,7 +36,7 @@ from ..ir.ops import elementwise as _ew, reduce as _red
 from ..ir.ops.registry import get_op
 from .operands import as_tensor, operands, scoped, static_shape, unary_function
 from .ops_graph import constant
-from .tensor import Tensor, _wrap, as_tensor_value
+from .tensor import Tensor, as_tensor_value, wrap
 
 # ops_structure builds on this module; the few functions here that reshape or transpose
 # import it when they run. This module defines ff.max, ff.range, ...: Python's own are
@@ -61,7 +61,7 @@ def _binary(op):
     (ir/ops/elementwise/binary_ops.py)."""
     def fn(x, y, name=None):
         a, b = operands(x, y)
-        return _wrap(_ew.binary(op, a, b, name=name))
+        return wrap(_ew.binary(op, a, b, name=name))
     fn.__name__ = fn.__qualname__ = op
     fn.__doc__ = get_op(op).doc
     return _export(fn)
@@ -137,20 +137,20 @@ __all__ += ['negative', 'subtract', 'multiply', 'divide', 'truediv', 'floordiv',
 def add_n(inputs, name=None):
     """The sum of a list of tensors of one shape and dtype."""
     values = [x.value if isinstance(x, Tensor) else as_tensor_value(x) for x in inputs]
-    return _wrap(_ew.add_n(values, name=name))
+    return wrap(_ew.add_n(values, name=name))
 
 
 @_export
 def where(condition, x, y, name=None):
     """x where condition is true, else y (broadcasting all three)."""
     c, a, b = operands(condition, x, y)
-    return _wrap(_ew.where(c, a, b, name=name))
+    return wrap(_ew.where(c, a, b, name=name))
 
 
 @_export
 def cast(x, dtype, name=None):
     """Convert to dtype. float → int truncates toward zero, saturates, NaN → 0."""
-    return _wrap(_ew.cast(operands(x)[0], dtype, name=name))
+    return wrap(_ew.cast(operands(x)[0], dtype, name=name))
 
 
 def _renamed(value, old_value, name, old_name):
@@ -168,7 +168,7 @@ def _reduction(op, doc):
         # reduction_indices and keep_dims: TensorFlow 1's older names of the same
         axis = _renamed(axis, reduction_indices, "axis", "reduction_indices")
         keepdims = _renamed(keepdims or None, keep_dims, "keepdims", "keep_dims") or False
-        return _wrap(_red.reduce(op, operands(x)[0], axis, keepdims, name=name))
+        return wrap(_red.reduce(op, operands(x)[0], axis, keepdims, name=name))
     fn.__name__ = fn.__qualname__ = op
     fn.__doc__ = doc
     return fn
@@ -188,7 +188,7 @@ def argmax(x, axis=None, name=None, output_type="int32"):
     """Index (int32) of the largest value along axis (None: 0, as TensorFlow); the first
     one on ties. bool inputs count True as 1. output_type must be int32 (fragflow's
     only integer type; TensorFlow's int64 default is accepted as int32)."""
-    return _wrap(_red.arg_reduce("argmax", _arg_input(x, output_type), axis or 0,
+    return wrap(_red.arg_reduce("argmax", _arg_input(x, output_type), axis or 0,
                                  name=name))
 
 
@@ -196,7 +196,7 @@ def argmax(x, axis=None, name=None, output_type="int32"):
 def argmin(x, axis=None, name=None, output_type="int32"):
     """Index (int32) of the smallest value along axis (None: 0); the first one on ties.
     bool inputs count True as 1."""
-    return _wrap(_red.arg_reduce("argmin", _arg_input(x, output_type), axis or 0,
+    return wrap(_red.arg_reduce("argmin", _arg_input(x, output_type), axis or 0,
                                  name=name))
 
 
@@ -223,14 +223,14 @@ def atan2(y, x, name=None):
     2.356194
     """
     a, b = operands(y, x)
-    return _wrap(_ew.binary("atan2", a, b, name=name))
+    return wrap(_ew.binary("atan2", a, b, name=name))
 
 
 @_export
 def squared_difference(x, y, name=None):
     """(x - y) ** 2, broadcasting; float32 or int32."""
     a, b = operands(x, y)
-    return _wrap(_ew.binary("squared_difference", a, b, name=name))
+    return wrap(_ew.binary("squared_difference", a, b, name=name))
 
 
 @_export
@@ -248,7 +248,7 @@ def clip_by_value(t, clip_value_min, clip_value_max, name=None):
     [-1.0, 0.5, 1.0]
     """
     x, lo, hi = operands(t, clip_value_min, clip_value_max)
-    return _wrap(_ew.clip_by_value(x, lo, hi, name=name))
+    return wrap(_ew.clip_by_value(x, lo, hi, name=name))
 
 
 @_export
@@ -267,7 +267,7 @@ def range(start, limit=None, delta=1, dtype=None, name=None):  # noqa: A001 (tf.
     """
     if limit is None:
         start, limit = 0, start
-    return _wrap(_ew.range_(get_default_graph(), start, limit, delta, dtype, name=name))
+    return wrap(_ew.range_(get_default_graph(), start, limit, delta, dtype, name=name))
 
 
 @_export
@@ -282,7 +282,7 @@ def linspace(start, stop, num, name=None):
     >>> ff.Session(g, backend="numpy").run(v).tolist()
     [0.0, 0.25, 0.5, 0.75, 1.0]
     """
-    return _wrap(_ew.linspace(get_default_graph(), start, stop, num, name=name))
+    return wrap(_ew.linspace(get_default_graph(), start, stop, num, name=name))
 
 
 @_export
@@ -356,7 +356,7 @@ def reduce_logsumexp(input_tensor, axis=None, keepdims=False, name=None):
     >>> print(f'{ff.Session(g, backend="numpy").run(y):.2f}')   # 1000 + log(2)
     1000.69
     """
-    return _wrap(_red.logsumexp(operands(input_tensor)[0], axis, keepdims, name=name))
+    return wrap(_red.logsumexp(operands(input_tensor)[0], axis, keepdims, name=name))
 
 
 logsumexp = reduce_logsumexp
@@ -375,7 +375,7 @@ def cumsum(x, axis=0, exclusive=False, reverse=False, name=None):
     >>> ff.Session(g, backend="numpy").run(y)
     array([5, 3, 0], dtype=int32)
     """
-    return _wrap(_red.cumsum(operands(x)[0], axis, exclusive, reverse, name=name))
+    return wrap(_red.cumsum(operands(x)[0], axis, exclusive, reverse, name=name))
 
 
 def _move_last(x, axis):

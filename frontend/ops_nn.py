@@ -24,7 +24,7 @@ from ..ir.types import normalize_axes
 from . import ops_math as _math, ops_structure as _structure
 from .operands import as_tensor, check_same_shape, operands, scoped, static_shape, unary_function
 from .ops_graph import constant
-from .tensor import Tensor, _wrap
+from .tensor import Tensor, wrap
 
 __all__: list = []
 
@@ -63,7 +63,7 @@ def leaky_relu(features, alpha=0.2, name=None):
     x = operands(features)[0]
     if x.dtype != "float32":            # TensorFlow casts integer features to float
         x = _ew.cast(x, "float32")
-    return _wrap(_ew.unary("leaky_relu", x, name=name, attrs={"alpha": alpha}))
+    return wrap(_ew.unary("leaky_relu", x, name=name, attrs={"alpha": alpha}))
 
 
 @_export
@@ -71,14 +71,14 @@ def prelu(x, alpha, name=None):
     """x if x > 0, else alpha * x, with alpha a tensor broadcast against x (learned, as
     in Keras' PReLU; TensorFlow.js's tf.prelu). Gradients flow to both."""
     a, b = operands(x, alpha)
-    return _wrap(_ew.binary("prelu", a, b, name=name))
+    return wrap(_ew.binary("prelu", a, b, name=name))
 
 
 @_export
 def step(x, alpha=0.0, name=None):
     """1 where x > 0, alpha elsewhere; NaN stays NaN (TensorFlow.js's tf.step). Its
     gradient is zero."""
-    return _wrap(_ew.unary("step", *operands(x), name=name, attrs={"alpha": alpha}))
+    return wrap(_ew.unary("step", *operands(x), name=name, attrs={"alpha": alpha}))
 
 
 @_export
@@ -102,7 +102,7 @@ def softmax(logits, axis=None, name=None):
     >>> ff.Session(g, backend="numpy").run(p)
     array([0.5, 0.5, 0. ], dtype=float32)
     """
-    return _wrap(_red.softmax("softmax", operands(logits)[0], -1 if axis is None
+    return wrap(_red.softmax("softmax", operands(logits)[0], -1 if axis is None
                               else axis, name=name))
 
 
@@ -118,7 +118,7 @@ def log_softmax(logits, axis=None, name=None):
     >>> ff.Session(g, backend="numpy").run(y)
     array([   0., -200.], dtype=float32)
     """
-    return _wrap(_red.softmax("log_softmax", operands(logits)[0], -1 if axis is None
+    return wrap(_red.softmax("log_softmax", operands(logits)[0], -1 if axis is None
                               else axis, name=name))
 
 
@@ -137,7 +137,7 @@ def local_response_normalization(input, depth_radius=5, bias=1.0, alpha=1.0, bet
     >>> np.round(ff.Session(g, backend="numpy").run(y).ravel(), 4)
     array([0.5   , 0.3333, 0.5   ], dtype=float32)
     """
-    return _wrap(_red.lrn(operands(input)[0], depth_radius, bias, alpha, beta, name=name))
+    return wrap(_red.lrn(operands(input)[0], depth_radius, bias, alpha, beta, name=name))
 
 
 lrn = local_response_normalization

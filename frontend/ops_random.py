@@ -13,7 +13,7 @@ from ..ir.graph import get_default_graph
 from ..ir.ops import random as _random
 from ..ir.types import as_dtype
 from .operands import operands
-from .tensor import _wrap
+from .tensor import wrap
 
 __all__ = ["random_uniform", "random_normal", "truncated_normal", "multinomial",
            "categorical", "dropout"]
@@ -32,7 +32,7 @@ def random_uniform(shape, minval=0, maxval=None, dtype="float32", seed=None, nam
     >>> bool(((v >= 0) & (v < 1)).all())
     True
     """
-    return _wrap(_random.random_uniform(get_default_graph(), shape, minval, maxval, dtype,
+    return wrap(_random.random_uniform(get_default_graph(), shape, minval, maxval, dtype,
                                         seed, name=name))
 
 
@@ -47,7 +47,7 @@ def random_normal(shape, mean=0.0, stddev=1.0, dtype="float32", seed=None, name=
     2.0
     """
     _float_only(dtype)
-    return _wrap(_random.random_normal(get_default_graph(), "random_normal", shape, mean,
+    return wrap(_random.random_normal(get_default_graph(), "random_normal", shape, mean,
                                        stddev, seed, name=name))
 
 
@@ -62,7 +62,7 @@ def truncated_normal(shape, mean=0.0, stddev=1.0, dtype="float32", seed=None, na
     True
     """
     _float_only(dtype)
-    return _wrap(_random.random_normal(get_default_graph(), "truncated_normal", shape, mean,
+    return wrap(_random.random_normal(get_default_graph(), "truncated_normal", shape, mean,
                                        stddev, seed, name=name))
 
 
@@ -80,7 +80,7 @@ def multinomial(logits, num_samples, seed=None, name=None, output_dtype="int32")
     """
     if output_dtype not in ("int32", None):
         raise DTypeError(f"multinomial returns int32 indices, not {output_dtype}")
-    return _wrap(_random.multinomial(operands(logits)[0], num_samples, seed, name=name))
+    return wrap(_random.multinomial(operands(logits)[0], num_samples, seed, name=name))
 
 
 def categorical(logits, num_samples, dtype=None, seed=None, name=None):
@@ -101,7 +101,7 @@ def dropout(x, rate, noise_shape=None, seed=None, name=None):
     >>> sorted(set(ff.Session(g, backend="numpy").run(y).ravel().tolist()))
     [0.0, 2.0]
     """
-    return _wrap(_random.dropout(operands(x)[0], rate, noise_shape, seed, name=name))
+    return wrap(_random.dropout(operands(x)[0], rate, noise_shape, seed, name=name))
 
 
 def _float_only(dtype):

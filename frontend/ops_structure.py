@@ -23,7 +23,7 @@ from ..ir.types import as_dtype
 from . import ops_math as _math
 from .operands import as_tensor, operands, scoped, static_shape
 from .ops_graph import constant
-from .tensor import Tensor, _wrap, as_tensor_value
+from .tensor import Tensor, as_tensor_value, wrap
 
 __all__: list = []
 
@@ -74,7 +74,7 @@ def _known_dim(x, axis, what):
 @_export
 def fill(dims, value, dtype=None, name=None):
     """A tensor of shape dims holding value everywhere."""
-    return _wrap(_ew.fill(get_default_graph(), dims, value, dtype, name=name))
+    return wrap(_ew.fill(get_default_graph(), dims, value, dtype, name=name))
 
 
 @_export
@@ -90,23 +90,23 @@ def ones(shape, dtype="float32", name=None):
 @_export
 def reshape(x, shape, name=None):
     """Same elements, new shape (one dimension may be -1). No kernel runs."""
-    return _wrap(_shape.reshape(operands(x)[0], shape, name=name))
+    return wrap(_shape.reshape(operands(x)[0], shape, name=name))
 
 
 @_export
 def transpose(x, perm=None, name=None):
     """Permute axes (default: reverse them)."""
-    return _wrap(_shape.transpose(operands(x)[0], perm, name=name))
+    return wrap(_shape.transpose(operands(x)[0], perm, name=name))
 
 
 @_export
 def expand_dims(x, axis, name=None):
-    return _wrap(_shape.expand_dims(operands(x)[0], axis, name=name))
+    return wrap(_shape.expand_dims(operands(x)[0], axis, name=name))
 
 
 @_export
 def squeeze(x, axis=None, name=None):
-    return _wrap(_shape.squeeze(operands(x)[0], axis, name=name))
+    return wrap(_shape.squeeze(operands(x)[0], axis, name=name))
 
 
 
@@ -127,7 +127,7 @@ def concat(values, axis, name=None):
     values = _values(values)
     if not values:
         raise ShapeError("concat needs at least one tensor")
-    return _wrap(_st.concat(values, axis, name=name))
+    return wrap(_st.concat(values, axis, name=name))
 
 
 @_export
@@ -155,8 +155,8 @@ def stack(values, axis=0, name=None):
                              f"{values[0].type}; stacked tensors must have one shape")
     expanded = [_shape.expand_dims(v, axis) for v in values]
     if len(expanded) == 1:
-        return _wrap(expanded[0])
-    return _wrap(_st.concat(expanded, axis, name=name or "stack"))
+        return wrap(expanded[0])
+    return wrap(_st.concat(expanded, axis, name=name or "stack"))
 
 
 @_export
@@ -166,16 +166,16 @@ def unstack(value, num=None, axis=0, name=None):
     x = _value(value)
     ax, err = _known_dim(x, axis, "unstack")
     if err:
-        return [_wrap(_slice_spec(x, _invalid(err), name or "unstack"))]
+        return [wrap(_slice_spec(x, _invalid(err), name or "unstack"))]
     dim = x.shape[ax]
     if num is not None and num != dim:
-        return [_wrap(_slice_spec(x, _invalid(f"num={num} but axis {ax} has size {dim}"),
+        return [wrap(_slice_spec(x, _invalid(f"num={num} but axis {ax} has size {dim}"),
                                   name or "unstack"))]
     out = []
     for i in range(dim):
         spec = [("range", None, None, 1)] * x.type.rank
         spec[ax] = ("index", i)
-        out.append(_wrap(_slice_spec(x, spec, name or "unstack")))
+        out.append(wrap(_slice_spec(x, spec, name or "unstack")))
     return out
 
 
@@ -195,12 +195,12 @@ def split(value, num_or_size_splits, axis=0, num=None, name=None):
     name = name or "split"
     ax, err = _known_dim(x, axis, "split")
     if err:
-        return [_wrap(_slice_spec(x, _invalid(err), name))]
+        return [wrap(_slice_spec(x, _invalid(err), name))]
     dim = x.shape[ax]
     if isinstance(num_or_size_splits, (int, np.integer)):
         n = int(num_or_size_splits)
         if n <= 0 or dim % n:
-            return [_wrap(_slice_spec(x, _invalid(
+            return [wrap(_slice_spec(x, _invalid(
                 f"cannot split axis {ax} of size {dim} into {n} equal parts"), name))]
         sizes = [dim // n] * n
     else:
@@ -216,17 +216,17 @@ def split(value, num_or_size_splits, axis=0, num=None, name=None):
             bad = (f"size_splits {sizes} add up to {known}, not to the size of axis "
                    f"{ax} ({dim})")
         if bad:
-            return [_wrap(_slice_spec(x, _invalid(bad), name))]
+            return [wrap(_slice_spec(x, _invalid(bad), name))]
         if unknown:
             sizes[unknown[0]] = dim - known
     if num is not None and num != len(sizes):
-        return [_wrap(_slice_spec(x, _invalid(f"num={num} but the split makes "
+        return [wrap(_slice_spec(x, _invalid(f"num={num} but the split makes "
                                               f"{len(sizes)} parts"), name))]
     out, start = [], 0
     for size in sizes:
         spec = [("range", None, None, 1)] * x.type.rank
         spec[ax] = ("range", start, start + size, 1)
-        out.append(_wrap(_slice_spec(x, spec, name)))
+        out.append(wrap(_slice_spec(x, spec, name)))
         start += size
     return out
 
@@ -250,7 +250,7 @@ def slice(input_, begin, size, name=None):
                 bad = (f"slice [{b}, {b + s if s != -1 else d}) at axis {a} does not fit "
                        f"in size {d}")
             spec.append(("range", b, None if s == -1 else b + s, 1))
-    return _wrap(_slice_spec(x, _invalid(bad) if bad else spec, name or "slice"))
+    return wrap(_slice_spec(x, _invalid(bad) if bad else spec, name or "slice"))
 
 
 @_export
@@ -273,7 +273,7 @@ def strided_slice(input_, begin, end, strides=None, begin_mask=0, end_mask=0,
     begin, end = _ints(begin), _ints(end)
     strides = [1] * len(begin) if strides is None else _ints(strides)
     if not len(begin) == len(end) == len(strides):
-        return _wrap(_slice_spec(x, _invalid(
+        return wrap(_slice_spec(x, _invalid(
             f"begin, end and strides have {len(begin)}, {len(end)} and {len(strides)} "
             f"entries; they must have one length"), name or "strided_slice"))
     key = []
@@ -288,7 +288,7 @@ def strided_slice(input_, begin, end, strides=None, begin_mask=0, end_mask=0,
         else:
             key.append(builtins.slice(None if begin_mask & bit else b,
                                       None if end_mask & bit else e, s))
-    return _wrap(_shape.strided_slice(x, tuple(key), name=name or "strided_slice"))
+    return wrap(_shape.strided_slice(x, tuple(key), name=name or "strided_slice"))
 
 
 # -- padding, repeating, reversing -------------------------------------------------------------
@@ -300,14 +300,14 @@ def pad(tensor, paddings, mode="CONSTANT", constant_values=0, name=None):
     x = _value(tensor)
     mode = str(mode).upper()
     if mode == "CONSTANT":
-        return _wrap(_st.pad(x, paddings, constant_values, name=name))
-    return _wrap(_st.mirror_pad(x, paddings, mode, name=name))
+        return wrap(_st.pad(x, paddings, constant_values, name=name))
+    return wrap(_st.mirror_pad(x, paddings, mode, name=name))
 
 
 @_export
 def mirror_pad(input, paddings, mode, name=None):          # noqa: A002 (TF's name)
     """Pad by mirroring: mode REFLECT (edge not repeated) or SYMMETRIC (repeated)."""
-    return _wrap(_st.mirror_pad(_value(input), paddings, mode, name=name))
+    return wrap(_st.mirror_pad(_value(input), paddings, mode, name=name))
 
 
 @_export
@@ -320,20 +320,20 @@ def tile(input, multiples, name=None):                     # noqa: A002
     ...     ff.tile(ff.zeros((2, 3)), [2, 3]).shape
     (4, 9)
     """
-    return _wrap(_st.tile(_value(input), _ints(multiples), name=name))
+    return wrap(_st.tile(_value(input), _ints(multiples), name=name))
 
 
 @_export
 def reverse(tensor, axis, name=None):
     """Reverse the order of elements along each axis in the list axis."""
     axis = [axis] if isinstance(axis, (int, np.integer)) else _ints(axis)
-    return _wrap(_st.reverse(_value(tensor), axis, name=name))
+    return wrap(_st.reverse(_value(tensor), axis, name=name))
 
 
 @_export
 def broadcast_to(input, shape, name=None):                 # noqa: A002
     """input broadcast (numpy rules) to shape."""
-    return _wrap(_st.broadcast_to(_value(input), _ints(shape), name=name))
+    return wrap(_st.broadcast_to(_value(input), _ints(shape), name=name))
 
 
 # -- indexing ---------------------------------------------------------------------------------
@@ -356,7 +356,7 @@ def gather(params, indices, validate_indices=None, axis=None, batch_dims=0, name
     axis = batch_dims if axis is None else axis
     ix = indices.value if isinstance(indices, Tensor) else _state.constant(p.graph, indices,
                                                                              "int32")
-    return _wrap(_st.gather(p, ix, axis, batch_dims, name=name))
+    return wrap(_st.gather(p, ix, axis, batch_dims, name=name))
 
 
 @_export
@@ -370,7 +370,7 @@ def gather_nd(params, indices, batch_dims=0, name=None):
     p = _values([params])[0]
     ix = indices.value if isinstance(indices, Tensor) else _state.constant(p.graph, indices,
                                                                              "int32")
-    return _wrap(_st.gather_nd(p, ix, name=name))
+    return wrap(_st.gather_nd(p, ix, name=name))
 
 
 @_export
@@ -382,7 +382,7 @@ def unsorted_segment_sum(data, segment_ids, num_segments, name=None):
     d = _values([data])[0]
     ids = segment_ids.value if isinstance(segment_ids, Tensor) else \
         _state.constant(d.graph, segment_ids, "int32")
-    return _wrap(_st.unsorted_segment_sum(d, ids, int(num_segments), name=name))
+    return wrap(_st.unsorted_segment_sum(d, ids, int(num_segments), name=name))
 
 
 @_export
@@ -395,7 +395,7 @@ def one_hot(indices, depth, on_value=None, off_value=None, axis=None, dtype=None
         given = on_value if on_value is not None else off_value
         dtype = "float32" if given is None else to_array(given).dtype.name
     dtype = as_dtype(dtype)
-    return _wrap(_st.one_hot(ix, depth, 1 if on_value is None else on_value,
+    return wrap(_st.one_hot(ix, depth, 1 if on_value is None else on_value,
                              0 if off_value is None else off_value,
                              -1 if axis is None else axis, dtype, name=name))
 
@@ -427,7 +427,7 @@ def top_k(input, k=1, sorted=True, name=None):             # noqa: A002
         indices = _st.top_k_indices(ranks, k)
         last = x.type.rank - 1
         values = _st.gather(x, indices, axis=last, batch_dims=last)
-    return TopK(_wrap(values), _wrap(indices))
+    return TopK(wrap(values), wrap(indices))
 
 
 # -- space <-> batch ---------------------------------------------------------------------------
@@ -471,7 +471,7 @@ def space_to_batch_nd(input, block_shape, paddings, name=None):    # noqa: A002
             list(range(2 * m + 1, 2 * m + 1 + len(rest)))
         y = _shape.transpose(y, perm)
         y = _shape.reshape(y, [-1] + [d // b for d, b in zip(padded, block)] + rest)
-    return _wrap(y)
+    return wrap(y)
 
 
 @_export
@@ -507,7 +507,7 @@ def batch_to_space_nd(input, block_shape, crops, name=None):   # noqa: A002
         spec += [("range", None, None, 1)] * len(rest)
         if any(s or e for s, e in crops):
             y = _slice_spec(y, spec, None)
-    return _wrap(y)
+    return wrap(y)
 
 
 # -- compositions (see each docstring for the cost) ----------------------------------------

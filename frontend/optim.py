@@ -38,7 +38,7 @@ from ..ir.graph import Value
 from ..ir.ops.common import apply
 from . import ops as _ops
 from .gradients import gradients
-from .tensor import Tensor, Variable, _wrap
+from .tensor import Tensor, Variable, wrap
 
 __all__ = ["Optimizer", "SGD", "GradientDescent", "Momentum", "Adagrad", "Adadelta", "Adam",
            "Adamax", "RMSProp", "group", "with_dependencies", "trainable_variables"]
@@ -66,7 +66,7 @@ def with_dependencies(dependencies, output_tensor, name=None) -> Tensor:
     key = f"ff.optim.group_{next(_group_keys)}"
     count = len(deps)
     output.graph.custom_gradients[key] = lambda dy: [None] * count
-    return _wrap(apply("custom_gradient", [output, *deps], {"key": key}, name or "group"))
+    return wrap(apply("custom_gradient", [output, *deps], {"key": key}, name or "group"))
 
 
 def group(*tensors, name=None) -> Tensor:

@@ -54,7 +54,7 @@ from ..ir.ops.program import PROGRAMS, UNIFORM_TYPES, check_output, check_unifor
 from ..ir.sanitize import InvalidNameError, identifier
 from ..ir.types import TensorType
 from ..passes.autodiff import program as _autodiff_program
-from .tensor import _wrap, as_tensor_value
+from .tensor import wrap, as_tensor_value
 
 _keys = itertools.count()
 
@@ -123,7 +123,7 @@ class GPGPUProgram:
         # warn now, at the user's line, when the loops' bounds are already known
         check_program_loops(node.attrs, [v.shape for v in values], out_type.shape,
                             node.source)
-        return _wrap(result)
+        return wrap(result)
 
     def __repr__(self):
         return f"<ff.gpgpu_program {self.name}({', '.join(self.inputs)})>"
@@ -142,8 +142,8 @@ def program_gradient(node, dy):
         raise GradientError(f"program '{node.attrs['name']}' ({node.name}"
                             f"{', ' + node.source if node.source else ''}) has no gradient: "
                             f"pass gradient=... to ff.gpgpu_program")
-    grads = program.gradient(*[_wrap(v) for v in node.inputs], _wrap(node.outputs[0]),
-                             _wrap(dy), **dict(node.attrs["uniform_values"]))
+    grads = program.gradient(*[wrap(v) for v in node.inputs], wrap(node.outputs[0]),
+                             wrap(dy), **dict(node.attrs["uniform_values"]))
     grads = list(grads) if isinstance(grads, (list, tuple)) else [grads]
     if len(grads) != len(node.inputs):
         raise GradientError(f"program '{program.name}': its gradient returned "

@@ -87,50 +87,50 @@ class Tensor:
                                                         else f".{method}") + "()")
 
     # -- operators ------------------------------------------------------------------
-    def __add__(self, other): return _wrap(elementwise.binary("add", self.value, _v(other)))
-    def __radd__(self, other): return _wrap(elementwise.binary("add", _v(other), self.value))
-    def __sub__(self, other): return _wrap(elementwise.binary("sub", self.value, _v(other)))
-    def __rsub__(self, other): return _wrap(elementwise.binary("sub", _v(other), self.value))
-    def __mul__(self, other): return _wrap(elementwise.binary("mul", self.value, _v(other)))
-    def __rmul__(self, other): return _wrap(elementwise.binary("mul", _v(other), self.value))
-    def __truediv__(self, other): return _wrap(elementwise.binary("div", self.value, _v(other)))
-    def __rtruediv__(self, other): return _wrap(elementwise.binary("div", _v(other), self.value))
+    def __add__(self, other): return wrap(elementwise.binary("add", self.value, _v(other)))
+    def __radd__(self, other): return wrap(elementwise.binary("add", _v(other), self.value))
+    def __sub__(self, other): return wrap(elementwise.binary("sub", self.value, _v(other)))
+    def __rsub__(self, other): return wrap(elementwise.binary("sub", _v(other), self.value))
+    def __mul__(self, other): return wrap(elementwise.binary("mul", self.value, _v(other)))
+    def __rmul__(self, other): return wrap(elementwise.binary("mul", _v(other), self.value))
+    def __truediv__(self, other): return wrap(elementwise.binary("div", self.value, _v(other)))
+    def __rtruediv__(self, other): return wrap(elementwise.binary("div", _v(other), self.value))
     def __floordiv__(self, other):
-        return _wrap(elementwise.binary("floor_div", self.value, _v(other)))
+        return wrap(elementwise.binary("floor_div", self.value, _v(other)))
     def __rfloordiv__(self, other):
-        return _wrap(elementwise.binary("floor_div", _v(other), self.value))
-    def __mod__(self, other): return _wrap(elementwise.binary("mod", self.value, _v(other)))
-    def __rmod__(self, other): return _wrap(elementwise.binary("mod", _v(other), self.value))
-    def __pow__(self, other): return _wrap(elementwise.binary("pow", self.value, _v(other)))
-    def __rpow__(self, other): return _wrap(elementwise.binary("pow", _v(other), self.value))
-    def __matmul__(self, other): return _wrap(matmul_promoting(self.value, _v(other)))
-    def __rmatmul__(self, other): return _wrap(matmul_promoting(_v(other), self.value))
-    def __neg__(self): return _wrap(elementwise.unary("neg", self.value))
+        return wrap(elementwise.binary("floor_div", _v(other), self.value))
+    def __mod__(self, other): return wrap(elementwise.binary("mod", self.value, _v(other)))
+    def __rmod__(self, other): return wrap(elementwise.binary("mod", _v(other), self.value))
+    def __pow__(self, other): return wrap(elementwise.binary("pow", self.value, _v(other)))
+    def __rpow__(self, other): return wrap(elementwise.binary("pow", _v(other), self.value))
+    def __matmul__(self, other): return wrap(matmul_promoting(self.value, _v(other)))
+    def __rmatmul__(self, other): return wrap(matmul_promoting(_v(other), self.value))
+    def __neg__(self): return wrap(elementwise.unary("neg", self.value))
     def __pos__(self): return self
-    def __abs__(self): return _wrap(elementwise.unary("abs", self.value))
-    def __invert__(self): return _wrap(elementwise.unary("logical_not", self.value))
+    def __abs__(self): return wrap(elementwise.unary("abs", self.value))
+    def __invert__(self): return wrap(elementwise.unary("logical_not", self.value))
     def __and__(self, other):
-        return _wrap(elementwise.binary("logical_and", self.value, _v(other)))
-    def __or__(self, other): return _wrap(elementwise.binary("logical_or", self.value, _v(other)))
-    def __lt__(self, other): return _wrap(elementwise.binary("less", self.value, _v(other)))
-    def __le__(self, other): return _wrap(elementwise.binary("less_equal", self.value, _v(other)))
-    def __gt__(self, other): return _wrap(elementwise.binary("greater", self.value, _v(other)))
+        return wrap(elementwise.binary("logical_and", self.value, _v(other)))
+    def __or__(self, other): return wrap(elementwise.binary("logical_or", self.value, _v(other)))
+    def __lt__(self, other): return wrap(elementwise.binary("less", self.value, _v(other)))
+    def __le__(self, other): return wrap(elementwise.binary("less_equal", self.value, _v(other)))
+    def __gt__(self, other): return wrap(elementwise.binary("greater", self.value, _v(other)))
     def __ge__(self, other):
-        return _wrap(elementwise.binary("greater_equal", self.value, _v(other)))
+        return wrap(elementwise.binary("greater_equal", self.value, _v(other)))
 
     __hash__ = object.__hash__      # identity: tensors key feed_dicts
 
     def __getitem__(self, key):
-        return _wrap(_shape.strided_slice(self.value, key))
+        return wrap(_shape.strided_slice(self.value, key))
 
     # -- conveniences -------------------------------------------------------------
     def reshape(self, *shape):
         shape = shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape
-        return _wrap(_shape.reshape(self.value, shape))
+        return wrap(_shape.reshape(self.value, shape))
 
     @property
     def T(self):
-        return _wrap(_shape.transpose(self.value))
+        return wrap(_shape.transpose(self.value))
 
     # -- TensorFlow 1's conveniences (see frontend/default_session.py) -----------------
     def eval(self, feed_dict=None, session=None):
@@ -177,7 +177,7 @@ class Variable(Tensor):
 
     def assign(self, value, name=None) -> Tensor:
         """An op that sets the variable when a run ends; it evaluates to the new value."""
-        return _wrap(state.assign(self.value, _v(value, self.graph), name))
+        return wrap(state.assign(self.value, _v(value, self.graph), name))
 
     def assign_add(self, delta, name=None) -> Tensor:
         return self.assign(self + delta, name)
@@ -235,9 +235,11 @@ def _v(x, graph=None):
     return x
 
 
-def _wrap(value):
+def wrap(value):
+    """The Tensor for an ir Value (a Variable for a variable's), or a tuple of them: how
+    every op function hands its result back to the user."""
     if isinstance(value, tuple):
-        return tuple(_wrap(v) for v in value)
+        return tuple(wrap(v) for v in value)
     if value.node.op == "variable":
         return Variable(value)
     return Tensor(value)

@@ -26,7 +26,7 @@ import numpy as np
 from ..ir.errors import FragflowError
 from ..ir.graph import get_default_graph
 from ..ir.ops import state as _state
-from .tensor import Tensor, Variable, _wrap
+from .tensor import Tensor, Variable, wrap
 
 __all__ = ["global_variables_initializer", "variables_initializer",
            "initialize_all_variables", "global_variables", "trainable_variables",
@@ -105,7 +105,7 @@ def variables_initializer(var_list, name="init") -> Tensor:
     var_list = list(var_list)
     if not var_list:
         # TF returns a no-op; a fetch needs a tensor, so a constant of the graph
-        return _wrap(_state.constant(get_default_graph(), np.int32(0), name=name))
+        return wrap(_state.constant(get_default_graph(), np.int32(0), name=name))
     graph = var_list[0].graph
     with graph.as_default():
         assigns = [v.assign(_state.constant(graph, v.initial_value)) for v in var_list]

@@ -15,7 +15,9 @@ _STDLIB = os.path.dirname(os.__file__) + os.sep     # contextlib, functools...
 _SITE = os.path.join(_STDLIB, "site-packages")
 
 
-def _is_internal(filename: str) -> bool:
+def is_internal(filename: str) -> bool:
+    """True for fragflow's own files and Python's (not site-packages): frames there are
+    skipped when looking for the user's line."""
     return (filename.startswith(_INTERNAL) or filename in _INTERNAL_FILES
             or (filename.startswith(_STDLIB) and not filename.startswith(_SITE))
             or filename.startswith("<frozen"))
@@ -26,7 +28,7 @@ def user_location() -> str:
     frame = sys._getframe(1)
     while frame is not None:
         filename = os.path.abspath(frame.f_code.co_filename)
-        if not _is_internal(filename):
+        if not is_internal(filename):
             return f"{_short(filename)}:{frame.f_lineno}"
         frame = frame.f_back
     return ""

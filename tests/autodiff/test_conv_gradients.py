@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import fragflow as ff
-from fragflow.frontend.tensor import _wrap
+from fragflow.frontend.tensor import wrap
 from fragflow.ir.ops import conv as _conv
 from tests.gradcheck import check_gradients, evaluator64
 
@@ -53,7 +53,7 @@ def test_conv2d_backprop_ops_gradients_second_order(gl):
     check_gradients(lambda dy, w: ff.conv2d_transpose(
         dy, w, [1, 5, 5, 2], strides=2, padding="SAME"),
         {"dy": normal(1, 3, 3, 3), "w": normal(2, 2, 2, 3)}, second_order=True)
-    check_gradients(lambda x, dy: _wrap(_conv.conv_backprop_filter(
+    check_gradients(lambda x, dy: wrap(_conv.conv_backprop_filter(
         "conv2d", x.value, dy.value, (2, 3), strides=1, padding="VALID")),
         {"x": normal(1, 4, 5, 2), "dy": normal(1, 3, 3, 2)}, second_order=True)
 

@@ -143,31 +143,31 @@ def test_gradients_against_finite_differences(gl):
 ])
 def test_filter_gradient_shapes(gl, x_shape, dy_shape, ksize, kwargs):
     """conv2d_backprop_filter runs blocked (4 channels per texel of x where C % 4 == 0)."""
-    from fragflow.frontend.tensor import _wrap
+    from fragflow.frontend.tensor import wrap
     from fragflow.ir.ops import conv as _conv
     rng = np.random.default_rng(sum(x_shape) + sum(dy_shape))
     x, dy = normal(rng, *x_shape), normal(rng, *dy_shape)
     x[0, 1, 1, 0] = np.nan
 
     def build(xp, dyp):
-        return {"dw": _wrap(_conv.conv_backprop_filter("conv2d", xp.value, dyp.value, ksize,
+        return {"dw": wrap(_conv.conv_backprop_filter("conv2d", xp.value, dyp.value, ksize,
                                                        **kwargs))}
     g = _run(build, [x, dy], rtol=1e-4)
     with ff.Session(g) as sess:
         placeholders = [n.outputs[0] for n in g.nodes if n.op == "placeholder"]
         dw = [n.outputs[0] for n in g.nodes if n.op == "conv2d_backprop_filter"]
-        ops = [k.op for k in sess.compile([_wrap(v) for v in dw],
-                                          feeds=[_wrap(v) for v in placeholders]).kernels]
+        ops = [k.op for k in sess.compile([wrap(v) for v in dw],
+                                          feeds=[wrap(v) for v in placeholders]).kernels]
     assert ops == ["conv2d_backprop_filter", "conv2d_backprop_filter_stitch"], ops
 
 
 def test_filter_gradient_past_the_loop_limit(gl):
     # 198 x 198 output pixels: the pixel loop is unrolled to stay under 65535 iterations
-    from fragflow.frontend.tensor import _wrap
+    from fragflow.frontend.tensor import wrap
     from fragflow.ir.ops import conv as _conv
     rng = np.random.default_rng(9)
     x, dy = normal(rng, 1, 200, 200, 4), normal(rng, 1, 198, 198, 4)
-    _run(lambda xp, dyp: {"dw": _wrap(_conv.conv_backprop_filter(
+    _run(lambda xp, dyp: {"dw": wrap(_conv.conv_backprop_filter(
         "conv2d", xp.value, dyp.value, (3, 3), strides=1, padding="VALID"))}, [x, dy],
         rtol=1e-4)
 

@@ -11,7 +11,7 @@ import pytest
 
 import fragflow as ff
 from fragflow.codegen import pool as pool_codegen
-from fragflow.frontend.tensor import _wrap
+from fragflow.frontend.tensor import wrap
 from fragflow.ir.ops import conv as _conv
 from tests.gradcheck import check_gradients
 from tests.reference import assert_matches, run_both
@@ -73,14 +73,14 @@ def _pool_ops(xp, dyp, gp, ksize, strides, padding):
     out = {}
     for op in ("max_pool", "min_pool", "avg_pool"):
         y = _conv.pool(op, xp.value, ksize, strides, padding)
-        out[op] = _wrap(y)
+        out[op] = wrap(y)
         if op == "avg_pool":
-            out[op + "_grad"] = _wrap(_conv.avg_pool_grad(
+            out[op + "_grad"] = wrap(_conv.avg_pool_grad(
                 "avg_pool_grad", dyp.value, xp.shape[1:-1], ksize, strides, padding))
         else:
-            out[op + "_grad"] = _wrap(_conv.pool_grad(
+            out[op + "_grad"] = wrap(_conv.pool_grad(
                 op + "_grad", xp.value, y, dyp.value, ksize, strides, padding))
-            out[op + "_grad_grad"] = _wrap(_conv.pool_grad(
+            out[op + "_grad_grad"] = wrap(_conv.pool_grad(
                 op + "_grad_grad", xp.value, y, gp.value, ksize, strides, padding))
     return out
 
