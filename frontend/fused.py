@@ -64,7 +64,7 @@ def matmul(a, b, transpose_a=False, transpose_b=False, bias=None, activation="li
 
 
 def _conv(conv_op, x, filters, strides, padding, dilations, bias, activation, alpha, name):
-    from ..ir.ops.conv import _conv_attrs
+    from ..ir.ops.conv import conv_node_attrs
     x_v, w_v = graph_operands(x, filters)
     bias_v = None if bias is None else as_tensor_value(bias) if not isinstance(bias, Tensor) \
         else bias.value
@@ -72,7 +72,7 @@ def _conv(conv_op, x, filters, strides, padding, dilations, bias, activation, al
         else alpha
     steps, extra = epilogue_steps(bias_v, activation, alpha_v)
     return wrap(_fused.fused_conv(conv_op, x_v, w_v, extra, steps,
-                                   _conv_attrs(strides, padding, dilations),
+                                   conv_node_attrs(strides, padding, dilations),
                                    name=name or f"fused_{conv_op}"))
 
 

@@ -606,34 +606,36 @@ def _tuple(v):
     return tuple(_tuple(e) for e in v)
 
 
-def _conv_attrs(strides, padding, dilations):
+def conv_node_attrs(strides, padding, dilations):
+    """A conv node's strides / padding / dilations attrs, as tuples (ff.fused's convs
+    build theirs the same way)."""
     return {"strides": _tuple(strides), "padding": _tuple(padding),
             "dilations": _tuple(dilations)}
 
 
 def conv(op, x, w, strides=1, padding="VALID", dilations=1, name=None):
     """conv2d, conv3d, depthwise_conv2d or dilation2d of x by w."""
-    return apply(op, [x, w], _conv_attrs(strides, padding, dilations), name)
+    return apply(op, [x, w], conv_node_attrs(strides, padding, dilations), name)
 
 
 def conv_backprop_input(op, dy, w, input_size, strides=1, padding="VALID", dilations=1,
                         name=None):
     """op is the forward conv ('conv2d', ...); input_size the input's spatial size."""
     return apply(f"{op}_backprop_input", [dy, w],
-                 {**_conv_attrs(strides, padding, dilations),
+                 {**conv_node_attrs(strides, padding, dilations),
                   "input_size": _tuple(input_size)}, name)
 
 
 def conv_backprop_filter(op, x, dy, filter_size, strides=1, padding="VALID", dilations=1,
                          name=None):
     return apply(f"{op}_backprop_filter", [x, dy],
-                 {**_conv_attrs(strides, padding, dilations),
+                 {**conv_node_attrs(strides, padding, dilations),
                   "filter_size": _tuple(filter_size)}, name)
 
 
 def dilation_backprop(which, x, w, dy, strides=1, padding="VALID", dilations=1, name=None):
     return apply(f"dilation2d_backprop_{which}", [x, w, dy],
-                 _conv_attrs(strides, padding, dilations), name)
+                 conv_node_attrs(strides, padding, dilations), name)
 
 
 def pool(op, x, ksize, strides, padding="VALID", name=None):
