@@ -16,9 +16,11 @@ branch, so choosing among R * CT textures would fetch from all of them), adds up
 splits where there are any, and applies a fused epilogue (bias, activation).
 
 Packed (products of PACKED_MIN_MACS multiply-adds or more; plain convolutions whose
-input is big, codegen/conv.py): two launches first copy A and B into panels
-(templates/matmul_pack.glsl.j2) where the R texels of A and the 4 CT texels of B that
-one fragment reads at a step of K are adjacent, zero past the edges; the blocked kernel
+input is big, codegen/conv.py): a launch first copies B into a panel
+(templates/matmul_pack.glsl.j2) where the 4 CT texels that one fragment reads at a step
+of K are adjacent, zero past the edges, and one more A (its R texels adjacent) unless
+A's rows are runs of whole texels already (row-major, K % 4 == 0: read in place, measured
+level with its panel and one launch and one pass fewer); the blocked kernel
 (templates/matmul_packed.glsl.j2) then streams through both in order with an add per
 step and no bounds. Profiled on llvmpipe (perf, 1024x1024): unpacked, B's rows are 4 KB
 apart, a new page at every k, and the first load of B's texels took ~40% of the
@@ -280,33 +282,43 @@ def b_panel(blocking, k, n, tb, batch, k4, batch_stride=None) -> Panel:
 def packed_kernels(prefix, op, nodes, layouts, out, blocking, a_panel, a_source,
                    b_panel_, b_source, a_batch, b_batch, extra=(), epilogue=None):
     """[pack A, pack B, packed kernel, stitch] (templates/matmul_pack.glsl.j2,
-    matmul_packed.glsl.j2, matmul_stitch.glsl.j2), or None where a panel would not fit
-    in a texture of a size the context is known to allow."""
+    matmul_packed.glsl.j2, matmul_stitch.glsl.j2), without pack A where `a_panel` is
+    None (A read in place: row-major, K % 4 == 0); None where a panel would not fit in
+    a texture of a size the context is known to allow."""
     max_size = max(_max_texture_size(layouts, out), a_source.layout.width,
                    a_source.layout.height, b_source.layout.width, b_source.layout.height)
-    a_layout, b_layout = panel_layout(a_panel, max_size), panel_layout(b_panel_, max_size)
-    if a_layout is None or b_layout is None:
+    b_layout = panel_layout(b_panel_, max_size)
+    a_layout = a_panel and panel_layout(a_panel, max_size)
+    if b_layout is None or (a_panel is not None and a_layout is None):
         return None
-    k4 = a_panel.k4
+    k4 = b_panel_.k4
     # few blocks and a long K: split K among fragments so llvmpipe's threads share it
     splits = max(1, min(-(-SPLIT_FRAGMENTS // blocking.fragments_per_split),
                         k4 * 4 // SPLIT_MIN_K, SPLIT_MAX))
     q_chunk = -(-k4 // splits)
     blocking = replace(blocking, splits=-(-k4 // q_chunk))
-    names = f"{out.value}#panel_a", f"{out.value}#panel_b"
-    layouts[names[0]], layouts[names[1]] = a_layout, b_layout
-    pack_a, pa = pack_kernel(a_panel, a_layout, a_source, names[0], prefix + "a", op, nodes)
-    pack_b, pb = pack_kernel(b_panel_, b_layout, b_source, names[1], prefix + "b", op,
-                             nodes)
+    kernels = []
+    if a_panel is None:
+        pa = a_source
+    else:
+        layouts[f"{out.value}#panel_a"] = a_layout
+        pack_a, pa = pack_kernel(a_panel, a_layout, a_source, f"{out.value}#panel_a",
+                                 prefix + "a", op, nodes)
+        kernels.append(pack_a)
+    layouts[f"{out.value}#panel_b"] = b_layout
+    pack_b, pb = pack_kernel(b_panel_, b_layout, b_source, f"{out.value}#panel_b",
+                             prefix + "b", op, nodes)
+    kernels.append(pack_b)
     blocks, targets = target_operands(blocking, out, max_size, layouts)
     main = blocked_kernel("matmul_packed.glsl.j2", prefix, op, nodes,
                           [replace(pa, sampler="x0"), replace(pb, sampler="x1")], blocks,
                           targets, blocking, k4=k4, q_chunk=q_chunk, a_batch=a_batch,
-                          b_batch=b_batch, b_kind=b_panel_.kind, unroll=unroll_for(q_chunk))
+                          b_batch=b_batch, b_kind=b_panel_.kind, a_in_place=a_panel is None,
+                          unroll=unroll_for(q_chunk))
     stitch = stitch_kernel(blocks, out, prefix + "s", op, nodes, extra, epilogue,
                            mapping="matmul", blocking=blocking,
                            aligned=blocking.n % 4 == 0)
-    return [pack_a, pack_b, main, stitch]
+    return kernels + [main, stitch]
 
 
 def packed_matmul(node, a, b, out, prefix, layouts, extra=(), epilogue=None,
@@ -325,8 +337,12 @@ def packed_matmul(node, a, b, out, prefix, layouts, extra=(), epilogue=None,
     k4 = -(-k // 4)
     a_entries = math.prod(a.layout.shape[:-2])
     b_entries = math.prod(b.layout.shape[:-2])
-    pa = Panel("rows", a_entries, blocking.slab, blocking.slab, blocking.rows, k4, m, k,
-               batch_stride=m * k, row_stride=1 if ta else k, col_stride=m if ta else 1)
+    if not ta and k % 4 == 0:
+        pa = None               # A's rows are runs of whole texels already: read in place
+    else:
+        pa = Panel("rows", a_entries, blocking.slab, blocking.slab, blocking.rows, k4, m,
+                   k, batch_stride=m * k, row_stride=1 if ta else k,
+                   col_stride=m if ta else 1)
     pb = b_panel(blocking, k, n, tb, b_entries, k4)
     a_batch = affine_index(batch_shape, _entry_strides(a.layout.shape, batch_shape))
     b_batch = affine_index(batch_shape, _entry_strides(b.layout.shape, batch_shape))

@@ -49,9 +49,12 @@ def test_big_products_take_the_packed_path(gl, monkeypatch):
     with ff.Session(g) as sess:
         fn = sess.compile([y, z, small], feeds=[a, b, xp])
         ops = [k.op for k in fn.kernels]
-        for op in ("fused_matmul", "fused_conv2d"):
-            assert [o for o in ops if o.startswith(op)] == [
-                op + "_pack", op + "_pack", op, op + "_stitch"], ops
+        # A (row-major, K % 4 == 0) is read in place; the windows are packed
+        assert [o for o in ops if o.startswith("fused_matmul")] == [
+            "fused_matmul_pack", "fused_matmul", "fused_matmul_stitch"], ops
+        assert [o for o in ops if o.startswith("fused_conv2d")] == [
+            "fused_conv2d_pack", "fused_conv2d_pack", "fused_conv2d",
+            "fused_conv2d_stitch"], ops
         out = fn(av, bv, x)
     with ff.Session(g, backend="numpy") as sess:
         ref = sess.run([y, z, small], {a: av, b: bv, xp: x})
@@ -62,12 +65,14 @@ def test_big_products_take_the_packed_path(gl, monkeypatch):
 def test_panels_of_odd_sizes_split_k_and_long_k(gl):
     # more rows and columns than one block group, none in fours, with a batch: the
     # panels' zero padding past ROWS / COLS must not leak into the results; few blocks
-    # and a long K split K (the stitch adds the splits); K = 70001 steps past 65535
+    # and a long K split K (the stitch adds the splits), A packed or read in place
+    # (K % 4 == 0, batched); K = 70001 steps past 65535
     check([("odd", (5, 67, 131), "float32", (5, 131, 70), "float32", False, False),
            ("odd_t", (3, 131, 67), "float32", (3, 70, 131), "float32", True, True),
            ("vec", (1, 9), "float32", (9, 1), "float32", False, False),
            ("split", (8, 3001), "float32", (3001, 12), "float32", False, False),
            ("split_t", (3000, 8), "float32", (5, 3000), "float32", True, True),
+           ("split_in_place", (2, 8, 3000), "float32", (3000, 12), "float32", False, False),
            ("long", (3, 70001), "float32", (70001, 2), "float32", False, False)], seed=11)
 
 
