@@ -18,6 +18,7 @@ import numpy as np
 import fragflow.frontend as F
 
 from .. import ops_nn_extra as NN    # gelu, hard_swish, layer/instance normalization
+from . import grid_sample as GS
 from . import pool_taps, recurrent
 from . import resize as R
 from .importer import Init
@@ -219,6 +220,24 @@ def window(ctx, node, x, a):
 def rnn(ctx, node, x, a):
     """Unrolled over the static sequence length (recurrent.py)."""
     return recurrent.recurrent(ctx, node, x, a, node.op_type)
+
+
+@rule("GridSample")
+def grid_sample(ctx, node, x, a):
+    """Gathers at the grid's positions, weighted (grid_sample.py)."""
+    mode = {"bilinear": "linear", "bicubic": "cubic"}.get(a.get("mode", "linear"),
+                                                          a.get("mode", "linear"))
+    if ctx.opset < 20 and "mode" not in a:
+        mode = "linear"                        # opset 16's default, "bilinear"
+    padding = a.get("padding_mode", "zeros")
+    if mode not in ("nearest", "linear", "cubic") or \
+            padding not in ("zeros", "border", "reflection"):
+        raise ctx.error(f"GridSample mode {mode!r} with padding_mode {padding!r} is not "
+                        f"supported")
+    t, grid = ctx.tensor(x[0]), ctx.tensor(x[1])
+    if mode == "cubic" and len(t.shape) != 4:
+        raise ctx.error("GridSample cubic of a non-4-D input is not supported")
+    return GS.grid_sample(ctx, t, grid, mode, padding, bool(a.get("align_corners", 0)))
 
 
 @rule("AffineGrid")
