@@ -18,7 +18,7 @@ from ..ir.graph import Graph
 from ..ir.ops.registry import all_ops, get_op
 from ..passes.split_wide import DEFAULT_TEXTURE_UNITS
 from . import (conv, elementwise, fused, gradient, image, matmul, program, random, reduce,
-               shape, structure)
+               shape, structure, update)
 from .kernel import Program
 from .layout import layout_for
 
@@ -38,6 +38,7 @@ LOWERINGS = {
     "random": random.lower_node,
     "fused": fused.lower_node,
     "program": program.lower_node,
+    "update": update.lower_node,
 }
 
 
@@ -100,7 +101,7 @@ def _takes_texture(program: Program, value: str, assigned: str, layouts: dict) -
     """Whether an assign can hand the variable the very texture `value` was computed
     into (no copy kernel). The runtime swaps it with the variable's at the end of the
     run and the next run computes `value` into the variable's old texture. Only for a
-    value that a single-output kernel of this program writes (not a variable, feed or
+    value that one kernel of this program writes (not a variable, feed or
     constant, whose texture must keep its content), that no earlier assign took, and
     whose texture has the variable's size and format. Fetched values are read back
     before the swap; kernels reading the value later in the run still find it there."""
@@ -109,9 +110,11 @@ def _takes_texture(program: Program, value: str, assigned: str, layouts: dict) -
     while root in aliases:
         root = aliases[root]
     writers = [s[1] for s in program.steps
-               if s[0] == "kernel" and s[1].output.value == root]
-    if len(writers) != 1 or getattr(writers[0], "extra_outputs", ()):
-        return False        # several render targets: the framebuffer pins the textures
+               if s[0] == "kernel" and any(b.value == root for b in s[1].outputs)]
+    if len(writers) != 1 or writers[0].output_layers:
+        return False        # an array texture's layer is not a texture of its own
+    # (several render targets: the plan's framebuffer follows the swapped textures,
+    # runtime/slot_targets.py)
     taken = set()
     for _, name in program.assigns:
         while name in aliases:

@@ -10,7 +10,7 @@ from ..ir.errors import FragflowError
 from ..ir.graph import Graph
 from ..ir.printer import format_graph
 from . import conv_lowering, fold_batch_norm, fusion, simplify, split_wide
-from . import layout_transposes
+from . import fuse_updates, layout_transposes
 from .verify import verify
 
 
@@ -57,6 +57,9 @@ register_pass("split_wide_nodes",
 register_pass("fuse_epilogues",
               "matmul / conv2d / depthwise_conv2d + bias + activation in one kernel",
               options=("max_texture_units",))(fusion.fuse_epilogues)
+register_pass("fuse_updates",
+              "an optimizer's update of a variable and its slots in one kernel",
+              options=("max_texture_units",))(fuse_updates.fuse_updates)
 register_pass("fuse_elementwise", "connected elementwise ops in one kernel",
               options=("max_texture_units",))(fusion.fuse_elementwise)
 
@@ -64,8 +67,9 @@ register_pass("fuse_elementwise", "connected elementwise ops in one kernel",
 # turns a user's graph and fetches into a compiled graph).
 DEFAULT_PIPELINE = ("fold_constants", "layout_transposes", "cse", "simplify",
                     "conv_backprop_as_conv", "fold_batch_norm", "split_wide_nodes",
-                    "fuse_epilogues", "fuse_elementwise", "verify")
-FUSION_PASSES = ("fuse_epilogues", "fuse_elementwise", "layout_transposes")
+                    "fuse_epilogues", "fuse_updates", "fuse_elementwise", "verify")
+FUSION_PASSES = ("fuse_epilogues", "fuse_updates", "fuse_elementwise",
+                 "layout_transposes")
 # What a compiled graph needs before any GPU can run it (no kernel reading more
 # textures than the GPU binds): a custom pipeline that leaves one out gets it at its
 # end, unless disable= names it.

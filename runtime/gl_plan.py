@@ -12,6 +12,7 @@ from ..ir.types import TensorType
 from .device import Device
 from .gl_resources import ArrayTexture, RenderTargets, Texture, check_gl
 from .memory_plan import plan_memory
+from .slot_targets import SlotTargets
 from OpenGL import GL  # noqa: E402,I001  after gl_resources: it binds PyOpenGL's platform
 
 
@@ -233,9 +234,9 @@ class GLPlan:
                 self._framebuffers.append(targets)
                 target = Slot(targets)
             elif kernel.extra_outputs:          # several render targets, one draw
-                targets = RenderTargets(slot_of[b.value].texture for b in kernel.outputs)
-                self._framebuffers.append(targets)
-                target = Slot(targets)
+                # a framebuffer per set of textures the slots hold (assigns swap them)
+                target = SlotTargets(slot_of[b.value] for b in kernel.outputs)
+                self._framebuffers.append(target)
             program_id = self.device.programs.get(kernel)
             inputs = tuple(slot_of[memory.root(b.value)] for b in kernel.inputs)
             uniforms = self.device.programs.uniform_setters(program_id, kernel)
