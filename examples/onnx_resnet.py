@@ -3,9 +3,11 @@ onnxruntime, time both, and write the shaders fragflow runs.
 
     python examples/onnx_resnet.py [--size 64] [--batch 1] [--runs 5] [--out onnx_resnet_out]
 
-Uses torchvision's resnet18 (random weights) when torchvision is installed, else a
-ResNet-18-shaped network defined here (same blocks, fewer channels). Needs torch, onnx
-and onnxruntime (pip install 'fragflow[test]' torch).
+Uses torchvision's resnet18 (random weights) when torchvision imports, else ResNet-18
+as torchvision defines it, written here (the same stem, four stages of two basic
+blocks of 64, 128, 256 and 512 channels, pool and fc; PyPI's torchvision does not
+import beside every torch). Needs torch, onnx and onnxruntime (pip install
+'fragflow[test]' torch).
 """
 import argparse
 import os
@@ -32,14 +34,15 @@ class BasicBlock(nn.Module):
         return torch.relu(y + (x if self.down is None else self.down(x)))
 
 
-class SmallResNet(nn.Module):
-    """ResNet-18's layout (stem, 4 stages of 2 basic blocks, pool, fc), 16-128 channels."""
+class ResNet18(nn.Module):
+    """torchvision's resnet18: stem, 4 stages of 2 basic blocks (64-512 channels), pool,
+    fc."""
     def __init__(self, classes=1000):
         super().__init__()
-        widths = [16, 32, 64, 128]
-        self.stem = nn.Sequential(nn.Conv2d(3, 16, 7, 2, 3, bias=False), nn.BatchNorm2d(16),
+        widths = [64, 128, 256, 512]
+        self.stem = nn.Sequential(nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64),
                                   nn.ReLU(), nn.MaxPool2d(3, 2, 1))
-        blocks, cin = [], 16
+        blocks, cin = [], 64
         for i, w in enumerate(widths):
             blocks += [BasicBlock(cin, w, 1 if i == 0 else 2), BasicBlock(w, w, 1)]
             cin = w
@@ -55,8 +58,9 @@ def build_model():
     try:
         import torchvision
         return torchvision.models.resnet18(weights=None).eval(), "torchvision resnet18"
-    except ImportError:
-        return SmallResNet().eval(), "ResNet-18-shaped (torchvision not installed)"
+    except Exception:                 # not installed, or built for another torch
+        return ResNet18().eval(), "resnet18 (torchvision's architecture; torchvision " \
+            "does not import)"
 
 
 def median_time(fn, runs):
