@@ -10,6 +10,12 @@ import sys
 import numpy as np
 import pytest
 
+# Minutes, not seconds, on the 2 shared cores (Ray's processes, actor start-up, Ray Data's
+# executor; 2.5-6.5 min measured under load): outside `make test`'s 10-minute budget, run
+# by .ci/run in a step of its own, or by hand with FRAGFLOW_RAY_TESTS=1.
+if not os.environ.get("FRAGFLOW_RAY_TESTS"):
+    pytest.skip("the Ray tests take minutes: set FRAGFLOW_RAY_TESTS=1 (.ci/run does)",
+                allow_module_level=True)
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'fragflow[ray]')")
 pytest.importorskip("ray.data", reason="Ray Data is not installed (pip install 'ray[data]')")
 
