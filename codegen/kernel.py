@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 
 from .layout import Layout
 
-
 _COMMENT = re.compile(r"//[^\n]*")
 HEADER_END = "// -- end of header --"     # templates end the (empty) header with it
 USER_CODE_MARK = "// -- user code --"     # the line before a gpgpu_program's GLSL

@@ -2,8 +2,17 @@
 in GLSL on the same (key, counter) as the numpy reference, so both draw the same bits."""
 from __future__ import annotations
 
-from ..ir.ops.random import (MAX_ATTEMPTS, PHILOX_M, PHILOX_ROUNDS, PHILOX_W, TRUNCATE,
-                             dropout_scale, key_of, resolve_noise_shape, uniform_bounds)
+from ..ir.ops.random import (
+    MAX_ATTEMPTS,
+    PHILOX_M,
+    PHILOX_ROUNDS,
+    PHILOX_W,
+    TRUNCATE,
+    dropout_scale,
+    key_of,
+    resolve_noise_shape,
+    uniform_bounds,
+)
 from .common import make_kernel, operands, output_operand
 from .environment import glsl_float
 from .layout import broadcast_index

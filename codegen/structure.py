@@ -16,7 +16,7 @@ from ..ir.ops.structure import gather_dims
 from ..ir.types import normalize_axes
 from .common import make_kernel, operands, output_operand
 from .environment import glsl_float, glsl_int
-from .layout import broadcast_index, strides, affine_index
+from .layout import affine_index, broadcast_index, strides
 from .reduce import LOOP_TRIPS, unroll_for
 
 LANES = 4           # output elements per fragment: each runs its own loops

@@ -19,7 +19,7 @@ from .source import user_location
 from .types import TensorType
 
 
-def mixed_graphs(value: "Value", graph: "Graph") -> str:
+def mixed_graphs(value: Value, graph: Graph) -> str:
     """Why value cannot be used in graph (two graphs may well share a name)."""
     other = value.graph.name
     same = " (another graph of the same name)" if other == graph.name else ""
@@ -32,11 +32,11 @@ class Value:
 
     __slots__ = ("node", "index", "type")
 
-    def __init__(self, node: "Node", index: int, type: TensorType):
+    def __init__(self, node: Node, index: int, type: TensorType):
         self.node, self.index, self.type = node, index, type
 
     @property
-    def graph(self) -> "Graph":
+    def graph(self) -> Graph:
         return self.node.graph
 
     @property
@@ -135,7 +135,7 @@ class Graph:
             self._scopes = saved
 
     @contextlib.contextmanager
-    def derived_from(self, node: "Node", prefix: str):
+    def derived_from(self, node: Node, prefix: str):
         """Nodes made inside are named under 'prefix/<node's scope>' and carry node's
         source line: how gradient nodes point back at the forward op they came from."""
         scope = f"{prefix}/{node.scope}/" if node.scope else f"{prefix}/"
@@ -165,7 +165,7 @@ class Graph:
 
         exact_name/scope/source are for passes that copy nodes and keep their identity.
         """
-        from .ops.registry import get_op   # the registry imports this module
+        from .ops.registry import get_op  # the registry imports this module
 
         opdef = get_op(op)
         for v in inputs:

@@ -36,7 +36,7 @@ _FOR = re.compile(r"\bfor\s*\(")
 _CONST = re.compile(r"\bconst\s+(?:int|uint|float)\s+([A-Za-z_]\w*)\s*=\s*([^;]+);")
 _VAR = r"([A-Za-z_]\w*)"
 _INIT = re.compile(rf"^\s*(?:(?:int|uint|float)\s+)?{_VAR}\s*=\s*(.+?)\s*$", re.S)
-_COND = re.compile(rf"^\s*(.+?)\s*(<=|>=|<|>)\s*(.+?)\s*$", re.S)
+_COND = re.compile(r"^\s*(.+?)\s*(<=|>=|<|>)\s*(.+?)\s*$", re.S)
 _SWIZZLE = {"x": 0, "y": 1, "z": 2, "w": 3, "r": 0, "g": 1, "b": 2, "a": 3}
 
 

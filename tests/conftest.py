@@ -14,7 +14,6 @@ if shutil.which("glslangValidator"):
 os.environ.setdefault("FRAGFLOW_CACHE_DIR", os.path.join(
     os.environ.get("TMPDIR", "/tmp"), "fragflow-test-cache"))
 
-import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import fragflow as ff  # noqa: E402

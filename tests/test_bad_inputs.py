@@ -14,9 +14,19 @@ import numpy as np
 import pytest
 
 import fragflow as ff
-from fragflow.ir.errors import (AttrError, DTypeError, FeedError, FetchError,
-                                FragflowError, GradientError, GraphError, NumericsError,
-                                SerializationError, ShapeError, SymbolicTensorError)
+from fragflow.ir.errors import (
+    AttrError,
+    DTypeError,
+    FeedError,
+    FetchError,
+    FragflowError,
+    GradientError,
+    GraphError,
+    NumericsError,
+    SerializationError,
+    ShapeError,
+    SymbolicTensorError,
+)
 from fragflow.ir.sanitize import InvalidNameError
 
 HOSTILE = "a\n#define exp(a) 42.0\n//b"

@@ -66,7 +66,7 @@ def layered_layout(graph, groups: dict | None = None) -> dict:
         order = levels if sweep % 2 == 0 else list(reversed(levels))
         neighbours = preds if sweep % 2 == 0 else succs
         for level in order:
-            def key(name):
+            def key(name, neighbours=neighbours):   # bound now: B023
                 near = [x[m] for m in neighbours[name] if m in x]
                 centre = sum(near) / len(near) if near else x[name]
                 return (centre, group_of.get(name, -1))

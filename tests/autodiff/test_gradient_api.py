@@ -6,7 +6,6 @@ import pytest
 
 import fragflow as ff
 from fragflow.ir.ops.registry import _REGISTRY, OpDef, register
-from fragflow.ir.types import TensorType
 
 HERE = os.path.basename(__file__)
 

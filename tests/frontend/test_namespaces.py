@@ -587,6 +587,7 @@ def test_global_step_and_exponential_decay():
 
 def test_namespaces_import_by_their_public_names():
     import importlib
+
     from fragflow.keras.layers import Dense
     from fragflow.train import AdamOptimizer
     assert Dense is ff.layers.Dense and AdamOptimizer is ff.optim.Adam

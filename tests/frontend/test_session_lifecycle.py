@@ -12,6 +12,7 @@ import pytest
 
 import fragflow as ff
 
+
 @pytest.fixture(params=["numpy", "gl"])
 def backend(request):
     if request.param == "gl":

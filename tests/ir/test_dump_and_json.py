@@ -94,8 +94,8 @@ def test_dot_export_names_every_node_and_edge():
 
 
 def test_compiled_graph_dump_has_concrete_shapes_and_returns_fetches():
-    from fragflow.passes import prune
     from fragflow.ir.types import TensorType
+    from fragflow.passes import prune
     g, (x, w, y, loss, *_rest) = model()
     compiled, _ = prune(g, [loss.value], {x.value: TensorType((8, 4), "float32")})
     text = ff.dump(compiled)

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 import fragflow as ff
-from fragflow.ir.graph import Graph, Node, Value
-from fragflow.passes import DEFAULT_PIPELINE, PassManager, VerificationError, verify
+from fragflow.ir.graph import Graph, Value
+from fragflow.passes import DEFAULT_PIPELINE, VerificationError, verify
 from tests.reference import assert_matches
 
 
@@ -103,7 +103,7 @@ def test_constant_folding_cse_and_simplification(gl):
         c = ff.constant(np.arange(3, dtype=np.float32)) * 2.0 + 1.0       # folds
         a = ff.exp(x) + c
         b = ff.exp(x) + c                                                  # CSE
-        s = -(-(a * 1.0 + 0.0))                                           # simplifies
+        s = -(-(a * 1.0 + 0.0))  # noqa: B002                             # simplifies
         t = ff.transpose(ff.transpose(s, (1, 0)), (1, 0))
         r = ff.reshape(ff.reshape(t, (3, 2)), (6,))
         y = ff.cast(r, "float32") + ff.reshape(b, (6,))

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import fragflow as ff
-from fragflow.passes import PASSES, DEFAULT_PIPELINE, prune
+from fragflow.passes import DEFAULT_PIPELINE, PASSES, prune
 from tests.reference import assert_matches
 
 UNARY = ["neg", "abs", "sin", "cos", "tanh", "sigmoid", "relu", "exp"]

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import fragflow as ff
+
 from cli_targets import run_cli, target
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import fragflow as ff
+
 from cli_targets import run_cli, target
 
 

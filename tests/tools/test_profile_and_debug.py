@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import fragflow as ff
+
 from cli_targets import heavy, program, run_cli, target
 
 
