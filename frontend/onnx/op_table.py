@@ -19,7 +19,7 @@ import fragflow.frontend as F
 
 from .. import ops_nn_extra as NN    # gelu, hard_swish, layer/instance normalization
 from . import grid_sample as GS
-from . import pool_taps, recurrent
+from . import pool_taps, recurrent, spectral
 from . import resize as R
 from .importer import Init
 
@@ -238,6 +238,21 @@ def grid_sample(ctx, node, x, a):
     if mode == "cubic" and len(t.shape) != 4:
         raise ctx.error("GridSample cubic of a non-4-D input is not supported")
     return GS.grid_sample(ctx, t, grid, mode, padding, bool(a.get("align_corners", 0)))
+
+
+@rule("DFT")
+def dft(ctx, node, x, a):
+    """Matmuls with constant cosine and sine matrices (spectral.py)."""
+    t = ctx.tensor(x[0])
+    length = None
+    if len(x) > 1 and x[1] is not None and np.asarray(ctx.static(x[1], "dft_length")).size:
+        length = ctx.ints(x[1], "dft_length")[0]
+    if ctx.opset >= 20:
+        axis = ctx.ints(x[2], "axis")[0] if len(x) > 2 and x[2] is not None else -2
+    else:
+        axis = int(a.get("axis", 1))
+    return spectral.dft(ctx, t, axis, length, bool(a.get("inverse", 0)),
+                        bool(a.get("onesided", 0)))
 
 
 @rule("AffineGrid")
