@@ -51,7 +51,8 @@ class Session:
         self.backend = backend
         self.debug = debug
         if debug:      # one kernel per node, so a NaN is pinned on the node that made it
-            disable_passes = tuple(disable_passes) + ("fuse_epilogues", "fuse_elementwise")
+            disable_passes = tuple(disable_passes) + ("fuse_epilogues", "fuse_updates",
+                                                     "fuse_elementwise")
         self._pass_args = dict(passes=passes, disable=disable_passes, dump_dir=dump_passes)
         PassManager(**self._pass_args)          # unknown pass names fail here, not later
         # device: an index from ff.devices(). One process has one GL context: the

@@ -157,3 +157,16 @@ def test_small_shared_results_are_recomputed_not_read():
         [k.op for k in adam_kernels]
     assert fu.RECOMPUTED_UP_TO >= 1
     sess.close()
+
+
+def test_debug_mode_keeps_every_update_a_kernel_of_its_own():
+    """Session(debug=True) runs one kernel per node, so a NaN is pinned on the node that
+    made it: no fused_update there, and the same values."""
+    g, t, loss, step, _ = _training_graph("Adam", shapes=[(3, 5)], seed=2)
+    debug, ref = ff.Session(g, debug=True), ff.Session(g, backend="numpy")
+    fn = debug.compile([step, loss], feeds=[t])
+    assert not [k for k in fn.kernels if k.op == "fused_update"]
+    fn_np = ref.compile([step, loss], feeds=[t])
+    for i in range(2):
+        np.testing.assert_allclose(fn(np.float32(i))[1], fn_np(np.float32(i))[1], rtol=1e-5)
+    debug.close()
