@@ -48,6 +48,7 @@ WINDOW_MAX = 4096           # the most elements one output element reduces in a 
 SMALL_WORK = 1 << 16        # elements a single pass reduces without splitting the axis
 MIN_UNROLL = 4              # the hot loops' bodies, unrolled (llvmpipe's loop overhead)
 ROW_TEXELS = 2048           # the widest intermediate texture (layout.py's rows)
+LOD_FETCH = True         # pass sources read with textureLod (templates/reduce_tree.glsl.j2 load)
 COLUMN_TARGETS = 8          # render targets of a first pass down columns (1: none)
 # softmax whose elements times its axis length stay under this: one kernel whose
 # elements each walk their slice (three launches cost more than that walk)
@@ -302,7 +303,7 @@ def emit_pass(builder: TreeBuilder, bound: dict, target: Operand, step: Pass, op
                 rop=op, mode=step.mode, outer=step.outer, length=step.length,
                 inner=step.inner, window=step.window, out_length=step.out_length,
                 out_size=step.out_size, layered=layered,
-                lane_blocks=lane_blocks(layered.layout if layered is not None else
+                lod_fetch=LOD_FETCH, lane_blocks=lane_blocks(layered.layout if layered is not None else
                                         target.layout if context["targets"] > 1 else None),
                 aligned=step.length % 4 == 0 and step.window % 4 == 0,
                 init=_init(op, (context.get("values") or src).dtype),
