@@ -255,6 +255,81 @@ def dft(ctx, node, x, a):
                         bool(a.get("onesided", 0)))
 
 
+@rule("SwiGLU")
+def swiglu(ctx, node, x, a):
+    """a * sigmoid(alpha * a) * b."""
+    t, b = ctx.tensor(x[0]), ctx.tensor(x[1])
+    return t * F.sigmoid(t * float(a.get("alpha", 1.0))) * b
+
+
+@rule("ReverseSequence")
+def reverse_sequence(ctx, node, x, a):
+    """Each batch entry's first sequence_lens[b] time steps reversed: one gather of the
+    (batch * time, ...) rows at a constant map (the lengths known at import)."""
+    t = ctx.tensor(x[0])
+    lens = ctx.ints(x[1], "sequence_lens")
+    rank = len(t.shape)
+    batch_axis, time_axis = int(a.get("batch_axis", 1)), int(a.get("time_axis", 0))
+    nb, nt = t.shape[batch_axis], t.shape[time_axis]
+    if nb is None or nt is None or any(d is None for d in t.shape[2:]):
+        raise ctx.error("ReverseSequence needs static sizes")
+    perm = [batch_axis, time_axis] + [d for d in range(rank) if d not in (batch_axis,
+                                                                         time_axis)]
+    rest = [t.shape[d] for d in perm[2:]]
+    rows = F.reshape(F.transpose(t, perm), [nb * nt] + rest)
+    source = np.array([b * nt + (n - 1 - k if k < n else k)
+                       for b, n in enumerate(lens) for k in range(nt)], np.int32)
+    y = F.reshape(F.gather(rows, F.constant(source)), [nb, nt] + rest)
+    return F.transpose(y, list(np.argsort(perm)))
+
+
+@rule("RotaryEmbedding")
+def rotary_embedding(ctx, node, x, a):
+    """The rotation of (x1, x2) halves (or even/odd pairs when interleaved) of the first
+    rotary_embedding_dim features of each head by the cached cos and sin at each
+    position (gathered by position_ids when given), as onnx's reference."""
+    t = ctx.tensor(x[0])
+    cos, sin = ctx.tensor(x[1]), ctx.tensor(x[2])
+    if len(x) > 3 and x[3] is not None:
+        ids = ctx.tensor(x[3])
+        cos, sin = F.gather(cos, ids), F.gather(sin, ids)        # (batch, seq, dim / 2)
+    interleaved = bool(a.get("interleaved", 0))
+    heads = int(a.get("num_heads", 0))
+    shape = list(t.shape)
+    if any(d is None for d in shape):
+        raise ctx.error("RotaryEmbedding needs static sizes")
+    if len(shape) == 4:                                   # (batch, heads, seq, head)
+        h = F.transpose(t, (0, 2, 1, 3))
+    else:                                                 # (batch, seq, heads * head)
+        if not heads:
+            raise ctx.error("RotaryEmbedding of a 3-D input needs num_heads")
+        h = F.reshape(t, [shape[0], shape[1], heads, shape[2] // heads])
+    head = h.shape[3]
+    dim = int(a.get("rotary_embedding_dim", 0)) or head
+    half = dim // 2
+    cos, sin = F.expand_dims(cos, 2), F.expand_dims(sin, 2)       # (batch, seq, 1, half)
+    rotate = F.slice(h, [0, 0, 0, 0], [-1, -1, -1, dim])
+    if interleaved:
+        pairs = F.reshape(rotate, list(rotate.shape[:3]) + [half, 2])
+        x1 = F.reshape(F.slice(pairs, [0, 0, 0, 0, 0], [-1, -1, -1, -1, 1]),
+                       list(rotate.shape[:3]) + [half])
+        x2 = F.reshape(F.slice(pairs, [0, 0, 0, 0, 1], [-1, -1, -1, -1, 1]),
+                       list(rotate.shape[:3]) + [half])
+    else:
+        x1 = F.slice(rotate, [0, 0, 0, 0], [-1, -1, -1, half])
+        x2 = F.slice(rotate, [0, 0, 0, half], [-1, -1, -1, half])
+    real, imag = cos * x1 - sin * x2, sin * x1 + cos * x2
+    if interleaved:
+        rotated = F.reshape(F.stack([real, imag], axis=-1), list(rotate.shape))
+    else:
+        rotated = F.concat([real, imag], axis=-1)
+    if dim < head:
+        rotated = F.concat([rotated, F.slice(h, [0, 0, 0, dim], [-1, -1, -1, -1])], axis=-1)
+    if len(shape) == 4:
+        return F.transpose(rotated, (0, 2, 1, 3))
+    return F.reshape(rotated, shape)
+
+
 @rule("AffineGrid")
 def affine_grid(ctx, node, x, a):
     """theta (N, 2, 3) or (N, 3, 4) applied to the base grid of the static size:

@@ -1,7 +1,8 @@
 """ONNX ops imported for the conformance cases, on GL against onnx's reference
 evaluator (onnxruntime lacks some, or runs them only in training builds):
 BatchNormalization in training mode, MeanVarianceNormalization, AffineGrid, Compress,
-CumProd, SpaceToDepth CRD, Dropout in training mode with ratio 0."""
+CumProd, SpaceToDepth CRD, Dropout in training mode with ratio 0, SwiGLU,
+ReverseSequence, RotaryEmbedding."""
 import numpy as np
 import pytest
 
@@ -78,3 +79,30 @@ def test_dropout_in_training_mode_with_ratio_zero_is_the_identity():
                        {"r": np.float32(0.5), "t": np.array(True)}, opset=13)
     with pytest.raises(ff.onnx.OnnxImportError, match="training_mode=true is not supp"):
         ff.onnx.load(model)
+
+
+def test_swiglu():
+    check_ref([node("SwiGLU", ["a", "b"], alpha=1.5)], {"a": randn(3, 5), "b": randn(3, 5)},
+              opset=26)
+
+
+@pytest.mark.parametrize("batch_axis, time_axis", [(1, 0), (0, 1)])
+def test_reverse_sequence(batch_axis, time_axis):
+    shape = (4, 3, 2) if batch_axis == 1 else (3, 4, 2)
+    check_ref([node("ReverseSequence", ["x", "lens"], batch_axis=batch_axis,
+                    time_axis=time_axis)], {"x": randn(*shape)},
+              initializers={"lens": np.array([4, 1, 2], np.int64)}, opset=10)
+
+
+@pytest.mark.parametrize("interleaved, dim, four_d", [(0, 0, True), (1, 0, True),
+                                                      (0, 4, False), (1, 4, False)])
+def test_rotary_embedding(interleaved, dim, four_d):
+    batch, seq, heads, head = 2, 3, 2, 6
+    rot = dim or head
+    x = randn(batch, heads, seq, head) if four_d else randn(batch, seq, heads * head)
+    attrs = {"interleaved": interleaved, "rotary_embedding_dim": dim}
+    if not four_d:
+        attrs["num_heads"] = heads
+    check_ref([node("RotaryEmbedding", ["x", "cos", "sin", "pos"], **attrs)], {"x": x},
+              initializers={"cos": randn(8, rot // 2), "sin": randn(8, rot // 2),
+                            "pos": np.array([[0, 1, 2], [5, 6, 7]], np.int64)}, opset=23)
