@@ -46,15 +46,15 @@ from __future__ import annotations
 
 import itertools
 
-from ..ir.errors import AttrError, DTypeError, GradientError
+from ..ir.errors import AttrError, GradientError
 from ..ir.graph import get_default_graph
-from ..ir.program_loops import check_program_loops
 from ..ir.ops.common import apply
 from ..ir.ops.program import PROGRAMS, UNIFORM_TYPES, check_output, check_uniform
+from ..ir.program_loops import check_program_loops
 from ..ir.sanitize import InvalidNameError, identifier
 from ..ir.types import TensorType
 from ..passes.autodiff import program as _autodiff_program
-from .tensor import wrap, as_tensor_value
+from .tensor import as_tensor_value, wrap
 
 _keys = itertools.count()
 

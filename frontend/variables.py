@@ -33,7 +33,7 @@ __all__ = ["global_variables_initializer", "variables_initializer",
            "local_variables_initializer"]
 
 # {graph: names of the variable nodes made with trainable=False}
-_NOT_TRAINABLE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_NOT_TRAINABLE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def initial_value_of(initializer, graph) -> np.ndarray:

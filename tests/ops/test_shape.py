@@ -118,7 +118,8 @@ def test_chained_views_and_kernels(gl):
         chain = ff.reshape(ff.transpose(x[1:, ::-3, 2:]), (5, -1))
         fetches = {
             "reshape(transpose(slice))": chain,
-            "slice(reshape(transpose))": ff.reshape(ff.transpose(x, (2, 0, 1)), (14, 30))[3:11:2, ::-7],
+            "slice(reshape(transpose))":
+                ff.reshape(ff.transpose(x, (2, 0, 1)), (14, 30))[3:11:2, ::-7],
             "reshape feeds a kernel": ff.reshape(x, (-1, 5)) * 2.0 + 1.0,
             "int sum over a reshape": ff.sum(ff.reshape(k, (60, 7)), 0),
             "matmul of views": ff.reshape(x[::2], (21, 10)) @ ff.squeeze(x[:1, :, :4], 0),
