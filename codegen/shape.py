@@ -2,7 +2,7 @@
 element reads one input element at an affine index."""
 from __future__ import annotations
 
-from ..ir.ops.shape import _perm, slice_plan
+from ..ir.ops.shape import slice_plan, transpose_perm
 from .common import make_kernel, operands, output_operand
 from .layout import affine_index, strides
 
@@ -10,7 +10,7 @@ from .layout import affine_index, strides
 def source_index(node, in_shape, out_shape):
     in_strides = strides(in_shape)
     if node.op == "transpose":
-        perm = _perm(node.attrs, len(in_shape))
+        perm = transpose_perm(node.attrs, len(in_shape))
         return affine_index(out_shape, [in_strides[p] for p in perm])
     # strided_slice
     plan, _ = slice_plan(in_shape, node.attrs["spec"])

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.ops.registry import get_op
-from ..ir.ops.shape import _perm
+from ..ir.ops.shape import transpose_perm
 from .rewrite import rebuild
 
 MAX_ROUNDS = 16
@@ -44,7 +44,7 @@ def _only_unit_axes_move(shape, perm) -> bool:
 
 def _transpose_perm(value):
     node = value.node
-    return _perm(node.attrs, value.type.rank) if node.op == "transpose" else None
+    return transpose_perm(node.attrs, value.type.rank) if node.op == "transpose" else None
 
 
 class _Names:
@@ -109,7 +109,7 @@ def _one_round(graph, report):
 def _transpose_rule(node, inputs, new, add, report):
     x = inputs[0]
     rank = x.type.rank
-    perm = _perm(node.attrs, rank)
+    perm = transpose_perm(node.attrs, rank)
     inner = _transpose_perm(x)
     if inner is not None:
         source = x.node.inputs[0]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.ops.registry import get_op
-from ..ir.ops.shape import _perm
+from ..ir.ops.shape import transpose_perm
 from .rewrite import rebuild
 
 FOLD_LIMIT = 1 << 16          # elements: bigger results stay computed on the GPU
@@ -162,7 +162,7 @@ def _decide(node, inputs):
     elif op == "transpose" and inputs[0].node.op == "transpose":
         inner = inputs[0].node
         rank = inputs[0].type.rank
-        p_in, p_out = _perm(inner.attrs, rank), _perm(node.attrs, rank)
+        p_in, p_out = transpose_perm(inner.attrs, rank), transpose_perm(node.attrs, rank)
         perm = tuple(p_in[p] for p in p_out)
         if perm == tuple(range(rank)):
             out = inner.inputs[0]

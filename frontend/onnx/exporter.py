@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir.ops.conv import padding_arg, spatial_arg
-from ...ir.ops.shape import _perm
+from ...ir.ops.shape import transpose_perm
 from ..tensor import Tensor
 from .errors import OnnxExportError, require_onnx
 
@@ -255,7 +255,7 @@ def _reshape(w, node, x):
 @export_rule("transpose")
 def _transpose(w, node, x):
     return w.one("Transpose", x, _name(node),
-                 perm=list(_perm(node.attrs, node.inputs[0].type.rank)))
+                 perm=list(transpose_perm(node.attrs, node.inputs[0].type.rank)))
 
 
 @export_rule("expand_dims")

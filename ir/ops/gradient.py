@@ -16,7 +16,7 @@ from ..errors import DTypeError, ShapeError
 from ..types import TensorType, broadcast_shapes, format_shape
 from .common import apply
 from .registry import REQUIRED, OpDef, register
-from .shape import _check_spec
+from .shape import check_slice_spec
 
 
 def broadcast_axes(g_shape, x_shape) -> tuple:
@@ -67,7 +67,7 @@ register(OpDef("stop_gradient", "gradient", lambda types, attrs: types[0],
 
 def _slice_grad_type(types, attrs):
     dy, x = types
-    _check_spec(attrs["spec"], x.rank)
+    check_slice_spec(attrs["spec"], x.rank)
     return TensorType(x.shape, dy.dtype)
 
 

@@ -44,7 +44,9 @@ register(OpDef("reshape", "shape",
 
 
 # -- transpose ----------------------------------------------------------------------
-def _perm(attrs, rank):
+def transpose_perm(attrs, rank):
+    """The permutation a transpose node applies: its perm attr with negative axes made
+    positive, or the reversed axes for perm=None (AttrError if it is no permutation)."""
     perm = attrs["perm"]
     if perm is None:
         return tuple(reversed(range(rank)))
@@ -56,12 +58,12 @@ def _perm(attrs, rank):
 
 def _transpose_type(types, attrs):
     (t,) = types
-    return TensorType(tuple(t.shape[p] for p in _perm(attrs, t.rank)), t.dtype)
+    return TensorType(tuple(t.shape[p] for p in transpose_perm(attrs, t.rank)), t.dtype)
 
 
 register(OpDef("transpose", "shape", _transpose_type,
                lambda arrays, attrs: np.ascontiguousarray(
-                   np.transpose(arrays[0], _perm(attrs, arrays[0].ndim))),
+                   np.transpose(arrays[0], transpose_perm(attrs, arrays[0].ndim))),
                attrs={"perm": None}, num_inputs=1, tf="tf.transpose"))
 
 
@@ -107,7 +109,8 @@ register(OpDef("squeeze", "shape",
 #   ("range", start, stop, step)  start/stop may be None (Python slice semantics)
 #   ("index", i)                  picks one element and drops the axis
 #   ("new",)                      inserts an axis of size 1
-def _check_spec(spec, rank):
+def check_slice_spec(spec, rank):
+    """ShapeError unless a strided_slice spec fits a tensor of this rank."""
     for e in spec:
         if e[0] == "invalid":          # an index the builder could not read (see below)
             raise ShapeError(e[1])
@@ -148,7 +151,7 @@ def slice_plan(shape, spec):
 
 def _slice_type(types, attrs):
     (t,) = types
-    _check_spec(attrs["spec"], t.rank)
+    check_slice_spec(attrs["spec"], t.rank)
     return TensorType(slice_plan(t.shape, attrs["spec"])[1], t.dtype)
 
 

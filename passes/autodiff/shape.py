@@ -1,7 +1,7 @@
 """Gradient rules of the ops that move elements."""
 from __future__ import annotations
 
-from ...ir.ops.shape import _perm
+from ...ir.ops.shape import transpose_perm
 from .build import reshape_like, strided_slice_grad, transpose
 from .registry import gradient
 
@@ -13,7 +13,7 @@ def _reshape(node, dy):
 
 @gradient("transpose")
 def _transpose(node, dy):
-    perm = _perm(node.attrs, node.inputs[0].type.rank)
+    perm = transpose_perm(node.attrs, node.inputs[0].type.rank)
     inverse = [0] * len(perm)
     for i, p in enumerate(perm):
         inverse[p] = i
