@@ -17,6 +17,9 @@ import math
 from . import matmul
 from .common import make_kernel
 
+# Texels read with textureLod at their centre (templates/lod_texel.glsl.j2) rather than
+# texelFetch: llvmpipe's texelFetch looks up the level's size lane by lane.
+LOD_FETCH = True
 # Filters up to this many taps (the taps are unrolled in Jinja).
 DIRECT_MAX_TAPS = 49
 
@@ -32,4 +35,5 @@ def direct_kernel(g: dict, context: dict, inputs, out, prefix: str, op: str, nod
         return None
     x, w = inputs
     return make_kernel("depthwise_direct.glsl.j2", prefix, op, nodes, [x, w] + list(extra),
-                       out, g=g, xs=context["xs"], epilogue=epilogue, epilogue_vec4=True)
+                       out, g=g, xs=context["xs"], epilogue=epilogue, epilogue_vec4=True,
+                       lod_fetch=LOD_FETCH)
