@@ -5,9 +5,10 @@ arrays (static: known at import), importer.Init (initializers) or ff Tensors; ct
 the importer (ctx.tensor(x), ctx.static(x, what), ctx.weight(...), ctx.error(...)).
 Rules keep ONNX's semantics exactly: NCHW in, NCHW out. Convolutions and pools run
 NHWC between two transposes; passes/layout_transposes.py removes those that cancel.
-Where an ONNX op has no fragflow op, its rule composes existing ones (HardSwish,
-Gelu, LayerNormalization, InstanceNormalization, DepthToSpace...): fusion makes most
-of them one kernel.
+Where an ONNX op has no fragflow op, its rule composes existing ones (DepthToSpace,
+Mish, ...; Gelu, HardSwish and the layer/instance normalizations through
+frontend/ops_nn_extra.py): fusion makes most of them one kernel. The larger rules live
+beside this table: resize.py, pool_taps.py, recurrent.py, grid_sample.py, spectral.py.
 """
 from __future__ import annotations
 
