@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from ..ir.ops.fused import _infer_step, eval_steps
+from ..ir.ops.fused import eval_steps, infer_step
 from ..ir.types import TensorType
 from . import elementwise
 from .common import kernel_name, output_operand
@@ -61,7 +61,7 @@ def glsl_steps(steps, operand_exprs: list, operand_types: list) -> tuple:
     def run(op, attrs, args):
         index = len(out)
         arg_types = [t for _, t in args]
-        result_type = _infer_step(op, attrs, arg_types)
+        result_type = infer_step(op, attrs, arg_types)
         step = elementwise.StepOp(op, attrs, tuple(t.dtype for t in arg_types),
                                   result_type.dtype, f"step {index}: {op}")
         out.append(elementwise.step_for(step, f"r{index}",

@@ -35,12 +35,12 @@ from dataclasses import dataclass
 
 from ..ir.ops.reduce import identity_of
 from ..ir.types import TensorType
+from . import reduce as _limits  # LOOP_TRIPS / unroll_for, read when used
 from .common import make_kernel
 from .environment import glsl_float, glsl_int
 from .kernel import Binding
 from .layout import Layout, affine_index
 from .operands import Operand
-from . import reduce as _limits       # LOOP_TRIPS / unroll_for, read when used
 
 MIN_FRAGMENTS = 16384       # four full 64x64 tiles
 WINDOW_MIN = 256            # a pass reduces its axis at least this much (4x along rows)
@@ -180,7 +180,7 @@ class TreeBuilder:
         return out
 
 
-def _bind(inputs) -> dict:
+def bind_inputs(inputs) -> dict:
     """{value name: its operand as bound}, samplers x0, x1, ... in binding order, one
     per distinct value (a plan frees a kernel's input texture once per binding)."""
     bound = {}
@@ -193,7 +193,7 @@ def _bind(inputs) -> dict:
 
 def _rename(inputs) -> list:
     """Samplers x0, x1, ... in binding order, one per distinct value."""
-    return list(_bind(inputs).values())
+    return list(bind_inputs(inputs).values())
 
 
 def tree_reduce(builder: TreeBuilder, x: Operand, out: Operand, axes, op: str,
@@ -231,7 +231,7 @@ def tree_reduce(builder: TreeBuilder, x: Operand, out: Operand, axes, op: str,
             shift_index = _kept_index(out_groups)
         if last and finish_op == "logsumexp":
             inputs.append(slice_max)
-        bound = _bind(inputs)
+        bound = bind_inputs(inputs)
         emit_pass(builder, bound, target, step, pass_op,
                   axis_length=shape[axes[0]] if arg and axes else 1,
                   values=values and bound[values.value],

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import math
 
+from . import reduce as _limits
 from .layout import affine_index, strides
 from .operands import Operand
-from .reduce_tree import Pass, TreeBuilder, _bind, emit_pass
-from . import reduce as _limits
+from .reduce_tree import Pass, TreeBuilder, bind_inputs, emit_pass
 
 # Elements per block: a contiguous axis sums whole texels (a quarter of the fetches of
 # a strided one, whose lanes fetch one element at a time).
@@ -45,7 +45,7 @@ def scan(builder: TreeBuilder, x: Operand, out: Operand, axis: int, exclusive: b
         return _final(builder, x, out, axis, exclusive, reverse, length, None)
     step = Pass(outer, length, inner, block)
     sums = builder.scratch((outer, step.out_length, inner), x.dtype, x.layout)
-    emit_pass(builder, _bind([x]), sums, step, "sum")
+    emit_pass(builder, bind_inputs([x]), sums, step, "sum")
     offsets = builder.scratch(sums.layout.shape, x.dtype, x.layout)
     scan(builder, sums, offsets, 1, True, reverse)
     return _final(builder, x, out, axis, exclusive, reverse, block, offsets)
@@ -62,7 +62,7 @@ def _final(builder, x, out, axis, exclusive, reverse, block, offsets):
     # sixteenth of the trips); elsewhere each lane walks its own range.
     contiguous = along["stride"] == 1
     trips = block // 16 + 8 if contiguous else block
-    bound = _bind([x] + ([offsets] if offsets is not None else []))
+    bound = bind_inputs([x] + ([offsets] if offsets is not None else []))
     return builder.add("reduce.glsl.j2", list(bound.values()), out, kind="cumsum",
                        contiguous=contiguous, exclusive=exclusive, reverse=reverse,
                        block=block, blocks=-(-shape[axis] // block),

@@ -22,7 +22,7 @@ It runs after fuse_epilogues (an SGD update folded into its gradient's matmul st
 there) and before fuse_elementwise, which fuses what is left."""
 from __future__ import annotations
 
-from .fusion import MAX_STEPS, _provenance, _steps, fusable
+from .fusion import MAX_STEPS, fusable, fused_steps, member_provenance
 from .rewrite import consumers, rebuild
 from .split_wide import DEFAULT_TEXTURE_UNITS
 
@@ -119,7 +119,7 @@ def fuse_updates(graph, report, max_texture_units: int = DEFAULT_TEXTURE_UNITS):
         names = ", ".join(f"'{assign_of[r].inputs[0].node.name}'" for r in roots)
         members = _members(roots, users, fetched, {assign_of[r] for r in roots})
         ordered = sorted(members, key=position.__getitem__)
-        steps, externals = _steps(ordered, [])
+        steps, externals = fused_steps(ordered, [])
         last = position[ordered[-1]]
         own_assigns = {assign_of[r] for r in roots}
         early = [u.name for r in roots for u in users.get(r.outputs[0], [])
@@ -179,7 +179,7 @@ def fuse_updates(graph, report, max_texture_units: int = DEFAULT_TEXTURE_UNITS):
         outputs = new.add_node(
             "fused_update", [mapping[v] for v in externals],
             {"steps": steps, "results": tuple(index[r] for r in roots),
-             "nodes": _provenance(ordered)},
+             "nodes": member_provenance(ordered)},
             exact_name=node.name, scope=node.scope, source=node.source).outputs
         by_root = dict(zip(roots, outputs))
         for r in roots:                     # the roots before this one were skipped

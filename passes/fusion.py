@@ -43,7 +43,7 @@ def _why_not(value, group: set, users: dict, fetched: set):
     return None
 
 
-def _steps(members: list, external_first: list) -> tuple:
+def fused_steps(members: list, external_first: list) -> tuple:
     """(steps, external inputs) for members in creation order. external_first lists
     values that must be the first operands (a matmul's result)."""
     index_of_member = {m: j for j, m in enumerate(members)}
@@ -63,7 +63,8 @@ def _steps(members: list, external_first: list) -> tuple:
     return tuple(steps), externals
 
 
-def _provenance(members):
+def member_provenance(members):
+    """(name, op, source line) of each node a fused kernel stands for (its header says them)."""
     return tuple((m.name, m.op, m.source) for m in members)
 
 
@@ -107,13 +108,13 @@ def fuse_elementwise(graph, report, max_texture_units: int = DEFAULT_TEXTURE_UNI
             continue
         group = _grow(node, users, fetched, report, lambda n: n not in assigned)
         members = sorted(group, key=position.__getitem__)
-        _, externals = _steps(members, [])
+        _, externals = fused_steps(members, [])
         while len(externals) > max_texture_units and len(members) > 1:
             dropped = members.pop(0)         # the earliest: it stays a kernel of its own
             report.append(f"rejected {dropped.op} '{dropped.name}' for the group of "
                           f"'{node.name}': the kernel would read {len(externals)} "
                           f"textures, more than the {max_texture_units} it may bind")
-            _, externals = _steps(members, [])
+            _, externals = fused_steps(members, [])
         assigned.update(members)
         if len(members) > 1:
             groups[node] = members
@@ -124,9 +125,9 @@ def fuse_elementwise(graph, report, max_texture_units: int = DEFAULT_TEXTURE_UNI
         if node not in groups:
             return None
         members = groups[node]
-        steps, externals = _steps(members, [])
+        steps, externals = fused_steps(members, [])
         return new.add_node("fused_elementwise", [mapping[v] for v in externals],
-                            {"steps": steps, "nodes": _provenance(members)},
+                            {"steps": steps, "nodes": member_provenance(members)},
                             exact_name=node.name, scope=node.scope,
                             source=node.source).outputs
 
@@ -152,10 +153,10 @@ def fuse_epilogues(graph, report, max_texture_units: int = DEFAULT_TEXTURE_UNITS
         if node not in chains:
             return None
         head, chain = chains[node]
-        steps, externals = _steps(chain, [head.outputs[0]])
+        steps, externals = fused_steps(chain, [head.outputs[0]])
         operands = [mapping[v] for v in (*head.inputs, *externals[1:])]
         common = dict(exact_name=node.name, scope=node.scope, source=node.source)
-        provenance = _provenance([head, *chain])
+        provenance = member_provenance([head, *chain])
         if head.op == "matmul":
             return new.add_node(
                 "fused_matmul", operands,

@@ -41,22 +41,22 @@ def eval_steps(steps, operands, run):
     return results[-1]
 
 
-def _infer_step(op, attrs, types):
+def infer_step(op, attrs, types):
     opdef = get_op(op)
     if opdef.family != "elementwise":
         raise AttrError(f"only elementwise ops can be fused steps, not {op}")
     return opdef.infer_types(types, opdef.check_attrs(attrs))[0]
 
 
-def _ref_step(op, attrs, arrays):
+def reference_step(op, attrs, arrays):
     opdef = get_op(op)
     return opdef.run_reference(arrays, opdef.check_attrs(attrs))[0]
 
 
 register(OpDef(
     "fused_elementwise", "fused",
-    lambda types, attrs: eval_steps(attrs["steps"], types, _infer_step),
-    lambda arrays, attrs: eval_steps(attrs["steps"], arrays, _ref_step),
+    lambda types, attrs: eval_steps(attrs["steps"], types, infer_step),
+    lambda arrays, attrs: eval_steps(attrs["steps"], arrays, reference_step),
     attrs={"steps": REQUIRED, "nodes": ()}, hidden_attrs=("nodes",),
     doc="Elementwise ops fused into one kernel (see the module docstring).",
     tf="— (XLA loop fusion)"))
@@ -64,12 +64,12 @@ register(OpDef(
 
 def _fused_matmul_type(types, attrs):
     mm = _matmul._matmul_type(types[:2], attrs)
-    return eval_steps(attrs["steps"], [mm, *types[2:]], _infer_step)
+    return eval_steps(attrs["steps"], [mm, *types[2:]], infer_step)
 
 
 def _fused_matmul_ref(arrays, attrs):
     mm = _matmul._matmul_ref(arrays[:2], attrs)
-    return eval_steps(attrs["steps"], [mm, *arrays[2:]], _ref_step)
+    return eval_steps(attrs["steps"], [mm, *arrays[2:]], reference_step)
 
 
 register(OpDef("fused_matmul", "fused", _fused_matmul_type, _fused_matmul_ref,
@@ -103,13 +103,13 @@ def _conv_head(attrs):
 def _fused_conv_type(types, attrs):
     opdef, conv_attrs = _conv_head(attrs)
     acc = opdef.infer_types(types[:2], conv_attrs)[0]
-    return eval_steps(attrs["steps"], [acc, *types[2:]], _infer_step)
+    return eval_steps(attrs["steps"], [acc, *types[2:]], infer_step)
 
 
 def _fused_conv_ref(arrays, attrs):
     opdef, conv_attrs = _conv_head(attrs)
     acc = opdef.run_reference(arrays[:2], conv_attrs)[0]
-    return eval_steps(attrs["steps"], [acc, *arrays[2:]], _ref_step)
+    return eval_steps(attrs["steps"], [acc, *arrays[2:]], reference_step)
 
 
 register(OpDef("fused_conv", "fused", _fused_conv_type, _fused_conv_ref,

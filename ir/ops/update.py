@@ -15,7 +15,7 @@ output order. All results have one type (one draw writes them, so one viewport).
 from __future__ import annotations
 
 from ..errors import AttrError
-from .fused import _infer_step, _ref_step, eval_steps
+from .fused import eval_steps, infer_step, reference_step
 from .registry import REQUIRED, OpDef, register
 
 
@@ -42,7 +42,7 @@ def _chosen(attrs, values) -> list:
 
 
 def _infer(types, attrs):
-    chosen = _chosen(attrs, every_step(attrs["steps"], types, _infer_step))
+    chosen = _chosen(attrs, every_step(attrs["steps"], types, infer_step))
     if any(t != chosen[0] for t in chosen):
         raise AttrError(f"the results of one fused_update must have one type, got "
                         f"{', '.join(str(t) for t in chosen)}")
@@ -50,7 +50,7 @@ def _infer(types, attrs):
 
 
 def _reference(arrays, attrs):
-    return _chosen(attrs, every_step(attrs["steps"], arrays, _ref_step))
+    return _chosen(attrs, every_step(attrs["steps"], arrays, reference_step))
 
 
 register(OpDef(

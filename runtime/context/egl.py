@@ -135,7 +135,7 @@ def _candidate_displays(egl: _Egl, devices: list):
                software[0] if software else None)
 
 
-def _context_on(egl: _Egl, display, terminate_on_error: bool = True):
+def context_on(egl: _Egl, display, terminate_on_error: bool = True):
     """Initialize `display` and create + make current a 3.3 core context on it."""
     if not egl.Initialize(display, None, None):
         raise BackendError(egl.error("eglInitialize"))
@@ -178,7 +178,7 @@ def create(device: int | None = None) -> EglContext:
             reasons.append(f"{where}: {egl.error('eglGetPlatformDisplayEXT')}")
             continue
         try:
-            context = _context_on(egl, display)
+            context = context_on(egl, display)
         except BackendError as exc:
             reasons.append(f"{where}: {exc}")
             continue
@@ -198,7 +198,7 @@ def _create_on_device(egl: _Egl, devices: list, index: int) -> EglContext:
     if not display:
         raise BackendError(f"device {index}: {egl.error('eglGetPlatformDisplayEXT')}")
     try:
-        context = _context_on(egl, display)
+        context = context_on(egl, display)
     except BackendError as exc:
         raise BackendError(f"device {index}: {exc}") from None
     vendor = (egl.QueryString(display, EGL_VENDOR) or b"?").decode()

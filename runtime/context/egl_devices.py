@@ -175,7 +175,7 @@ def describe(egl, device: RawDevice, keep_display, is_default: bool) -> DeviceIn
     Restores whatever context was current on this thread. keep_display(display) says
     whether the display is one a live fragflow context uses: that one is not
     terminated (a device's display is one handle per process)."""
-    from .egl import _context_on   # egl.py imports this module at its top
+    from .egl import context_on  # egl.py imports this module at its top
 
     base = dict(index=device.index, software=device.software, node=device.node,
                 cuda_device=device.cuda_device, default=is_default)
@@ -187,7 +187,7 @@ def describe(egl, device: RawDevice, keep_display, is_default: bool) -> DeviceIn
              egl.GetCurrentSurface(EGL_READ), egl.GetCurrentContext())
     keep = keep_display(display)
     try:
-        context = _context_on(egl, display, terminate_on_error=not keep)
+        context = context_on(egl, display, terminate_on_error=not keep)
     except BackendError as exc:
         return DeviceInfo(vendor="?", renderer="?", driver="?", error=str(exc), **base)
     try:
