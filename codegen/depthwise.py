@@ -5,10 +5,11 @@ taps unrolled, the fused epilogue (bias, activation) applied in the same kernel.
 codegen/conv.py asks here first, for the depthwise convolutions that do not run
 blocked (output elements x taps below matmul.BLOCKED_MIN_MACS: every depthwise layer
 of MobileNet at 96x96 but the first and third). Measured on llvmpipe (process CPU per
-layer, chains of fused depthwise + bias + relu6, against conv.glsl.j2's generic loop):
-6x6x128 121 vs 130 us, 12x12x64 199 vs 218 us, 3x3x256 105 vs 126 us, 24x24x32 363 vs
-427 us. A fragment's 18 fetches (9 input, 9 weight texels) are its cost: ~3 ns each,
-against ~12 ns a texel for everything else (index, epilogue, write).
+layer, chains of fused depthwise + bias + relu6, against conv.glsl.j2's generic loop,
+compiled first, i.e. on the slow side of the in-process order effect): 6x6x128 121 vs
+130 us, 12x12x64 180 vs 292 us, 3x3x256 75 vs 119 us, 24x24x16 182 vs 278 us. A
+fragment's 18 fetches (9 input, 9 weight texels) are its cost: ~3 ns each with
+texelFetch, against ~12 ns a texel for everything else (index, epilogue, write).
 """
 from __future__ import annotations
 
