@@ -14,13 +14,7 @@ import fragflow
 LAYERS = ("frontend", "ir", "passes", "codegen", "runtime", "tools", "distributed")
 # Modules that import an optional package at import time, and that package.
 OPTIONAL = {"fragflow.frontend.onnx": "onnx", "fragflow.distributed": "ray"}
-# Examples known to fail, with why; each is a bug in that module's docstring to fix.
-KNOWN_FAILING = {
-    "fragflow.distributed": "fragments of a Ray session (ray, sess, x undefined): "
-                            "`# doctest: +SKIP` or a runnable example",
-    "fragflow.distributed.training": "DataParallelTrainer's example uses a trainer it "
-                                     "does not make",
-}
+KNOWN_FAILING: dict = {}   # module name: why its examples fail (each one a bug to fix)
 
 
 def _ignore(name):              # walk_packages could not import a package: its test says why
