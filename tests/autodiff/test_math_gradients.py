@@ -1,7 +1,7 @@
 """Gradients of the math family against float64 central finite differences, on GL;
 second order for the twice-differentiable ones.
 
-Tolerances as in test_spine_gradients.py (first order rtol 1e-3 / atol 1e-4, second
+Tolerances as in test_basic_gradients.py (first order rtol 1e-3 / atol 1e-4, second
 order 10x). Inputs stay inside each op's domain and away from its kinks (elu, selu and
 leaky_relu at 0, relu6 at 0 and 6, clip_by_value at its bounds), where a finite
 difference would straddle two slopes."""

@@ -2,7 +2,7 @@
 normalization and the composites of frontend/ops_nn.py against float64 central finite
 differences, on GL; second order where the op is twice differentiable here.
 
-Tolerances as in test_spine_gradients.py: first order rtol 1e-3 / atol 1e-4, second
+Tolerances as in test_basic_gradients.py: first order rtol 1e-3 / atol 1e-4, second
 order 10x that."""
 import numpy as np
 import pytest

@@ -1,4 +1,5 @@
-"""Gradients of the spine's ops against float64 central finite differences, on GL;
+"""Gradients of the basic ops (elementwise arithmetic, where, cast, reductions, matmul,
+reshape/transpose/slice) against float64 central finite differences, on GL;
 second order for the twice-differentiable ones.
 
 Tolerances: first order rtol 1e-3 / atol 1e-4 (float32 GL against float64 differences
