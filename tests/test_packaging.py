@@ -24,7 +24,7 @@ import zipfile
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LAYERS = ("frontend", "ir", "passes", "codegen", "runtime", "tools")
+LAYERS = ("frontend", "ir", "passes", "codegen", "runtime", "tools", "distributed")
 IGNORED = shutil.ignore_patterns(".venv", "venv", "build", "dist", "*.egg-info", ".git",
                                  "__pycache__", ".pytest_cache", ".hypothesis", "tests",
                                  "benchmarks", "examples", "out", "*.npz")
