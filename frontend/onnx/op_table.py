@@ -1468,11 +1468,12 @@ def attention(ctx, node, x, a):
     inputs, a boolean or additive mask, causal masking, a past key/value cache,
     grouped-query heads, softcap and the qk_matmul_output modes."""
     x = list(x) + [None] * (7 - len(x))
-    if x[6] is not None:
-        raise ctx.error("nonpad_kv_seqlen is not supported")
-    for side in ("left_window_size", "right_window_size"):
-        if a.get(side, -1) != -1:
-            raise ctx.error(f"{side} (sliding windows) is not supported")
+    nonpad = None
+    if x[6] is not None:             # per-batch valid key counts (an external cache)
+        if x[4] is not None:
+            raise ctx.error("nonpad_kv_seqlen with a past key/value cache")
+        nonpad = np.asarray(ctx.static(x[6], "nonpad_kv_seqlen")).reshape(-1)
+    left, right = int(a.get("left_window_size", -1)), int(a.get("right_window_size", -1))
     a.get("softmax_precision")                   # fragflow's softmax is float32
     q, k, v = (ctx.tensor(t) for t in x[:3])
     three_d = len(q.shape) == 3
@@ -1508,11 +1509,27 @@ def attention(ctx, node, x, a):
                 if all(d is not None for d in mask.shape) else F.constant(filler)],
                 axis=-1)
         bias = mask
+    # causal and sliding-window masks are offset-aligned: query i sits at position
+    # i + offset, offset = the keys before this block (the past's length, or per batch
+    # nonpad_kv_seqlen - q_len); known at import, so one constant additive bias
+    i = np.arange(q_len).reshape(-1, 1)
+    j = np.arange(kv_len).reshape(1, -1)
+    offset = past if nonpad is None else (nonpad - q_len).reshape(-1, 1, 1, 1)
+    allowed = np.ones((1, 1, q_len, kv_len), bool)
     if a.get("is_causal", 0):
-        i = np.arange(q_len).reshape(-1, 1)
-        j = np.arange(kv_len).reshape(1, -1)
-        causal = F.constant(np.where(j <= i + past, 0.0, -np.inf).astype(np.float32))
-        bias = causal if bias is None else bias + causal
+        allowed = allowed & (j <= i + offset)
+    if left >= 0:
+        allowed = allowed & (i + offset - j <= left)
+    if right >= 0:
+        allowed = allowed & (j - (i + offset) <= right)
+    if nonpad is not None:
+        allowed = allowed & (j < nonpad.reshape(-1, 1, 1, 1))
+    if not allowed.all() or a.get("is_causal", 0):
+        extra = np.where(allowed, 0.0, -np.inf).astype(np.float32)
+        if extra.shape[0] == 1:
+            extra = extra.reshape(q_len, kv_len)
+        extra = F.constant(extra)
+        bias = extra if bias is None else bias + extra
     h_q, h_kv = q.shape[1], k.shape[1]
     if h_q != h_kv:
         if h_q % h_kv:

@@ -2,7 +2,7 @@
 evaluator (onnxruntime lacks some, or runs them only in training builds):
 BatchNormalization in training mode, MeanVarianceNormalization, AffineGrid, Compress,
 CumProd, SpaceToDepth CRD, Dropout in training mode with ratio 0, SwiGLU,
-ReverseSequence, RotaryEmbedding."""
+ReverseSequence, RotaryEmbedding, Attention's sliding windows and nonpad_kv_seqlen."""
 import numpy as np
 import pytest
 
@@ -106,3 +106,18 @@ def test_rotary_embedding(interleaved, dim, four_d):
     check_ref([node("RotaryEmbedding", ["x", "cos", "sin", "pos"], **attrs)], {"x": x},
               initializers={"cos": randn(8, rot // 2), "sin": randn(8, rot // 2),
                             "pos": np.array([[0, 1, 2], [5, 6, 7]], np.int64)}, opset=23)
+
+
+@pytest.mark.parametrize("attrs", [dict(left_window_size=1), dict(right_window_size=0),
+                                   dict(is_causal=1, left_window_size=2)])
+def test_attention_sliding_windows(attrs):
+    check_ref([node("Attention", ["q", "k", "v"], **attrs)],
+              {"q": randn(2, 2, 4, 3), "k": randn(2, 2, 5, 3), "v": randn(2, 2, 5, 3)},
+              opset=24)
+
+
+@pytest.mark.parametrize("causal", [0, 1])
+def test_attention_with_nonpad_kv_seqlen(causal):
+    check_ref([node("Attention", ["q", "k", "v", "", "", "", "n"], is_causal=causal)],
+              {"q": randn(2, 2, 3, 4), "k": randn(2, 2, 6, 4), "v": randn(2, 2, 6, 4)},
+              initializers={"n": np.array([6, 4], np.int64)}, opset=24)
