@@ -1389,43 +1389,81 @@ def gather_elements(ctx, node, x, a):
 
 @rule("ConvTranspose")
 def conv_transpose(ctx, node, x, a):
+    """conv2d's input gradient (NHWC, HWOI weight); 1-D as 2-D with a height of 1,
+    groups as one per group, concatenated; output_shape and SAME give the pads."""
     X, W = x[0], x[1]
     B = x[2] if len(x) > 2 else None
     t = ctx.tensor(X)
     w_shape = _shape(ctx, W)
-    if len(t.shape) != 4:
-        raise ctx.error("ConvTranspose of a non-4-D (NCHW) input is not supported")
-    if int(a.get("group", 1)) != 1:
-        raise ctx.error("ConvTranspose with groups is not supported")
-    if a.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
-        raise ctx.error(f"ConvTranspose auto_pad {a['auto_pad']!r} is not supported")
-    if "output_shape" in a:
-        raise ctx.error("ConvTranspose's output_shape attribute is not supported (give pads)")
+    one_d = len(t.shape) == 3
+    if len(t.shape) not in (3, 4):
+        raise ctx.error(f"ConvTranspose of a rank-{len(t.shape)} input (1-D and 2-D, NCW "
+                        f"and NCHW, are supported)")
     kernel = tuple(w_shape[2:])
     if "kernel_shape" in a and tuple(a["kernel_shape"]) != kernel:
         raise ctx.error("kernel_shape differs from the weight's")
     strides, dilations = _conv_attrs(ctx, a, kernel)
-    pads = list(a.get("pads", [0, 0, 0, 0]))
-    extra = list(a.get("output_padding", [0, 0]))
-    n, c, h, w_ = t.shape
-    if h is None or w_ is None:
+    dims = len(kernel)
+    pads = list(a.get("pads", [0] * 2 * dims))
+    extra = list(a.get("output_padding", [0] * dims))
+    sizes = list(t.shape[2:])
+    if any(v is None for v in sizes):
         raise ctx.error("ConvTranspose needs static spatial sizes")
+    auto_pad = a.get("auto_pad", "NOTSET")
+    if auto_pad not in ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"):
+        raise ctx.error(f"ConvTranspose auto_pad {auto_pad!r} is not supported")
+    wanted = list(a["output_shape"])[-dims:] if "output_shape" in a else (
+        [i * s for i, s in zip(sizes, strides)] if auto_pad.startswith("SAME") else None)
+    if wanted is not None:
+        total = [s * (i - 1) + op + (k - 1) * d + 1 - o for i, s, op, k, d, o in
+                 zip(sizes, strides, extra, kernel, dilations, wanted)]
+        # a larger output_shape than the convolution gives: extra rows at the end
+        extra = [op + max(-v, 0) for op, v in zip(extra, total)]
+        total = [max(v, 0) for v in total]
+        small = [v // 2 for v in total]
+        large = [v - v // 2 for v in total]
+        # ONNX: the larger half after only for SAME_UPPER, before otherwise
+        pads = small + large if auto_pad == "SAME_UPPER" else large + small
+    if auto_pad == "VALID":
+        pads = [0] * 2 * dims
+    if one_d:                                    # NCW as NCHW with H = 1
+        t = F.expand_dims(t, 2)
+        sizes, kernel = [1] + sizes, (1,) + kernel
+        strides, dilations = (1,) + tuple(strides), (1,) + tuple(dilations)
+        pads, extra = [0, pads[0], 0, pads[1]], [0] + extra
     out_hw = [s * (i - 1) + op + (k - 1) * d + 1 - pb - pe for i, s, op, k, d, pb, pe in
-              zip((h, w_), strides, extra, kernel, dilations, pads[:2], pads[2:])]
-    weight = ctx.weight(W, "hwoi", lambda w: w.transpose(2, 3, 1, 0))
+              zip(sizes, strides, extra, kernel, dilations, pads[:2], pads[2:])]
+    to_hwoi = (lambda w: w[:, :, None].transpose(2, 3, 1, 0)) if one_d else \
+        (lambda w: w.transpose(2, 3, 1, 0))
+    weight = ctx.weight(W, "hwoi", to_hwoi)
     if weight is None:
-        weight = F.transpose(ctx.tensor(W), (2, 3, 1, 0))
+        w = ctx.tensor(W)
+        weight = F.transpose(F.expand_dims(w, 2) if one_d else w, (2, 3, 1, 0))
     padding = [(pads[0], pads[2]), (pads[1], pads[3])]
+    groups = int(a.get("group", 1))
     # fragflow's conv2d_transpose: the forward conv's explicit padding, whose output
     # (input's sizes) floor-divides, so output_padding rows are part of out_hw
     from ...ir.ops import conv as _conv
     xt = F.transpose(t, TO_NHWC)
-    y = F.Tensor(_conv.conv_backprop_input("conv2d", xt.value, weight.value, tuple(out_hw),
-                                           strides, padding if any(pads) else "VALID",
-                                           dilations))
+
+    def transposed(inp, wgt):
+        return F.Tensor(_conv.conv_backprop_input(
+            "conv2d", inp.value, wgt.value, tuple(out_hw), tuple(strides),
+            padding if any(pads) else "VALID", tuple(dilations)))
+    if groups == 1:
+        y = transposed(xt, weight)
+    else:                                        # weight (H, W, C_out / g, C_in)
+        c_in = t.shape[1]
+        if c_in % groups:
+            raise ctx.error(f"{c_in} input channels are not divisible by group {groups}")
+        per = c_in // groups
+        y = F.concat([transposed(F.slice(xt, [0, 0, 0, g * per], [-1, -1, -1, per]),
+                                 F.slice(weight, [0, 0, 0, g * per], [-1, -1, -1, per]))
+                      for g in range(groups)], axis=-1)
     if B is not None:
         y = y + ctx.tensor(B)
-    return F.transpose(y, TO_NCHW)
+    y = F.transpose(y, TO_NCHW)
+    return F.squeeze(y, axis=2) if one_d else y
 
 
 def _nll(ctx, a, log_prob, target, weight):

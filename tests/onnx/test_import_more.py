@@ -2,7 +2,8 @@
 evaluator (onnxruntime lacks some, or runs them only in training builds):
 BatchNormalization in training mode, MeanVarianceNormalization, AffineGrid, Compress,
 CumProd, SpaceToDepth CRD, Dropout in training mode with ratio 0, SwiGLU,
-ReverseSequence, RotaryEmbedding, Attention's sliding windows and nonpad_kv_seqlen."""
+ReverseSequence, RotaryEmbedding, Attention's sliding windows and nonpad_kv_seqlen; and
+ConvTranspose 1-D, with groups, output_shape and SAME against onnxruntime."""
 import numpy as np
 import pytest
 
@@ -12,7 +13,7 @@ from onnx.reference import ReferenceEvaluator  # noqa: E402
 
 import fragflow as ff
 from tests.onnx.helpers import assert_close
-from tests.onnx.test_import_ops import make_model, node, randn
+from tests.onnx.test_import_ops import check, make_model, node, randn
 
 pytestmark = pytest.mark.usefixtures("gl")
 
@@ -121,3 +122,17 @@ def test_attention_with_nonpad_kv_seqlen(causal):
     check_ref([node("Attention", ["q", "k", "v", "", "", "", "n"], is_causal=causal)],
               {"q": randn(2, 2, 3, 4), "k": randn(2, 2, 6, 4), "v": randn(2, 2, 6, 4)},
               initializers={"n": np.array([6, 4], np.int64)}, opset=24)
+
+
+@pytest.mark.parametrize("attrs, x_shape, w_shape", [
+    (dict(strides=[2]), (2, 3, 5), (3, 4, 3)),                                  # 1-D
+    (dict(group=2, strides=[2, 1]), (1, 4, 3, 4), (4, 3, 3, 2)),                # groups
+    (dict(strides=[3, 2], output_shape=[10, 8]), (1, 2, 3, 3), (2, 3, 3, 3)),  # larger
+    (dict(strides=[2, 2], output_shape=[5, 6]), (1, 2, 3, 3), (2, 2, 3, 3)),   # smaller
+    (dict(strides=[2, 2], auto_pad="SAME_UPPER"), (1, 2, 3, 4), (2, 2, 3, 3)),
+    (dict(strides=[2, 2], auto_pad="SAME_LOWER"), (1, 2, 3, 4), (2, 2, 4, 3)),
+], ids=["1d", "groups", "output_shape_larger", "output_shape", "same_upper", "same_lower"])
+def test_conv_transpose(attrs, x_shape, w_shape):
+    check([node("ConvTranspose", ["x", "w", "b"], **attrs)], {"x": randn(*x_shape)},
+          initializers={"w": randn(*w_shape), "b": randn(w_shape[1] * attrs.get("group", 1))},
+          opset=17)
