@@ -331,6 +331,51 @@ def rotary_embedding(ctx, node, x, a):
     return F.reshape(rotated, shape)
 
 
+@rule("Col2Im")
+def col2im(ctx, node, x, a):
+    """Sliding blocks (N, C * prod(block), L) summed back into (N, C, *image): for each
+    position in the block, a gather of its column at a constant map of the image's
+    pixels (masked where no block covers the pixel there), and the sum."""
+    import itertools
+    t = ctx.tensor(x[0])
+    image = ctx.ints(x[1], "image_shape")
+    block = ctx.ints(x[2], "block_shape")
+    dims = len(image)
+    strides = list(a.get("strides", [1] * dims))
+    dilations = list(a.get("dilations", [1] * dims))
+    pads = list(a.get("pads", [0] * 2 * dims))
+    n, ck, length = t.shape
+    k = int(np.prod(block))
+    if ck is None or ck % k:
+        raise ctx.error(f"input's {ck} channels are not a multiple of the block's {k}")
+    counts = [(image[d] + pads[d] + pads[d + dims] - dilations[d] * (block[d] - 1) - 1)
+              // strides[d] + 1 for d in range(dims)]
+    if int(np.prod(counts)) != length:
+        raise ctx.error(f"{length} blocks given, the sizes make {counts}")
+    c = ck // k
+    cols = F.reshape(t, [-1, c, k, length])
+    pixels = np.stack(np.meshgrid(*[np.arange(v) for v in image], indexing="ij"),
+                      -1).reshape(-1, dims)                            # (prod(image), d)
+    total = None
+    for flat, offset in enumerate(itertools.product(*[range(b) for b in block])):
+        start = pixels + np.array(pads[:dims]) - np.array(offset) * np.array(dilations)
+        index = start // np.array(strides)
+        ok = np.all((start % np.array(strides) == 0) & (index >= 0) &
+                    (index < np.array(counts)), axis=1)
+        if not ok.any():
+            continue
+        linear = np.ravel_multi_index(tuple(np.clip(index, 0, np.array(counts) - 1).T),
+                                      counts).astype(np.int32)
+        column = F.reshape(F.slice(cols, [0, 0, flat, 0], [-1, -1, 1, -1]), [-1, c, length])
+        picked = F.gather(column, F.constant(linear), axis=2)
+        if not ok.all():
+            picked = F.where(F.constant(ok.reshape(1, 1, -1)), picked, F.zeros_like(picked))
+        total = picked if total is None else total + picked
+    if total is None:
+        raise ctx.error("no block covers any pixel")
+    return F.reshape(total, [-1, c] + list(image))
+
+
 @rule("AffineGrid")
 def affine_grid(ctx, node, x, a):
     """theta (N, 2, 3) or (N, 3, 4) applied to the base grid of the static size:

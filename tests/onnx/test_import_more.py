@@ -2,8 +2,9 @@
 evaluator (onnxruntime lacks some, or runs them only in training builds):
 BatchNormalization in training mode, MeanVarianceNormalization, AffineGrid, Compress,
 CumProd, SpaceToDepth CRD, Dropout in training mode with ratio 0, SwiGLU,
-ReverseSequence, RotaryEmbedding, Attention's sliding windows and nonpad_kv_seqlen; and
-ConvTranspose 1-D, with groups, output_shape and SAME against onnxruntime."""
+ReverseSequence, RotaryEmbedding, Attention's sliding windows and nonpad_kv_seqlen,
+Col2Im; and ConvTranspose 1-D, with groups, output_shape and SAME against
+onnxruntime."""
 import numpy as np
 import pytest
 
@@ -136,3 +137,20 @@ def test_conv_transpose(attrs, x_shape, w_shape):
     check([node("ConvTranspose", ["x", "w", "b"], **attrs)], {"x": randn(*x_shape)},
           initializers={"w": randn(*w_shape), "b": randn(w_shape[1] * attrs.get("group", 1))},
           opset=17)
+
+
+@pytest.mark.parametrize("image, block, attrs", [
+    ((5, 6), (2, 3), {}),
+    ((7, 6), (3, 2), dict(strides=[2, 1], dilations=[1, 2], pads=[1, 0, 2, 1])),
+])
+def test_col2im(image, block, attrs):
+    dims = len(image)
+    strides = attrs.get("strides", [1] * dims)
+    dilations = attrs.get("dilations", [1] * dims)
+    pads = attrs.get("pads", [0] * 2 * dims)
+    counts = [(image[d] + pads[d] + pads[d + dims] - dilations[d] * (block[d] - 1) - 1)
+              // strides[d] + 1 for d in range(dims)]
+    x = randn(2, 3 * int(np.prod(block)), int(np.prod(counts)))
+    check_ref([node("Col2Im", ["x", "image", "block"], **attrs)], {"x": x},
+              initializers={"image": np.array(image, np.int64),
+                            "block": np.array(block, np.int64)})
