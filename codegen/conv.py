@@ -11,6 +11,11 @@ Paths of the sums of products (a fragment computes one RGBA texel = 4 outputs):
 - backprop_filter: vec4 when the filter's last axis % 4 == 0 (dy read a texel at a time).
 - otherwise scalar lanes: four outputs, each with its own pixel, in one shared loop.
 
+Float conv2d with COUT % 4 == 0 that is small, or sums few products per output
+(MobileNet's stem and first pointwise layers), runs as the direct kernel
+(templates/conv_direct.glsl.j2, see DIRECT_MAX_DEPTH): one fragment per output texel,
+the fused epilogue inside, no stitch.
+
 Big enough 2D float ones (see blocked_conv) run as a blocked kernel plus the stitch of
 codegen/matmul.py instead, each fragment computing a block of outputs into several
 render targets: conv2d as the matmul of its windows with the filter (4 pixels x 8
@@ -187,6 +192,47 @@ def _blocked_depthwise(g, context, x, w, out, layouts, prefix, extra, epilogue, 
     return [main, stitch]
 
 
+# Plain float 2D convolutions with whole output texels (COUT % 4 == 0) run as the
+# direct kernel (templates/conv_direct.glsl.j2: one fragment per output texel, the
+# epilogue inside, no stitch) when they are too small for the blocked kernel (it beats
+# conv.glsl.j2's generic loop there: 4x4x64->64 1x1 189 vs 222 us, 5x5x12->8 3x3 245 vs
+# 271 us), or when a fragment's sum is short (taps x C <= DIRECT_MAX_DEPTH) and the
+# product has fewer than DIRECT_MAX_MACS multiply-adds. A direct fragment fetches 0.31
+# texels per multiply-add (C % 4 == 0) against the blocked kernel's 0.09, but saves the
+# stitch's launch and its read and write of the output: measured on
+# llvmpipe (process CPU, conv + bias + relu6, in-process A/B, blocked + stitch -> direct):
+# MobileNet 0.25 at 96x96's stem 96x96x3->8 3x3/2 1532 -> 1079 us, pointwise 48x48x8->16
+# 543 -> 420, 24x24x16->32 389 -> 331, 24x24x32->32 512 -> 475, 12x12x32->64 318 -> 306;
+# with C = 64 or more it loses (12x12x64->64 399 -> 494, 6x6x128->128 392 -> 523), the
+# fragments' long serial sums. Short sums still won at 2M multiply-adds (64x64x16->32
+# 2097 -> 1974 us, 96x96x3->8 3x3 3295 -> 2890); bigger ones were not measured.
+DIRECT_MAX_DEPTH = 32
+DIRECT_MAX_MACS = 1 << 21
+# Filters up to this many taps (unrolled in Jinja); channel loops of up to
+# DIRECT_INLINE_STEPS steps are unrolled too.
+DIRECT_MAX_TAPS = 49
+DIRECT_INLINE_STEPS = 8
+
+
+def direct_kernel(g, context, inputs, out, prefix, op, nodes, extra=(), epilogue=None):
+    """The direct kernel (conv_direct.glsl.j2) of a float conv2d with COUT % 4 == 0 that
+    is small or sums few products per output (see DIRECT_MAX_DEPTH), else None."""
+    taps = math.prod(g["ksize"])
+    x, w = inputs
+    steps = -(-g["C"] // 4) if g["C"] % 4 == 0 else g["C"]
+    if context["depthwise"] or g["COUT"] % 4 or taps > DIRECT_MAX_TAPS or \
+            taps * steps > LOOP_TRIPS or \
+            {out.dtype, x.dtype, w.dtype} != {"float32"} or \
+            out.size * taps * g["C"] >= DIRECT_MAX_MACS:
+        return None
+    if out.size * taps * g["C"] >= matmul.BLOCKED_MIN_MACS and \
+            taps * g["C"] > DIRECT_MAX_DEPTH:
+        return None                 # the blocked kernel's fewer fetches pay for its stitch
+    return make_kernel("conv_direct.glsl.j2", prefix, op, nodes, [x, w] + list(extra),
+                       out, g=g, xs=context["xs"], epilogue=epilogue, epilogue_vec4=True,
+                       inline_steps=DIRECT_INLINE_STEPS)
+
+
 # llvmpipe's limit is 65535 iterations per fragment; window ops whose loops would come
 # near it are refused with an error rather than silently cut short.
 WINDOW_TRIPS = 60000
@@ -281,6 +327,11 @@ def lower_node(node, layouts, prefix, extra=(), epilogue=None, kernel_op=None,
         direct = depthwise_kernels.direct_kernel(g, context, inputs, out, prefix,
                                                  kernel_op or node.op, nodes or [node],
                                                  extra, epilogue)
+        if direct is not None:
+            return direct
+    if kind == "conv" and d == 2 and len(inputs) == 2:
+        direct = direct_kernel(g, context, inputs, out, prefix, kernel_op or node.op,
+                               nodes or [node], extra, epilogue)
         if direct is not None:
             return direct
     if kind in ("conv", "backprop_filter") and d == 2 and len(inputs) == 2:

@@ -1,0 +1,113 @@
+"""The direct conv2d kernel (codegen/conv.py direct_kernel, templates/conv_direct.glsl.j2:
+one fragment per output texel of 4 output channels, taps unrolled, the fused epilogue in
+the same kernel, no stitch) on GL against the numpy reference executor: C not a multiple
+of 4 (scalar channel reads) and multiples of 4 (texel reads, unrolled and looped), 1x1
+images, batches, strides, dilations, SAME / VALID / explicit padding, NaN in the image,
+each fused activation; which kernel each size takes; gradients against finite
+differences (stride-1 input gradients run as convolutions, passes/conv_lowering.py)."""
+import numpy as np
+import pytest
+
+import fragflow as ff
+from fragflow.codegen import conv
+from tests.gradcheck import check_gradients
+from tests.reference import assert_matches, run_both
+
+
+def normal(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def kernels(build, shapes):
+    g = ff.Graph()
+    with g.as_default():
+        feeds = [ff.placeholder(s, name=f"in{i}") for i, s in enumerate(shapes)]
+        y = build(*feeds)
+    with ff.Session(g) as sess:
+        return sess.compile([y], feeds=feeds).kernels
+
+
+def is_direct(kernel):
+    return "direct conv:" in kernel.source
+
+
+@pytest.mark.parametrize("x_shape, w_shape, kwargs", [
+    ((1, 96, 96, 3), (3, 3, 3, 8), dict(strides=2, padding="SAME")),     # MobileNet's stem
+    ((1, 48, 48, 8), (1, 1, 8, 16), dict()),                              # its pointwise
+    ((2, 7, 9, 5), (3, 3, 5, 4), dict(padding="SAME")),                   # C % 4, batch
+    ((1, 1, 1, 6), (3, 3, 6, 8), dict(padding="SAME")),                   # one pixel
+    ((3, 1, 1, 12), (1, 1, 12, 4), dict()),                               # 1x1 images
+    ((1, 6, 5, 64), (1, 1, 64, 12), dict()),                              # looped C texels
+    ((1, 5, 6, 11), (1, 1, 11, 4), dict()),                               # looped scalar C
+    ((1, 11, 8, 4), (5, 5, 4, 8), dict(dilations=2, padding="SAME")),     # dilated 5x5
+    ((1, 9, 8, 2), (7, 7, 2, 4), dict(padding=((3, 2), (1, 4)))),         # explicit pads
+    ((1, 13, 10, 8), (3, 2, 8, 4), dict(strides=(2, 3), padding="VALID")),
+])
+def test_direct_conv_matches_numpy(gl, x_shape, w_shape, kwargs):
+    rng = np.random.default_rng(sum(x_shape) + sum(w_shape))
+    x, w = normal(rng, *x_shape), normal(rng, *w_shape)
+    x[-1, x_shape[1] // 2, 0, 0] = np.nan    # spreads through its windows
+    if x_shape[1] * x_shape[2] > 1:
+        x[0, 0, 0, :] = 0.0
+    build = lambda xp, wp: ff.conv2d(xp, wp, **kwargs)    # noqa: E731
+    ks = kernels(build, [x.shape, w.shape])
+    assert [k.op for k in ks] == ["conv2d"] and is_direct(ks[0])
+    g = ff.Graph()
+    with g.as_default():
+        xp, wp = ff.placeholder(x.shape, name="x"), ff.placeholder(w.shape, name="w")
+        y = build(xp, wp)
+    out, ref = run_both(g, {"y": y}, {xp: x, wp: w})
+    assert np.isnan(ref["y"]).any()
+    if x_shape[0] > 1 or x_shape[1] * x_shape[2] > 1:
+        assert not np.isnan(ref["y"]).all()
+    finite = np.abs(ref["y"][np.isfinite(ref["y"])])
+    assert_matches(out["y"], ref["y"], rtol=1e-5, atol=1e-5 * (1 + finite.max(initial=0)))
+
+
+# (gelu is not fused into a convolution: its input is read twice)
+@pytest.mark.parametrize("activation", ["relu", "relu6", "leaky_relu", "sigmoid", "tanh",
+                                        "elu", "selu", "softplus"])
+def test_fused_bias_and_activation_in_one_kernel(gl, activation):
+    rng = np.random.default_rng(7)
+    x, w, b = normal(rng, 2, 6, 7, 8) * 3, normal(rng, 1, 1, 8, 12), normal(rng, 12)
+    x[1, 2, 3, 5] = np.nan
+
+    def build(xp):
+        return getattr(ff, activation)(ff.conv2d(xp, ff.constant(w)) + ff.constant(b))
+    ks = kernels(build, [x.shape])
+    assert [k.op for k in ks] == ["fused_conv2d"] and is_direct(ks[0])
+    g = ff.Graph()
+    with g.as_default():
+        xp = ff.placeholder(x.shape, name="x")
+        y = build(xp)
+    out, ref = run_both(g, {"y": y}, {xp: x})
+    assert np.isnan(ref["y"]).any() and not np.isnan(ref["y"]).all()
+    assert_matches(out["y"], ref["y"], rtol=1e-5, atol=1e-5)
+
+
+def test_which_convolutions_run_direct(gl):
+    rng = np.random.default_rng(4)
+
+    def conv_kernels(x_shape, w_shape):
+        w = normal(rng, *w_shape)
+        return kernels(lambda xp: ff.conv2d(xp, ff.constant(w), padding="SAME"), [x_shape])
+    # short sums (taps x C <= DIRECT_MAX_DEPTH) run direct even past the blocked size
+    assert 3 * 3 * 3 <= conv.DIRECT_MAX_DEPTH
+    assert is_direct(conv_kernels((1, 64, 64, 3), (3, 3, 3, 8))[0])
+    # long sums of a big product: blocked + stitch
+    big = conv_kernels((1, 12, 12, 64), (1, 1, 64, 64))
+    assert [k.op for k in big] == ["conv2d", "conv2d_stitch"]
+    # small products run direct whatever their depth
+    assert is_direct(conv_kernels((1, 2, 2, 128), (1, 1, 128, 128))[0])
+    # output channels not in fours: conv.glsl.j2's lanes
+    assert not is_direct(conv_kernels((1, 6, 6, 4), (3, 3, 4, 6))[0])
+
+
+def test_gradients_through_the_direct_kernel(gl):
+    rng = np.random.default_rng(5)
+    check_gradients(lambda x, w: ff.conv2d(x, w, padding="SAME") ** 2,
+                    {"x": rng.standard_normal((2, 5, 6, 4)),
+                     "w": rng.standard_normal((3, 3, 4, 4))})
+    check_gradients(lambda x, w: ff.tanh(ff.conv2d(x, w, strides=2, padding="VALID")),
+                    {"x": rng.standard_normal((1, 7, 6, 3)),
+                     "w": rng.standard_normal((3, 3, 3, 8))})
