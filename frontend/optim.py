@@ -202,14 +202,17 @@ class Optimizer:
         named '<var>/<optimizer>/<slot>'."""
         slots = self._slots.setdefault(slot_name, {})
         if var.op.name not in slots:
-            with self._graph.name_scope(f"{var.op.name}/{self._name}/"):
+            # the variable's graph, not the default one: apply_gradients may be called
+            # outside `with graph.as_default()` (TensorFlow 1 takes the variables' graph)
+            with self._graph.as_default(), \
+                    self._graph.name_scope(f"{var.op.name}/{self._name}/"):
                 slots[var.op.name] = Variable(np.full(var.shape, initial, np.float32),
                                               name=slot_name, trainable=False)
         return slots[var.op.name]
 
     def _non_slot_variable(self, name, initial) -> Variable:
         if name not in self._non_slot:
-            with self._graph.name_scope(f"{self._name}/"):
+            with self._graph.as_default(), self._graph.name_scope(f"{self._name}/"):
                 self._non_slot[name] = Variable(np.float32(initial), name=name,
                                                 trainable=False)
         return self._non_slot[name]

@@ -206,6 +206,26 @@ def test_compute_and_apply_gradients_for_a_custom_loop():
     np.testing.assert_allclose(sess.get(unused), [5.0])
 
 
+@pytest.mark.parametrize("backend", ["numpy", "gl"])
+def test_apply_gradients_outside_the_graph_context_uses_the_variables_graph(backend):
+    # TensorFlow 1 builds the update in the variables' graph; before, Adam's slots landed
+    # in the default graph and the step raised "'sqrt' belongs to graph 'default'"
+    g = ff.Graph()
+    with g.as_default():
+        w = ff.Variable(np.float32([1.0, -2.0, 3.0]), name="w")
+        grad = ff.placeholder((3,), "float32", name="grad")
+    opt = ff.optim.Adam(0.1)
+    step = opt.apply_gradients([(grad, w)])
+    assert step.graph is g and all(v.graph is g for v in opt.variables())
+    sess = ff.Session(g, backend=backend)
+    rule, slots = adam(0.1, 0.9, 0.999, 1e-8)
+    expected, gb = np.float32([1.0, -2.0, 3.0]), np.float32([0.5, -1.0, 0.0])
+    for t in (1, 2):
+        sess.run(step, {grad: gb})
+        expected = rule(expected, gb, slots, t)
+    np.testing.assert_allclose(sess.get(w), expected, rtol=1e-6, atol=1e-7)
+
+
 def test_default_var_list_is_the_float_variables_the_loss_depends_on():
     g = ff.Graph()
     with g.as_default():
