@@ -5,20 +5,25 @@ once; both into render targets that the stitch puts in place with the fused bias
 activation) on GL against the numpy reference executor, on awkward shapes: channels
 not in fours, 1x1 filters, strides, dilations, explicit and SAME padding, batches,
 small outputs, depthwise multipliers, NaN in the image; gradients against finite
-differences. The size threshold is lowered to 1 here so every case runs blocked (a
-test checks that a W4-sized convolution takes the blocked path by itself)."""
+differences. The size threshold is lowered to 1 and the direct conv2d kernel is off
+here so every case runs blocked (a test checks that a W4-sized convolution takes the
+blocked path by itself)."""
 import numpy as np
 import pytest
 
 import fragflow as ff
-from fragflow.codegen import matmul as blocked
+from fragflow.codegen import conv, matmul as blocked
 from tests.gradcheck import check_gradients
 from tests.reference import assert_matches, run_both
+
+DIRECT_MAX_MACS = conv.DIRECT_MAX_MACS      # the direct conv2d's own (the fixture: 0)
 
 
 @pytest.fixture(autouse=True)
 def always_blocked(monkeypatch):
     monkeypatch.setattr(blocked, "BLOCKED_MIN_MACS", 1)
+    # small ones would run direct (tests/ops/test_conv_direct.py)
+    monkeypatch.setattr(conv, "DIRECT_MAX_MACS", 0)
 
 
 def normal(rng, *shape):
@@ -40,6 +45,7 @@ def _run(build, arrays, rtol=1e-5):
 
 def test_w4_sized_convolutions_take_the_blocked_path(gl, monkeypatch):
     monkeypatch.setattr(blocked, "BLOCKED_MIN_MACS", 1 << 17)
+    monkeypatch.setattr(conv, "DIRECT_MAX_MACS", DIRECT_MAX_MACS)
     rng = np.random.default_rng(0)
     x = normal(rng, 1, 32, 32, 16)
     g = ff.Graph()
