@@ -30,6 +30,7 @@ def always_packed(monkeypatch):
     monkeypatch.setattr(blocked, "BLOCKED_MIN_MACS", 1)
     monkeypatch.setattr(blocked, "PACKED_MIN_MACS", 1)
     monkeypatch.setattr(convolutions, "PACKED_MIN_INPUT", 1)
+    monkeypatch.setattr(convolutions, "DIRECT_MAX_MACS", 0)    # small ones would run direct
 
 
 def test_big_products_take_the_packed_path(gl, monkeypatch):
