@@ -40,6 +40,7 @@ from .common import make_kernel, operands, output_operand
 from .layout import strides
 from .reduce import LOOP_TRIPS, unroll_for
 
+
 @dataclass(frozen=True)
 class PixelBlock:
     """How the blocked depthwise kernel divides its output: a fragment per block of

@@ -17,8 +17,20 @@ from ..ir.errors import TooManyInputsError
 from ..ir.graph import Graph
 from ..ir.ops.registry import all_ops, get_op
 from ..passes.split_wide import DEFAULT_TEXTURE_UNITS
-from . import (conv, elementwise, fused, gradient, image, matmul, program, random, reduce,
-               shape, structure, update)
+from . import (
+    conv,
+    elementwise,
+    fused,
+    gradient,
+    image,
+    matmul,
+    program,
+    random,
+    reduce,
+    shape,
+    structure,
+    update,
+)
 from .kernel import Program
 from .layout import layout_for
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from ..ir.errors import AttrError
 from ..ir.types import normalize_axes
+from . import reduce_tree, scan
 from .common import make_kernel, operands, output_operand
 from .environment import glsl_float
-from . import reduce_tree, scan
 
 # llvmpipe ends a shader invocation's loops after 65535 iterations in all (one limiter
 # per shader, shared by every loop in it), without an error. Keep a kernel's iterations

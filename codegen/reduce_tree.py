@@ -303,7 +303,8 @@ def emit_pass(builder: TreeBuilder, bound: dict, target: Operand, step: Pass, op
                 rop=op, mode=step.mode, outer=step.outer, length=step.length,
                 inner=step.inner, window=step.window, out_length=step.out_length,
                 out_size=step.out_size, layered=layered,
-                lod_fetch=LOD_FETCH, lane_blocks=lane_blocks(layered.layout if layered is not None else
+                lod_fetch=LOD_FETCH,
+                lane_blocks=lane_blocks(layered.layout if layered is not None else
                                         target.layout if context["targets"] > 1 else None),
                 aligned=step.length % 4 == 0 and step.window % 4 == 0,
                 init=_init(op, (context.get("values") or src).dtype),

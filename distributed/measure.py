@@ -9,7 +9,8 @@ instance runs `steps` steps of one global batch; the medians (after the first st
 which compile shaders) of compute, transfer, allreduce, apply and the whole step are
 printed, with the gradient size and one process's step on a plain Session (no Ray)
 for comparison, and the gradient run's time as a + n * b (fixed launch cost a, cost b per
-example), the split a model of N workers needs (docs/SCALING.md). Models: "cnn", the digits CNN (8x8x1 images, batch 64, 7k weights);
+example), the split a model of N workers needs (docs/SCALING.md). Models: "cnn", the
+digits CNN (8x8x1 images, batch 64, 7k weights);
 "mlp", a 784-512-512-10 perceptron (batch 256, 670k weights, 2.7 MB of gradients).
 """
 from __future__ import annotations

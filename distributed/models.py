@@ -29,7 +29,7 @@ class GraphModel:
         self.checkpoint = checkpoint
 
     @classmethod
-    def from_files(cls, graph_path, inputs, outputs, checkpoint_path=None) -> "GraphModel":
+    def from_files(cls, graph_path, inputs, outputs, checkpoint_path=None) -> GraphModel:
         """From a save_graph file and a Session.save checkpoint (.npz)."""
         with open(graph_path, encoding="utf-8") as f:
             text = f.read()
@@ -42,7 +42,7 @@ class GraphModel:
         return cls(text, inputs, outputs, data)
 
     @classmethod
-    def from_session(cls, session, inputs, outputs) -> "GraphModel":
+    def from_session(cls, session, inputs, outputs) -> GraphModel:
         """The session's graph with its variables' current values."""
         import fragflow as ff
         names = [n.name for n in session.graph.nodes if n.op == "variable"]

@@ -15,7 +15,7 @@ import statistics
 import time
 
 import numpy as np
-import torch                  # before fragflow's first GL context (see docs/ONNX.md)
+import torch  # before fragflow's first GL context (see docs/ONNX.md)
 from torch import nn
 
 

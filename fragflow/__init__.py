@@ -10,18 +10,40 @@
 See README.md and shared/DESIGN.md ("Public contract").
 """
 from .frontend import *  # noqa: F401,F403
-from .frontend import CompiledFunction, Session, Tensor, Variable, fused
-from .frontend import Sequential, initializers, layers, optim
-from .frontend import onnx            # ff.onnx.load / ff.onnx.export (docs/ONNX.md)
-from .frontend import __all__ as _frontend_all
-from .ir.errors import (AttrError, BackendError, DTypeError, FeedError, FetchError,
-                        FragflowError, GradientError, GraphError, NumericsError,
-                        SerializationError, SessionClosedError, ShaderCompileError,
-                        ShapeError, TensorTooLargeError)
+from .frontend import (
+    CompiledFunction,
+    Sequential,
+    Session,
+    Tensor,
+    Variable,
+    __all__ as _frontend_all,
+    fused,
+    initializers,
+    layers,
+    onnx,  # ff.onnx.load / ff.onnx.export (docs/ONNX.md)
+    optim,
+)
+from .ir.errors import (
+    AttrError,
+    BackendError,
+    DTypeError,
+    FeedError,
+    FetchError,
+    FragflowError,
+    GradientError,
+    GraphError,
+    LoopLimitWarning,  # limits: docs/LIMITS.md
+    NumericsError,
+    SerializationError,
+    SessionClosedError,
+    ShaderCompileError,
+    ShapeError,
+    TensorTooLargeError,
+    TooManyInputsError,  # limits: docs/LIMITS.md
+)
 from .ir.graph import Graph, get_default_graph, reset_default_graph
 from .ir.serialize import MAX_FILE_BYTES, graph_from_json
 from .ir.types import DTYPES, TensorType
-from .ir.errors import LoopLimitWarning, TooManyInputsError   # limits: docs/LIMITS.md
 
 __version__ = "0.1.0"
 

@@ -10,8 +10,7 @@ import zipfile
 
 import numpy as np
 
-from ..ir.errors import (FeedError, FetchError, FragflowError, SerializationError,
-                         SessionClosedError)
+from ..ir.errors import FeedError, FetchError, FragflowError, SerializationError, SessionClosedError
 from ..ir.graph import Graph, Value, get_default_graph
 from ..ir.ops.state import RUN_COUNTER
 from ..ir.types import TensorType, format_shape
@@ -110,6 +109,7 @@ class Session:
 
     def _profile(self, values, feeds, runs):
         import time
+
         from .debugging import Profile, timed_runs
         types = {v: TensorType(a.shape, v.dtype) for v, a in feeds.items()}
         start = time.perf_counter()

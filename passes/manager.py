@@ -3,14 +3,21 @@ optionally dumped (FRAGFLOW_DUMP_PASSES=dir) and verified (FRAGFLOW_VERIFY=1).""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ..ir.errors import FragflowError
 from ..ir.graph import Graph
 from ..ir.printer import format_graph
-from . import conv_lowering, fold_batch_norm, fusion, simplify, split_wide
-from . import fuse_updates, layout_transposes
+from . import (
+    conv_lowering,
+    fold_batch_norm,
+    fuse_updates,
+    fusion,
+    layout_transposes,
+    simplify,
+    split_wide,
+)
 from .verify import verify
 
 

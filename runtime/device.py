@@ -31,7 +31,7 @@ class Device:
         self.programs = ProgramCache(self.gl)
 
     @classmethod
-    def get(cls, index: int | None = None) -> "Device":
+    def get(cls, index: int | None = None) -> Device:
         """The process's device. index: an EGL device index (ff.devices()); the first
         call fixes it for the process (None: FRAGFLOW_DEVICE, else the default GPU,
         else llvmpipe), and a later call naming another index raises BackendError:

@@ -6,6 +6,7 @@ import os
 import re
 
 import pytest
+
 from fragflow.codegen.lower import LOWERINGS, VIEW_OPS
 from fragflow.ir.ops.registry import all_ops
 from fragflow.passes.autodiff import GRADIENTS

@@ -126,8 +126,9 @@ def _render(target, graph, fmt, shapes, user_graph=False, subtitle="") -> str:
     """dot, svg or html of graph, with the kernels of a compiled run when one can be
     made (fused groups, shaders, concrete shapes); without, the graph alone."""
     from fragflow.frontend.shaders import shader_text
-    from fragflow.ir.dot import DOT_MISSING, dot_available, graph_to_dot, dot_to_svg
-    from .compiled import (compile_target, concrete_types, kernel_of, node_notes)
+    from fragflow.ir.dot import DOT_MISSING, dot_available, dot_to_svg, graph_to_dot
+
+    from .compiled import compile_target, concrete_types, kernel_of, node_notes
     if fmt == "svg" and not dot_available():
         raise ff.FragflowError(DOT_MISSING)
     kernels, texts, compiled_graph, problem = [], [], None, ""
@@ -170,6 +171,7 @@ def _emit(text: str, output: str | None) -> int:
 # -- shaders ------------------------------------------------------------------------------
 def cmd_shaders(args) -> int:
     from fragflow.frontend.shaders import select, shader_text, write_shaders
+
     from .compiled import compile_target
     target = load_target(args.target)
     run = compile_target(target, parse_feed_shapes(args.feed_shape))

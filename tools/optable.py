@@ -8,10 +8,9 @@ none). tests/test_registry.py checks the file is what this prints, so the table 
 the registry stay in step."""
 from __future__ import annotations
 
+import fragflow as ff
 from fragflow.ir.ops.registry import all_ops
 from fragflow.passes.autodiff import GRADIENTS
-
-import fragflow as ff
 
 
 def user_function(op: str) -> str:

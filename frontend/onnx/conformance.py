@@ -63,7 +63,7 @@ def file_cases(suites=FILE_SUITES) -> list:
                 continue
             data_sets = []
             for data_dir in sorted(glob.glob(os.path.join(model_dir, "test_data_set_*"))):
-                def read(kind):
+                def read(kind, data_dir=data_dir):   # bound now (B023)
                     files = sorted(glob.glob(os.path.join(data_dir, f"{kind}_*.pb")),
                                    key=lambda p: int(re.findall(r"(\d+)\.pb$", p)[0]))
                     arrays = []
@@ -143,7 +143,8 @@ def run_case(case, backend: str):
     except FragflowError as err:
         return "fail", _reason(err)
     except Exception as err:                # noqa: BLE001 -- counted, never fatal
-        return "fail", f"crash {type(err).__name__}: {str(err).splitlines()[0][:80] if str(err) else ''}"
+        first = str(err).splitlines()[0][:80] if str(err) else ""
+        return "fail", f"crash {type(err).__name__}: {first}"
 
 
 def run(cases, backend="gl", progress=None) -> dict:

@@ -585,7 +585,7 @@ def export(fetches, feeds, path=None, *, session=None, name=None):
         result = rule(w, node, _LazyInputs(w, node.inputs))
         result = result if isinstance(result, list) else [result]
         w.names.update(zip(node.outputs, result))
-    for i, v in enumerate(fetch_values):
+    for v in fetch_values:
         out_name = v.name.replace("/", ".").replace(":", "_")
         if out_name in {vi.name for vi in inputs}:
             out_name = f"{out_name}_out"

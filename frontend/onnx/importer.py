@@ -84,7 +84,8 @@ class ImportedModel:
         return Session(self.graph, **kwargs)
 
     def __repr__(self):
-        return (f"ImportedModel(graph={self.graph.name!r}, inputs={list(self.inputs_by_onnx_name)}, "
+        return (f"ImportedModel(graph={self.graph.name!r}, "
+                f"inputs={list(self.inputs_by_onnx_name)}, "
                 f"outputs={list(self.outputs_by_onnx_name)}, variables={len(self.variables)}, "
                 f"opset={self.opset})")
 

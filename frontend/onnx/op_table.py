@@ -18,10 +18,8 @@ import numpy as np
 
 import fragflow.frontend as F
 
-from .. import ops_nn_extra as NN    # gelu, hard_swish, layer/instance normalization
-from . import grid_sample as GS
-from . import pool_taps, recurrent, spectral
-from . import resize as R
+from .. import ops_nn_extra as NN  # gelu, hard_swish, layer/instance normalization
+from . import grid_sample as GS, pool_taps, recurrent, resize as R, spectral
 from .importer import Init
 
 RULES: dict = {}
@@ -1307,7 +1305,7 @@ def pad(ctx, node, x, a):
                     raise ctx.error("Pad edge along an axis of unknown size")
                 key = [slice(None)] * rank
 
-                def edge(index, count, axis=axis, key=key):
+                def edge(index, count, axis=axis, key=key, t=t):
                     k = list(key)
                     k[axis] = slice(index, index + 1) if index >= 0 else slice(index, None)
                     piece = t[tuple(k)]

@@ -21,8 +21,8 @@ NUMERIC = ("float32", "int32")
 
 def identity_of(op: str, dtype: str):
     big = np.inf if dtype == "float32" else np.iinfo(np.int32).max
-    return {"sum": 0, "mean": np.nan if dtype == "float32" else 0, "prod": 1, "max": -big if dtype == "float32"
-            else np.iinfo(np.int32).min, "min": big}[op]
+    return {"sum": 0, "mean": np.nan if dtype == "float32" else 0, "prod": 1,
+            "max": -big if dtype == "float32" else np.iinfo(np.int32).min, "min": big}[op]
 
 
 def reduced_shape(shape, axes, keepdims):

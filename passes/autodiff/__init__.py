@@ -14,8 +14,7 @@ from . import (  # noqa: F401  (the rules, registered on import)
     structure,
 )
 from .engine import gradients
-from .registry import GRADIENTS, add_record_rules
-from .registry import gradient as register_gradient
+from .registry import GRADIENTS, add_record_rules, gradient as register_gradient
 
 add_record_rules()
 

@@ -1,11 +1,13 @@
 """Short names for the ir builders, so rules read like the maths."""
 from __future__ import annotations
 
-from ...ir.ops import elementwise as _ew
-from ...ir.ops import gradient as _grad
-from ...ir.ops import matmul as _mm
-from ...ir.ops import reduce as _red
-from ...ir.ops import shape as _shape
+from ...ir.ops import (
+    elementwise as _ew,
+    gradient as _grad,
+    matmul as _mm,
+    reduce as _red,
+    shape as _shape,
+)
 
 
 def add(a, b): return _ew.binary("add", a, b)

@@ -4,8 +4,7 @@ from __future__ import annotations
 from ...ir.errors import GradientError
 from ...ir.ops.reduce import cumsum, lrn_grad
 from ...ir.types import normalize_axes
-from .build import (binary, broadcast_like, cast, div, expand_dims, mul, reduce, sub,
-                    unary, where)
+from .build import binary, broadcast_like, cast, div, expand_dims, mul, reduce, sub, unary, where
 from .registry import gradient
 
 

@@ -121,13 +121,13 @@ class GLSection:
 
     __slots__ = ("_context", "_lock", "_depth", "_deferred")
 
-    def __init__(self, context: "GLContext"):
+    def __init__(self, context: GLContext):
         self._context = context
         self._lock = threading.RLock()
         self._depth = 0                    # touched only by the thread holding _lock
         self._deferred = collections.deque()
 
-    def __enter__(self) -> "GLContext":
+    def __enter__(self) -> GLContext:
         self._lock.acquire()
         if self._depth == 0:
             try:
@@ -311,7 +311,8 @@ def get_context(device: int | None = None) -> GLContext:
                 _current = context
                 return _current
             except Exception as exc:  # any failure means: try the next backend
-                reason = str(exc) if isinstance(exc, BackendError) else f"{type(exc).__name__}: {exc}"
+                reason = str(exc) if isinstance(exc, BackendError) \
+                    else f"{type(exc).__name__}: {exc}"
                 failed.append(f"{name}: {reason}")
         lines = [f"  {line}" for line in failed + notes]
         hints = [f"  {name}: {_INSTALL[name]}" for name in BACKENDS]

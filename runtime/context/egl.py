@@ -56,7 +56,8 @@ class _Egl:
         lib = load_library(("libEGL.so.1", "libEGL.so"), INSTALL)
         self.GetError = fn(lib, "eglGetError", c_int32)
         self.QueryString = fn(lib, "eglQueryString", c_char_p, c_void_p, c_int32)
-        self.Initialize = fn(lib, "eglInitialize", c_uint32, c_void_p, POINTER(c_int32), POINTER(c_int32))
+        self.Initialize = fn(lib, "eglInitialize", c_uint32, c_void_p, POINTER(c_int32),
+                             POINTER(c_int32))
         self.Terminate = fn(lib, "eglTerminate", c_uint32, c_void_p)
         self.ChooseConfig = fn(lib, "eglChooseConfig", c_uint32, c_void_p, POINTER(c_int32),
                                POINTER(c_void_p), c_int32, POINTER(c_int32))
@@ -64,7 +65,8 @@ class _Egl:
         self.CreateContext = fn(lib, "eglCreateContext", c_void_p, c_void_p, c_void_p, c_void_p,
                                 POINTER(c_int32))
         self.DestroyContext = fn(lib, "eglDestroyContext", c_uint32, c_void_p, c_void_p)
-        self.MakeCurrent = fn(lib, "eglMakeCurrent", c_uint32, c_void_p, c_void_p, c_void_p, c_void_p)
+        self.MakeCurrent = fn(lib, "eglMakeCurrent", c_uint32, c_void_p, c_void_p, c_void_p,
+                              c_void_p)
         self.ReleaseThread = fn(lib, "eglReleaseThread", c_uint32)
         get_proc = fn(lib, "eglGetProcAddress", c_void_p, c_char_p)
 

@@ -20,8 +20,7 @@ ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'frag
 pytest.importorskip("ray.data", reason="Ray Data is not installed (pip install 'ray[data]')")
 
 import fragflow as ff  # noqa: E402
-from fragflow.distributed import (DataParallelTrainer, GraphModel, TrainGraph,  # noqa: E402
-                                  predict)
+from fragflow.distributed import DataParallelTrainer, GraphModel, TrainGraph, predict  # noqa: E402
 
 STEPS = 5
 TOLERANCE = 1e-5

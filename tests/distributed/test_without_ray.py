@@ -73,7 +73,8 @@ def test_an_onnx_model_opens_as_a_session(gl):
     from fragflow.distributed import OnnxModel
     w = np.random.default_rng(2).standard_normal((4, 3)).astype(np.float32)
     graph = helper.make_graph(
-        [helper.make_node("MatMul", ["input", "w"], ["h"]), helper.make_node("Relu", ["h"], ["out"])],
+        [helper.make_node("MatMul", ["input", "w"], ["h"]),
+         helper.make_node("Relu", ["h"], ["out"])],
         "tiny", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [None, 4])],
         [helper.make_tensor_value_info("out", TensorProto.FLOAT, [None, 3])],
         [numpy_helper.from_array(w, "w")])

@@ -7,7 +7,6 @@ pytest.importorskip("onnx", reason="onnx (the test extra) is not installed")
 pytest.importorskip("onnxruntime", reason="onnxruntime (the test extra) is not installed")
 
 import fragflow as ff
-
 from tests.onnx.helpers import assert_close, ort_run
 
 pytestmark = pytest.mark.usefixtures("gl")

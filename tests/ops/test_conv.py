@@ -236,7 +236,7 @@ def test_depthwise_conv2d_and_its_gradient_ops(gl):
             case.fetches[f"depthwise_conv2d_backprop_input: {label}"] = gradient_of(case, y, x)
             case.fetches[f"depthwise_conv2d_backprop_filter: {label}"] = gradient_of(case, y, w)
     out, ref = case.run()
-    for (label, xs, ws, s, p, r), (x, w) in zip(DEPTHWISE, plain):
+    for (label, _xs, _ws, s, p, r), (x, w) in zip(DEPTHWISE, plain):
         s = (s, s) if isinstance(s, int) else tuple(s)
         np.testing.assert_allclose(ref[label], brute_depthwise(x, w, s, p, (r, r)),
                                    rtol=1e-5, atol=1e-5, err_msg=label)
@@ -327,7 +327,7 @@ def test_pools_match_reference_and_brute_force(gl):
     assert {"max_pool_grad", "min_pool_grad", "avg_pool_grad", "max_pool_grad_grad",
             "min_pool_grad_grad"} <= kernel_ops(
         case.graph, case.fetches.values(), case.feeds)
-    for (label, xs, k, s, p), x in zip(POOLS, plain):
+    for (label, _xs, k, s, p), x in zip(POOLS, plain):
         def two(v):
             v = (v, v) if isinstance(v, int) else tuple(v)
             return v[1:3] if len(v) == 4 else v

@@ -62,7 +62,8 @@ UNARY = {
         [1.0, -1.0, 0.99999994, -0.99999994, 1.0000001, -1.5], [(-0.8, 0.8)]),
     "asin": (np.arcsin, lambda r: np.concatenate([
         r.uniform(-1, 1, 4000), log_uniform(r, -30, 0, 2000),
-        1 - log_uniform(r, -7.3, -0.3, 1000, False)]), [0.99999994, 1.0000001, 0.5, -0.5], [(-0.8, 0.8)]),
+        1 - log_uniform(r, -7.3, -0.3, 1000, False)]),
+        [0.99999994, 1.0000001, 0.5, -0.5], [(-0.8, 0.8)]),
     "atan": (np.arctan, lambda r: np.concatenate([
         r.uniform(-10, 10, 4000), log_uniform(r, -30, 30, 4000)]),
         [0.41421357, 2.4142137, 1e-20], [(-3, 3)]),
@@ -70,7 +71,8 @@ UNARY = {
         1 + log_uniform(r, -7, 1, 4000, False), log_uniform(r, 0, 38, 4000, False)]),
         [1.0, 1.0000001, 0.99999994, 4096.0, 4097.0, 3e38], [(1.2, 4.0)]),
     "asinh": (np.arcsinh, lambda r: np.concatenate([
-        r.uniform(-10, 10, 4000), log_uniform(r, -30, 38, 4000)]), [4096.0, -4097.0, 1e-20], [(-3, 3)]),
+        r.uniform(-10, 10, 4000), log_uniform(r, -30, 38, 4000)]),
+        [4096.0, -4097.0, 1e-20], [(-3, 3)]),
     "atanh": (np.arctanh, lambda r: np.concatenate([
         r.uniform(-1, 1, 4000), log_uniform(r, -30, 0, 2000),
         1 - log_uniform(r, -7.3, -0.3, 2000, False)]),

@@ -13,15 +13,20 @@ import numpy as np
 import pytest
 
 import fragflow as ff
-from fragflow.codegen import conv as convolutions
-from fragflow.codegen import matmul as blocked
-from tests.ops.test_conv_fast import _run, normal, test_conv2d_shapes  # noqa: F401
+from fragflow.codegen import conv as convolutions, matmul as blocked
 from tests.ops.test_conv_fast import (  # noqa: F401
-    test_gradients_against_finite_differences as test_conv_gradients)
+    _run,
+    normal,
+    test_conv2d_shapes,
+    test_gradients_against_finite_differences as test_conv_gradients,
+)
 from tests.ops.test_matmul import check
 from tests.ops.test_matmul_blocked import (  # noqa: F401
-    test_batches_and_broadcasting, test_fused_bias_activation,
-    test_same_tensor_twice_and_edge_values, test_shapes_and_transposes)
+    test_batches_and_broadcasting,
+    test_fused_bias_activation,
+    test_same_tensor_twice_and_edge_values,
+    test_shapes_and_transposes,
+)
 from tests.reference import assert_matches
 
 

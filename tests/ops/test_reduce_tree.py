@@ -15,8 +15,7 @@ import numpy as np
 import pytest
 
 import fragflow as ff
-from fragflow.codegen import reduce as reduce_codegen
-from fragflow.codegen import reduce_tree, scan
+from fragflow.codegen import reduce as reduce_codegen, reduce_tree, scan
 from tests.gradcheck import check_gradients
 from tests.reference import assert_matches, run_both
 

@@ -4,11 +4,11 @@ gives (the numpy executor runs the same fused graph through the ops' references,
 the unfused graph, where nothing is fused, too)."""
 import numpy as np
 import pytest
+
+import fragflow as ff
 from fragflow.ir.errors import AttrError
 from fragflow.ir.ops.common import apply
 from fragflow.passes import fuse_updates as fu
-
-import fragflow as ff
 
 # awkward shapes: a scalar, sizes not a multiple of 4, a 1-element axis, and one past
 # UNIFORM_CONSTANTS_FROM (65,536) elements, where scalar constants become uniforms

@@ -165,7 +165,8 @@ def test_backend_renders_constant_into_rgba32f(backend, cache_dir, request):
     if backend == "glfw":
         env["DISPLAY"] = request.getfixturevalue("display")
     info = _check_render(_run(RENDER, cache_dir, env).json, backend)
-    print(f"{backend}: {info['detail']} | {info['vendor']} | {info['renderer']} | {info['version']}")
+    print(f"{backend}: {info['detail']} | {info['vendor']} | {info['renderer']} | "
+          f"{info['version']}")
     assert info["shader_cache_dir"] == str(cache_dir / "mesa")
     if "Mesa" in info["version"]:  # other drivers keep their own caches
         assert any(files for _, _, files in os.walk(cache_dir / "mesa")), "Mesa cache stayed empty"

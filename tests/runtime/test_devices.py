@@ -138,7 +138,8 @@ def test_cuda_visible_devices_orders_the_default(monkeypatch, visible, want):
 
 
 def test_info_devices_cli_prints_them():
-    proc = _run("from fragflow.tools.cli import main; raise SystemExit(main(['info', '--devices']))")
+    proc = _run("from fragflow.tools.cli import main; "
+                "raise SystemExit(main(['info', '--devices']))")
     assert proc.returncode == 0, proc.stderr
     if "lists no devices" not in proc.stdout:
         assert "llvmpipe" in proc.stdout or "GPU" in proc.stdout

@@ -101,7 +101,8 @@ def run_script(*parts: str, backend: str, timeout: float = 120, display=None) ->
                           text=True, timeout=timeout)
     died = f" (killed by signal {-proc.returncode})" if proc.returncode < 0 else ""
     assert proc.returncode == 0, \
-        f"exit status {proc.returncode}{died}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-3000:]}"
+        (f"exit status {proc.returncode}{died}\nstdout:\n{proc.stdout}\n"
+         f"stderr:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -148,7 +149,8 @@ def test_llvm_made_global_by_someone_else_first():
     # Another GL library loaded Mesa before fragflow: the preload binds triton to itself
     # anyway (RTLD_DEEPBIND), so the later import still works.
     result = run_script(
-        "import ctypes.util; ctypes.CDLL(ctypes.util.find_library('OSMesa'), mode=ctypes.RTLD_GLOBAL)\n",
+        "import ctypes.util; "
+        "ctypes.CDLL(ctypes.util.find_library('OSMesa'), mode=ctypes.RTLD_GLOBAL)\n",
         FRAGFLOW_RUN, TRITON_IMPORT, FRAGFLOW_RUN, backend="egl" if HAVE_EGL else "osmesa")
     assert "RTLD_DEEPBIND" in result["preload"]["triton"], result["preload"]
     assert result["triton_loaded"] and max(result["fragflow"]) < 1e-4

@@ -178,7 +178,8 @@ binary_op("atan2", FLOAT, _arith(np.arctan2), glsl="ff_atan2({0}, {1})",
           grad=_atan2_gradient, tf="tf.math.atan2",
           doc="atan2(y, x): the angle of the point (x, y), TensorFlow's order.")
 binary_op("squared_difference", NUMERIC, _arith(lambda a, b: np.square(a - b)),
-          grad=_squared_difference_gradient, tf="tf.math.squared_difference", doc="(x - y) ** 2, broadcasting.")
+          grad=_squared_difference_gradient, tf="tf.math.squared_difference",
+          doc="(x - y) ** 2, broadcasting.")
 binary_op("prelu", FLOAT, _arith(lambda x, alpha: np.where(x > 0, x, alpha * x)),
           glsl="ff_prelu({0}, {1})", grad=_prelu_gradient, tf="tf.keras PReLU",
           doc="x if x > 0, else alpha * x, alpha a broadcast tensor.")

@@ -115,8 +115,8 @@ def pad(x, paddings, constant_value=0, name=None):
 
 
 def mirror_pad(x, paddings, mode="REFLECT", name=None):
-    return apply("mirror_pad", [x], {"paddings": padding_pairs(paddings), "mode": str(mode).upper()},
-                 name)
+    return apply("mirror_pad", [x],
+                 {"paddings": padding_pairs(paddings), "mode": str(mode).upper()}, name)
 
 
 def mirror_pad_grad(dy, paddings, mode="REFLECT", name=None):
