@@ -219,15 +219,19 @@ def stitch_kernel(blocks, out, prefix, op, nodes, extra=(), epilogue=None, **con
                    + kernel.inputs)
 
 
+def _dims(node, a, out):
+    """(transpose_a, transpose_b, batch shape, M, N, K) of out = a @ b."""
+    ta, tb = node.attrs["transpose_a"], node.attrs["transpose_b"]
+    out_shape = out.layout.shape
+    k = a.layout.shape[-2] if ta else a.layout.shape[-1]
+    return ta, tb, out_shape[:-2], out_shape[-2], out_shape[-1], k
+
+
 def blocked_matmul(node, a, b, out, prefix, layouts, extra=(), epilogue=None,
                    op="matmul", nodes=None) -> list:
     """[blocked kernel, stitch kernel] for out = a @ b (see the module docstring)."""
     nodes = nodes or [node]
-    ta, tb = node.attrs["transpose_a"], node.attrs["transpose_b"]
-    out_shape = out.layout.shape
-    batch_shape = out_shape[:-2]
-    m, n = out_shape[-2], out_shape[-1]
-    k = a.layout.shape[-2] if ta else a.layout.shape[-1]
+    ta, tb, batch_shape, m, n, k = _dims(node, a, out)
     nb = math.prod(batch_shape)
     blocking = choose_blocking(nb, m, n)
     if ta and m % 4 == 0 and blocking.rows == 4:
@@ -326,11 +330,7 @@ def packed_matmul(node, a, b, out, prefix, layouts, extra=(), epilogue=None,
     """The kernels of out = a @ b through packed panels (see packed_kernels), or None
     for a product too small to pay for the two packing launches."""
     nodes = nodes or [node]
-    ta, tb = node.attrs["transpose_a"], node.attrs["transpose_b"]
-    out_shape = out.layout.shape
-    batch_shape = out_shape[:-2]
-    m, n = out_shape[-2], out_shape[-1]
-    k = a.layout.shape[-2] if ta else a.layout.shape[-1]
+    ta, tb, batch_shape, m, n, k = _dims(node, a, out)
     if out.layout.size * k < PACKED_MIN_MACS:
         return None
     blocking = choose_blocking(math.prod(batch_shape), m, n)
@@ -366,8 +366,7 @@ def matmul_kernel(node, a, b, out, prefix, extra=(), epilogue=None, op="matmul",
     """The kernels of a matmul; with an epilogue (codegen/fused.py), elementwise steps
     are applied to each result before it is written, reading the extra operands.
     Returns a list of kernels (blocked + stitch) or one kernel."""
-    ta, tb = node.attrs["transpose_a"], node.attrs["transpose_b"]
-    k = a.layout.shape[-2] if ta else a.layout.shape[-1]
+    ta, tb, batch, m, n, k = _dims(node, a, out)
     if layouts is not None and use_blocked(a, b, out, k):
         packed = packed_matmul(node, a, b, out, prefix, layouts, extra, epilogue, op,
                                nodes)
@@ -375,8 +374,6 @@ def matmul_kernel(node, a, b, out, prefix, extra=(), epilogue=None, op="matmul",
             return packed
         return blocked_matmul(node, a, b, out, prefix, layouts, extra, epilogue, op, nodes)
     out_shape = out.layout.shape
-    batch = out_shape[:-2]
-    m, n = out_shape[-2], out_shape[-1]
     a_index = affine_index(out_shape, _batch_strides(a.layout.shape, batch)
                            + [1 if ta else k, 0])
     b_index = affine_index(out_shape, _batch_strides(b.layout.shape, batch)
