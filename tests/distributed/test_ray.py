@@ -20,7 +20,8 @@ ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'frag
 pytest.importorskip("ray.data", reason="Ray Data is not installed (pip install 'ray[data]')")
 
 import fragflow as ff  # noqa: E402
-from fragflow.distributed import DataParallelTrainer, GraphModel, TrainGraph, predict  # noqa: E402
+from fragflow.distributed import DataParallelTrainer, GraphModel, predict  # noqa: E402
+from fragflow.distributed.measure import build_small  # noqa: E402  (the equality net, docs/SCALING.md)
 
 STEPS = 5
 TOLERANCE = 1e-5
@@ -107,21 +108,6 @@ def test_inference_equals_one_session_in_order_when_an_actor_dies(local_ray, tmp
 
 
 # -- training -------------------------------------------------------------------------------
-def _build(optimizer: str):
-    """A two-layer regression net with fixed initial weights (the same in every process)."""
-    def build():
-        rng = np.random.default_rng(4)
-        x = ff.placeholder((None, 6), "float32", name="x")
-        t = ff.placeholder((None, 3), "float32", name="t")
-        w1 = ff.Variable(rng.standard_normal((6, 9)).astype(np.float32) * 0.5, name="w1")
-        b1 = ff.Variable(np.zeros(9, np.float32), name="b1")
-        w2 = ff.Variable(rng.standard_normal((9, 3)).astype(np.float32) * 0.5, name="w2")
-        loss = ff.mean(ff.square(ff.relu(x @ w1 + b1) @ w2 - t))
-        opt = ff.optim.SGD(0.1) if optimizer == "sgd" else ff.optim.Adam(0.05)
-        return TrainGraph(loss, [x, t], opt)
-    return build
-
-
 def _batches(steps=STEPS):
     """Global batches; one of odd size, so the two workers' slices differ (5 and 4)."""
     rng = np.random.default_rng(5)
@@ -147,7 +133,7 @@ def _max_diff(a: dict, b: dict) -> float:
 
 
 def test_sgd_training_equals_single_process(local_ray, capsys):
-    build, batches = _build("sgd"), _batches()
+    build, batches = build_small("sgd"), _batches()
     want = _single_process(build, batches)
     with DataParallelTrainer(build, num_workers=2, num_cpus_per_worker=0.5) as trainer:
         history = trainer.fit(batches)
@@ -167,7 +153,7 @@ def test_adam_training_equals_single_process_after_a_worker_is_killed(local_ray)
     the run resumes from the checkpoint of step 2 and ends where one process ends.
     (Two trainers, with and without the kill, would prove the same twice at twice the
     cost: Ray actors start slowly on 2 shared cores.)"""
-    build, batches = _build("adam"), _batches()
+    build, batches = build_small("adam"), _batches()
     want = _single_process(build, batches)
     killed = []
 
