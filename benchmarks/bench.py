@@ -381,7 +381,7 @@ def w7(case, cfg):
         for length in (10, 210):
             y = x
             for _ in range(length):
-                y = ff.tanh(y)               # one program, each launch reads the last
+                y = ff.tanh(y)               # one shader, each launch reads the last
             fns[length] = y
     sess = ff.Session(g)
     short = sess.compile([fns[10]], passes=UNFUSED)
@@ -413,7 +413,7 @@ def mobilenet_graph(alpha=0.25, classes=100):
 
 def first_run_child():
     """In a new process: seconds to make the GL context (the Session), to compile the
-    MobileNet example (passes, kernels, programs) and run it once, and the
+    MobileNet example (passes, kernels, linked shaders) and run it once, and the
     steady-state median of a run, as JSON."""
     start = time.perf_counter()
     g, x, probs = mobilenet_graph()
@@ -436,9 +436,9 @@ def first_run_child():
         times.append(time.perf_counter() - t0)
     check("W8 (first run)", first_out, ff.Session(g, backend="numpy").run(probs, {x: image}),
           rtol=1e-3, atol=1e-5)
-    # the same compile and first run again in this process, where every program is
+    # the same compile and first run again in this process, where every shader is
     # linked and JIT-compiled already: what is left is fragflow's Python (passes,
-    # lowering, plan) and the textures; first_s minus it is GL's share (programs
+    # lowering, plan) and the textures; first_s minus it is GL's share (shaders
     # compiled and linked, llvmpipe's JIT or Mesa's disk cache at their first draw)
     python = float("inf")
     for _ in range(2):                 # the faster of two: a noisy machine inflates one
@@ -451,7 +451,7 @@ def first_run_child():
     print(json.dumps({"graph_build_s": build, "context_s": context, "compile_s": compiled,
                       "first_s": first, "python_s": python,
                       "steady_s": statistics.median(times),
-                      "programs": len({k.compiled_source for k in fn.kernels}),
+                      "shaders": len({k.compiled_source for k in fn.kernels}),
                       "kernels": len(fn.kernels)}))
 
 
@@ -470,11 +470,11 @@ def w8(case, cfg):
     ratio = last["first_s"] / last["steady_s"]
     row = result(case, {"fragflow": last["first_s"]}, last["kernels"],
                  target=("ratio<=", 1.5),
-                 extra={"steady_ms": last["steady_s"] * 1e3, "programs": last["programs"],
+                 extra={"steady_ms": last["steady_s"] * 1e3, "shaders": last["shaders"],
                         "context_ms": last["context_s"] * 1e3,
                         "compile_ms": last["compile_s"] * 1e3,
                         "python_ms": last["python_s"] * 1e3,
-                        "gl_programs_ms": (last["first_s"] - last["python_s"]) * 1e3,
+                        "gl_shaders_ms": (last["first_s"] - last["python_s"]) * 1e3,
                         "cold_process_first_ms": runs[0]["first_s"] * 1e3,
                         "no_disk_cache_first_ms": runs[2]["first_s"] * 1e3})
     row["ratio"], row["holds"] = ratio, ratio <= 1.5
@@ -620,9 +620,9 @@ def describe(row) -> tuple:
     if row["id"] == "W8":
         return (f"first run {fmt(row['fragflow_ms'])} ms (compile {fmt(row['compile_ms'])}"
                 f" ms of it; before it, context {fmt(row['context_ms'])} ms): fragflow's "
-                f"Python {fmt(row['python_ms'])} ms, GL programs (link, JIT from Mesa's "
-                f"disk cache) {fmt(row['gl_programs_ms'])} ms; steady "
-                f"{fmt(row['steady_ms'])} ms; {row['programs']} programs; the process before "
+                f"Python {fmt(row['python_ms'])} ms, GL shaders (link, JIT from Mesa's "
+                f"disk cache) {fmt(row['gl_shaders_ms'])} ms; steady "
+                f"{fmt(row['steady_ms'])} ms; {row['shaders']} shaders; the process before "
                 f"(filling caches if cold) {fmt(row['cold_process_first_ms'])} ms; without "
                 f"Mesa's disk cache {fmt(row['no_disk_cache_first_ms'])} ms",
                 "–", f"{row['ratio']:.2f}x steady")

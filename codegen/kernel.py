@@ -1,5 +1,5 @@
 """What codegen hands the runtime: a Kernel (GLSL source and how to bind it) and a
-Program (the whole compiled graph as a flat list of steps).
+LoweredGraph (the whole compiled graph as a flat list of steps).
 
 A kernel's header comment (what it computes, for whom, from which textures) is rendered
 from its record, once, by templates/kernel_header.glsl.j2: `kernel.source`,
@@ -67,7 +67,7 @@ def records_of(nodes) -> tuple:
 
 @dataclass(frozen=True)
 class Kernel:
-    name: str             # unique in its program, e.g. "k2_dense_matmul"
+    name: str             # unique in its lowered graph, e.g. "k2_dense_matmul"
     op: str               # the op it runs ("matmul"), or "fused(...)" later
     nodes: tuple          # names of the IR nodes it implements
     scope: str            # the name scope of its (first) node
@@ -109,8 +109,8 @@ class Kernel:
     @property
     def compiled_source(self) -> str:
         """The source with its // comments emptied (lines kept, so compiler messages
-        keep their line numbers): what is compiled, and the program cache's key, so
-        that identical kernels of differently named nodes share one program — in this
+        keep their line numbers): what is compiled, and the shader cache's key, so
+        that identical kernels of differently named nodes share one linked shader — in this
         process and, through Mesa's disk cache, in the next."""
         return _COMMENT.sub("", self.source)
 
@@ -171,8 +171,8 @@ def _with_header(kernel) -> str:
 
 
 @dataclass
-class Program:
-    """A compiled graph: where every value comes from, in run order.
+class LoweredGraph:
+    """A compiled graph lowered to kernels: where every value comes from, in run order.
 
     steps: ("kernel", Kernel) or ("alias", out_value, in_value) — an alias is a view
     of the same texture (reshape, squeeze, identity...)."""

@@ -1,4 +1,4 @@
-"""Lowering a compiled graph to a Program: a kernel per compute node (one per fused
+"""Lowering a compiled graph to a LoweredGraph: a kernel per compute node (one per fused
 group once fusion runs), views for the ops that only reshape, uploads for feeds and
 constants, and the variables' textures.
 
@@ -31,7 +31,7 @@ from . import (
     structure,
     update,
 )
-from .kernel import Program
+from .kernel import LoweredGraph
 from .layout import layout_for
 
 # Ops that keep row-major order: their output is the same texture, seen another way.
@@ -55,7 +55,7 @@ LOWERINGS = {
 
 
 def lower(graph: Graph, max_texture_size: int,
-          max_texture_units: int | None = None) -> Program:
+          max_texture_units: int | None = None) -> LoweredGraph:
     """max_texture_units: the textures one kernel may read (the context's
     GL_MAX_TEXTURE_IMAGE_UNITS; GL 3.3's 16 when not given)."""
     units = DEFAULT_TEXTURE_UNITS if max_texture_units is None else max_texture_units
@@ -63,40 +63,41 @@ def lower(graph: Graph, max_texture_size: int,
     for node in graph.nodes:
         for v in node.outputs:
             layouts[v.name] = layout_for(v.type, max_texture_size, f"{node.where()}'s output")
-    program = Program(layouts=layouts, feeds=[], constants={}, variables={}, steps=[],
-                      assigns=[], outputs=[v.name for v in graph.outputs])
+    lowered_graph = LoweredGraph(layouts=layouts, feeds=[], constants={}, variables={},
+                                 steps=[], assigns=[], outputs=[v.name for v in graph.outputs])
     for node in graph.nodes:
         out = node.outputs[0].name if node.outputs else None
         if node.op in ("placeholder", "run_counter"):   # the session feeds run_counter
-            program.feeds.append(out)
+            lowered_graph.feeds.append(out)
         elif node.op == "constant":
-            program.constants[out] = node.attrs["value"]
+            lowered_graph.constants[out] = node.attrs["value"]
         elif node.op == "variable":
-            program.variables[out] = node.name
+            lowered_graph.variables[out] = node.name
         elif node.op in VIEW_OPS:
-            program.steps.append(("alias", out, node.inputs[0].name))
+            lowered_graph.steps.append(("alias", out, node.inputs[0].name))
         elif any(layouts[v.name].size == 0 for v in node.outputs):
-            program.steps.append(("empty", out))    # nothing to compute
+            lowered_graph.steps.append(("empty", out))    # nothing to compute
         elif node.op == "assign":
             # The new value's texture replaces the variable's when the run ends (GL
             # cannot read and write one texture): the texture a kernel of this run
             # wrote it into, where no one else needs that texture; else a copy.
-            if _takes_texture(program, node.inputs[1].name, out, layouts):
-                program.steps.append(("alias", out, node.inputs[1].name))
+            if _takes_texture(lowered_graph, node.inputs[1].name, out, layouts):
+                lowered_graph.steps.append(("alias", out, node.inputs[1].name))
             else:
-                kernel = elementwise.lower_copy(node, layouts, f"k{len(program.kernels)}")
-                program.steps.append(("kernel", kernel))
-            program.assigns.append((node.inputs[0].node.name, out))
+                kernel = elementwise.lower_copy(node, layouts,
+                                                f"k{len(lowered_graph.kernels)}")
+                lowered_graph.steps.append(("kernel", kernel))
+            lowered_graph.assigns.append((node.inputs[0].node.name, out))
         else:
             family = get_op(node.op).family
-            lowered = LOWERINGS[family](node, layouts, f"k{len(program.kernels)}")
+            lowered = LOWERINGS[family](node, layouts, f"k{len(lowered_graph.kernels)}")
             # a node may run as several kernels (see the module docstring)
             for kernel in lowered if isinstance(lowered, list) else [lowered]:
                 _check_texture_units(node, kernel, units)
                 for b in kernel.outputs:        # values between a node's kernels
                     layouts.setdefault(b.value, b.layout)
-                program.steps.append(("kernel", kernel))
-    return program
+                lowered_graph.steps.append(("kernel", kernel))
+    return lowered_graph
 
 
 def _check_texture_units(node, kernel, units: int) -> None:
@@ -109,26 +110,27 @@ def _check_texture_units(node, kernel, units: int) -> None:
             f"fewer inputs, e.g. combine some first")
 
 
-def _takes_texture(program: Program, value: str, assigned: str, layouts: dict) -> bool:
+def _takes_texture(lowered_graph: LoweredGraph, value: str, assigned: str,
+                   layouts: dict) -> bool:
     """Whether an assign can hand the variable the very texture `value` was computed
     into (no copy kernel). The runtime swaps it with the variable's at the end of the
     run and the next run computes `value` into the variable's old texture. Only for a
-    value that one kernel of this program writes (not a variable, feed or
+    value that one kernel of this lowered graph writes (not a variable, feed or
     constant, whose texture must keep its content), that no earlier assign took, and
     whose texture has the variable's size and format. Fetched values are read back
     before the swap; kernels reading the value later in the run still find it there."""
     root = value
-    aliases = {s[1]: s[2] for s in program.steps if s[0] == "alias"}
+    aliases = {s[1]: s[2] for s in lowered_graph.steps if s[0] == "alias"}
     while root in aliases:
         root = aliases[root]
-    writers = [s[1] for s in program.steps
+    writers = [s[1] for s in lowered_graph.steps
                if s[0] == "kernel" and any(b.value == root for b in s[1].outputs)]
     if len(writers) != 1 or writers[0].output_layers:
         return False        # an array texture's layer is not a texture of its own
     # (several render targets: the plan's framebuffer follows the swapped textures,
     # runtime/slot_targets.py)
     taken = set()
-    for _, name in program.assigns:
+    for _, name in lowered_graph.assigns:
         while name in aliases:
             name = aliases[name]
         taken.add(name)

@@ -57,7 +57,7 @@ def mobilenet(x, alpha, classes, rng):
 
 def glsl_code(source):
     """A kernel's GLSL without its header and comments (which name graph values): two
-    kernels with the same code could share one compiled program."""
+    kernels with the same code could share one linked shader."""
     return re.sub(r"//[^\n]*", "", source.split("// -- end of header --", 1)[-1])
 
 

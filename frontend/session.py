@@ -255,14 +255,14 @@ class Session:
         live_textures    textures that exist in the process (held by any session, or
                          free in the pool)
         pool_textures, pool_bytes   free textures the pool keeps for reuse (bounded)
-        programs         linked GL programs in the process (bounded beyond those that
-                         live plans launch); pinned_programs: those
+        shaders          linked shaders (GL program objects) in the process (bounded
+                         beyond those that live plans launch); pinned_shaders: those
         """
         with self._lock:
             plans = list(self._plans.values())
             out = {"textures": 0, "bytes": 0, "plans": len(plans), "live_textures": 0,
-                   "pool_textures": 0, "pool_bytes": 0, "programs": 0,
-                   "pinned_programs": 0}
+                   "pool_textures": 0, "pool_bytes": 0, "shaders": 0,
+                   "pinned_shaders": 0}
             textures = list(self._variables.textures())
             for plan in plans:
                 textures.extend(plan.textures())
@@ -271,7 +271,7 @@ class Session:
             return out
 
     def close(self) -> None:
-        """Give back every texture and program; the session cannot run afterwards."""
+        """Give back every texture and linked shader; the session cannot run afterwards."""
         with self._lock:
             if self._closed:
                 return
@@ -281,7 +281,7 @@ class Session:
             self._backend.trim()
 
     def __del__(self):
-        # A session dropped without close() gives its textures and programs back at the
+        # A session dropped without close() gives its textures and shaders back at the
         # start of the next GL section: the collector may run on any thread, even one
         # inside a GL section, so no GL call and no pool change happens here.
         try:

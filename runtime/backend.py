@@ -11,8 +11,8 @@ A backend (one per Session) has:
                        nodes), or None: the passes' default
     variables()        a new variable store
     build_plan(graph, variables, variable_values)   a plan for a compiled graph
-    release_plan(plan) a plan given back (GL: textures to the pool, programs unpinned)
-    evict()            after plans were built or released (GL: programs no live plan
+    release_plan(plan) a plan given back (GL: textures to the pool, shaders unpinned)
+    evict()            after plans were built or released (GL: linked shaders no live plan
                        uses beyond the cache's bound are deleted)
     release(plans, variables)        a closed session's plans and variables given back
     release_later(plans, variables)  the same from __del__, which may run on any
@@ -92,17 +92,17 @@ class GLBackend:
     def build_plan(self, graph, variables, variable_values: dict):
         from ..codegen import lower
         from .gl_plan import GLPlan
-        program = lower(graph, self.device.max_texture_size, self.max_texture_units)
-        plan = GLPlan(program, variables, variable_values)
-        self.device.programs.pin(plan.kernels)    # its programs stay while it lives
+        lowered_graph = lower(graph, self.device.max_texture_size, self.max_texture_units)
+        plan = GLPlan(lowered_graph, variables, variable_values)
+        self.device.shaders.pin(plan.kernels)    # its shaders stay while it lives
         return plan
 
     def release_plan(self, plan) -> None:
-        self.device.programs.unpin(plan.kernels)
+        self.device.shaders.unpin(plan.kernels)
         plan.release()
 
     def evict(self) -> None:
-        self.device.programs.evict()      # programs no live plan uses: bounded
+        self.device.shaders.evict()      # shaders no live plan uses: bounded
 
     def release(self, plans, variables) -> None:
         for plan in plans:

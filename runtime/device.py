@@ -1,9 +1,9 @@
-"""The process-wide GL resources: the context, the texture pool, the program cache.
+"""The process-wide GL resources: the context, the texture pool, the linked-shader cache.
 
 Device.get() creates the context first and only then imports the modules that import
 OpenGL.GL, so PyOpenGL binds the platform the chosen backend needs.
 
-Every use of the pool, the program cache or any texture happens inside
+Every use of the pool, the shader cache or any texture happens inside
 ``with device.gl:`` (the context's GLSection: the process-wide GL lock, and the
 context current on the calling thread), from whichever thread."""
 from __future__ import annotations
@@ -25,10 +25,10 @@ class Device:
         from .shader_cache import cache_dir
         use_bytecode_cache(cache_dir() / "templates")  # with Mesa's: a fast first run
         self.gl = self.context.section
-        from .gl_resources import ProgramCache, TexturePool
+        from .gl_resources import LinkedShaderCache, TexturePool
         self.max_texture_size = self.context.info()["max_texture_size"]
         self.pool = TexturePool(self.gl)
-        self.programs = ProgramCache(self.gl)
+        self.shaders = LinkedShaderCache(self.gl)
 
     @classmethod
     def get(cls, index: int | None = None) -> Device:
@@ -48,12 +48,12 @@ class Device:
         return device
 
     def stats(self) -> dict:
-        """What the process holds on the GPU: textures (in use and pooled), programs."""
+        """What the process holds on the GPU: textures (in use and pooled), linked shaders."""
         with self.gl:
             pool = self.pool.stats()
             return {"live_textures": pool["live"], "pool_textures": pool["free"],
-                    "pool_bytes": pool["free_bytes"], "programs": len(self.programs),
-                    "pinned_programs": self.programs.pinned()}
+                    "pool_bytes": pool["free_bytes"], "shaders": len(self.shaders),
+                    "pinned_shaders": self.shaders.pinned()}
 
     @staticmethod
     def trim_heap() -> None:

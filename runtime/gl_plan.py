@@ -1,5 +1,5 @@
-"""Running a Program on the GL context: a flat list of launches with textures and
-programs resolved when the plan is built. run() uploads feeds, draws, reads fetches
+"""Running a LoweredGraph on the GL context: a flat list of launches with textures and
+linked shaders resolved when the plan is built. run() uploads feeds, draws, reads fetches
 back and swaps in assigned variables; it walks no graph and formats no strings."""
 from __future__ import annotations
 
@@ -48,16 +48,16 @@ class BoundState:
 
     It knows only what draw() did, so it is valid only while nothing else binds:
     forget() it before a launch loop (uploads bind textures, readbacks bind
-    framebuffers, linking a program uses glUseProgram, deleting an object unbinds it)
+    framebuffers, linking a shader uses glUseProgram, deleting an object unbinds it)
     and after anything else touched the context (run_observed's observers)."""
-    __slots__ = ("program", "framebuffer", "width", "height", "active_unit", "textures")
+    __slots__ = ("shader", "framebuffer", "width", "height", "active_unit", "textures")
 
     def __init__(self):
         self.textures: dict = {}         # texture unit -> texture id bound there
         self.forget()
 
     def forget(self) -> None:
-        self.program = self.framebuffer = self.width = self.height = None
+        self.shader = self.framebuffer = self.width = self.height = None
         self.active_unit = None
         self.textures.clear()
 
@@ -67,13 +67,13 @@ _TEXTURE0, _TEXTURE_2D, _FRAMEBUFFER = GL.GL_TEXTURE0, GL.GL_TEXTURE_2D, GL.GL_F
 _TRIANGLES = GL.GL_TRIANGLES
 
 
-def draw(program_id, inputs, uniforms, out, width, height, bound=BOUND) -> None:
-    """One launch: the program, its uniforms and input textures, the output's
+def draw(shader_id, inputs, uniforms, out, width, height, bound=BOUND) -> None:
+    """One launch: the linked shader, its uniforms and input textures, the output's
     framebuffer, and a triangle covering it; only the calls that change state."""
-    if bound.program != program_id:
-        GL.glUseProgram(program_id)
-        bound.program = program_id
-    for setter, location, value in uniforms:    # kernels sharing a program differ here
+    if bound.shader != shader_id:
+        GL.glUseProgram(shader_id)
+        bound.shader = shader_id
+    for setter, location, value in uniforms:    # kernels sharing a shader differ here
         setter(location, value)
     textures = bound.textures
     for unit, slot in enumerate(inputs):
@@ -174,23 +174,23 @@ class GLVariables:
 
 
 class GLPlan:
-    def __init__(self, program, variables: GLVariables, variable_values: dict):
+    def __init__(self, lowered_graph, variables: GLVariables, variable_values: dict):
         """variable_values: variable name -> initial value (used on first use)."""
-        self.program = program
+        self.lowered_graph = lowered_graph
         self.device = variables.device
         self._owned: list = []
         self._launches: list = []
         self._framebuffers: list = []      # RenderTargets of multi-output kernels
         self._arrays: list = []            # ArrayTextures of blocked kernels' targets
         try:
-            self._build(program, variables, variable_values)
+            self._build(lowered_graph, variables, variable_values)
         except BaseException:
             self.release()          # a plan that fails to build keeps no texture
             raise
 
-    def _build(self, program, variables: GLVariables, variable_values: dict):
+    def _build(self, lowered_graph, variables: GLVariables, variable_values: dict):
         pool = self.device.pool
-        layouts = program.layouts
+        layouts = lowered_graph.layouts
         slot_of: dict = {}
 
         def new_slot(texture_key):
@@ -200,26 +200,26 @@ class GLPlan:
 
         # Feeds and constants: textures of the plan's own for its whole life.
         self._uploads = []
-        for name in program.feeds:
+        for name in lowered_graph.feeds:
             slot_of[name] = new_slot(layouts[name].texture_key)
             staging = np.zeros(layouts[name].width * layouts[name].height * 4,
                                np.float32 if layouts[name].dtype == "float32" else np.int32)
             self._uploads.append((name, slot_of[name], layouts[name], staging))
-        for name, value in program.constants.items():
+        for name, value in lowered_graph.constants.items():
             slot_of[name] = new_slot(layouts[name].texture_key)
             slot_of[name].texture.upload(to_texels(value, layouts[name]))
-        for value_name, var_name in program.variables.items():
+        for value_name, var_name in lowered_graph.variables.items():
             slot_of[value_name] = variables.slot(var_name, layouts[value_name],
                                                  variable_values[var_name])
 
         # What the kernels write: textures shared by liveness (runtime/memory_plan.py)
-        memory = self.memory = plan_memory(program)
+        memory = self.memory = plan_memory(lowered_graph)
         shared = [new_slot(key) for key in memory.textures]
         for value, index in memory.texture_of.items():
             slot_of[value] = shared[index]
         self._launches = []
         self._launch_info = []         # (kernel, output layout) per launch
-        for step in program.steps:
+        for step in lowered_graph.steps:
             if step[0] != "kernel":
                 continue
             kernel = step[1]
@@ -237,23 +237,23 @@ class GLPlan:
                 # a framebuffer per set of textures the slots hold (assigns swap them)
                 target = SlotTargets(slot_of[b.value] for b in kernel.outputs)
                 self._framebuffers.append(target)
-            program_id = self.device.programs.get(kernel)
+            shader_id = self.device.shaders.get(kernel)
             inputs = tuple(slot_of[memory.root(b.value)] for b in kernel.inputs)
-            uniforms = self.device.programs.uniform_setters(program_id, kernel)
-            self._launches.append((program_id, inputs, uniforms, target,
+            uniforms = self.device.shaders.uniform_setters(shader_id, kernel)
+            self._launches.append((shader_id, inputs, uniforms, target,
                                    layout.width, layout.height))
             self._launch_info.append((kernel, layout))
         for alias, source in memory.roots.items():
             slot_of[alias] = slot_of[source]
-        self._readbacks = [(slot_of[n], layouts[n]) for n in program.outputs]
+        self._readbacks = [(slot_of[n], layouts[n]) for n in lowered_graph.outputs]
         # a variable that is fed in this run and assigned has no slot yet: make it
         self._swaps = [(variables.slot(var, layouts[n], variable_values[var]), slot_of[n])
-                       for var, n in program.assigns]
+                       for var, n in lowered_graph.assigns]
         check_gl("building a plan")
 
     @property
     def kernels(self):
-        return self.program.kernels
+        return self.lowered_graph.kernels
 
     def run(self, feeds: dict) -> list:
         """Upload feeds, draw, read the fetches back, swap in assigned variables."""

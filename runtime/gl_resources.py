@@ -1,14 +1,15 @@
-"""Textures, their pool, and compiled programs.
+"""Textures, their pool, and linked shaders (GL program objects: a fragment shader
+linked with the shared vertex shader), cached in memory by source.
 
 Importing OpenGL.GL binds PyOpenGL's platform (see runtime/context/_gl.py), so this
 module creates the process's GL context (get_context()) before it imports OpenGL.GL:
-importing it first thing in a program is harmless, and where no context can be made
+importing it first thing in a script is harmless, and where no context can be made
 the import raises the BackendError that says what was tried.
 
-Both the pool and the program cache are bounded: programs no live plan uses are
-deleted beyond MAX_IDLE_PROGRAMS (least recently used first), free textures beyond
+Both the pool and the linked-shader cache are bounded: linked shaders no live plan uses
+are deleted beyond MAX_IDLE_SHADERS (least recently used first), free textures beyond
 MAX_FREE_TEXTURES or MAX_FREE_BYTES (least recently released first). Measured before
-the bounds (issue 12): one session fed 500 batch sizes held 1,000 programs and 1,086
+the bounds (issue 12): one session fed 500 batch sizes held 1,000 linked shaders and 1,086
 free textures and grew from 143 MB to 1,180 MB RSS. Every method that touches GL
 enters the context's section itself (re-entrant, so nesting in a plan's is cheap)."""
 from __future__ import annotations
@@ -27,9 +28,9 @@ from .context import get_context
 get_context()     # binds PyOpenGL to the backend's platform before OpenGL.GL is imported
 from OpenGL import GL  # noqa: E402
 
-# linked programs kept that no live plan uses: ~1 MB each on llvmpipe (measured), and
-# Mesa's shader disk cache makes linking an evicted one again cheap
-MAX_IDLE_PROGRAMS = 64
+# linked shaders kept that no live plan uses: ~1 MB each on llvmpipe (measured), and
+# Mesa's shader disk cache (runtime/shader_cache.py) makes linking an evicted one again cheap
+MAX_IDLE_SHADERS = 64
 MAX_FREE_TEXTURES = 64         # free textures the pool keeps for reuse ...
 MAX_FREE_BYTES = 128 << 20     # ... and their bytes at most
 
@@ -325,17 +326,19 @@ def validate_with_glslang(source: str, name: str, user_code=None) -> None:
     _VALIDATED.add(source)
 
 
-class ProgramCache:
-    """Linked programs by kernel body (the source without its header comment).
+class LinkedShaderCache:
+    """Linked shaders (GL program objects) by kernel body (the source without its header
+    comment), in this process's memory; Mesa's on-disk cache of compiled shaders, across
+    processes, is runtime/shader_cache.py's.
 
-    Plans pin() the programs they launch and unpin() them when released; evict()
-    deletes the least recently used programs that no plan pins beyond max_idle. Only
-    evict() deletes, so a program get() returned stays valid until the caller evicts."""
+    Plans pin() the shaders they launch and unpin() them when released; evict()
+    deletes the least recently used shaders that no plan pins beyond max_idle. Only
+    evict() deletes, so a shader get() returned stays valid until the caller evicts."""
 
-    def __init__(self, section=None, max_idle: int = MAX_IDLE_PROGRAMS):
+    def __init__(self, section=None, max_idle: int = MAX_IDLE_SHADERS):
         self.gl = section if section is not None else get_context().section
         self.max_idle = max_idle
-        self._programs: OrderedDict = OrderedDict()   # source -> id, least recent first
+        self._shaders: OrderedDict = OrderedDict()    # source -> id, least recent first
         self._pins: dict = {}                         # source -> plans launching it
         self._vertex = None
         self.compiles = 0
@@ -344,16 +347,16 @@ class ProgramCache:
     def get(self, kernel) -> int:
         key = kernel.compiled_source
         with self.gl:
-            program = self._programs.get(key)
-            if program is None:
-                program = self._link(kernel)
-                self._programs[key] = program
+            shader = self._shaders.get(key)
+            if shader is None:
+                shader = self._link(kernel)
+                self._shaders[key] = shader
             else:
-                self._programs.move_to_end(key)
-            return program
+                self._shaders.move_to_end(key)
+            return shader
 
     def pin(self, kernels) -> None:
-        """A plan launches these kernels' programs: keep them until unpin()."""
+        """A plan launches these kernels' shaders: keep them until unpin()."""
         with self.gl:
             for kernel in kernels:
                 key = kernel.compiled_source
@@ -373,14 +376,14 @@ class ProgramCache:
         return len(self._pins)
 
     def evict(self, max_idle: int | None = None) -> int:
-        """Delete the least recently used unpinned programs beyond max_idle (default
+        """Delete the least recently used unpinned shaders beyond max_idle (default
         self.max_idle); returns how many were deleted."""
         limit = self.max_idle if max_idle is None else max_idle
         with self.gl:
-            idle = [key for key in self._programs if key not in self._pins]
+            idle = [key for key in self._shaders if key not in self._pins]
             doomed = idle[:max(0, len(idle) - limit)]
             for key in doomed:
-                GL.glDeleteProgram(self._programs.pop(key))
+                GL.glDeleteProgram(self._shaders.pop(key))
             self.deleted += len(doomed)
             return len(doomed)
 
@@ -391,45 +394,45 @@ class ProgramCache:
             self._vertex = _compile(GL.GL_VERTEX_SHADER, _VERTEX_SHADER, "vertex")
         fragment = _compile(GL.GL_FRAGMENT_SHADER, kernel.compiled_source, kernel.name,
                             kernel.user_code)
-        program = GL.glCreateProgram()
-        GL.glAttachShader(program, self._vertex)
-        GL.glAttachShader(program, fragment)
-        GL.glLinkProgram(program)
-        GL.glDetachShader(program, fragment)
+        linked = GL.glCreateProgram()
+        GL.glAttachShader(linked, self._vertex)
+        GL.glAttachShader(linked, fragment)
+        GL.glLinkProgram(linked)
+        GL.glDetachShader(linked, fragment)
         GL.glDeleteShader(fragment)
-        if not GL.glGetProgramiv(program, GL.GL_LINK_STATUS):
-            log = _text(GL.glGetProgramInfoLog(program))
-            GL.glDeleteProgram(program)
+        if not GL.glGetProgramiv(linked, GL.GL_LINK_STATUS):
+            log = _text(GL.glGetProgramInfoLog(linked))
+            GL.glDeleteProgram(linked)
             raise ShaderCompileError(f"kernel {kernel.name} did not link:\n{log.strip()}\n"
                                      f"source:\n{numbered(kernel.source)}")
-        GL.glUseProgram(program)
+        GL.glUseProgram(linked)
         for unit, binding in enumerate(kernel.inputs):     # samplers never change units
-            GL.glUniform1i(GL.glGetUniformLocation(program, binding.sampler), unit)
+            GL.glUniform1i(GL.glGetUniformLocation(linked, binding.sampler), unit)
         self.compiles += 1
-        return program
+        return linked
 
-    def uniform_setters(self, program: int, kernel) -> tuple:
+    def uniform_setters(self, shader: int, kernel) -> tuple:
         """(setter, location, value) per uniform a launch sets (values can differ between
-        kernels that share one program)."""
+        kernels that share one linked shader)."""
         setters = {"float": GL.glUniform1f, "int": GL.glUniform1i, "bool": GL.glUniform1i,
                    "uint": GL.glUniform1ui}
         out = []
         with self.gl:
             for name, (glsl_type, value) in kernel.uniforms.items():
-                location = GL.glGetUniformLocation(program, name)
+                location = GL.glGetUniformLocation(shader, name)
                 if location >= 0:        # the compiler drops uniforms the code never reads
                     out.append((setters[glsl_type], location, value))
         return tuple(out)
 
     def __len__(self):
-        return len(self._programs)
+        return len(self._shaders)
 
     def clear(self) -> None:
         with self.gl:
-            for program in self._programs.values():
-                GL.glDeleteProgram(program)
-            self.deleted += len(self._programs)
-            self._programs.clear()
+            for shader in self._shaders.values():
+                GL.glDeleteProgram(shader)
+            self.deleted += len(self._shaders)
+            self._shaders.clear()
             self._pins.clear()
             if self._vertex is not None:
                 GL.glDeleteShader(self._vertex)

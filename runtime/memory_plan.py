@@ -1,6 +1,6 @@
-"""Memory planning: which texture each value of a lowered Program lives in.
+"""Memory planning: which texture each value of a LoweredGraph lives in.
 
-A pure function over the Program (its steps, layouts, outputs and assigns): no GL, no
+A pure function over the LoweredGraph (its steps, layouts, outputs and assigns): no GL, no
 pool. GLPlan acquires one texture per entry of `MemoryPlan.textures` and binds values
 to them through `texture_of`; tests check the planning without a context.
 
@@ -52,21 +52,21 @@ def view_roots(steps) -> dict:
     return roots
 
 
-def plan_memory(program) -> MemoryPlan:
-    """The textures a Program's steps write into, reused by liveness (see the module
+def plan_memory(lowered_graph) -> MemoryPlan:
+    """The textures a LoweredGraph's steps write into, reused by liveness (see the module
     docstring for the rules)."""
-    roots = view_roots(program.steps)
-    layouts = program.layouts
+    roots = view_roots(lowered_graph.steps)
+    layouts = lowered_graph.layouts
 
     def root(value):
         return roots.get(value, value)
 
-    kept = frozenset(root(n) for n in program.outputs) | \
-        frozenset(root(n) for _, n in program.assigns)
-    layered = frozenset(s[1].output.value for s in program.steps
+    kept = frozenset(root(n) for n in lowered_graph.outputs) | \
+        frozenset(root(n) for _, n in lowered_graph.assigns)
+    layered = frozenset(s[1].output.value for s in lowered_graph.steps
                         if s[0] == "kernel" and s[1].output_layers)
     last_read = {}
-    for index, step in enumerate(program.steps):
+    for index, step in enumerate(lowered_graph.steps):
         if step[0] == "kernel":
             for binding in step[1].inputs:
                 last_read[root(binding.value)] = index
@@ -83,7 +83,7 @@ def plan_memory(program) -> MemoryPlan:
         reusable = free.get(key)
         return reusable.pop() if reusable else new(key)
 
-    for index, step in enumerate(program.steps):
+    for index, step in enumerate(lowered_graph.steps):
         if step[0] == "alias":
             continue
         if step[0] == "empty":

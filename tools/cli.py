@@ -60,7 +60,7 @@ def cmd_info(args) -> int:
     except ff.BackendError as err:
         print(f"no OpenGL backend works here:\n{err}", file=sys.stderr)
         return 1
-    from fragflow.runtime.gl_resources import MAX_IDLE_PROGRAMS
+    from fragflow.runtime.gl_resources import MAX_IDLE_SHADERS
     info = dict(ctx.info())
     if not info.get("shader_cache_note"):
         info.pop("shader_cache_note", None)      # shown only when the cache has a problem
@@ -68,8 +68,8 @@ def cmd_info(args) -> int:
         info["shader_cache_dir"] = "none (see shader_cache_note)"
     info["fragflow_cache_dir"] = str(cache_dir())
     info.setdefault("shader_cache_dir", os.environ.get("MESA_SHADER_CACHE_DIR", ""))
-    info["program_cache"] = (f"in memory, per process, keyed by shader source; at most "
-                             f"{MAX_IDLE_PROGRAMS} that no live plan uses")
+    info["linked_shader_cache"] = (f"in memory, per process, keyed by shader source; "
+                                   f"at most {MAX_IDLE_SHADERS} that no live plan uses")
     info["glslangValidator"] = (shutil.which("glslangValidator") or
                                 "not found (Debian: glslang-tools)") + \
         ("  [validating: FRAGFLOW_VALIDATE_SHADERS is set]"

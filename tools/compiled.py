@@ -38,7 +38,7 @@ class CompiledRun:
         return self.plan.graph
 
     def close(self):
-        """The plan's textures and programs, and its variables' textures, given back."""
+        """The plan's textures and shaders, and its variables' textures, given back."""
         with self.backend.lock:
             self.backend.release_plan(self.plan)
             self.plan.variables.release()

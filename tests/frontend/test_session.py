@@ -127,7 +127,7 @@ def test_shader_that_fails_to_compile_shows_log_and_numbered_source(gl):
     source = "#version 330 core\nout vec4 ff_out;\nvoid main() { ff_out = vec4(undefined_name); }\n"
     kernel = Kernel("k0_broken", "broken", ("broken",), "", "", source, (), out)
     with pytest.raises(ff.ShaderCompileError) as err:
-        gl.programs.get(kernel)
+        gl.shaders.get(kernel)
     message = str(err.value)
     assert "k0_broken" in message and "undefined_name" in message and "   3  void main()" \
         in message

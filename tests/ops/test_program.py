@@ -163,10 +163,10 @@ def test_a_program_compiles_once_and_is_reused_across_sessions(gl):
     g, x, y = build()
     with ff.Session(g) as sess:
         sess.run(y, {x: xb})
-    compiles = gl.programs.compiles
+    compiles = gl.shaders.compiles
     g2, x2, y2 = build()
     with ff.Session(g2) as sess:
         for _ in range(3):
             out = sess.run(y2, {x2: xb})
-    assert gl.programs.compiles == compiles
+    assert gl.shaders.compiles == compiles
     assert_matches(out, np.full((1, 5, 2), 2.5, np.float32))

@@ -156,7 +156,7 @@ def test_the_numpy_backend_plans_with_gl_33s_16_units():
 
 # -- on GL -----------------------------------------------------------------------------
 def test_a_weight_used_100_times_gives_its_gradient_on_gl(gl):
-    """An RNN unrolled 100 steps (one input, so the steps' kernels share programs): the
+    """An RNN unrolled 100 steps (one input, so the steps' kernels share shaders): the
     gradient of its recurrent weight is an add_n of 100 contributions, more than any
     GPU binds textures."""
     steps, batch, hidden = 100, 4, 8

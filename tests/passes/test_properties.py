@@ -16,7 +16,7 @@ SHAPES = [(3, 5), (5,), (3, 1), (1, 5), ()]
 
 
 @st.composite
-def programs(draw):
+def graphs(draw):
     """(input shapes, steps): each step (kind, op, operand indices, axis)."""
     n_inputs = draw(st.integers(1, 3))
     shapes = [(3, 5)] + [draw(st.sampled_from(SHAPES)) for _ in range(n_inputs - 1)]
@@ -60,9 +60,9 @@ SETTINGS = dict(deadline=None, derandomize=True, suppress_health_check=list(Heal
 
 
 @settings(max_examples=300, **SETTINGS)
-@given(programs())
-def test_passes_on_equal_passes_off_on_the_reference_executor(program):
-    g, inputs, fetches = build(*program)
+@given(graphs())
+def test_passes_on_equal_passes_off_on_the_reference_executor(graph):
+    g, inputs, fetches = build(*graph)
     feeds = feeds_for(inputs, 0)
     with ff.Session(g, backend="numpy") as on, \
             ff.Session(g, backend="numpy", passes=UNFUSED) as off:
@@ -72,9 +72,9 @@ def test_passes_on_equal_passes_off_on_the_reference_executor(program):
 
 
 @settings(max_examples=25, **SETTINGS)
-@given(program=programs())
-def test_passes_on_equal_passes_off_on_gl(gl, program):
-    g, inputs, fetches = build(*program)
+@given(graph=graphs())
+def test_passes_on_equal_passes_off_on_gl(gl, graph):
+    g, inputs, fetches = build(*graph)
     feeds = feeds_for(inputs, 1)
     with ff.Session(g) as on, ff.Session(g, passes=UNFUSED) as off, \
             ff.Session(g, backend="numpy", passes=UNFUSED) as ref:

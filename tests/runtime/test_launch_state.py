@@ -1,6 +1,6 @@
 """The launch loop binds only what changed (runtime/gl_plan.py BoundState): whatever else
 binds GL state between or around runs (other plans and sessions, uploads, readbacks,
-new programs, observed runs) must never leave a kernel reading or writing the wrong
+new linked shaders, observed runs) must never leave a kernel reading or writing the wrong
 texture. Every result is compared with the numpy reference executor."""
 import numpy as np
 import pytest
@@ -17,8 +17,8 @@ def _reference(graph, fetches, feeds=None, variables=None):
     return sess.run(fetches, feeds or {})
 
 
-def test_chain_of_one_program_reads_each_previous_output(gl):
-    """Same program launched many times in a row: only the input texture changes."""
+def test_chain_of_one_shader_reads_each_previous_output(gl):
+    """Same shader launched many times in a row: only the input texture changes."""
     x0 = np.linspace(-3, 3, 37).astype(np.float32)
     g = ff.Graph()
     with g.as_default():
@@ -33,7 +33,7 @@ def test_chain_of_one_program_reads_each_previous_output(gl):
 
 
 def test_interleaved_sessions_plans_and_uploads(gl):
-    """Two sessions, several plans of different sizes and programs, feeds uploaded and
+    """Two sessions, several plans of different sizes and shaders, feeds uploaded and
     variables set between runs, in an interleaved order."""
     rng = np.random.default_rng(0)
     g = ff.Graph()
@@ -64,8 +64,8 @@ def test_interleaved_sessions_plans_and_uploads(gl):
                 np.testing.assert_allclose(got_one, want_one, rtol=1e-5, atol=1e-5)
 
 
-def test_new_programs_and_observed_runs_between_runs(gl):
-    """A program linked between two runs (glUseProgram), a profiled run (readbacks after
+def test_new_shaders_and_observed_runs_between_runs(gl):
+    """A shader linked between two runs (glUseProgram), a profiled run (readbacks after
     every kernel) and a closed session's deleted textures do not confuse the next run."""
     rng = np.random.default_rng(1)
     x0 = rng.standard_normal((6, 9)).astype(np.float32)
@@ -77,7 +77,7 @@ def test_new_programs_and_observed_runs_between_runs(gl):
     fn = sess.compile([y], passes=UNFUSED)
     want = _reference(g, y)
     np.testing.assert_allclose(fn()[0], want, rtol=1e-5, atol=1e-6)
-    for scale in (0.25, 3.5):                  # new programs, textures made and freed
+    for scale in (0.25, 3.5):                  # new shaders, textures made and freed
         h = ff.Graph()
         with h.as_default():
             z = ff.sin(ff.constant(x0)) * scale

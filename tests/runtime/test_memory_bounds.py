@@ -1,10 +1,10 @@
 """GPU memory stays bounded when feed shapes vary (issue 12).
 
-Every batch size is a new plan with its own programs (shapes are compiled into the
-shaders) and its own texture sizes. Before the bounds, one session fed 500 batch sizes
-kept 1,000 linked programs and 1,086 free pooled textures and grew from 143 MB to
+Every batch size is a new plan with its own linked shaders (shapes are compiled into
+the shaders) and its own texture sizes. Before the bounds, one session fed 500 batch sizes
+kept 1,000 linked shaders and 1,086 free pooled textures and grew from 143 MB to
 1,180 MB RSS, and close() gave none of it back. Now a session keeps MAX_PLANS plans,
-the program cache deletes the least recently used programs no live plan launches beyond
+the linked-shader cache deletes the least recently used shaders no live plan launches beyond
 its bound, and the pool deletes free textures beyond its bound.
 
 The fast tests shrink the bounds so that a dozen sizes overflow them; the 500-size run
@@ -20,7 +20,7 @@ import fragflow as ff
 from fragflow.frontend import session as session_module
 
 MEMORY_KEYS = {"textures", "bytes", "plans", "live_textures", "pool_textures",
-               "pool_bytes", "programs", "pinned_programs"}
+               "pool_bytes", "shaders", "pinned_shaders"}
 
 
 def rss_mb() -> float:
@@ -44,9 +44,9 @@ def feed(n):
 @pytest.fixture
 def small_bounds(gl, monkeypatch):
     monkeypatch.setattr(session_module, "MAX_PLANS", 3)
-    monkeypatch.setattr(gl.programs, "max_idle", 4)
+    monkeypatch.setattr(gl.shaders, "max_idle", 4)
     monkeypatch.setattr(gl.pool, "max_free", 5)
-    gl.programs.evict()
+    gl.shaders.evict()
     gl.pool.shrink(gl.pool.max_free, gl.pool.max_free_bytes)
     return gl
 
@@ -63,14 +63,14 @@ def test_varying_batch_sizes_stay_within_the_bounds(small_bounds):
             assert set(memory) >= MEMORY_KEYS
             assert memory["plans"] <= 3
             assert memory["pool_textures"] <= 5
-            assert memory["programs"] <= memory["pinned_programs"] + 4
+            assert memory["shaders"] <= memory["pinned_shaders"] + 4
             assert memory["live_textures"] <= live_before + memory["textures"] + 5
-        assert gl.programs.deleted > 0 and gl.pool.deleted > 0
+        assert gl.shaders.deleted > 0 and gl.pool.deleted > 0
         # the sizes evicted earlier are rebuilt and still right
         np.testing.assert_array_equal(sess.run(y, {x: feed(1)}), ref.run(y, {x: feed(1)}))
 
 
-def test_memory_reports_the_pool_and_the_programs(gl):
+def test_memory_reports_the_pool_and_the_shaders(gl):
     g, x, y = batch_graph()
     with ff.Session(g) as sess:
         sess.run(y, {x: feed(3)})
@@ -79,7 +79,7 @@ def test_memory_reports_the_pool_and_the_programs(gl):
         assert memory["pool_textures"] == pool["free"]
         assert memory["pool_bytes"] == pool["free_bytes"]
         assert memory["live_textures"] == pool["live"]
-        assert memory["programs"] == len(gl.programs) >= memory["pinned_programs"] >= 1
+        assert memory["shaders"] == len(gl.shaders) >= memory["pinned_shaders"] >= 1
         assert memory["plans"] == 1
         assert memory["textures"] >= 2 and memory["bytes"] >= 16 * memory["textures"]
 
@@ -92,22 +92,22 @@ def settled(gl):
     return gl
 
 
-def test_close_unpins_programs_and_empties_the_pool(gl):
+def test_close_unpins_shaders_and_empties_the_pool(gl):
     g, x, y = batch_graph()
-    pinned_before = settled(gl).programs.pinned()
+    pinned_before = settled(gl).shaders.pinned()
     sess = ff.Session(g)
     for n in (2, 3, 4):
         sess.run(y, {x: feed(n)})
-    assert gl.programs.pinned() > pinned_before
+    assert gl.shaders.pinned() > pinned_before
     sess.close()
-    assert gl.programs.pinned() == pinned_before
+    assert gl.shaders.pinned() == pinned_before
     assert gl.pool.stats()["free"] == 0
-    assert len(gl.programs) <= pinned_before + gl.programs.max_idle
+    assert len(gl.shaders) <= pinned_before + gl.shaders.max_idle
 
 
 def test_a_dropped_session_gives_back_at_the_next_gl_call(gl):
     g, x, y = batch_graph()
-    pinned_before = settled(gl).programs.pinned()
+    pinned_before = settled(gl).shaders.pinned()
     in_use_before = gl.pool.stats()["live"] - gl.pool.stats()["free"]
     sess = ff.Session(g)
     sess.run(y, {x: feed(5)})
@@ -115,7 +115,7 @@ def test_a_dropped_session_gives_back_at_the_next_gl_call(gl):
     gc.collect()
     stats = gl.pool.stats()             # a GL section: the deferred release runs first
     assert stats["live"] - stats["free"] == in_use_before
-    assert gl.programs.pinned() == pinned_before
+    assert gl.shaders.pinned() == pinned_before
 
 
 @pytest.mark.skipif(not os.environ.get("FRAGFLOW_LONG_TESTS"),
@@ -138,7 +138,7 @@ def test_500_batch_sizes_keep_rss_and_gl_objects_under_a_cap(gl):
         memory = sess.memory()
         grown = rss_mb() - start
         print(f"500 sizes: RSS {start:.0f} -> {start + grown:.0f} MB, {memory}")
-        assert memory["programs"] <= memory["pinned_programs"] + \
-            gl_resources.MAX_IDLE_PROGRAMS
+        assert memory["shaders"] <= memory["pinned_shaders"] + \
+            gl_resources.MAX_IDLE_SHADERS
         assert memory["pool_textures"] <= gl_resources.MAX_FREE_TEXTURES
         assert grown < 300, f"RSS grew by {grown:.0f} MB"

@@ -1,6 +1,6 @@
-"""Memory planning (runtime/memory_plan.py) without GL: hand-made Programs for each rule,
-and programs lowered from real graphs checked against the liveness invariant (no two
-values live at once share a texture)."""
+"""Memory planning (runtime/memory_plan.py) without GL: hand-made LoweredGraphs for each
+rule, and real graphs, lowered, checked against the liveness invariant (no two values
+live at once share a texture)."""
 import itertools
 
 import numpy as np
@@ -8,7 +8,7 @@ import pytest
 
 import fragflow as ff
 from fragflow.codegen import lower
-from fragflow.codegen.kernel import Binding, Kernel, Program
+from fragflow.codegen.kernel import Binding, Kernel, LoweredGraph
 from fragflow.codegen.layout import Layout
 from fragflow.ir.types import TensorType
 from fragflow.passes import PassManager, prune
@@ -28,19 +28,19 @@ def kernel(out, *inputs, extra=(), layers=0):
                              output_layers=layers))
 
 
-def program(steps, outputs, layouts=None, feeds=("x",), variables=None, assigns=()):
+def hand_lowered(steps, outputs, layouts=None, feeds=("x",), variables=None, assigns=()):
     names = {s[1] if s[0] != "kernel" else s[1].output.value for s in steps}
     names |= {b.value for s in steps if s[0] == "kernel" for b in s[1].extra_outputs}
     names |= set(feeds) | set(variables or {})
     all_layouts = {n: SMALL for n in names}
     all_layouts.update(layouts or {})
-    return Program(layouts=all_layouts, feeds=list(feeds), constants={},
-                   variables=dict(variables or {}), steps=list(steps),
-                   assigns=list(assigns), outputs=list(outputs))
+    return LoweredGraph(layouts=all_layouts, feeds=list(feeds), constants={},
+                        variables=dict(variables or {}), steps=list(steps),
+                        assigns=list(assigns), outputs=list(outputs))
 
 
 def test_reuse_when_lifetimes_do_not_overlap():
-    plan = plan_memory(program([kernel("a", "x"), kernel("b", "a"), kernel("c", "b"),
+    plan = plan_memory(hand_lowered([kernel("a", "x"), kernel("b", "a"), kernel("c", "b"),
                                 kernel("d", "c")], outputs=["d"]))
     assert plan.shares("a", "c")          # a's last reader (b) ran before c is written
     assert not plan.shares("a", "b") and not plan.shares("b", "c")
@@ -48,7 +48,7 @@ def test_reuse_when_lifetimes_do_not_overlap():
 
 
 def test_no_reuse_when_lifetimes_overlap():
-    plan = plan_memory(program([kernel("a", "x"), kernel("b", "a"), kernel("c", "b", "a"),
+    plan = plan_memory(hand_lowered([kernel("a", "x"), kernel("b", "a"), kernel("c", "b", "a"),
                                 kernel("d", "c")], outputs=["d"]))
     assert not plan.shares("a", "b")      # a is read again by c
     assert not plan.shares("a", "c") and not plan.shares("b", "c")
@@ -56,13 +56,13 @@ def test_no_reuse_when_lifetimes_overlap():
 
 
 def test_a_kernel_never_writes_a_texture_it_reads():
-    plan = plan_memory(program([kernel("a", "x"), kernel("b", "a"), kernel("c", "b")],
+    plan = plan_memory(hand_lowered([kernel("a", "x"), kernel("b", "a"), kernel("c", "b")],
                                outputs=["c"]))
     assert not plan.shares("a", "b") and not plan.shares("b", "c")
 
 
 def test_fetched_outputs_are_never_reused():
-    plan = plan_memory(program([kernel("a", "x"), kernel("b", "a"), kernel("c", "b"),
+    plan = plan_memory(hand_lowered([kernel("a", "x"), kernel("b", "a"), kernel("c", "b"),
                                 kernel("d", "c"), kernel("e", "d")], outputs=["a", "e"]))
     others = [plan.texture_of[v] for v in "bcde"]
     assert plan.texture_of["a"] not in others
@@ -70,14 +70,14 @@ def test_fetched_outputs_are_never_reused():
 
 
 def test_a_fetched_view_keeps_its_root():
-    plan = plan_memory(program([kernel("a", "x"), ("alias", "v", "a"), kernel("b", "a"),
+    plan = plan_memory(hand_lowered([kernel("a", "x"), ("alias", "v", "a"), kernel("b", "a"),
                                 kernel("c", "b")], outputs=["v", "c"]))
     assert plan.root("v") == "a" and "a" in plan.kept
     assert not plan.shares("a", "c")
 
 
 def test_variables_and_feeds_are_not_planned_and_never_reused():
-    plan = plan_memory(program([kernel("a", "w", "x"), kernel("b", "a"), kernel("c", "b")],
+    plan = plan_memory(hand_lowered([kernel("a", "w", "x"), kernel("b", "a"), kernel("c", "b")],
                                outputs=["c"], variables={"w": "w"}))
     assert "w" not in plan.texture_of and "x" not in plan.texture_of
     assert set(plan.texture_of) == {"a", "b", "c"}
@@ -88,7 +88,7 @@ def test_assigned_values_are_kept_for_the_swap():
     # but the run ends by swapping it into the variable: nothing may write it before
     steps = [kernel("new", "w"), kernel("d", "new"), kernel("e", "d"), kernel("f", "e"),
              kernel("g", "f"), ("alias", "assign", "new")]
-    plan = plan_memory(program(steps, outputs=["g"], variables={"w": "w"},
+    plan = plan_memory(hand_lowered(steps, outputs=["g"], variables={"w": "w"},
                                assigns=[("w", "assign")]))
     assert plan.root("assign") == "new" and "new" in plan.kept
     assert plan.texture_of["new"] not in [plan.texture_of[v] for v in "defg"]
@@ -96,7 +96,7 @@ def test_assigned_values_are_kept_for_the_swap():
 
 
 def test_views_share_their_root_and_extend_its_life():
-    plan = plan_memory(program([kernel("a", "x"), ("alias", "v", "a"), kernel("b", "x"),
+    plan = plan_memory(hand_lowered([kernel("a", "x"), ("alias", "v", "a"), kernel("b", "x"),
                                 kernel("c", "v", "b"), kernel("d", "c"), kernel("e", "d")],
                                outputs=["e"]))
     assert plan.shares("v", "a")
@@ -108,14 +108,14 @@ def test_a_value_bound_twice_is_freed_once():
     # matmul(a, a) binds a twice; freeing it twice let two later values share a texture
     steps = [kernel("a", "x"), kernel("m", "a", "a"), kernel("p", "m"), kernel("q", "m"),
              kernel("r", "p", "q")]
-    plan = plan_memory(program(steps, outputs=["r"]))
+    plan = plan_memory(hand_lowered(steps, outputs=["r"]))
     assert not plan.shares("p", "q")
     assert plan.shares("a", "p") or plan.shares("a", "q")
 
 
 def test_textures_are_reused_only_within_a_key():
     layouts = {"a": BIG, "b": SMALL, "c": BIG, "d": INT, "e": SMALL}
-    plan = plan_memory(program([kernel("a", "x"), kernel("b", "a"), kernel("c", "b"),
+    plan = plan_memory(hand_lowered([kernel("a", "x"), kernel("b", "a"), kernel("c", "b"),
                                 kernel("d", "c"), kernel("e", "d")], outputs=["e"],
                                layouts=layouts))
     for value, index in plan.texture_of.items():
@@ -125,7 +125,7 @@ def test_textures_are_reused_only_within_a_key():
 
 
 def test_extra_outputs_get_textures_and_free_them():
-    plan = plan_memory(program([kernel("a", "x", extra=["a1", "a2"]),
+    plan = plan_memory(hand_lowered([kernel("a", "x", extra=["a1", "a2"]),
                                 kernel("b", "a", "a1", "a2"), kernel("c", "b"),
                                 kernel("d", "c"), kernel("e", "d")], outputs=["e"]))
     assert len({plan.texture_of[v] for v in ("a", "a1", "a2")}) == 3
@@ -136,7 +136,7 @@ def test_kept_extra_outputs_get_new_textures():
     # an optimizer's update writes several assigned values in one draw
     steps = [kernel("a", "x"), kernel("b", "a"), kernel("u", "b", "w", extra=["m"]),
              kernel("y", "u"), ("alias", "assign_w", "u"), ("alias", "assign_m", "m")]
-    plan = plan_memory(program(steps, outputs=["y"], variables={"w": "w"},
+    plan = plan_memory(hand_lowered(steps, outputs=["y"], variables={"w": "w"},
                                assigns=[("w", "assign_w"), ("m", "assign_m")]))
     assert {"u", "m"} <= plan.kept
     shared_by = [v for v in plan.texture_of if v not in ("u", "m")]
@@ -145,24 +145,24 @@ def test_kept_extra_outputs_get_new_textures():
 
 
 def test_layered_outputs_live_in_their_own_array():
-    plan = plan_memory(program([kernel("blocks", "x", layers=4), kernel("y", "blocks")],
+    plan = plan_memory(hand_lowered([kernel("blocks", "x", layers=4), kernel("y", "blocks")],
                                outputs=["y"]))
     assert "blocks" in plan.layered and "blocks" not in plan.texture_of
 
 
 def test_empty_values_get_a_texture():
-    plan = plan_memory(program([("empty", "z"), kernel("y", "z")], outputs=["y"]))
+    plan = plan_memory(hand_lowered([("empty", "z"), kernel("y", "z")], outputs=["y"]))
     assert "z" in plan.texture_of and not plan.shares("z", "y")
 
 
-# -- programs lowered from real graphs: the liveness invariant --------------------------
-def assert_no_live_values_share(prog, plan):
+# -- real graphs lowered: the liveness invariant ----------------------------------------
+def assert_no_live_values_share(lowered_graph, plan):
     """Every value a step writes is live from that step to its last reader (to the end
     of the run if kept); two values live at one step never share a texture, and kept
     values share theirs with no one."""
-    end = len(prog.steps)
+    end = len(lowered_graph.steps)
     born, last = {}, {}
-    for index, step in enumerate(prog.steps):
+    for index, step in enumerate(lowered_graph.steps):
         if step[0] == "alias":
             continue
         if step[0] == "empty":
@@ -206,10 +206,11 @@ def test_lowered_training_step_keeps_the_invariant(disable, optimizer):
         logits = h @ w2
         loss = ff.reduce_mean(ff.square(logits)) + ff.reduce_sum(ff.exp(h) * h)
         step = getattr(ff.optim, optimizer)(0.1).minimize(loss)
-    prog = lowered([loss, step], {x.value: TensorType((5, 6), "float32")}, g, disable)
-    plan = plan_memory(prog)
-    assert len(prog.assigns) >= 2 and all(plan.root(n) in plan.kept for _, n in prog.assigns)
-    assert_no_live_values_share(prog, plan)
+    lowered_graph = lowered([loss, step], {x.value: TensorType((5, 6), "float32")}, g, disable)
+    plan = plan_memory(lowered_graph)
+    assigned = [n for _, n in lowered_graph.assigns]
+    assert len(assigned) >= 2 and all(plan.root(n) in plan.kept for n in assigned)
+    assert_no_live_values_share(lowered_graph, plan)
     assert len(plan.textures) < len(plan.texture_of)      # something was reused
 
 
@@ -219,6 +220,6 @@ def test_lowered_double_binding_keeps_the_invariant():
         x = ff.placeholder((8, 8), "float32", name="x")
         m = ff.matmul(ff.exp(x), ff.exp(x))
         r = ff.exp(m * 0.001) + ff.square(m)
-    prog = lowered([r], {x.value: TensorType((8, 8), "float32")}, g,
+    lowered_graph = lowered([r], {x.value: TensorType((8, 8), "float32")}, g,
                    disable=("fuse_elementwise",))
-    assert_no_live_values_share(prog, plan_memory(prog))
+    assert_no_live_values_share(lowered_graph, plan_memory(lowered_graph))

@@ -33,6 +33,6 @@ def test_the_plan_holds_one_texture_per_planned_entry():
         fn = sess.compile(r, feeds=[x])
         plan = fn._last
         memory = plan.memory
-        feeds_and_constants = len(plan.program.feeds) + len(plan.program.constants)
+        feeds_and_constants = len(plan.lowered_graph.feeds) + len(plan.lowered_graph.constants)
         assert len(plan.textures()) == feeds_and_constants + len(memory.textures)
         assert len(memory.textures) < len(memory.texture_of)     # something is reused

@@ -74,7 +74,7 @@ def target(func: str) -> str:
 
 
 def run_cli(capsys, *argv):
-    """fragflow's main() in this process (one GL context, shared program cache):
+    """fragflow's main() in this process (one GL context, shared linked-shader cache):
     (exit code, stdout, stderr)."""
     from fragflow.tools.cli import main
     capsys.readouterr()

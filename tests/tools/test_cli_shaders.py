@@ -17,14 +17,14 @@ from cli_targets import run_cli, target
 
 
 def compile_on_gl(path):
-    """Compile and link a .frag file as it is, in a program cache of its own."""
-    from fragflow.runtime.gl_resources import ProgramCache
+    """Compile and link a .frag file as it is, in a linked-shader cache of its own."""
+    from fragflow.runtime.gl_resources import LinkedShaderCache
     text = open(path, encoding="utf-8").read()
-    cache = ProgramCache()
+    cache = LinkedShaderCache()
     try:
-        program = cache.get(SimpleNamespace(body=text, source=text, compiled_source=text,
-                                            name=str(path), user_code=None, inputs=()))
-        assert program > 0
+        shader = cache.get(SimpleNamespace(body=text, source=text, compiled_source=text,
+                                           name=str(path), user_code=None, inputs=()))
+        assert shader > 0
     finally:
         cache.clear()
 
@@ -141,10 +141,10 @@ def test_a_saved_graph_with_a_feed_shape(gl, capsys, tmp_path):
 @pytest.mark.skipif(shutil.which("glslangValidator") is None,
                     reason="glslangValidator is not installed (Debian: glslang-tools)")
 def test_validation_hook_rejects_what_glslang_rejects(gl, monkeypatch):
-    from fragflow.runtime.gl_resources import ProgramCache
+    from fragflow.runtime.gl_resources import LinkedShaderCache
     monkeypatch.setenv("FRAGFLOW_VALIDATE_SHADERS", "1")
     bad = "#version 330 core\nout vec4 o;\nvoid main() { o = vec4(undeclared); }\n"
     rejected = "(?s)glslangValidator.*'undeclared' : undeclared identifier"
     with pytest.raises(ff.ShaderCompileError, match=rejected):    # before the driver sees it
-        ProgramCache().get(SimpleNamespace(body=bad, source=bad, compiled_source=bad,
-                                           name="bad", user_code=None, inputs=()))
+        LinkedShaderCache().get(SimpleNamespace(body=bad, source=bad, compiled_source=bad,
+                                                name="bad", user_code=None, inputs=()))
