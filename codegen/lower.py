@@ -18,10 +18,10 @@ from ..ir.graph import Graph
 from ..ir.ops.registry import all_ops, get_op
 from ..passes.split_wide import DEFAULT_TEXTURE_UNITS
 from . import (
+    autodiff_ops,
     conv,
     elementwise,
     fused,
-    gradient,
     image,
     matmul,
     program,
@@ -43,7 +43,7 @@ LOWERINGS = {
     "reduce": reduce.lower_node,
     "matmul": matmul.lower_node,
     "shape": shape.lower_node,
-    "gradient": gradient.lower_node,
+    "autodiff_ops": autodiff_ops.lower_node,
     "conv": conv.lower_node,
     "structure": structure.lower_node,
     "image": image.lower_node,

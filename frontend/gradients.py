@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import itertools
 
-from ..ir.ops import gradient as _grad_ops
+from ..ir.ops import autodiff_ops
 from ..ir.ops.common import apply
 from ..passes.autodiff import gradients as _gradients
 from .tensor import Tensor, as_tensor_value, wrap
@@ -56,7 +56,7 @@ def vjp(ys, xs, dys):
 
 def stop_gradient(x, name=None):
     """x itself; no gradient flows through it."""
-    return wrap(_grad_ops.stop_gradient(as_tensor_value(x), name=name))
+    return wrap(autodiff_ops.stop_gradient(as_tensor_value(x), name=name))
 
 
 _keys = itertools.count()

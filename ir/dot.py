@@ -18,7 +18,7 @@ FAMILY_COLORS = {
     "conv": "#f7c6e4",
     "shape": "#e6f5d0",
     "structure": "#d5f0e3",
-    "gradient": "#e3d7f7",
+    "autodiff_ops": "#e3d7f7",
     "image": "#fff3b0",
     "random": "#f0e0cc",
     "program": "#ffd59e",

@@ -2,9 +2,9 @@
 records carry (OpDef.gradient: every elementwise op's), and one module per other op
 family (passes/autodiff/<family>.py, matching ir/ops/<family>.py)."""
 from . import (  # noqa: F401  (the rules, registered on import)
+    autodiff_ops,
     conv,
     fused,
-    gradient,
     image,
     matmul,
     program,

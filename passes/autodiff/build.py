@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 from ...ir.ops import (
+    autodiff_ops as _autodiff_ops,
     elementwise as _ew,
-    gradient as _grad,
     matmul as _mm,
     reduce as _red,
     shape as _shape,
@@ -26,9 +26,9 @@ def reduce(op, a, axis=None, keepdims=False): return _red.reduce(op, a, axis, ke
 def matmul(a, b, ta=False, tb=False): return _mm.matmul(a, b, ta, tb)
 def transpose(a, perm): return _shape.transpose(a, perm)
 def expand_dims(a, axis): return _shape.expand_dims(a, axis)
-sum_like = _grad.sum_like
-reshape_like = _grad.reshape_like
-strided_slice_grad = _grad.strided_slice_grad
+sum_like = _autodiff_ops.sum_like
+reshape_like = _autodiff_ops.reshape_like
+strided_slice_grad = _autodiff_ops.strided_slice_grad
 
 
 unbroadcast = _ew.unbroadcast       # g summed back to x's shape (ir/ops/elementwise)

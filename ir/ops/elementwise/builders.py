@@ -35,7 +35,7 @@ def unbroadcast(g, x):
     """g (the gradient of a broadcast result) summed back to x's shape."""
     if g.shape == x.shape and g.type.is_static:
         return g
-    from ..gradient import sum_like  # (ir/ops/gradient.py imports this package)
+    from ..autodiff_ops import sum_like  # (ir/ops/autodiff_ops.py imports this package)
     return sum_like(g, x)
 
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import fragflow as ff
-from fragflow.ir.ops import gradient as grad_ops
+from fragflow.ir.ops import autodiff_ops
 from fragflow.ir.ops.shape import index_spec
 from tests.reference import assert_matches, run_both
 
@@ -57,9 +57,9 @@ def test_sum_like_and_reshape_like(gl):
     with g.as_default():
         big = ff.placeholder((4, 3, 5), name="big")
         small = ff.placeholder((3, 1), name="small")
-        summed = ff.Tensor(grad_ops.sum_like(big.value, small.value))
+        summed = ff.Tensor(autodiff_ops.sum_like(big.value, small.value))
         flat = ff.placeholder((15,), name="flat")
-        shaped = ff.Tensor(grad_ops.reshape_like(flat.value, ff.zeros((3, 5)).value))
+        shaped = ff.Tensor(autodiff_ops.reshape_like(flat.value, ff.zeros((3, 5)).value))
     b = rng.standard_normal((4, 3, 5)).astype(np.float32)
     f = rng.standard_normal(15).astype(np.float32)
     out, ref = run_both(g, [summed, shaped], {big: b, small: np.zeros((3, 1), np.float32),
@@ -75,10 +75,10 @@ def test_strided_slice_grad_scatters_into_zeros(gl):
         x = ff.placeholder((4, 6), name="x")
         spec = index_spec((slice(3, 0, -2), None, slice(1, None, 2)), 2)
         dy = ff.placeholder((2, 1, 3), name="dy")
-        scattered = ff.Tensor(grad_ops.strided_slice_grad(dy.value, x.value, spec))
+        scattered = ff.Tensor(autodiff_ops.strided_slice_grad(dy.value, x.value, spec))
         spec2 = index_spec((2, slice(None, None, -1)), 2)
         dy2 = ff.placeholder((6,), name="dy2")
-        scattered2 = ff.Tensor(grad_ops.strided_slice_grad(dy2.value, x.value, spec2))
+        scattered2 = ff.Tensor(autodiff_ops.strided_slice_grad(dy2.value, x.value, spec2))
     d = rng.standard_normal((2, 1, 3)).astype(np.float32)
     d2 = rng.standard_normal(6).astype(np.float32)
     out, ref = run_both(g, [scattered, scattered2],

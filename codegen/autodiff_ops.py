@@ -1,9 +1,9 @@
-"""Lowering the gradient-support ops (ir/ops/gradient.py). reshape_like, stop_gradient
+"""Lowering the autodiff ops (ir/ops/autodiff_ops.py). reshape_like, stop_gradient
 and custom_gradient are views (codegen/lower.py); sum_like is a sum over the
 broadcast axes (templates/reduce.glsl.j2); strided_slice_grad has its own template."""
 from __future__ import annotations
 
-from ..ir.ops.gradient import broadcast_axes
+from ..ir.ops.autodiff_ops import broadcast_axes
 from ..ir.ops.shape import slice_plan
 from .common import make_kernel, operands, output_operand
 from .layout import strides
@@ -40,7 +40,7 @@ def lower_slice_grad(node, layouts, prefix):
             out_axis += 1
         axes.append(axis)
         in_axis += 1
-    return make_kernel("gradient.glsl.j2", prefix, "strided_slice_grad", [node], [dy],
+    return make_kernel("autodiff_ops.glsl.j2", prefix, "strided_slice_grad", [node], [dy],
                        out, axes=axes)
 
 

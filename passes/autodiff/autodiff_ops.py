@@ -1,4 +1,5 @@
-"""Gradient rules of the gradient-support ops, so that gradients of gradients work."""
+"""Gradient rules of the autodiff ops (ir/ops/autodiff_ops.py), so that gradients of
+gradients work."""
 from __future__ import annotations
 
 from ...ir.errors import GradientError

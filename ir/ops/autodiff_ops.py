@@ -1,4 +1,4 @@
-"""Ops that gradients are built from, beside the ordinary ones:
+"""The autodiff ops: ops that gradients are built from, beside the ordinary ones:
 
 - stop_gradient(x): x itself, through which no gradient flows.
 - sum_like(g, x): g summed down to x's shape (undoes broadcasting; x's shape may only
@@ -44,7 +44,7 @@ def _sum_like_ref(arrays, attrs):
     return np.sum(g, axis=broadcast_axes(g.shape, x.shape), dtype=g.dtype).reshape(x.shape)
 
 
-register(OpDef("sum_like", "gradient", _sum_like_type, _sum_like_ref, num_inputs=2,
+register(OpDef("sum_like", "autodiff_ops", _sum_like_type, _sum_like_ref, num_inputs=2,
                tf="— (BroadcastGradientArgs + Sum)"))
 
 
@@ -55,11 +55,11 @@ def _reshape_like_type(types, attrs):
     return TensorType(x.shape, g.dtype)
 
 
-register(OpDef("reshape_like", "gradient", _reshape_like_type,
+register(OpDef("reshape_like", "autodiff_ops", _reshape_like_type,
                lambda arrays, attrs: arrays[0].reshape(arrays[1].shape), num_inputs=2,
                tf="— (Reshape to shape)", kind="view"))
 
-register(OpDef("stop_gradient", "gradient", lambda types, attrs: types[0],
+register(OpDef("stop_gradient", "autodiff_ops", lambda types, attrs: types[0],
                lambda arrays, attrs: arrays[0], num_inputs=1,
                no_gradient="it stops gradients: that is its job", tf="tf.stop_gradient",
                kind="view"))
@@ -80,10 +80,10 @@ def _slice_grad_ref(arrays, attrs):
     return out
 
 
-register(OpDef("strided_slice_grad", "gradient", _slice_grad_type, _slice_grad_ref,
+register(OpDef("strided_slice_grad", "autodiff_ops", _slice_grad_type, _slice_grad_ref,
                attrs={"spec": REQUIRED}, num_inputs=2, tf="StridedSliceGrad"))
 
-register(OpDef("custom_gradient", "gradient", lambda types, attrs: types[0],
+register(OpDef("custom_gradient", "autodiff_ops", lambda types, attrs: types[0],
                lambda arrays, attrs: arrays[0], attrs={"key": REQUIRED},
                hidden_attrs=("key",),
                tf="tf.custom_gradient", kind="view"))
