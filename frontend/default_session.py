@@ -78,7 +78,7 @@ def session_for(tensor, session=None):
 
 
 def InteractiveSession(graph=None, backend="gl", **kwargs):  # noqa: N802 (TF1's name)
-    """A Session that makes itself the default session until the program ends (or
+    """A Session that makes itself the default session until the process ends (or
     another is entered), as TF1's tf.InteractiveSession: tensor.eval() and op.run()
     work without a `with` block. Close it with sess.close()."""
     from .session import Session

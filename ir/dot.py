@@ -1,4 +1,4 @@
-"""Graphviz DOT text for a graph, and SVG through Graphviz's `dot` program when it is
+"""Graphviz DOT text for a graph, and SVG through Graphviz's `dot` command when it is
 installed (Debian: graphviz). Nodes are coloured by op family, edges labelled with the
 types they carry, and groups of nodes (the nodes one fused kernel runs) outlined."""
 from __future__ import annotations
@@ -24,7 +24,7 @@ FAMILY_COLORS = {
     "program": "#ffd59e",
 }
 OTHER_COLOR = "#ffffff"
-DOT_MISSING = ("the svg format needs Graphviz's `dot` program, which is not on PATH "
+DOT_MISSING = ("the svg format needs Graphviz's `dot` command, which is not on PATH "
                "(Debian/Ubuntu: apt-get install graphviz; macOS: brew install graphviz); "
                "--format dot writes the DOT text and --format html needs nothing")
 

@@ -1,4 +1,4 @@
-"""fragflow.runtime: GL contexts, textures, programs and plans; the numpy executor.
+"""fragflow.runtime: GL contexts, textures, linked shaders and plans; the numpy executor.
 
 Nothing here imports OpenGL at import time: PyOpenGL binds its platform on first import,
 and only runtime.context knows which one the chosen backend needs. The GL modules

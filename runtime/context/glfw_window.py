@@ -1,7 +1,7 @@
 """GLFW backend: a hidden window on the user's display (X11 or Wayland) owns the context.
 
 The usual choice on a desktop: it reaches the same driver the user's other GL
-programs use. Needs a display; headless machines use EGL or OSMesa instead.
+applications use. Needs a display; headless machines use EGL or OSMesa instead.
 """
 
 from __future__ import annotations
