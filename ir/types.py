@@ -15,6 +15,7 @@ import numpy as np
 from .errors import DTypeError, ShapeError
 
 DTYPES = ("float32", "int32", "bool")
+_CANONICAL = frozenset(DTYPES)
 SHORT_NAMES = {"float32": "f32", "int32": "i32", "bool": "bool"}
 # float64 only appears inside the reference executor's float64 mode (gradient checks)
 _RANK = {"bool": 0, "int32": 1, "float32": 2, "float64": 3}
@@ -51,6 +52,10 @@ class TensorType:
     dtype: str
 
     def __post_init__(self):
+        shape, dtype = self.shape, self.dtype
+        if (type(shape) is tuple and type(dtype) is str and dtype in _CANONICAL
+                and all(d is None or type(d) is int and 0 <= d <= _MAX_DIM for d in shape)):
+            return          # already canonical (most types: inference builds them so)
         try:
             shape = tuple(None if d is None else _dimension(d) for d in self.shape)
         except TypeError:

@@ -58,8 +58,8 @@ def prune(graph: Graph, fetches: list, feeds: dict) -> tuple:
             raise FeedError(f"placeholder '{node.name}' ({node.outputs[0].type}"
                             f"{', ' + node.source if node.source else ''}) must be fed: "
                             f"fetch '{fetch.name}' needs it")
-        copy = out.add_node(node.op, [mapping[v] for v in node.inputs], dict(node.attrs),
-                            exact_name=node.name, scope=node.scope, source=node.source)
+        # types inferred again where a feed changed an input's shape (Graph.add_copy)
+        copy = out.add_copy(node, [mapping[v] for v in node.inputs])
         for old, new in zip(node.outputs, copy.outputs):
             mapping.setdefault(old, new)
     out.outputs = [mapping[f] for f in fetches]

@@ -15,8 +15,7 @@ from .prune import needed_nodes
 
 
 def copy_node(node, inputs, graph: Graph):
-    return graph.add_node(node.op, inputs, dict(node.attrs), exact_name=node.name,
-                          scope=node.scope, source=node.source).outputs
+    return graph.add_copy(node, inputs).outputs
 
 
 def rebuild(graph: Graph, transform=None, skip=()) -> Graph:
