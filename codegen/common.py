@@ -1,6 +1,7 @@
 """Pieces every family's lowering uses: operands, the kernel record, rendering."""
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from ..ir import sanitize
@@ -32,6 +33,54 @@ def output_operand(value, layouts) -> Operand:
                    type=str(TensorType(layouts[value.name].shape, value.dtype)))
 
 
+# a decision's text: a word or number (never GLSL, never a user's text)
+_PLAIN = re.compile(r"[A-Za-z0-9_.+-]{1,32}")
+
+
+def decisions(context: dict) -> dict:
+    """The lowering's choices in a template's context, as the kernel record keeps them
+    (Kernel.params): numbers, flags and words (rows=4, mode=strided4), a dataclass of
+    them as a dict (blocking), and the ops of elementwise or epilogue steps as a tuple;
+    operands, layouts, GLSL text and index maps are left out.
+
+    >>> from fragflow.codegen.matmul import Blocking
+    >>> decisions({"k": 96, "vec4": True, "init": "uintBitsToFloat(0xff800000u)",
+    ...            "epilogue": {"operands": [], "steps": [{"op": "add"}, {"op": "relu"}]},
+    ...            "blocking": Blocking(batch=1, m=64, n=128, rows=4, cols=2)})
+    ... # doctest: +NORMALIZE_WHITESPACE
+    {'k': 96, 'vec4': True, 'epilogue': ('add', 'relu'),
+     'blocking': {'batch': 1, 'm': 64, 'n': 128, 'rows': 4, 'cols': 2,
+                  'interleaved': False, 'splits': 1}}
+    """
+    out = {}
+    for key, value in context.items():
+        shown = _decision(value)
+        if shown is not None and shown != ():
+            out[key] = shown
+    return out
+
+
+def _scalar(value) -> bool:
+    return isinstance(value, (bool, int, float)) or \
+        (isinstance(value, str) and _PLAIN.fullmatch(value) is not None)
+
+
+def _decision(value):
+    if _scalar(value):
+        return value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+        return fields if all(map(_scalar, fields.values())) else None
+    if isinstance(value, dict) and isinstance(value.get("steps"), list):   # an epilogue
+        value = value["steps"]
+    if isinstance(value, (list, tuple)):
+        if all(isinstance(step, dict) and "op" in step for step in value):    # steps
+            return tuple(str(step["op"]) for step in value)
+        if len(value) <= 8 and all(map(_scalar, value)):
+            return tuple(value)
+    return None
+
+
 def make_kernel(template: str, prefix: str, op: str, nodes, inputs, out, *,
                 uniforms=None, user_code=None, **context) -> Kernel:
     name = kernel_name(prefix, nodes[0])
@@ -49,7 +98,8 @@ def make_kernel(template: str, prefix: str, op: str, nodes, inputs, out, *,
                     inputs=tuple(Binding(b.sampler, b.value, b.layout) for b in inputs),
                     output=Binding("ff_out", out.value, out.layout), uniforms=uniforms,
                     user_code=(user_code[0], 0, user_code[1]) if user_code else None,
-                    implements=records_of(nodes))
+                    implements=records_of(nodes), template=template,
+                    params=decisions(context))
     user = kernel.user_code
     sanitize.check_shader(kernel.source, range(user[1], user[1] + user[2].count("\n") + 1)
                           if user else range(0))

@@ -87,6 +87,11 @@ class Kernel:
     # the graph nodes it computes (every node a fusion folded in), in order; empty: the
     # header names `nodes` with the kernel's op, scope and location
     implements: tuple = ()
+    # the template in codegen/templates/ that rendered the source ("": a hand-made
+    # record), and the lowering's decisions it was rendered with (block sizes, vec4
+    # paths, reduction passes, epilogue steps: codegen/common.py decisions), printable
+    template: str = ""
+    params: dict = field(default_factory=dict)
 
     def __post_init__(self):
         if HEADER_END in self.source:
@@ -131,6 +136,15 @@ def _texels(layout, layers: int = 0) -> str:
     return text + (f", {layers} layers of one array texture" if layers else "")
 
 
+def _shown(value) -> str:
+    """A decision as the header prints it: rows=4, epilogue=(add relu)."""
+    if isinstance(value, dict):
+        return "(" + " ".join(f"{k}={_shown(v)}" for k, v in value.items()) + ")"
+    if isinstance(value, tuple):
+        return "(" + " ".join(_shown(v) for v in value) + ")"
+    return str(value)
+
+
 def _header_context(kernel, user_line: int) -> dict:
     """What templates/kernel_header.glsl.j2 writes; text, raw (the template passes
     everything through the `comment` filter)."""
@@ -147,6 +161,8 @@ def _header_context(kernel, user_line: int) -> dict:
             "nodes": [{"lhs": text.ljust(width), "scope": n.scope or "(root)",
                        "source": n.source} for n, text in zip(nodes, lhs)],
             "fused": len(nodes) > 1,
+            "params": ", ".join(f"{key}={_shown(value)}"
+                                for key, value in kernel.params.items()),
             "uniforms": [(name, glsl_type, repr(value))
                          for name, (glsl_type, value) in kernel.uniforms.items()]}
 
