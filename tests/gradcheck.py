@@ -6,17 +6,20 @@ import numpy as np
 
 import fragflow as ff
 from fragflow.ir.ops.state import RUN_COUNTER
-from fragflow.passes import prune
 from fragflow.runtime import NumpyPlan, NumpyVariables
+from fragflow.runtime.driver import optimize
 
 
 def evaluator64(graph, fetch, feeds: dict):
     """A function of {placeholder: array} giving fetch with every float32 computed in
-    float64 (compiled once: finite differences evaluate it many times)."""
+    float64 (compiled once: finite differences evaluate it many times). Compiled by the
+    compile driver with no optimizing pass (passes=[]: pruned, nothing fused or
+    folded), so the reference is the graph as built, not the code under test."""
     types = {v.value: ff.TensorType(np.shape(a), v.dtype) for v, a in feeds.items()}
-    compiled, mapping = prune(graph, [fetch.value], types)
-    plan = NumpyPlan(compiled, NumpyVariables(), float64=True)
-    names = {v: mapping[v.value].name for v in feeds if v.value in mapping}
+    compiled = optimize(graph, [fetch.value], types, passes=[])
+    plan = NumpyPlan(compiled.graph, NumpyVariables(), float64=True)
+    names = {v: compiled.feed_names[v.value] for v in feeds
+             if v.value in compiled.feed_names}
     # random ops draw from the run counter: every evaluation is run 0
     return lambda values: plan.run({RUN_COUNTER: np.array(0, np.int32),
                                     **{names[v]: a for v, a in values.items()

@@ -1,35 +1,11 @@
 """dropout's gradient (the only differentiable random op): the same mask times the
 same scale, first and second order, against float64 central finite differences on the
-numpy reference executor at the same run counter.
-
-tests/gradcheck.py's check_gradients cannot be used yet: its float64 evaluator does not
-feed the graph's run_counter, and it fetches first- and second-order gradients in two
-runs (two different masks). This file evaluates both at run 0."""
+numpy reference executor at the same run counter: the session's first run is run 0,
+and tests/gradcheck.py's numeric_gradient evaluates every point at run 0."""
 import numpy as np
 
 import fragflow as ff
-from fragflow.ir.ops.state import RUN_COUNTER
-from fragflow.passes import prune
-from fragflow.runtime import NumpyPlan, NumpyVariables
-
-
-def numeric_gradient(graph, y, x, value, eps=1e-4):
-    """d y / d x at run 0 by central differences, in float64."""
-    compiled, mapping = prune(graph, [y.value], {x.value: ff.TensorType(value.shape, "float32")})
-    plan = NumpyPlan(compiled, NumpyVariables(), float64=True)
-    name = mapping[x.value].name
-
-    def f(v):
-        return float(plan.run({name: v, RUN_COUNTER: np.array(0, np.int32)})[0])
-
-    point = value.astype(np.float64)
-    grad = np.zeros(point.shape)
-    for index in np.ndindex(point.shape):
-        plus, minus = point.copy(), point.copy()
-        plus[index] += eps
-        minus[index] -= eps
-        grad[index] = (f(plus) - f(minus)) / (2 * eps)
-    return grad
+from tests.gradcheck import numeric_gradient
 
 
 def test_dropout_gradient_first_and_second_order(gl):
@@ -46,8 +22,10 @@ def test_dropout_gradient_first_and_second_order(gl):
         (ddx,) = ff.gradients(z, [x])
     with ff.Session(g) as sess:
         got, got2 = sess.run([dx, ddx], {x: value})        # one run: one mask
-    np.testing.assert_allclose(got, numeric_gradient(g, y, x, value), rtol=1e-3, atol=1e-4)
-    np.testing.assert_allclose(got2, numeric_gradient(g, z, x, value), rtol=1e-2, atol=1e-3)
+    np.testing.assert_allclose(got, numeric_gradient(g, y, x, {x: value}), rtol=1e-3,
+                               atol=1e-4)
+    np.testing.assert_allclose(got2, numeric_gradient(g, z, x, {x: value}), rtol=1e-2,
+                               atol=1e-3)
 
 
 def test_dropout_gradient_is_the_mask_times_the_scale(gl):

@@ -14,7 +14,8 @@ import pytest
 import fragflow as ff
 from fragflow.ir.program_loops import loop_iterations
 from fragflow.ir.types import TensorType
-from fragflow.passes import PassManager, prune
+from fragflow.passes import PassManager
+from fragflow.runtime.driver import optimize
 from fragflow.runtime.numpy_executor import NumpyPlan, NumpyVariables
 
 RNG = np.random.default_rng(12)
@@ -22,11 +23,11 @@ RNG = np.random.default_rng(12)
 
 def _compiled(graph, fetches, feeds: dict, units: int):
     """The graph the default pipeline makes for a GPU with `units` texture units."""
-    pruned, mapping = prune(graph, [f.value for f in fetches],
-                            {x.value: TensorType(a.shape, x.dtype) for x, a in feeds.items()})
-    compiled = PassManager(max_texture_units=units).run(pruned)
-    by_name = {mapping[x.value].name: a for x, a in feeds.items()}
-    return compiled, by_name
+    compiled = optimize(graph, [f.value for f in fetches],
+                        {x.value: TensorType(a.shape, x.dtype) for x, a in feeds.items()},
+                        max_texture_units=units)
+    by_name = {compiled.feed_names[x.value]: a for x, a in feeds.items()}
+    return compiled.graph, by_name
 
 
 def _widest(graph) -> int:
@@ -130,17 +131,16 @@ def test_fusion_reports_the_texture_limit_it_kept_to():
         y = total
         for x in xs:
             y = y * x
-    pruned, _ = prune(g, [y.value], {x.value: x.value.type for x in xs})
-    manager = PassManager(max_texture_units=5)
-    manager.run(pruned)
-    assert any("more than the 5 it may bind" in line for line in manager.fusion_report)
+    report = optimize(g, [y.value], {x.value: x.value.type for x in xs},
+                      max_texture_units=5).fusion_report
+    assert any("more than the 5 it may bind" in line for line in report)
 
 
 def test_a_custom_pipeline_still_splits_wide_nodes_unless_told_not_to():
     g, xs, total, feeds = _wide_add_n(40)
-    pruned, _ = prune(g, [total.value], {x.value: x.value.type for x in xs})
-    assert _widest(PassManager(passes=["cse"]).run(pruned)) <= 16
-    kept = PassManager(passes=[], disable=["split_wide_nodes"]).run(pruned)
+    types = {x.value: x.value.type for x in xs}
+    assert _widest(optimize(g, [total.value], types, passes=["cse"]).graph) <= 16
+    kept = optimize(g, [total.value], types, passes=[], disable=["split_wide_nodes"]).graph
     assert _widest(kept) == 40
 
 

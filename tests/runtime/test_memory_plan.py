@@ -11,7 +11,7 @@ from fragflow.codegen import lower
 from fragflow.codegen.kernel import Binding, Kernel, LoweredGraph
 from fragflow.codegen.layout import Layout
 from fragflow.ir.types import TensorType
-from fragflow.passes import PassManager, prune
+from fragflow.runtime.driver import optimize
 from fragflow.runtime.memory_plan import plan_memory
 
 SMALL = Layout((4, 4), "float32", 4, 1)
@@ -190,8 +190,8 @@ def assert_no_live_values_share(lowered_graph, plan):
 
 
 def lowered(fetches, feed_types, graph, disable=()):
-    compiled, _ = prune(graph, [f.value for f in fetches], feed_types)
-    return lower(PassManager(disable=disable).run(compiled), 16384)
+    compiled = optimize(graph, [f.value for f in fetches], feed_types, disable=disable)
+    return lower(compiled.graph, 16384)
 
 
 @pytest.mark.parametrize("optimizer", ["SGD", "Adam"])
