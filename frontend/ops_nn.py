@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.errors import AttrError, DTypeError, ShapeError
-from ..ir.ops import elementwise as _ew, reduce as _red
+from ..ir.ops import elementwise as _ew, loss as _loss, reduce as _red
 from ..ir.types import normalize_axes
 from . import ops_math as _math, ops_structure as _structure
 from .operands import as_tensor, check_same_shape, operands, scoped, static_shape, unary_function
@@ -218,11 +218,12 @@ def softmax_cross_entropy_with_logits(labels, logits, axis=-1, name=None):
 def sparse_softmax_cross_entropy_with_logits(labels, logits, name=None):
     """-log_softmax(logits)[label] per example: labels int32 [d0, ..., dn-1] are class
     indices into logits [d0, ..., dn-1, classes]. A label outside [0, classes) gives a
-    NaN loss (TensorFlow raises on CPU and gives NaN on GPU); nothing checks labels at
-    run time (it would cost a readback per run), so training on such labels silently
-    makes the weights NaN. Session(debug=True) raises NumericsError at the first one,
-    naming the node '<name>/nan_where_label_out_of_range'. A composite: the class
-    count is static, so a one-hot mask (labels == arange(classes)) picks the class.
+    NaN loss and NaN gradients in its row (TensorFlow raises on CPU and gives NaN on
+    GPU); nothing checks labels at run time (it would cost a readback per run), so
+    training on such labels silently makes the weights NaN. Session(debug=True) raises
+    NumericsError at the first one, naming the node
+    '<name>/nan_where_label_out_of_range'. One op (sparse_softmax_cross_entropy, one
+    kernel) whose gradient is one more (TensorFlow's backprop: softmax - one_hot).
 
     >>> import numpy as np, fragflow as ff
     >>> g = ff.Graph()
@@ -242,19 +243,14 @@ def sparse_softmax_cross_entropy_with_logits(labels, logits, name=None):
         raise ShapeError(f"sparse_softmax_cross_entropy_with_logits: labels of shape "
                          f"{list(lshape)} need logits of shape {list(lshape) + ['classes']}, "
                          f"got {list(cshape)}")
-    classes = cshape[-1]
-    if classes is None:
+    if cshape[-1] is None:
         raise ShapeError("sparse_softmax_cross_entropy_with_logits: the number of classes "
                          "(the logits' last dimension) must be known when the graph is built")
+    logits_value, labels_value = operands(logits, labels)
     with logits.graph.name_scope(name or "sparse_softmax_cross_entropy_with_logits"):
-        hit = _math.equal(_structure.expand_dims(labels, -1),
-                         constant(np.arange(classes, dtype=np.int32)))
-        # where, not a product: a -inf log-probability of another class must not give NaN
-        picked = _math.sum(_math.where(hit, log_softmax(logits), 0.0), axis=-1)
-        valid = _math.equal(_math.sum(_math.cast(hit, "int32"), axis=-1), 1)
         # named so that debug mode's NaN error says what went wrong
-        return _math.where(valid, -picked, np.float32(np.nan),
-                          name="nan_where_label_out_of_range")
+        return wrap(_loss.sparse_softmax_cross_entropy(
+            logits_value, labels_value, name="nan_where_label_out_of_range"))
 
 
 @_export

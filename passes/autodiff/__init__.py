@@ -6,6 +6,7 @@ from . import (  # noqa: F401  (the rules, registered on import)
     conv,
     fused,
     image,
+    loss,
     matmul,
     program,
     random,
