@@ -106,9 +106,13 @@ def test_a_long_reduction_records_its_passes():
     assert [p["pass_number"] for p in passes] == list(range(1, len(passes) + 1))
     assert all(p["pass_count"] == len(passes) > 1 for p in passes)
     assert all(p["rop"] == "sum" for p in passes)
-    assert passes[0]["length"] == 8192 and passes[-1]["out_length"] == 1
+    # the first pass views the 8192 elements as outer x length x inner (2048 texels x 4
+    # lanes: reduce_tree.texel_pass)
+    assert passes[0]["outer"] * passes[0]["length"] * passes[0]["inner"] == 8192
+    assert passes[-1]["out_length"] == 1
     # each pass reads what the one before it wrote
-    assert [p["length"] for p in passes[1:]] == [p["out_length"] for p in passes[:-1]]
+    assert [p["outer"] * p["length"] * p["inner"] for p in passes[1:]] == \
+        [p["out_size"] for p in passes[:-1]]
 
 
 def test_fused_elementwise_records_its_steps_in_order():
