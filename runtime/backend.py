@@ -89,10 +89,18 @@ class GLBackend:
         from .gl_plan import GLVariables
         return GLVariables(self.device)
 
-    def build_plan(self, graph, variables, variable_values: dict):
+    @property
+    def limits(self) -> tuple:
+        """What lowering depends on besides the graph (the plan cache's key)."""
+        return (self.device.max_texture_size, self.max_texture_units)
+
+    def build_plan(self, graph, variables, variable_values: dict, lowered_graph=None):
+        """lowered_graph: graph already lowered (the plan cache's), else lower(graph)."""
         from ..codegen import lower
         from .gl_plan import GLPlan
-        lowered_graph = lower(graph, self.device.max_texture_size, self.max_texture_units)
+        if lowered_graph is None:
+            lowered_graph = lower(graph, self.device.max_texture_size,
+                                  self.max_texture_units)
         plan = GLPlan(lowered_graph, variables, variable_values)
         self.device.shaders.pin(plan.kernels)    # its shaders stay while it lives
         return plan

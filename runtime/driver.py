@@ -20,10 +20,13 @@ through here.
 """
 from __future__ import annotations
 
+import os
+import warnings
 from dataclasses import dataclass
 
 from ..ir.graph import Graph
 from ..passes import PassManager, prune
+from . import plan_cache
 from .backend import get_backend
 
 
@@ -62,15 +65,58 @@ def compile(graph: Graph, fetches, feed_types: dict, backend="gl", variables=Non
     with backend.lock:
         if variables is None:
             variables = backend.variables()
-        optimized = optimize(graph, fetches, feed_types, passes, disable, dump_dir,
-                             backend.max_texture_units)
         # every variable's initial value: a fed variable that is also assigned is a
         # placeholder in the compiled graph, but its texture is made on first use
         initial = {n.name: n.attrs["initial_value"] for n in graph.nodes
                    if n.op == "variable"}
+        key = _plan_cache_key(graph, fetches, feed_types, backend, passes, disable,
+                              dump_dir)
+        entry = plan_cache.load(key) if key else None
+        if entry is not None:
+            try:
+                return _cached_plan(entry, graph, fetches, feed_types, backend,
+                                    variables, initial)
+            except Exception as exc:    # noqa: BLE001 - a bad entry is only a miss
+                warnings.warn(f"fragflow: the plan cache's entry {key} did not build "
+                              f"({type(exc).__name__}: {exc}); compiling again",
+                              stacklevel=2)
+        optimized = optimize(graph, fetches, feed_types, passes, disable, dump_dir,
+                             backend.max_texture_units)
         plan = backend.build_plan(optimized.graph, variables, initial)
+        if key:
+            numbers = {node: i for i, node in enumerate(graph.nodes)}
+            plan_cache.store(key, plan.lowered_graph,
+                             [(numbers[v.node], v.index, name)
+                              for v, name in optimized.feed_names.items()],
+                             optimized.fusion_report)
         plan.graph = optimized.graph
         plan.fusion_report = optimized.fusion_report
         plan.feed_names = optimized.feed_names
         plan.variables = variables
         return plan
+
+
+def _plan_cache_key(graph, fetches, feed_types, backend, passes, disable, dump_dir):
+    """The plan cache's key for this compile, or None where the cache is not used: off
+    (FRAGFLOW_PLAN_CACHE), the numpy backend, a pipeline of the caller's, passes being
+    dumped, or a graph the key cannot describe."""
+    if (not plan_cache.enabled() or backend.name != "gl" or passes is not None
+            or disable or dump_dir or os.environ.get("FRAGFLOW_DUMP_PASSES")):
+        return None
+    try:
+        return plan_cache.plan_key(graph, fetches, feed_types, backend.limits)
+    except plan_cache.Uncacheable:
+        return None
+
+
+def _cached_plan(entry, graph, fetches, feed_types, backend, variables, initial):
+    """A plan from the plan cache's entry: the passes run only if someone asks for the
+    compiled graph (plan.graph)."""
+    lowered, feed_names, report = entry
+    plan = backend.build_plan(None, variables, initial, lowered_graph=lowered)
+    plan.compile_graph = lambda: optimize(graph, fetches, feed_types,
+                                          max_texture_units=backend.max_texture_units).graph
+    plan.fusion_report = report
+    plan.feed_names = {graph.nodes[i].outputs[j]: name for i, j, name in feed_names}
+    plan.variables = variables
+    return plan

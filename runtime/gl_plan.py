@@ -177,6 +177,8 @@ class GLPlan:
     def __init__(self, lowered_graph, variables: GLVariables, variable_values: dict):
         """variable_values: variable name -> initial value (used on first use)."""
         self.lowered_graph = lowered_graph
+        self._graph = None
+        self.compile_graph = None     # makes `graph` when it was not set (plan cache)
         self.device = variables.device
         self._owned: list = []
         self._launches: list = []
@@ -254,6 +256,19 @@ class GLPlan:
     @property
     def kernels(self):
         return self.lowered_graph.kernels
+
+    @property
+    def graph(self):
+        """The compiled graph (after every pass), set by the compile driver; a plan from
+        the plan cache (runtime/plan_cache.py), which skipped the passes, runs them
+        when this is first asked for (debug mode, profiles, fn.graph)."""
+        if self._graph is None and self.compile_graph is not None:
+            self._graph = self.compile_graph()
+        return self._graph
+
+    @graph.setter
+    def graph(self, value) -> None:
+        self._graph = value
 
     def run(self, feeds: dict) -> list:
         """Upload feeds, draw, read the fetches back, swap in assigned variables."""

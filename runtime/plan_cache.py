@@ -1,0 +1,265 @@
+"""A disk cache of lowered graphs, so that a new process compiling a graph it compiled
+before skips the passes and the lowering (opt-in: FRAGFLOW_PLAN_CACHE=1).
+
+Measured on examples/mobilenet_block.py (412 nodes, 33 kernels, llvmpipe, 2 cores):
+prune, the passes and the lowering take ~60-70 ms of a new process's first run; the
+key below takes ~3 ms and a hit ~5-10 ms to load.
+
+The key is a hash of everything the lowering depends on: the graph as built (every
+node's op, name, scope, source line, inputs and attrs, arrays by their bytes), the
+fetches, the feeds' types, the device's limits, the FRAGFLOW_* environment and
+fragflow's own code (each source and template file's path, size and modification
+time), so a changed graph, attr, feed type or fragflow edit misses. A graph with an
+attr of a kind the key cannot describe is not cached. (Custom gradients, Python
+functions, are not in the key: ff.gradients calls them when the graph is built, and
+the graph holds what they made; no pass calls them.) Module-level settings and
+functions replaced at run time (tests do) are not in the key: that is why the cache
+is opt-in.
+
+Entries are JSON (the lowered graph; kernels and their layouts as tagged records) and
+an .npz of its constants, read with allow_pickle=False: loading one runs no code. A
+file that cannot be read, does not parse, or does not hold what an entry holds is
+ignored with a warning and the graph compiled again (and the entry rewritten); loaded
+shader sources go through the sanitiser's check as generated ones do. Like Jinja's
+bytecode cache, the directory is used only when it is this user's alone.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import json
+import os
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from ..codegen.kernel import Kernel, LoweredGraph
+from ..ir import sanitize
+from .shader_cache import cache_dir
+
+FORMAT = 1
+MAX_ENTRIES = 64          # entries kept (~1.3 MB each for MobileNet, most of it weights)
+# records an entry may hold: codegen's dataclasses (Kernel, Binding, Layout and its
+# kinds, NodeRecord, Blocking ...), named "module:class"; nothing else is made on load
+_RECORD_MODULES = "fragflow.codegen."
+_ROOT = Path(__file__).resolve().parent.parent      # the source tree fragflow runs from
+_SUFFIXES = (".py", ".j2", ".glsl")
+_code_fingerprint: str | None = None
+
+
+class Uncacheable(Exception):
+    """Something the key or an entry cannot describe: compile as usual."""
+
+
+def enabled() -> bool:
+    return os.environ.get("FRAGFLOW_PLAN_CACHE", "").strip().lower() in ("1", "true", "yes")
+
+
+def plan_dir() -> Path:
+    return cache_dir() / "plans"
+
+
+# -- the key ----------------------------------------------------------------------------
+def code_fingerprint() -> str:
+    """fragflow's code: every source/template file's path, size and mtime (once)."""
+    global _code_fingerprint
+    if _code_fingerprint is None:
+        h = hashlib.blake2b(digest_size=16)
+        import fragflow
+        dirs = {Path(p).resolve() for p in fragflow.__path__}
+        dirs |= {Path(m.__file__).resolve().parent for name, m in
+                 list(sys.modules.items())
+                 if name.startswith("fragflow.") and getattr(m, "__file__", None)}
+        for top in sorted(dirs):
+            for root, subdirs, files in os.walk(top):
+                subdirs[:] = sorted(d for d in subdirs if d != "__pycache__")
+                for name in sorted(files):
+                    if name.endswith(_SUFFIXES):
+                        info = os.stat(os.path.join(root, name))
+                        h.update(f"{root}/{name}:{info.st_size}:{info.st_mtime_ns}\n"
+                                 .encode())
+        _code_fingerprint = h.hexdigest()
+    return _code_fingerprint
+
+
+def _attr_text(value, h) -> str:
+    if isinstance(value, np.ndarray):
+        h.update(np.ascontiguousarray(value).tobytes())
+        return f"array({value.dtype.str},{value.shape})"
+    if value is None or isinstance(value, (bool, int, str)):
+        return repr(value)
+    if isinstance(value, float):
+        return value.hex()                 # exact, NaN and inf included
+    if isinstance(value, tuple):
+        return "(" + ",".join(_attr_text(v, h) for v in value) + ")"
+    raise Uncacheable(f"an attr of type {type(value).__name__}")
+
+
+def plan_key(graph, fetches, feed_types: dict, limits: tuple) -> str:
+    """The hash naming the entry of (graph, fetches, feed types) on a device with
+    these limits; Uncacheable when the graph has what the key cannot describe."""
+    h = hashlib.blake2b(digest_size=20)
+    index = {}
+    lines = [f"fragflow plan {FORMAT} {code_fingerprint()} {limits!r}",
+             repr(sorted((k, v) for k, v in os.environ.items() if k.startswith("FRAGFLOW_")
+                         and k != "FRAGFLOW_PLAN_CACHE"))]
+    for i, node in enumerate(graph.nodes):
+        for v in node.outputs:
+            index[v] = (i, v.index)
+        attrs = ";".join(f"{k}={_attr_text(v, h)}" for k, v in sorted(node.attrs.items()))
+        lines.append(f"{node.op}|{node.name}|{node.scope}|{node.source}|"
+                     f"{[index[v] for v in node.inputs]}|{attrs}")
+    lines.append(repr([index[v] for v in fetches]))
+    lines.append(repr(sorted((index[v], t.shape, t.dtype) for v, t in feed_types.items())))
+    h.update("\n".join(lines).encode())
+    return h.hexdigest()
+
+
+# -- entries ------------------------------------------------------------------------------
+def _record_name(value) -> str:
+    return f"{type(value).__module__}:{type(value).__qualname__}"
+
+
+def _record_class(name: str):
+    """The codegen dataclass a record names, or None (only modules already imported
+    are looked in: loading an entry imports nothing)."""
+    module, _, qualname = str(name).partition(":")
+    if not module.startswith(_RECORD_MODULES) or "." in qualname:
+        return None
+    cls = getattr(sys.modules.get(module), qualname, None)
+    return cls if isinstance(cls, type) and dataclasses.is_dataclass(cls) else None
+
+
+def _encode(value, arrays: list):
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, np.generic):
+        return _encode(value.item(), arrays)
+    if isinstance(value, np.ndarray):
+        arrays.append(value)
+        return {"array": len(arrays) - 1}
+    if isinstance(value, list):
+        return [_encode(v, arrays) for v in value]
+    if isinstance(value, tuple):
+        return {"tuple": [_encode(v, arrays) for v in value]}
+    if isinstance(value, dict):
+        return {"dict": [[_encode(k, arrays), _encode(v, arrays)] for k, v in value.items()]}
+    if dataclasses.is_dataclass(value) and _record_class(_record_name(value)) is type(value):
+        return {"record": _record_name(value),
+                "fields": {f.name: _encode(getattr(value, f.name), arrays)
+                           for f in dataclasses.fields(value)}}
+    raise Uncacheable(f"a lowered graph holding a {type(value).__name__}")
+
+
+def _decode(value, arrays):
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, list):
+        return [_decode(v, arrays) for v in value]
+    if not isinstance(value, dict) or len(value) not in (1, 2):
+        raise ValueError("not an entry")
+    if "array" in value:
+        return arrays[f"a{int(value['array'])}"]
+    if "tuple" in value:
+        return tuple(_decode(v, arrays) for v in value["tuple"])
+    if "dict" in value:
+        return {_decode(k, arrays): _decode(v, arrays) for k, v in value["dict"]}
+    cls = _record_class(value["record"])
+    if cls is None:
+        raise ValueError(f"no record type {value['record']!r}")
+    fields = value["fields"]
+    if sorted(fields) != sorted(f.name for f in dataclasses.fields(cls)):
+        raise ValueError(f"a {cls.__name__} of other fields")
+    # the record as it was made: its source already holds the header rendered from it
+    record = object.__new__(cls)
+    for name, item in fields.items():
+        object.__setattr__(record, name, _decode(item, arrays))
+    return record
+
+
+def _private_dir(directory: Path) -> bool:
+    try:
+        directory.mkdir(parents=True, mode=0o700, exist_ok=True)
+        info = directory.stat()
+    except OSError:
+        return False
+    return not (hasattr(os, "getuid") and (info.st_uid != os.getuid()
+                                           or info.st_mode & 0o022))
+
+
+def store(key: str, lowered: LoweredGraph, feed_names: list, fusion_report: list) -> None:
+    """Write the entry (feed_names: [(node index, output index, name)]); a graph the
+    entry cannot hold, or a directory that cannot be written, is skipped quietly."""
+    directory = plan_dir()
+    if not _private_dir(directory):
+        return
+    arrays: list = []
+    try:
+        doc = {"format": FORMAT, "key": key,
+               "lowered": {f.name: _encode(getattr(lowered, f.name), arrays)
+                           for f in dataclasses.fields(lowered)},
+               "feed_names": [list(entry) for entry in feed_names],
+               "fusion_report": list(fusion_report)}
+    except Uncacheable:
+        return
+    buffer = io.BytesIO()
+    np.savez(buffer, **{f"a{i}": a for i, a in enumerate(arrays)})
+    try:
+        for suffix, data in ((".npz", buffer.getvalue()),
+                             (".json", json.dumps(doc).encode())):   # the JSON last
+            with tempfile.NamedTemporaryFile(dir=directory, delete=False,
+                                             prefix=".tmp-") as f:
+                f.write(data)
+            os.replace(f.name, directory / (key + suffix))
+    except OSError:
+        return
+    _bound(directory)
+
+
+def _bound(directory: Path, keep: int | None = None) -> None:
+    """Delete the least recently written entries beyond MAX_ENTRIES."""
+    keep = MAX_ENTRIES if keep is None else keep
+    try:
+        entries = sorted(directory.glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
+        for path in entries[:max(0, len(entries) - keep)]:
+            path.unlink(missing_ok=True)
+            path.with_suffix(".npz").unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
+def load(key: str):
+    """(LoweredGraph, feed_names, fusion_report) of the entry, or None: no entry, or
+    one that cannot be used (ignored with a warning; the caller compiles again)."""
+    directory = plan_dir()
+    path = directory / (key + ".json")
+    if not path.exists() or not _private_dir(directory):
+        return None
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        if doc.get("format") != FORMAT or doc.get("key") != key:
+            raise ValueError("an entry of another key or format")
+        with np.load(directory / (key + ".npz"), allow_pickle=False) as npz:
+            arrays = {name: npz[name] for name in npz.files}
+        fields = doc["lowered"]
+        if sorted(fields) != sorted(f.name for f in dataclasses.fields(LoweredGraph)):
+            raise ValueError("a lowered graph of other fields")
+        lowered = LoweredGraph(**{name: _decode(v, arrays) for name, v in fields.items()})
+        for kernel in lowered.kernels:
+            if not isinstance(kernel, Kernel) or not isinstance(kernel.source, str):
+                raise ValueError("a step that is not a kernel")
+            user = kernel.user_code
+            sanitize.check_shader(kernel.source,
+                                  range(user[1], user[1] + user[2].count("\n") + 1)
+                                  if user else range(0))
+        feed_names = [(int(i), int(j), str(name)) for i, j, name in doc["feed_names"]]
+        report = [str(line) for line in doc["fusion_report"]]
+    except Exception as exc:       # noqa: BLE001 - any broken entry is only a miss
+        warnings.warn(f"fragflow: ignoring the plan cache entry {path} "
+                      f"({type(exc).__name__}: {exc}); compiling again", stacklevel=3)
+        return None
+    return lowered, feed_names, report

@@ -1,0 +1,189 @@
+"""The plan cache (runtime/plan_cache.py, FRAGFLOW_PLAN_CACHE=1): a second compile of
+the same graph loads the lowered graph instead of running the passes, computes what
+the numpy reference computes, misses on any change, and ignores broken or hostile
+entries with a warning."""
+import json
+
+import numpy as np
+import pytest
+
+import fragflow as ff
+from fragflow.runtime import driver, plan_cache
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("FRAGFLOW_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("FRAGFLOW_PLAN_CACHE", "1")
+    return tmp_path / "plans"
+
+
+def _model(bias=0.5, steps=True):
+    """A small model with a feed, weights, a fused epilogue, a reduction, a NaN in a
+    constant and an SGD step (variables and assigns)."""
+    g = ff.Graph("cached")
+    rng = np.random.default_rng(0)
+    with g.as_default():
+        x = ff.placeholder((3, 5), "float32", name="x")
+        w = ff.Variable(rng.standard_normal((5, 7)).astype(np.float32), name="w")
+        b = ff.constant(np.full(7, bias, np.float32))
+        with ff.name_scope("dense"):
+            y = ff.relu(x @ w + b)
+        odd = ff.constant(np.array([1.0, np.nan, -0.0, np.inf, 2.0, 3.0, 4.0],
+                                   np.float32))
+        out = ff.reduce_sum(y * 2.0, axis=1) + ff.reduce_max(ff.maximum(y, odd))
+        loss = ff.reduce_mean(ff.square(y))
+        step = ff.optim.SGD(0.1).minimize(loss) if steps else None
+    return g, x, w, out, loss, step
+
+
+def _feed():
+    xb = np.random.default_rng(1).standard_normal((3, 5)).astype(np.float32)
+    xb[0, 0] = -0.0
+    return xb
+
+
+def _loads(monkeypatch) -> list:
+    """Calls of plan_cache.load and whether each found an entry."""
+    found = []
+    real = plan_cache.load
+
+    def spy(key):
+        entry = real(key)
+        found.append(entry is not None)
+        return entry
+    monkeypatch.setattr(plan_cache, "load", spy)
+    return found
+
+
+def _compile_and_run(model, xb):
+    g, x, _, out, loss, _ = model
+    with ff.Session(g) as sess:
+        fn = sess.compile([out, loss], feeds=[x])
+        return fn(xb), list(fn.fusion_report), fn
+
+
+def test_a_second_compile_loads_the_entry_and_computes_the_same(cache, monkeypatch):
+    found = _loads(monkeypatch)
+    xb = _feed()
+    model = _model()
+    first, report, _ = _compile_and_run(model, xb)
+    assert len(list(cache.glob("*.json"))) == 1 and len(list(cache.glob("*.npz"))) == 1
+    g, x, _, out, loss, _ = model
+    expected = ff.Session(g, backend="numpy").run([out, loss], {x: xb})
+    # the second compile must not run the passes (only plan.graph would)
+    monkeypatch.setattr(driver, "optimize", lambda *a, **k: pytest.fail("passes ran"))
+    second, report_again, _ = _compile_and_run(model, xb)
+    assert found == [False, True]
+    for got, again, want in zip(first, second, expected):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(got, again)
+    assert report_again == report
+
+
+def test_the_compiled_graph_of_a_cached_plan_is_made_when_asked_for(cache, monkeypatch):
+    model, xb = _model(), _feed()
+    _, _, fn = _compile_and_run(model, xb)
+    text = ff.dump(fn.graph)
+    found = _loads(monkeypatch)
+    g, x, _, out, loss, _ = model
+    with ff.Session(g) as sess:
+        fn = sess.compile([out, loss], feeds=[x])
+        assert found == [True]
+        assert ff.dump(fn.graph) == text
+
+
+def test_training_steps_from_a_cached_plan_update_the_variables_alike(cache, monkeypatch):
+    found = _loads(monkeypatch)
+    xb = _feed()
+    finals = []
+    g, x, w, _, loss, step = _model()
+    for _ in range(2):                  # a new session compiles (and loads) again
+        with ff.Session(g) as sess:
+            for _ in range(3):
+                sess.run(step, {x: xb})
+            finals.append((sess.run(w), sess.run(loss, {x: xb})))
+    assert found == [False] * 3 + [True] * 3
+    reference = ff.Session(g, backend="numpy")
+    for _ in range(3):
+        reference.run(step, {x: xb})
+    for got in finals:
+        np.testing.assert_allclose(got[0], reference.run(w), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(got[1], reference.run(loss, {x: xb}), rtol=1e-5)
+
+
+def test_a_changed_attr_or_feed_type_misses(cache, monkeypatch):
+    xb = _feed()
+    _compile_and_run(_model(bias=0.5), xb)
+    found = _loads(monkeypatch)
+    changed = _model(bias=0.25)                     # one constant's value
+    got, _, _ = _compile_and_run(changed, xb)
+    g, x, _, out, loss, _ = changed
+    want = ff.Session(g, backend="numpy").run([out, loss], {x: xb})
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6)
+    g, x, _, out, _, _ = _model(bias=0.5)
+    key = plan_cache.plan_key
+    types = {x.value: x.value.type}
+    assert key(g, [out.value], types, (8192, 16)) != key(g, [out.value], types, (8192, 8))
+    assert key(g, [out.value], types, (8192, 16)) != \
+        key(g, [out.value], {x.value: ff.ir.types.TensorType((3, 5), "int32")}, (8192, 16))
+    assert found == [False]
+    assert len(list(cache.glob("*.json"))) == 2
+
+
+def test_off_unless_asked_for(tmp_path, monkeypatch):
+    monkeypatch.setenv("FRAGFLOW_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("FRAGFLOW_PLAN_CACHE", raising=False)
+    _compile_and_run(_model(), _feed())
+    assert not (tmp_path / "plans").exists()
+
+
+def _break(path, how):
+    if how == "truncated":
+        path.write_bytes(path.read_bytes()[:1000])
+    elif how == "not json":
+        path.write_bytes(b"\x00\xff garbage")
+    else:
+        doc = json.loads(path.read_text())
+        kernel = next(s for s in doc["lowered"]["steps"]
+                      if s["tuple"][0] == "kernel")["tuple"][1]
+        if how == "foreign record":       # a class outside codegen: never made
+            kernel["record"] = "subprocess:Popen"
+        elif how == "other fields":
+            kernel["fields"]["surprise"] = 1
+        elif how == "unsafe shader":      # text the sanitiser's check refuses
+            source = kernel["fields"]["source"]
+            kernel["fields"]["source"] = source.replace("\n", "\n#define x 1\n", 1)
+        elif how == "other key":
+            doc["key"] = "0" * 40
+        path.write_text(json.dumps(doc))
+
+
+@pytest.mark.parametrize("how", ["truncated", "not json", "foreign record",
+                                 "other fields", "unsafe shader", "other key"])
+def test_a_broken_entry_is_ignored_with_a_warning_and_rewritten(cache, monkeypatch, how):
+    xb = _feed()
+    model = _model(steps=False)
+    first, _, _ = _compile_and_run(model, xb)
+    (entry,) = cache.glob("*.json")
+    _break(entry, how)
+    with pytest.warns(UserWarning, match="plan cache"):
+        again, _, _ = _compile_and_run(model, xb)
+    for a, b in zip(first, again):
+        np.testing.assert_array_equal(a, b)
+    found = _loads(monkeypatch)                     # rewritten: the next one loads
+    _compile_and_run(model, xb)
+    assert found == [True]
+
+
+def test_arrays_are_loaded_without_pickle(cache, monkeypatch):
+    xb = _feed()
+    model = _model(steps=False)
+    first, _, _ = _compile_and_run(model, xb)
+    (arrays,) = cache.glob("*.npz")
+    with open(arrays, "wb") as f:                   # an object array needs pickle
+        np.savez(f, a0=np.array([{"not": "data"}], dtype=object))
+    with pytest.warns(UserWarning, match="plan cache"):
+        again, _, _ = _compile_and_run(model, xb)
+    for a, b in zip(first, again):
+        np.testing.assert_array_equal(a, b)
