@@ -2,7 +2,11 @@
 
 fuse_epilogues: a matmul, conv2d or depthwise_conv2d followed by a chain of
 elementwise ops on its result (bias add, activation...) becomes one fused_matmul /
-fused_conv whose kernel applies the chain as an epilogue.
+fused_conv whose kernel applies the chain as an epilogue. The chain may pass through
+reshapes (they keep row-major order: operands of the reshaped shape are read as the
+head's shape), and takes in the elementwise producers of its other operands that
+nothing else uses (a ReLU's gradient mask, greater(y, 0), computed in the kernel that
+applies it instead of a kernel of its own).
 
 fuse_elementwise: connected groups of elementwise ops become one fused_elementwise
 (one kernel evaluating the expression DAG per element).
@@ -26,6 +30,9 @@ MAX_STEPS = 32
 # MAX_TARGETS): an epilogue's operands are bound after those 8 textures.
 HEAD_TEXTURES = 8
 NOT_STEPS = {"fill", "range", "linspace", "assign"}    # no operands / writes state
+# views an epilogue passes through: row-major order kept, so element i of the head's
+# result is element i of theirs
+EPILOGUE_VIEWS = frozenset({"reshape", "reshape_like"})
 
 
 def fusable(node) -> bool:
@@ -140,74 +147,191 @@ def fuse_epilogues(graph, report, max_texture_units: int = DEFAULT_TEXTURE_UNITS
     ...) → fused_matmul / fused_conv, reading at most max_texture_units textures."""
     users = consumers(graph)
     fetched = set(graph.outputs)
-    chains: dict = {}              # last node of a chain -> (head, chain)
+    position = {node: k for k, node in enumerate(graph.nodes)}
+    claimed: set = set()           # nodes some epilogue computes
+    chains: dict = {}              # last node of a chain -> (head, members)
     for node in graph.nodes:
-        if node.op in HEADS and node.outputs[0].dtype == "float32":
-            chain = _epilogue_chain(node, users, fetched, report, max_texture_units)
-            if chain:
-                chains[chain[-1]] = (node, chain)
+        if node.op in HEADS and node.outputs[0].dtype == "float32" and node not in claimed:
+            members = _epilogue_chain(node, users, fetched, report, max_texture_units,
+                                      claimed)
+            if members:
+                members.sort(key=position.__getitem__)
+                claimed.update([node, *members])
+                chains[members[-1]] = (node, members)
                 report.append(f"fused {node.op} '{node.name}' with "
-                              + ", ".join(f"{c.op} '{c.name}'" for c in chain))
+                              + ", ".join(f"{c.op} '{c.name}'" for c in members))
 
     def transform(node, inputs, new, mapping):
         if node not in chains:
             return None
-        head, chain = chains[node]
-        steps, externals = fused_steps(chain, [head.outputs[0]])
-        operands = [mapping[v] for v in (*head.inputs, *externals[1:])]
-        common = dict(exact_name=node.name, scope=node.scope, source=node.source)
-        provenance = member_provenance([head, *chain])
+        head, members = chains[node]
+        steps, externals = epilogue_steps(head, members)
+        shape = head.outputs[0].shape
+        extra = []
+        for k, v in enumerate(externals[1:]):
+            value = mapping[v]
+            if not _broadcasts_to(v.shape, shape):
+                # an operand of a reshaped part of the chain (its shape, or one
+                # element: readable() let only those in), read as the head's shape
+                value = new.add_node(
+                    "reshape", [value], {"shape": shape if v.type.size > 1 else ()},
+                    exact_name=f"{node.name}/epilogue_operand_{k}", scope=node.scope,
+                    source=node.source).outputs[0]
+            extra.append(value)
+        operands = [mapping[v] for v in head.inputs] + extra
+        tail_shape = node.outputs[0].shape
+        name = node.name if tail_shape == shape else f"{node.name}/before_reshape"
+        common = dict(exact_name=name, scope=node.scope, source=node.source)
+        provenance = member_provenance([head, *members])
         if head.op == "matmul":
-            return new.add_node(
+            fused = new.add_node(
                 "fused_matmul", operands,
                 {"steps": steps, "transpose_a": head.attrs["transpose_a"],
                  "transpose_b": head.attrs["transpose_b"], "nodes": provenance},
-                **common).outputs
-        return new.add_node(
-            "fused_conv", operands,
-            {"conv_op": head.op, "conv_attrs": tuple(sorted(head.attrs.items())),
-             "steps": steps, "nodes": provenance}, **common).outputs
+                **common)
+        else:
+            fused = new.add_node(
+                "fused_conv", operands,
+                {"conv_op": head.op, "conv_attrs": tuple(sorted(head.attrs.items())),
+                 "steps": steps, "nodes": provenance}, **common)
+        if tail_shape == shape:
+            return fused.outputs
+        return (new.add_node("reshape", [fused.outputs[0]], {"shape": tail_shape},
+                             exact_name=node.name, scope=node.scope,
+                             source=node.source).outputs[0],)
 
-    skip = {n for head, chain in chains.values() for n in (head, *chain[:-1])}
+    skip = {n for head, members in chains.values() for n in (head, *members[:-1])}
     return rebuild(graph, transform, skip)
 
 
-def _epilogue_chain(head, users, fetched, report, max_texture_units) -> list:
-    """The elementwise ops after head that can run in its kernel's epilogue: each the
-    single consumer of the one before, not fetched, keeping head's shape, and the
-    kernel's textures (head's inputs or its blocked kernel's targets, then each
-    distinct extra operand of the chain) within max_texture_units."""
-    value, chain = head.outputs[0], []
+def _broadcasts_to(shape, target) -> bool:
+    return len(shape) <= len(target) and all(
+        a == 1 or a == b for a, b in zip(reversed(shape), reversed(target)))
+
+
+def epilogue_steps(head, members: list) -> tuple:
+    """(steps, external operands) of an epilogue: members in creation order, reshapes
+    passing their input through; the head's result is operand 0."""
+    externals = [head.outputs[0]]
+    where = {head.outputs[0]: ("in", 0)}     # value -> the step argument that holds it
+    steps = []
+    for m in members:
+        if m.op in EPILOGUE_VIEWS:
+            where[m.outputs[0]] = where[m.inputs[0]]
+            continue
+        args = []
+        for v in m.inputs:
+            if v not in where:
+                externals.append(v)
+                where[v] = ("in", len(externals) - 1)
+            args.append(where[v])
+        where[m.outputs[0]] = ("step", len(steps))
+        steps.append((m.op, tuple(sorted(m.attrs.items())), tuple(args)))
+    return tuple(steps), externals
+
+
+def _epilogue_chain(head, users, fetched, report, max_texture_units, claimed) -> list:
+    """The nodes after head that can run in its kernel's epilogue: a chain of
+    elementwise ops and reshapes, each the single consumer of the one before, not
+    fetched, keeping the shape (no broadcasting of the result), plus the elementwise
+    producers of the chain's other operands that only the chain uses (of the shape
+    where they are used); operands after a reshape of the head's shape or one element
+    (read as the head's shape); the kernel's textures (head's inputs or its blocked
+    kernel's targets, then each distinct extra operand) within max_texture_units.
+    Empty where no elementwise op would join."""
+    value, members = head.outputs[0], []
+    head_shape, head_size = head.outputs[0].shape, head.outputs[0].type.size
     head_textures = max(len(head.inputs), HEAD_TEXTURES)
-    extras: set = set()            # operands the chain reads besides head's result
+    extras: set = set()            # operands the epilogue reads besides head's result
     inside = {value}               # values the kernel computes itself
     where = f"the epilogue of {head.op} '{head.name}'"
+
+    def readable(v, shape) -> bool:
+        """Whether an operand can be read at the elements of a step of this shape."""
+        if shape == head_shape:
+            return True            # broadcast as it is
+        return v.type.is_static and v.type.size in (1, head_size) and \
+            (v.type.size == 1 or v.shape == shape)
+
+    def textures_with(nodes) -> set:
+        computed = inside | {n.outputs[0] for n in nodes}
+        return extras | {v for n in nodes for v in n.inputs if v not in computed}
+
+    def take(node, shape) -> bool:
+        """Adds node (a step at this shape) and, first, the producers of its operands
+        that can join; False (nothing added) where node's operands cannot be read."""
+        nonlocal extras
+        if not all(readable(v, shape) for v in node.inputs if v not in inside):
+            report.append(f"rejected {node.op} '{node.name}' for {where}: an operand "
+                          f"cannot be read after the reshape to {list(shape)}")
+            return False
+        more = textures_with([node])
+        if head_textures + len(more) > max_texture_units:
+            report.append(f"rejected {node.op} '{node.name}' for {where}: the kernel "
+                          f"would read {head_textures + len(more)} textures, more than "
+                          f"the {max_texture_units} it may bind")
+            return False
+        members.append(node)
+        inside.add(node.outputs[0])
+        extras = more
+        for v in node.inputs:
+            _take_producer(v, node, shape)
+        return True
+
+    def _take_producer(v, consumer, shape) -> None:
+        producer = v.node
+        if v in inside or not fusable(producer) or producer in claimed \
+                or len(members) >= MAX_STEPS:
+            return
+        reason = _why_not(v, {consumer}, users, fetched)
+        if reason is None and v.shape != shape:
+            reason = f"it has shape {v.type}, the epilogue {list(shape)}"
+        if reason is None and not all(readable(u, shape) for u in producer.inputs
+                                      if u not in inside):
+            reason = f"an operand cannot be read after the reshape to {list(shape)}"
+        if reason is None:
+            more = textures_with([producer]) - {v}
+            if head_textures + len(more) > max_texture_units:
+                reason = "the kernel would read too many textures"
+        if reason is not None:
+            report.append(f"rejected producer {producer.op} '{producer.name}' for "
+                          f"{where}: {reason}")
+            return
+        take(producer, shape)
+        extras.discard(v)
+
+    shape = head_shape
     while True:
         if value in fetched:
-            if chain:
-                report.append(f"stopped {where} after '{value.node.name}': its result is "
-                              f"fetched")
+            if members:
+                report.append(f"stopped {where} after '{value.node.name}': its result "
+                              f"is fetched")
             break
         next_users = users.get(value, [])
         if len(next_users) > 1:
             report.append(f"stopped {where} after '{value.node.name}': its result has "
                           f"{len(next_users)} consumers")
             break
-        if not next_users or not fusable(next_users[0]):
+        if not next_users or next_users[0] in claimed:
             break
         consumer = next_users[0]
-        if consumer.outputs[0].shape != head.outputs[0].shape:
+        if consumer.op in EPILOGUE_VIEWS and consumer.inputs[0] is value and \
+                consumer.outputs[0].type.is_static and head.outputs[0].type.is_static:
+            members.append(consumer)
+            inside.add(consumer.outputs[0])
+            value, shape = consumer.outputs[0], consumer.outputs[0].shape
+            continue
+        if not fusable(consumer):
+            break
+        if consumer.outputs[0].shape != shape:
             report.append(f"rejected {consumer.op} '{consumer.name}' for {where}: it "
                           f"broadcasts the result to {consumer.outputs[0].type}")
             break
-        more = extras | {v for v in consumer.inputs if v not in inside}
-        if head_textures + len(more) > max_texture_units:
-            report.append(f"rejected {consumer.op} '{consumer.name}' for {where}: the "
-                          f"kernel would read {head_textures + len(more)} textures, "
-                          f"more than the {max_texture_units} it may bind")
+        if len(members) >= MAX_STEPS or not take(consumer, shape):
             break
-        extras = more
-        chain.append(consumer)
         value = consumer.outputs[0]
-        inside.add(value)
-    return chain
+    while members and members[-1].op in EPILOGUE_VIEWS:     # nothing computed after them
+        inside.discard(members.pop().outputs[0])
+    if not any(m.op not in EPILOGUE_VIEWS for m in members):
+        return []
+    return members

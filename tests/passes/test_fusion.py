@@ -184,8 +184,10 @@ def test_gradients_through_fused_nodes_of_a_compiled_graph(gl):
         w = ff.constant(rng.standard_normal((3, 3, 2, 4)).astype(np.float32), name="w")
         m = ff.constant(rng.standard_normal((4, 3)).astype(np.float32), name="m")
         c = ff.tanh(ff.conv2d(x, w, padding="SAME") + 0.5)
+        # (the exp term broadcasts, so it stays a fused_elementwise of its own instead
+        # of joining the matmul's epilogue as a producer of its operand)
         y = ff.sigmoid(ff.reshape(c, (25, 4)) @ m - 1.0) * 2.0 + ff.exp(-ff.square(
-            ff.reshape(c, (25, 4))[:, :3]))
+            ff.reshape(c, (25, 4))[:1, :3]))
     xb = rng.standard_normal((1, 5, 5, 2)).astype(np.float32)
     with ff.Session(g) as sess:
         fn = sess.compile([y], feeds=[x])
@@ -258,3 +260,111 @@ def test_fused_ops_differentiate_to_second_order_for_every_activation(pattern, a
             * local.choice([-1, 1], x_shape),
             "w": local.uniform(0.3, 1.0, w_shape).astype(np.float32)}
     check_gradients(build, data, backend="numpy", second_order=True, rtol=2e-3, atol=2e-3)
+
+
+# -- epilogues through reshapes, with the producers of their operands ------------------
+def _mask_inputs(shape, nan_at=(0, 1)):
+    """Values for a ReLU mask: negatives, zeros, NaN (greater(NaN, 0) is false)."""
+    a = rng.standard_normal(shape).astype(np.float32)
+    a.reshape(-1)[::7] = 0.0
+    a.reshape(-1)[list(nan_at)] = np.nan
+    return a
+
+
+@pytest.mark.parametrize("m, k, n", [(7, 5, 10), (1, 3, 6), (64, 96, 33)])  # last: blocked
+def test_a_relu_mask_is_computed_in_the_matmul_epilogue_that_applies_it(gl, m, k, n):
+    """where(greater(a, 0), x @ w, 0) (a ReLU's gradient): greater joins the matmul's
+    epilogue as the producer of its mask, no kernel of its own."""
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((m, k), name="x")
+        w = ff.placeholder((k, n), name="w")
+        a = ff.placeholder((m, n), name="a")
+        y = ff.where(ff.greater(a, 0.0), x @ w, 0.0)
+    feeds = [rng.standard_normal((m, k)).astype(np.float32),
+             rng.standard_normal((k, n)).astype(np.float32), _mask_inputs((m, n))]
+    sess, fused, plain = compile_both(g, [y], [x, w, a])
+    with sess:
+        (got,), (want,) = fused(*feeds), plain(*feeds)
+        ops = [kernel.op for kernel in fused.kernels]
+    assert not any("greater" in op or op == "fused(greater,where)" for op in ops), ops
+    assert len(fused.kernels) < len(plain.kernels)
+    assert_matches(got, want, rtol=1e-5, atol=1e-6)
+    x64, w64 = (f.astype(np.float64) for f in feeds[:2])
+    assert_matches(got, np.where(feeds[2] > 0, x64 @ w64, 0).astype(np.float32),
+                   rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("batch, features, k", [(6, 5, 3), (64, 16, 32)])  # W13's, blocked
+def test_an_epilogue_passes_through_a_reshape(gl, batch, features, k):
+    """The gradient of reshape(relu(conv), (batch, -1)) @ w: the mask of the conv's
+    shape is applied to (dy @ w^T) reshaped back, in the matmul's epilogue (operands
+    of the reshaped shape are read as the matmul's shape); a bias of the reshaped
+    shape's last axis cannot be read so and stops the chain, said in the report."""
+    shape = (batch, 2, 2, features)
+    size = 4 * features
+    g = ff.Graph()
+    with g.as_default():
+        dy = ff.placeholder((batch, k), name="dy")
+        w = ff.placeholder((size, k), name="w")
+        c = ff.placeholder(shape, name="c")
+        bias = ff.placeholder((features,), name="bias")
+        back = ff.reshape(ff.matmul(dy, w, transpose_b=True), shape)
+        masked = ff.where(ff.greater(c, 0.0), back, 0.0)
+        y = masked * 0.5 + bias
+    feeds = [rng.standard_normal((batch, k)).astype(np.float32),
+             rng.standard_normal((size, k)).astype(np.float32), _mask_inputs(shape),
+             rng.standard_normal(features).astype(np.float32)]
+    sess, fused, plain = compile_both(g, [y, masked], [dy, w, c, bias])
+    with sess:
+        got, want = fused(*feeds), plain(*feeds)
+        report = "\n".join(fused.fusion_report)
+        ops = [kernel.op for kernel in fused.kernels]
+        fused_ops = [node.op for node in fused.graph.nodes]
+    assert fused_ops.count("fused_matmul") == 1 and "reshape" in fused_ops, fused_ops
+    for a, e in zip(got, want):
+        assert_matches(a, e, rtol=1e-5, atol=1e-6)
+    expect = np.where(feeds[2] > 0, (feeds[0].astype(np.float64) @ feeds[1].T)
+                      .reshape(shape), 0)
+    assert_matches(got[1], expect.astype(np.float32), rtol=1e-5, atol=1e-5)
+    assert not any("greater" in op for op in ops), ops
+    # masked is fetched: the chain stops there; y is an elementwise kernel of its own
+    assert "its result is fetched" in report, report
+
+
+def test_a_reshaped_epilogue_rejects_an_operand_it_cannot_read(gl):
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((6, 4), name="x")
+        w = ff.placeholder((4, 8), name="w")
+        bias = ff.placeholder((4,), name="bias")
+        y = ff.relu(ff.reshape(x @ w, (6, 2, 4)) + bias)
+    feeds = [rng.standard_normal((6, 4)).astype(np.float32),
+             rng.standard_normal((4, 8)).astype(np.float32),
+             rng.standard_normal(4).astype(np.float32)]
+    sess, fused, plain = compile_both(g, [y], [x, w, bias])
+    with sess:
+        (got,), (want,) = fused(*feeds), plain(*feeds)
+        report = "\n".join(fused.fusion_report)
+    assert "cannot be read after the reshape to [6, 2, 4]" in report, report
+    assert_matches(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_shared_producer_stays_out_of_the_epilogue(gl):
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((5, 3), name="x")
+        w = ff.placeholder((3, 6), name="w")
+        a = ff.placeholder((5, 6), name="a")
+        mask = ff.greater(a, 0.0, name="mask")
+        y = ff.where(mask, x @ w, 0.0)
+        z = ff.where(mask, a, 1.0)
+    feeds = [rng.standard_normal((5, 3)).astype(np.float32),
+             rng.standard_normal((3, 6)).astype(np.float32), _mask_inputs((5, 6))]
+    sess, fused, plain = compile_both(g, [y, z], [x, w, a])
+    with sess:
+        got, want = fused(*feeds), plain(*feeds)
+        report = "\n".join(fused.fusion_report)
+    assert "rejected producer greater 'mask'" in report and "also used by" in report, report
+    for a_, e in zip(got, want):
+        assert_matches(a_, e, rtol=1e-5, atol=1e-6)
