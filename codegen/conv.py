@@ -24,7 +24,9 @@ their footprint read once), conv2d_backprop_filter as the transposed windows tim
 (4 input channels x 8 output channels, the batch split among fragments when the filter
 is small). Stride-1 input gradients are convolutions (passes/conv_lowering.py). A
 plain convolution with a big input runs as im2col into the packed matmul's panel and
-that matmul (see PACKED_MIN_INPUT).
+that matmul (see PACKED_MIN_INPUT). A blocked conv2d read only by direct depthwise
+kernels runs without its stitch (see STITCH_FREE): it applies the epilogue itself and
+they read its render targets.
 
 Pools and their gradients with C % 4 == 0 run four channels a fragment (codegen/pool.py).
 """
@@ -116,17 +118,76 @@ def blocked_conv(node, g, context, inputs, out, layouts, prefix, extra, epilogue
                                        pb, w, none, none, extra, epilogue)
         if packed is not None:
             return packed
-    blocks, names = matmul.target_operands(
-        blocking, out, matmul._max_texture_size(layouts, out), layouts)
     fours = g["C"] % 4 == 0
+    common = dict(g=g, xs=context["xs"], channels_in_fours=fours,
+                  unroll=unroll_for(taps * g["C"] // (4 if fours else 1)))
+    max_size = matmul._max_texture_size(layouts, out)
+    if STITCH_FREE and stitch_free(node, out, g, layouts):
+        # the epilogue runs here and the readers read the targets (see stitch_free)
+        blocking = stitch_free_blocking(g)
+        blocks, names = matmul.target_operands(blocking, out, max_size, layouts)
+        width = BLOCKS_WIDTH
+        while -(-blocking.fragments // width) > max_size:
+            width *= 2
+        layout = matmul.BlocksLayout(blocks.layout.shape, "float32", width,
+                                     -(-blocking.fragments // width), blocking)
+        layouts[blocks.value] = layout
+        blocks = replace(blocks, layout=layout)
+        names = [replace(n, layout=layout) for n in names]
+        return [matmul.blocked_kernel(
+            "conv_blocked.glsl.j2", prefix, op, nodes, [x, w] + list(extra), blocks, names,
+            blocking, epilogue=epilogue, epilogue_vec4=True, result=out, **common)]
+    blocks, names = matmul.target_operands(blocking, out, max_size, layouts)
     main = matmul.blocked_kernel(
-        "conv_blocked.glsl.j2", prefix, op, nodes, [x, w], blocks, names, blocking, g=g,
-        xs=context["xs"], channels_in_fours=fours,
-        unroll=unroll_for(taps * g["C"] // (4 if fours else 1)))
+        "conv_blocked.glsl.j2", prefix, op, nodes, [x, w], blocks, names, blocking,
+        **common)
     stitch = matmul.stitch_kernel(blocks, out, prefix + "s", op, nodes, extra, epilogue,
                                   mapping="matmul", blocking=blocking,
                                   aligned=g["COUT"] % 4 == 0)
     return [main, stitch]
+
+
+# A blocked conv2d whose every reader is a direct depthwise kernel (MobileNet's
+# pointwise layers but the first two and the last) runs no stitch: it applies its
+# epilogue itself and the depthwise kernels read its render targets
+# (templates/blocks_texel.glsl.j2). A stitch costs a dependent launch on llvmpipe
+# (~30-40 us each at MobileNet's sizes, per kernel, synchronised); reading the targets
+# costs the depthwise kernel ~5 us and the epilogue the blocked kernel ~10 us.
+STITCH_FREE = True
+# Its targets are layers BLOCKS_WIDTH texels wide (wider where a layer would be taller
+# than the GPU allows), the fragments in their order. Measured on llvmpipe (blocked
+# 1x1 conv, per kernel): 12x12x64->64 16x18 147 us, 72x4 156, 8x36 175; 6x6x128->128
+# 16x9 162, 36x4 160, 32x5 200, 64x3 253; 3x3x128->256 16x6 115, 24x4 125, 32x3 139.
+BLOCKS_WIDTH = 16
+# A stitch-free conv2d with C % 4 == 0 and at least this many products per output
+# runs blocked rather than direct (per kernel, in-process, 1x1 + bias + relu6 read by
+# a direct depthwise: 12x12x32->64 150 -> 109 us, 24x24x32->32 277 -> 248,
+# 24x24x16->32 229 -> 184; 48x48x8->16 level, 192 / 189; MobileNet's stem, 3x3x3,
+# 483 -> 549 us: its direct kernel reads whole window rows).
+BLOCKED_FIRST_DEPTH = 16
+
+
+def _graph_of(node):
+    return node.fused.graph if hasattr(node, "fused") else node.graph
+
+
+def stitch_free_blocking(g) -> matmul.Blocking:
+    """The blocking of a stitch-free conv2d: matmul's (4 pixels x 2 channel texels)."""
+    return matmul.choose_blocking(1, g["N"] * g["out_count"], g["COUT"])
+
+
+def stitch_free(node, out, g, layouts) -> bool:
+    """Whether the blocked conv2d `node` may leave its result in its render targets:
+    whole output texels, not a fetched value, and read only by kernels that read the
+    targets (depthwise.reads_blocks: each as its image)."""
+    if g["COUT"] % 4:
+        return False
+    graph = _graph_of(node)
+    value = node.outputs[0]
+    if any(v.name == value.name for v in graph.outputs):
+        return False
+    readers = [n for n in graph.nodes if any(v is value for v in n.inputs)]
+    return bool(readers) and all(depthwise_kernels.reads_blocks(n, value) for n in readers)
 
 
 def _blocked_filter_gradient(g, context, inputs, out, layouts, prefix, op, nodes):
@@ -337,10 +398,16 @@ def lower_node(node, layouts, prefix, extra=(), epilogue=None, kernel_op=None,
     if kind == "conv" and depthwise and d == 2 and len(inputs) == 2:
         direct = depthwise_kernels.direct_kernel(g, context, inputs, out, prefix,
                                                  kernel_op or node.op, nodes or [node],
-                                                 extra, epilogue)
+                                                 extra, epilogue, layouts)
         if direct is not None:
             return direct
-    if kind == "conv" and d == 2 and len(inputs) == 2:
+    # a conv2d big enough for the blocked kernel runs blocked where no stitch follows
+    # (see BLOCKED_FIRST_DEPTH)
+    blocked_first = kind == "conv" and not depthwise and d == 2 and STITCH_FREE and \
+        g["C"] % 4 == 0 and math.prod(g["ksize"]) * g["C"] >= BLOCKED_FIRST_DEPTH and \
+        out.layout.size * math.prod(g["ksize"]) * g["C"] >= matmul.BLOCKED_MIN_MACS and \
+        out.dtype == "float32" and stitch_free(node, out, g, layouts)
+    if kind == "conv" and d == 2 and len(inputs) == 2 and not blocked_first:
         direct = direct_kernel(g, context, inputs, out, prefix, kernel_op or node.op,
                                nodes or [node], extra, epilogue)
         if direct is not None:

@@ -14,27 +14,71 @@ texelFetch, against ~12 ns a texel for everything else (index, epilogue, write).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
+from ..ir.errors import FragflowError
 from . import matmul
 from .common import make_kernel
+from .operands import Operand
 
 # Texels read with textureLod at their centre (templates/lod_texel.glsl.j2) rather than
 # texelFetch: llvmpipe's texelFetch looks up the level's size lane by lane.
 LOD_FETCH = True
+BLOCKS_FETCH = "lod"
 # Filters up to this many taps (the taps are unrolled in Jinja).
 DIRECT_MAX_TAPS = 49
 
 
+def _direct_applies(taps: int, c: int, mult: int, dtype: str, out_size: int) -> bool:
+    return ((mult == 1 and c % 4 == 0) or mult % 4 == 0) and taps <= DIRECT_MAX_TAPS and \
+        dtype == "float32" and out_size * taps < matmul.BLOCKED_MIN_MACS
+
+
+def reads_blocks(node, value) -> bool:
+    """Whether graph node `node` runs as the direct kernel reading `value` (its image,
+    and nothing else of it) straight from the render targets of the blocked kernel
+    that computes it (matmul.BlocksLayout: multiplier 1, no stitch in between)."""
+    conv_op = node.attrs.get("conv_op") if node.op == "fused_conv" else node.op
+    if conv_op != "depthwise_conv2d" or node.inputs[0] is not value or \
+            any(v is value for v in node.inputs[1:]):
+        return False
+    x, w, out = node.inputs[0].type, node.inputs[1].type, node.outputs[0].type
+    if len(x.shape) != 4 or len(w.shape) != 4 or not x.is_static or not w.is_static:
+        return False
+    return w.shape[3] == 1 and x.dtype == w.dtype == "float32" and _direct_applies(
+        w.shape[0] * w.shape[1], x.shape[3], 1, out.dtype, out.size)
+
+
+@dataclass
+class BlocksOperand(Operand):
+    """An input read from a blocked kernel's render targets (an array texture)."""
+    sampler_type = property(lambda self: "sampler2DArray")
+
+
 def direct_kernel(g: dict, context: dict, inputs, out, prefix: str, op: str, nodes,
-                  extra=(), epilogue=None):
+                  extra=(), epilogue=None, layouts=None):
     """The kernel of a float depthwise conv2d with whole output texels (multiplier 1 and
-    C % 4 == 0, or multiplier % 4 == 0) too small for the blocked kernel, else None."""
+    C % 4 == 0, or multiplier % 4 == 0) too small for the blocked kernel, else None.
+    Where the image's producer left it in its render targets (layouts holds a
+    BlocksLayout for "<image>#blocks", see reads_blocks), the kernel reads them."""
     taps = math.prod(g["ksize"])
-    c, mult = g["C"], g["M"]
-    if not ((mult == 1 and c % 4 == 0) or mult % 4 == 0) or taps > DIRECT_MAX_TAPS or \
-            out.dtype != "float32" or out.size * taps >= matmul.BLOCKED_MIN_MACS:
-        return None
     x, w = inputs
-    return make_kernel("depthwise_direct.glsl.j2", prefix, op, nodes, [x, w] + list(extra),
+    view = (layouts or {}).get(f"{x.value}#blocks")
+    blocks = view.blocking if isinstance(view, matmul.BlocksLayout) else None
+    if not _direct_applies(taps, g["C"], g["M"], out.dtype, out.size):
+        if blocks is not None:
+            raise FragflowError(f"{nodes[0].where()}: its image was left in a blocked "
+                                f"kernel's targets but it does not run as the direct "
+                                f"depthwise kernel (reads_blocks and direct_kernel "
+                                f"disagree)")
+        return None
+    if blocks is not None:
+        x = BlocksOperand(sampler=x.sampler, value=f"{x.value}#blocks", layout=view,
+                          type=x.type, arg=x.arg)
+    bound = [x, w] + list(extra)
+    # the prologue's texelFetch helpers take a sampler2D: none for the layers
+    helpers = {"fetch_helpers": {b.sampler for b in bound[1:]}} if blocks else {}
+    return make_kernel("depthwise_direct.glsl.j2", prefix, op, nodes, bound,
                        out, g=g, xs=context["xs"], epilogue=epilogue, epilogue_vec4=True,
-                       lod_fetch=LOD_FETCH)
+                       lod_fetch=LOD_FETCH, x_blocks=blocks, blocks_fetch=BLOCKS_FETCH,
+                       **helpers)

@@ -121,6 +121,15 @@ def choose_blocking(batch: int, m: int, n: int) -> Blocking:
     return Blocking(batch, m, n, rows, cols)
 
 
+@dataclass(frozen=True)
+class BlocksLayout(Layout):
+    """The layout of a blocked kernel's render targets (the layers of one array
+    texture) when no stitch follows: its consumers read the value from the layers
+    (templates/blocks_texel.glsl.j2), `blocking` saying which layer and texel hold each
+    output texel (a [pixels, channels] result, mapping "matmul" of the stitch)."""
+    blocking: Blocking | None = None
+
+
 def _tiles(layout) -> int:
     return -(-layout.width // 64) * -(-layout.height // 64)
 
