@@ -42,9 +42,15 @@ UNFUSED = ["fold_constants", "cse", "simplify", "verify"]
 # -- timing ----------------------------------------------------------------------------
 def gl_finish() -> None:
     """Wait until the GL context has done everything queued (the context exists by the
-    time a case runs; OpenGL.GL may only be imported after it does)."""
+    time a case runs; OpenGL.GL may only be imported after it does). Inside the
+    device's GL section: fragflow makes its context current only there, and a
+    glFinish with no current context does nothing (it did, until this was fixed; the
+    fetch's readback at the end of every run was what waited)."""
     from OpenGL import GL
-    GL.glFinish()
+
+    from fragflow.runtime.device import Device
+    with Device.get().gl:
+        GL.glFinish()
 
 
 def synced(fn):
