@@ -99,7 +99,7 @@ class Node:
 
 
 class Graph:
-    """A lazily built tensor program."""
+    """A tensor computation, built lazily: nodes in creation order (a topological order)."""
 
     def __init__(self, name: str = "graph"):
         self.name = name
