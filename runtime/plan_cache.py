@@ -17,7 +17,8 @@ functions replaced at run time (tests do) are not in the key: that is why the ca
 is opt-in.
 
 Entries are JSON (the lowered graph; kernels and their layouts as tagged records) and
-an .npz of its constants, read with allow_pickle=False: loading one runs no code. A
+a .bin of its constants' bytes (float32, int32 or bool, as the JSON's table says):
+loading one runs no code and makes no object but codegen's records. A
 file that cannot be read, does not parse, or does not hold what an entry holds is
 ignored with a warning and the graph compiled again (and the entry rewritten); loaded
 shader sources go through the sanitiser's check as generated ones do. Like Jinja's
@@ -26,8 +27,8 @@ bytecode cache, the directory is used only when it is this user's alone.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
-import io
 import json
 import os
 import sys
@@ -41,7 +42,8 @@ from ..codegen.kernel import Kernel, LoweredGraph
 from ..ir import sanitize
 from .shader_cache import cache_dir
 
-FORMAT = 1
+FORMAT = 2
+_DTYPES = ("<f4", "<i4", "|b1")     # what constants hold (float32, int32, bool)
 MAX_ENTRIES = 64          # entries kept (~1.3 MB each for MobileNet, most of it weights)
 # records an entry may hold: codegen's dataclasses (Kernel, Binding, Layout and its
 # kinds, NodeRecord, Blocking ...), named "module:class"; nothing else is made on load
@@ -74,7 +76,8 @@ def code_fingerprint() -> str:
         dirs |= {Path(m.__file__).resolve().parent for name, m in
                  list(sys.modules.items())
                  if name.startswith("fragflow.") and getattr(m, "__file__", None)}
-        for top in sorted(dirs):
+        tops = [d for d in dirs if not any(p in dirs for p in d.parents)]
+        for top in sorted(tops):            # each folder once (os.walk goes below)
             for root, subdirs, files in os.walk(top):
                 subdirs[:] = sorted(d for d in subdirs if d != "__pycache__")
                 for name in sorted(files):
@@ -124,6 +127,11 @@ def _record_name(value) -> str:
     return f"{type(value).__module__}:{type(value).__qualname__}"
 
 
+@functools.cache
+def _field_names(cls) -> frozenset:
+    return frozenset(f.name for f in dataclasses.fields(cls))
+
+
 def _record_class(name: str):
     """The codegen dataclass a record names, or None (only modules already imported
     are looked in: loading an entry imports nothing)."""
@@ -135,12 +143,15 @@ def _record_class(name: str):
 
 
 def _encode(value, arrays: list):
+    """value as JSON, arrays appended to `arrays` (their bytes go to the .bin file)."""
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, np.generic):
         return _encode(value.item(), arrays)
     if isinstance(value, np.ndarray):
-        arrays.append(value)
+        if value.dtype.str not in _DTYPES:
+            raise Uncacheable(f"an array of {value.dtype}")
+        arrays.append(np.ascontiguousarray(value))
         return {"array": len(arrays) - 1}
     if isinstance(value, list):
         return [_encode(v, arrays) for v in value]
@@ -155,30 +166,46 @@ def _encode(value, arrays: list):
     raise Uncacheable(f"a lowered graph holding a {type(value).__name__}")
 
 
-def _decode(value, arrays):
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, list):
-        return [_decode(v, arrays) for v in value]
-    if not isinstance(value, dict) or len(value) not in (1, 2):
-        raise ValueError("not an entry")
-    if "array" in value:
-        return arrays[f"a{int(value['array'])}"]
-    if "tuple" in value:
-        return tuple(_decode(v, arrays) for v in value["tuple"])
-    if "dict" in value:
-        return {_decode(k, arrays): _decode(v, arrays) for k, v in value["dict"]}
-    cls = _record_class(value["record"])
-    if cls is None:
-        raise ValueError(f"no record type {value['record']!r}")
-    fields = value["fields"]
-    if sorted(fields) != sorted(f.name for f in dataclasses.fields(cls)):
-        raise ValueError(f"a {cls.__name__} of other fields")
-    # the record as it was made: its source already holds the header rendered from it
-    record = object.__new__(cls)
-    for name, item in fields.items():
-        object.__setattr__(record, name, _decode(item, arrays))
-    return record
+def _decoder(arrays: list):
+    """json's object_hook turning the tagged objects _encode wrote back into tuples,
+    dicts, arrays and records (inner objects first, as the parser meets them)."""
+    def hook(obj: dict):
+        keys = obj.keys()
+        if len(obj) == 1:
+            if "tuple" in keys:
+                return tuple(obj["tuple"])
+            if "dict" in keys:
+                return {k: v for k, v in obj["dict"]}
+            if "array" in keys:
+                return arrays[obj["array"]]
+        elif len(obj) == 2 and "record" in keys and "fields" in keys:
+            cls = _record_class(obj["record"])
+            if cls is None:
+                raise ValueError(f"no record type {obj['record']!r}")
+            fields = obj["fields"]
+            if fields.keys() != _field_names(cls):
+                raise ValueError(f"a {cls.__name__} of other fields")
+            # the record as it was made: its source holds the header rendered from it
+            record = object.__new__(cls)
+            for name, item in fields.items():
+                object.__setattr__(record, name, item)
+            return record
+        return obj
+    return hook
+
+
+def _arrays_from(blob: bytes, table) -> list:
+    """The arrays the entry's table describes ([offset, dtype, shape] each) in blob;
+    only plain numbers and bools: nothing here can hold a Python object."""
+    arrays = []
+    for offset, dtype, shape in table:
+        if dtype not in _DTYPES:
+            raise ValueError(f"an array of dtype {dtype!r}")
+        shape = tuple(int(d) for d in shape)
+        count = int(np.prod(shape, dtype=np.int64))
+        arrays.append(np.frombuffer(blob, np.dtype(dtype), count, int(offset))
+                      .reshape(shape))
+    return arrays
 
 
 def _private_dir(directory: Path) -> bool:
@@ -206,10 +233,15 @@ def store(key: str, lowered: LoweredGraph, feed_names: list, fusion_report: list
                "fusion_report": list(fusion_report)}
     except Uncacheable:
         return
-    buffer = io.BytesIO()
-    np.savez(buffer, **{f"a{i}": a for i, a in enumerate(arrays)})
+    table, offset = [], 0
+    for a in arrays:
+        table.append([offset, a.dtype.str, list(a.shape)])
+        offset += a.nbytes
     try:
-        for suffix, data in ((".npz", buffer.getvalue()),
+        # the .bin: its table ([offset, dtype, shape] per array) as a JSON line, then
+        # the arrays' bytes
+        blob = json.dumps(table).encode() + b"\n" + b"".join(a.tobytes() for a in arrays)
+        for suffix, data in ((".bin", blob),
                              (".json", json.dumps(doc).encode())):   # the JSON last
             with tempfile.NamedTemporaryFile(dir=directory, delete=False,
                                              prefix=".tmp-") as f:
@@ -227,7 +259,7 @@ def _bound(directory: Path, keep: int | None = None) -> None:
         entries = sorted(directory.glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
         for path in entries[:max(0, len(entries) - keep)]:
             path.unlink(missing_ok=True)
-            path.with_suffix(".npz").unlink(missing_ok=True)
+            path.with_suffix(".bin").unlink(missing_ok=True)
     except OSError:
         pass
 
@@ -240,15 +272,15 @@ def load(key: str):
     if not path.exists() or not _private_dir(directory):
         return None
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        table, _, blob = (directory / (key + ".bin")).read_bytes().partition(b"\n")
+        arrays = _arrays_from(blob, json.loads(table))
+        doc = json.loads(path.read_text(encoding="utf-8"), object_hook=_decoder(arrays))
         if doc.get("format") != FORMAT or doc.get("key") != key:
             raise ValueError("an entry of another key or format")
-        with np.load(directory / (key + ".npz"), allow_pickle=False) as npz:
-            arrays = {name: npz[name] for name in npz.files}
         fields = doc["lowered"]
         if sorted(fields) != sorted(f.name for f in dataclasses.fields(LoweredGraph)):
             raise ValueError("a lowered graph of other fields")
-        lowered = LoweredGraph(**{name: _decode(v, arrays) for name, v in fields.items()})
+        lowered = LoweredGraph(**fields)
         for kernel in lowered.kernels:
             if not isinstance(kernel, Kernel) or not isinstance(kernel.source, str):
                 raise ValueError("a step that is not a kernel")

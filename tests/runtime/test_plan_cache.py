@@ -68,7 +68,7 @@ def test_a_second_compile_loads_the_entry_and_computes_the_same(cache, monkeypat
     xb = _feed()
     model = _model()
     first, report, _ = _compile_and_run(model, xb)
-    assert len(list(cache.glob("*.json"))) == 1 and len(list(cache.glob("*.npz"))) == 1
+    assert len(list(cache.glob("*.json"))) == 1 and len(list(cache.glob("*.bin"))) == 1
     g, x, _, out, loss, _ = model
     expected = ff.Session(g, backend="numpy").run([out, loss], {x: xb})
     # the second compile must not run the passes (only plan.graph would)
@@ -176,13 +176,18 @@ def test_a_broken_entry_is_ignored_with_a_warning_and_rewritten(cache, monkeypat
     assert found == [True]
 
 
-def test_arrays_are_loaded_without_pickle(cache, monkeypatch):
+@pytest.mark.parametrize("how", ["object dtype", "truncated"])
+def test_arrays_are_plain_numbers_read_without_pickle(cache, how):
     xb = _feed()
     model = _model(steps=False)
     first, _, _ = _compile_and_run(model, xb)
-    (arrays,) = cache.glob("*.npz")
-    with open(arrays, "wb") as f:                   # an object array needs pickle
-        np.savez(f, a0=np.array([{"not": "data"}], dtype=object))
+    (arrays,) = cache.glob("*.bin")
+    table, _, blob = arrays.read_bytes().partition(b"\n")
+    if how == "object dtype":     # an object array would need pickle: never read
+        table = json.dumps([[0, "|O", [1]]] * len(json.loads(table))).encode()
+    else:
+        blob = blob[:len(blob) // 2]
+    arrays.write_bytes(table + b"\n" + blob)
     with pytest.warns(UserWarning, match="plan cache"):
         again, _, _ = _compile_and_run(model, xb)
     for a, b in zip(first, again):
