@@ -11,7 +11,7 @@ import numpy as np
 
 from ..ir.ops.registry import get_op
 from ..ir.ops.shape import transpose_perm
-from .rewrite import rebuild
+from .rewrite import consumers, rebuild
 
 FOLD_LIMIT = 1 << 16          # elements: bigger results stay computed on the GPU
 NEVER_FOLD_FAMILIES = {"random", "state"}
@@ -127,10 +127,48 @@ def _all_equal(value, number) -> bool:
     return array is not None and array.size > 0 and bool(np.all(array == number))
 
 
-def _decide(node, inputs):
-    """What simplify makes of node, given its (rewritten) inputs: None (it stays),
-    ("fold",), ("value", v) — an existing value replaces it —, or ("node", op, inputs,
-    attrs, report line) — a cheaper node replaces it."""
+def _relu_mask_of_max_pool_grad(node, inputs, users):
+    """where(x > 0, max_pool_grad(x, max_pool(x), dy), 0) (a ReLU's gradient after a
+    max pool's) is max_pool_grad(x, y, where(y > 0, dy, 0)), y = max_pool(x): dy[w]
+    goes to an element of window w equal to y[w], so masking it by that element's sign
+    before the routing is masking it after. The mask then runs at the pooled size and
+    joins the kernel that computes dy (an epilogue, passes/fusion.py) instead of a
+    kernel of its own. Only where nothing else uses the max_pool_grad (it would run
+    twice) and the zeros are scalars."""
+    if node.op != "where" or node.outputs[0].type != inputs[1].type:
+        return None
+    cond, routed, zero = inputs
+    pool_grad = routed.node
+    if cond.node.op != "greater" or pool_grad.op != "max_pool_grad" or \
+            users.get(node.inputs[1], []) != [node]:
+        return None
+    x, threshold = cond.node.inputs
+    pool = pool_grad.inputs[1].node
+    if pool_grad.inputs[0] is not x or pool.op != "max_pool" or pool.inputs[0] is not x \
+            or dict(pool.attrs) != dict(pool_grad.attrs):
+        return None
+    if not (_scalar(threshold) == 0.0 and _scalar(zero) == 0.0):
+        return None
+    pooled, dy = pool_grad.inputs[1], pool_grad.inputs[2]
+
+    def build(new):
+        where = dict(scope=node.scope, source=node.source)
+        mask = new.add_node("greater", [pooled, threshold], {},
+                            exact_name=f"{node.name}/pooled_mask", **where)
+        masked = new.add_node("where", [mask.outputs[0], dy, zero], {},
+                              exact_name=f"{node.name}/pooled", **where)
+        return new.add_node("max_pool_grad", [x, pooled, masked.outputs[0]],
+                            dict(pool_grad.attrs), exact_name=node.name, **where).outputs
+    return ("build", build, f"ReLU mask '{node.name}' applied to max_pool_grad "
+                            f"'{pool_grad.name}''s dy, at the pooled size")
+
+
+def _decide(node, inputs, users):
+    """What simplify makes of node, given its (rewritten) inputs and the graph's
+    consumers (of the values as they were): None (it stays), ("fold",), ("value", v)
+    — an existing value replaces it —, ("node", op, inputs, attrs, report line) — a
+    cheaper node replaces it —, or ("build", build(new graph) -> outputs, report
+    line) — cheaper nodes replace it."""
     op = node.op
     result = node.outputs[0].type if len(node.outputs) == 1 else None
     out = None
@@ -172,6 +210,8 @@ def _decide(node, inputs):
     elif op == "reshape" and inputs[0].node.op == "reshape":
         return ("node", "reshape", [inputs[0].node.inputs[0]], dict(node.attrs),
                 f"merged reshapes '{inputs[0].node.name}' and '{node.name}'")
+    elif op == "where":
+        return _relu_mask_of_max_pool_grad(node, inputs, users)
     if out is not None and out.type == result:
         return ("value", out)
     return None
@@ -181,13 +221,18 @@ def simplify(graph, report):
     """x*1, 1*x, x+0, 0+x, x-0, -(-x), cast to the same dtype, transpose of a transpose
     and reshape of a reshape — only where the result keeps the node's type (a
     broadcasting 1 or 0 changes the shape and stays); and the gradients' sum_like(g, x)
-    and g + zeros_like(x) where g already has the result's shape; a node left with
-    constant inputs only (zeros_like/ones_like became constants here) is folded."""
-    if not any(_decide(node, node.inputs) for node in graph.nodes):
+    and g + zeros_like(x) where g already has the result's shape; a ReLU's gradient
+    mask after a max pool's gradient applied before it, at the pooled size
+    (_relu_mask_of_max_pool_grad); a node left with constant inputs only
+    (zeros_like/ones_like became constants here) is folded."""
+    users = consumers(graph)
+    for value in graph.outputs:            # a fetch is a use too
+        users.setdefault(value, []).append(None)
+    if not any(_decide(node, node.inputs, users) for node in graph.nodes):
         return graph
 
     def transform(node, inputs, new, mapping):
-        decision = _decide(node, inputs)
+        decision = _decide(node, inputs, users)
         if decision is None:
             return None
         if decision[0] == "fold":
@@ -195,6 +240,9 @@ def simplify(graph, report):
         if decision[0] == "value":
             report.append(f"removed {node.op} '{node.name}'")
             return [decision[1]]
+        if decision[0] == "build":
+            report.append(decision[2])
+            return decision[1](new)
         _, op, operands, attrs, line = decision
         report.append(line)
         return new.add_node(op, operands, attrs, exact_name=node.name, scope=node.scope,
