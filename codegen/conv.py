@@ -96,17 +96,21 @@ def blocked_conv(node, g, context, inputs, out, layouts, prefix, extra, epilogue
     taps = math.prod(g["ksize"])
     if context["kind"] == "backprop_filter":
         return _blocked_filter_gradient(g, context, inputs, out, layouts, prefix, op, nodes)
-    if out.layout.size * taps * (1 if context["depthwise"] else g["C"]) < \
-            matmul.BLOCKED_MIN_MACS:
-        return None
     x, w = inputs
+    x_blocks = blocks_view(layouts, x.value)
     if context["depthwise"]:
+        free = DEPTHWISE_STITCH_FREE and depthwise_stitch_free(node, g)
+        if out.layout.size * taps < matmul.BLOCKED_MIN_MACS and not free and \
+                x_blocks is None:
+            return None
         return _blocked_depthwise(g, context, x, w, out, layouts, prefix, extra, epilogue,
-                                  op, nodes, taps)
+                                  op, nodes, taps, free)
+    if out.layout.size * taps * g["C"] < matmul.BLOCKED_MIN_MACS and x_blocks is None:
+        return None
     blocking = matmul.choose_blocking(1, g["N"] * g["out_count"], g["COUT"])
     k = taps * g["C"]
     if g["N"] * math.prod(g["in_size"]) * g["C"] >= PACKED_MIN_INPUT and \
-            out.layout.size * k >= matmul.PACKED_MIN_MACS:
+            out.layout.size * k >= matmul.PACKED_MIN_MACS and x_blocks is None:
         # im2col into A's panel (each window read once, padding zeros), the filter
         # [taps * C, COUT] into B's, then the packed matmul kernel and its stitch
         k4 = -(-k // 4)
@@ -119,28 +123,26 @@ def blocked_conv(node, g, context, inputs, out, layouts, prefix, extra, epilogue
         if packed is not None:
             return packed
     fours = g["C"] % 4 == 0
+    if x_blocks is not None:
+        x = _blocks_operand(x, layouts)
     common = dict(g=g, xs=context["xs"], channels_in_fours=fours,
-                  unroll=unroll_for(taps * g["C"] // (4 if fours else 1)))
+                  x_blocks=x_blocks and x_blocks.blocking,
+                  unroll=unroll_for(taps * g["C"] // (4 if fours else 1)),
+                  **_helpers(x_blocks, [w] + list(extra)))
     max_size = matmul._max_texture_size(layouts, out)
     if STITCH_FREE and stitch_free(node, out, g, layouts):
         # the epilogue runs here and the readers read the targets (see stitch_free)
         blocking = stitch_free_blocking(g)
         blocks, names = matmul.target_operands(blocking, out, max_size, layouts)
-        width = BLOCKS_WIDTH
-        while -(-blocking.fragments // width) > max_size:
-            width *= 2
-        layout = matmul.BlocksLayout(blocks.layout.shape, "float32", width,
-                                     -(-blocking.fragments // width), blocking)
-        layouts[blocks.value] = layout
-        blocks = replace(blocks, layout=layout)
-        names = [replace(n, layout=layout) for n in names]
+        blocks, names = _stitch_free_targets(blocks, names, blocking, "matmul", layouts,
+                                             max_size)
         return [matmul.blocked_kernel(
             "conv_blocked.glsl.j2", prefix, op, nodes, [x, w] + list(extra), blocks, names,
             blocking, epilogue=epilogue, epilogue_vec4=True, result=out, **common)]
     blocks, names = matmul.target_operands(blocking, out, max_size, layouts)
     main = matmul.blocked_kernel(
         "conv_blocked.glsl.j2", prefix, op, nodes, [x, w], blocks, names, blocking,
-        **common)
+        epilogue=None, **common)
     stitch = matmul.stitch_kernel(blocks, out, prefix + "s", op, nodes, extra, epilogue,
                                   mapping="matmul", blocking=blocking,
                                   aligned=g["COUT"] % 4 == 0)
@@ -154,6 +156,9 @@ def blocked_conv(node, g, context, inputs, out, layouts, prefix, extra, epilogue
 # (~30-40 us each at MobileNet's sizes, per kernel, synchronised); reading the targets
 # costs the depthwise kernel ~5 us and the epilogue the blocked kernel ~10 us.
 STITCH_FREE = True
+# Likewise a depthwise conv read only by conv2d kernels runs blocked (whatever its
+# size) without its stitch, and the conv2d kernels read its targets.
+DEPTHWISE_STITCH_FREE = True
 # Its targets are layers BLOCKS_WIDTH texels wide (wider where a layer would be taller
 # than the GPU allows), the fragments in their order. Measured on llvmpipe (blocked
 # 1x1 conv, per kernel): 12x12x64->64 16x18 147 us, 72x4 156, 8x36 175; 6x6x128->128
@@ -176,11 +181,11 @@ def stitch_free_blocking(g) -> matmul.Blocking:
     return matmul.choose_blocking(1, g["N"] * g["out_count"], g["COUT"])
 
 
-def stitch_free(node, out, g, layouts) -> bool:
+def stitch_free(node, out=None, g=None, layouts=None) -> bool:
     """Whether the blocked conv2d `node` may leave its result in its render targets:
     whole output texels, not a fetched value, and read only by kernels that read the
     targets (depthwise.reads_blocks: each as its image)."""
-    if g["COUT"] % 4:
+    if node.outputs[0].type.shape[-1] % 4:
         return False
     graph = _graph_of(node)
     value = node.outputs[0]
@@ -188,6 +193,83 @@ def stitch_free(node, out, g, layouts) -> bool:
         return False
     readers = [n for n in graph.nodes if any(v is value for v in n.inputs)]
     return bool(readers) and all(depthwise_kernels.reads_blocks(n, value) for n in readers)
+
+
+def blocks_view(layouts, value: str):
+    """The BlocksLayout of `value` where the kernel computing it left it in its render
+    targets (no stitch), else None."""
+    view = layouts.get(f"{value}#blocks")
+    return view if isinstance(view, matmul.BlocksLayout) else None
+
+
+def _blocks_operand(x, layouts):
+    """Operand x read from its producer's render targets."""
+    return depthwise_kernels.BlocksOperand(
+        sampler=x.sampler, value=f"{x.value}#blocks", layout=blocks_view(layouts, x.value),
+        type=x.type, arg=x.arg)
+
+
+def _helpers(x_blocks, others) -> dict:
+    """The prologue's texelFetch helpers take a sampler2D: none for the layers."""
+    return {"fetch_helpers": {b.sampler for b in others}} if x_blocks else {}
+
+
+def _stitch_free_targets(blocks, names, blocking, mapping, layouts, max_size):
+    """The targets of a stitch-free kernel: layers BLOCKS_WIDTH texels wide (wider where
+    they would be too tall), registered as a BlocksLayout for the readers."""
+    width = BLOCKS_WIDTH
+    while -(-blocking.fragments // width) > max_size:
+        width *= 2
+    layout = matmul.BlocksLayout(blocks.layout.shape, "float32", width,
+                                 -(-blocking.fragments // width), blocking, mapping)
+    layouts[blocks.value] = layout
+    return replace(blocks, layout=layout), [replace(n, layout=layout) for n in names]
+
+
+def reads_depthwise_blocks(node, value) -> bool:
+    """Whether graph node `node` is a conv2d that reads `value` (its image, and nothing
+    else of it) as the blocked kernel (conv_blocked.glsl.j2) can from a blocked
+    depthwise kernel's render targets: C % 4 == 0, float, an input too small for the
+    packed path."""
+    conv_op = node.attrs.get("conv_op") if node.op == "fused_conv" else node.op
+    if conv_op != "conv2d" or node.inputs[0] is not value or \
+            any(v is value for v in node.inputs[1:]):
+        return False
+    x, w = node.inputs[0].type, node.inputs[1].type
+    if len(x.shape) != 4 or not x.is_static or not w.is_static:
+        return False
+    return x.shape[3] % 4 == 0 and x.dtype == w.dtype == "float32" and \
+        x.size < PACKED_MIN_INPUT and (_blocked_anyway(node) or stitch_free(node))
+
+
+def _blocked_anyway(node) -> bool:
+    """Whether conv2d `node` runs blocked (with its stitch) whoever reads it: the
+    direct kernel would not take it (see direct_kernel). Running a small conv2d
+    blocked to read a depthwise kernel's targets would add its stitch."""
+    x, w, out = node.inputs[0].type, node.inputs[1].type, node.outputs[0].type
+    taps, c = w.shape[0] * w.shape[1], x.shape[3]
+    macs = out.size * taps * c
+    if macs < matmul.BLOCKED_MIN_MACS:
+        return False
+    steps = -(-c // 4) if c % 4 == 0 else c
+    direct = out.shape[-1] % 4 == 0 and taps <= DIRECT_MAX_TAPS and \
+        taps * steps <= LOOP_TRIPS and macs < DIRECT_MAX_MACS and \
+        taps * c <= DIRECT_MAX_DEPTH
+    return not direct
+
+
+def depthwise_stitch_free(node, g) -> bool:
+    """Whether the depthwise conv `node` runs blocked and leaves its result in its
+    render targets: multiplier 1, C % 4 == 0, a filter the blocked kernel unrolls, not
+    a fetched value, and read only by conv2d kernels that read the targets."""
+    if g["M"] != 1 or g["C"] % 4 or math.prod(g["ksize"]) > BLOCKED_DEPTHWISE_TAPS:
+        return False
+    graph = _graph_of(node)
+    value = node.outputs[0]
+    if any(v.name == value.name for v in graph.outputs):
+        return False
+    readers = [n for n in graph.nodes if any(v is value for v in n.inputs)]
+    return bool(readers) and all(reads_depthwise_blocks(n, value) for n in readers)
 
 
 def _blocked_filter_gradient(g, context, inputs, out, layouts, prefix, op, nodes):
@@ -224,9 +306,13 @@ def _blocked_filter_gradient(g, context, inputs, out, layouts, prefix, op, nodes
 
 
 def _blocked_depthwise(g, context, x, w, out, layouts, prefix, extra, epilogue, op, nodes,
-                       taps):
+                       taps, free=False):
     c, mult = g["C"], g["M"]
+    x_blocks = blocks_view(layouts, x.value)
     if not ((mult == 1 and c % 4 == 0) or mult % 4 == 0) or taps > BLOCKED_DEPTHWISE_TAPS:
+        if x_blocks is not None or free:
+            raise FragflowError(f"{nodes[0].where()}: the blocked depthwise kernel cannot "
+                                f"run it but it was planned to (codegen/conv.py)")
         return None
     out_h, out_w = g["out_size"]
     cols = min(4, out_w)
@@ -242,13 +328,25 @@ def _blocked_depthwise(g, context, x, w, out, layouts, prefix, extra, epilogue, 
                     uses.setdefault((py * sy + ky * dy, px * sx + kx * dx), []).append(
                         (py * cols + px, ky * kw + kx))
     footprint = [(fy, fx, pairs) for (fy, fx), pairs in sorted(uses.items())]
-    blocks, names = matmul.target_operands(
-        block, out, matmul._max_texture_size(layouts, out), layouts)
+    max_size = matmul._max_texture_size(layouts, out)
+    blocks, names = matmul.target_operands(block, out, max_size, layouts)
+    if x_blocks is not None:
+        x = _blocks_operand(x, layouts)
+    common = dict(block=block, g=g, xs=context["xs"], taps=taps, footprint=footprint,
+                  footprint_rows=sorted({fy for fy, _, _ in footprint}),
+                  footprint_cols=sorted({fx for _, fx, _ in footprint}),
+                  x_blocks=x_blocks and x_blocks.blocking,
+                  **_helpers(x_blocks, [w] + list(extra)))
+    if free:
+        # the epilogue runs here and the readers read the targets
+        blocks, names = _stitch_free_targets(blocks, names, block, "depthwise", layouts,
+                                             max_size)
+        return [matmul.blocked_kernel(
+            "depthwise_blocked.glsl.j2", prefix, op, nodes, [x, w] + list(extra), blocks,
+            names, block, epilogue=epilogue, epilogue_vec4=True, result=out, **common)]
     main = matmul.blocked_kernel(
         "depthwise_blocked.glsl.j2", prefix, op, nodes, [x, w], blocks, names, block,
-        block=block, g=g, xs=context["xs"], taps=taps, footprint=footprint,
-        footprint_rows=sorted({fy for fy, _, _ in footprint}),
-        footprint_cols=sorted({fx for _, fx, _ in footprint}))
+        epilogue=None, **common)
     stitch = matmul.stitch_kernel(blocks, out, prefix + "s", op, nodes, extra, epilogue,
                                   mapping="depthwise", aligned=True, g=g, block=block)
     return [main, stitch]
@@ -395,7 +493,10 @@ def lower_node(node, layouts, prefix, extra=(), epilogue=None, kernel_op=None,
                                 nodes or [node], layouts)
         if fast is not None:
             return fast
-    if kind == "conv" and depthwise and d == 2 and len(inputs) == 2:
+    x_blocks = blocks_view(layouts, inputs[0].value) if kind == "conv" else None
+    dw_free = kind == "conv" and depthwise and d == 2 and DEPTHWISE_STITCH_FREE and \
+        len(inputs) == 2 and depthwise_stitch_free(node, g)
+    if kind == "conv" and depthwise and d == 2 and len(inputs) == 2 and not dw_free:
         direct = depthwise_kernels.direct_kernel(g, context, inputs, out, prefix,
                                                  kernel_op or node.op, nodes or [node],
                                                  extra, epilogue, layouts)
@@ -407,6 +508,7 @@ def lower_node(node, layouts, prefix, extra=(), epilogue=None, kernel_op=None,
         g["C"] % 4 == 0 and math.prod(g["ksize"]) * g["C"] >= BLOCKED_FIRST_DEPTH and \
         out.layout.size * math.prod(g["ksize"]) * g["C"] >= matmul.BLOCKED_MIN_MACS and \
         out.dtype == "float32" and stitch_free(node, out, g, layouts)
+    blocked_first = blocked_first or (x_blocks is not None and not depthwise)
     if kind == "conv" and d == 2 and len(inputs) == 2 and not blocked_first:
         direct = direct_kernel(g, context, inputs, out, prefix, kernel_op or node.op,
                                nodes or [node], extra, epilogue)
@@ -417,5 +519,8 @@ def lower_node(node, layouts, prefix, extra=(), epilogue=None, kernel_op=None,
                                epilogue, kernel_op or node.op, nodes or [node])
         if blocked is not None:
             return blocked
+    if x_blocks is not None or dw_free:
+        raise FragflowError(f"{node.where()}: planned to run without a stitch but no "
+                            f"kernel that reads render targets took it (codegen/conv.py)")
     return make_kernel("conv.glsl.j2", prefix, kernel_op or node.op, nodes or [node],
                        inputs + list(extra), out, g=g, epilogue=epilogue, **context)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..ir.errors import FragflowError
 from . import matmul
 from .common import make_kernel
 from .operands import Operand
@@ -27,6 +26,7 @@ LOD_FETCH = True
 BLOCKS_FETCH = "lod"
 # Filters up to this many taps (the taps are unrolled in Jinja).
 DIRECT_MAX_TAPS = 49
+BLOCKED_TAPS = 49        # codegen/conv.py BLOCKED_DEPTHWISE_TAPS, the blocked kernel's
 
 
 def _direct_applies(taps: int, c: int, mult: int, dtype: str, out_size: int) -> bool:
@@ -35,9 +35,11 @@ def _direct_applies(taps: int, c: int, mult: int, dtype: str, out_size: int) -> 
 
 
 def reads_blocks(node, value) -> bool:
-    """Whether graph node `node` runs as the direct kernel reading `value` (its image,
-    and nothing else of it) straight from the render targets of the blocked kernel
-    that computes it (matmul.BlocksLayout: multiplier 1, no stitch in between)."""
+    """Whether graph node `node` is a depthwise conv that can read `value` (its image,
+    and nothing else of it) straight from the render targets of the blocked conv2d
+    that computes it (matmul.BlocksLayout: multiplier 1, no stitch in between): the
+    direct kernel reads them, and the blocked one where the node is too big for the
+    direct one (codegen/conv.py)."""
     conv_op = node.attrs.get("conv_op") if node.op == "fused_conv" else node.op
     if conv_op != "depthwise_conv2d" or node.inputs[0] is not value or \
             any(v is value for v in node.inputs[1:]):
@@ -45,8 +47,9 @@ def reads_blocks(node, value) -> bool:
     x, w, out = node.inputs[0].type, node.inputs[1].type, node.outputs[0].type
     if len(x.shape) != 4 or len(w.shape) != 4 or not x.is_static or not w.is_static:
         return False
-    return w.shape[3] == 1 and x.dtype == w.dtype == "float32" and _direct_applies(
-        w.shape[0] * w.shape[1], x.shape[3], 1, out.dtype, out.size)
+    return w.shape[3] == 1 and x.shape[3] % 4 == 0 and \
+        x.dtype == w.dtype == out.dtype == "float32" and \
+        w.shape[0] * w.shape[1] <= min(DIRECT_MAX_TAPS, BLOCKED_TAPS)
 
 
 @dataclass
@@ -66,12 +69,7 @@ def direct_kernel(g: dict, context: dict, inputs, out, prefix: str, op: str, nod
     view = (layouts or {}).get(f"{x.value}#blocks")
     blocks = view.blocking if isinstance(view, matmul.BlocksLayout) else None
     if not _direct_applies(taps, g["C"], g["M"], out.dtype, out.size):
-        if blocks is not None:
-            raise FragflowError(f"{nodes[0].where()}: its image was left in a blocked "
-                                f"kernel's targets but it does not run as the direct "
-                                f"depthwise kernel (reads_blocks and direct_kernel "
-                                f"disagree)")
-        return None
+        return None             # the blocked kernel's (it reads the targets too)
     if blocks is not None:
         x = BlocksOperand(sampler=x.sampler, value=f"{x.value}#blocks", layout=view,
                           type=x.type, arg=x.arg)

@@ -126,8 +126,10 @@ class BlocksLayout(Layout):
     """The layout of a blocked kernel's render targets (the layers of one array
     texture) when no stitch follows: its consumers read the value from the layers
     (templates/blocks_texel.glsl.j2), `blocking` saying which layer and texel hold each
-    output texel (a [pixels, channels] result, mapping "matmul" of the stitch)."""
-    blocking: Blocking | None = None
+    output texel as the stitch's `mapping` does: "matmul" (a Blocking of a [pixels,
+    channels] result) or "depthwise" (a conv.PixelBlock)."""
+    blocking: object = None
+    mapping: str = "matmul"
 
 
 def _tiles(layout) -> int:

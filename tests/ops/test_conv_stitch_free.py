@@ -122,3 +122,76 @@ def test_gradients_through_a_stitch_free_pair(gl):
         loss = ff.mean(ff.square(y))
         dw, = ff.gradients(loss, [w])
     _check(g, {"loss": loss, "dw": dw}, {xp: x})
+
+
+def _dw_then_conv(x, c, cout, rng, dw=None, k=1, dw_k=3):
+    """depthwise + bias + relu6, then conv2d k x k + bias + relu6 (a MobileNet block)."""
+    kwargs = dict(padding="SAME") if dw is None else dw
+    h = ff.relu6(ff.depthwise_conv2d(x, ff.constant(normal(rng, dw_k, dw_k, c, 1)), **kwargs)
+                 + ff.constant(normal(rng, c)))
+    return h, ff.relu6(ff.conv2d(h, ff.constant(normal(rng, k, k, c, cout) * 0.2),
+                                 padding="SAME") + ff.constant(normal(rng, cout)))
+
+
+@pytest.mark.parametrize("x_shape, cout, dw, k", [
+    ((1, 6, 6, 128), 128, None, 1),                               # MobileNet's, small
+    ((2, 7, 5, 64), 204, dict(strides=2, padding="SAME"), 1),     # batch, odd, stride 2
+    ((1, 1, 1, 256), 1028, None, 1),                              # one pixel
+    ((1, 13, 11, 32), 36, dict(dilations=2, padding="VALID"), 3),  # dilated; 3x3 conv
+])
+def test_conv2d_reads_a_depthwise_kernels_targets(gl, x_shape, cout, dw, k):
+    """The depthwise conv runs blocked without its stitch where its reader runs blocked
+    anyway (a big conv2d, with its stitch: a fetched result)."""
+    rng = np.random.default_rng(sum(x_shape) + cout)
+    x = normal(rng, *x_shape)
+    x[-1, 0, 0, 2] = np.nan
+    g = ff.Graph()
+    with g.as_default():
+        xp = ff.placeholder(x.shape, name="x")
+        _, y = _dw_then_conv(xp, x_shape[-1], cout, rng, dw, k)
+    kernels = _compiled(g, [y], [xp])
+    assert [k.op for k in kernels] == ["fused_depthwise_conv2d", "fused_conv2d",
+                                       "fused_conv2d_stitch"], [k.op for k in kernels]
+    assert kernels[1].inputs[0].value.endswith("#blocks")
+    ref = _check(g, {"y": y}, {xp: x})
+    assert np.isnan(ref["y"]).any()
+
+
+def test_a_chain_of_blocks_runs_without_stitches(gl):
+    """conv -> depthwise -> conv -> depthwise -> conv, each reading the one before's
+    targets; only the fetched end has a stitch. Batch 2, odd sizes, a stride."""
+    rng = np.random.default_rng(7)
+    x = normal(rng, 2, 9, 7, 64)
+    x[1, 4, 3, 5] = np.nan
+    g = ff.Graph()
+    with g.as_default():
+        xp = ff.placeholder(x.shape, name="x")
+        h = _block(xp, 64, 96, rng, dw=dict(strides=2, padding="SAME"))[1]
+        h = _block(h, 96, 128, rng)[1]
+        y = ff.relu6(ff.conv2d(h, ff.constant(normal(rng, 1, 1, 128, 256) * 0.1))
+                     + ff.constant(normal(rng, 256)))
+    kernels = _compiled(g, [y], [xp])
+    ops = [k.op for k in kernels]
+    assert ops == ["fused_conv2d", "fused_depthwise_conv2d"] * 2 + \
+        ["fused_conv2d", "fused_conv2d_stitch"], ops
+    assert all(k.inputs[0].value.endswith("#blocks") for k in kernels[1:-1]), \
+        [k.inputs[0].value for k in kernels]
+    ref = _check(g, {"y": y}, {xp: x})
+    assert np.isnan(ref["y"]).any() and not np.isnan(ref["y"]).all()
+
+
+@pytest.mark.parametrize("reader", ["fetched", "small_conv", "odd_channels"])
+def test_depthwise_keeps_its_kernels_for_other_readers(gl, reader):
+    rng = np.random.default_rng(8)
+    c = 6 if reader == "odd_channels" else 8
+    x = normal(rng, 2, 9, 9, c)
+    g = ff.Graph()
+    with g.as_default():
+        xp = ff.placeholder(x.shape, name="x")
+        # a small conv2d runs direct: its depthwise keeps its own (direct) kernel
+        h, y = _dw_then_conv(xp, c, 16, rng)
+        fetches = {"y": y, "h": h} if reader == "fetched" else {"y": y}
+    kernels = _compiled(g, list(fetches.values()), [xp])
+    assert not any(b.value.endswith("#blocks") for k in kernels for b in k.inputs
+                   if k.op == "fused_conv2d"), [k.op for k in kernels]
+    _check(g, fetches, {xp: x})
