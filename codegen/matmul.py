@@ -58,6 +58,12 @@ SPLIT_MAX = 16           # the stitch reads every split's partial sum
 # Fewest multiply-adds for which packing both operands into panels (two more launches)
 # pays: each fragment then reads adjacent texels, in order (see packed_kernels).
 PACKED_MIN_MACS = 1 << 22
+PACKED_OFFSETS = True
+PACKED_UNROLL = 4
+
+
+def _pow2(n: int) -> bool:
+    return n & (n - 1) == 0
 
 
 def _batch_strides(operand_shape, batch_shape):
@@ -325,11 +331,24 @@ def packed_kernels(prefix, op, nodes, layouts, out, blocking, a_panel, a_source,
                              prefix + "b", op, nodes)
     kernels.append(pack_b)
     blocks, targets = target_operands(blocking, out, max_size, layouts)
+    unroll = max(unroll_for(q_chunk), PACKED_UNROLL)
+    # textureLodOffset for the texels after the first of a row run (their coordinates
+    # worked out once): B's 4 CT texels of a step; A's R texels of a step (packed) or
+    # its rows' `unroll` steps (in place). A run must not cross a texture row. CPU time
+    # of W3's packed kernel (1024^3, in-process): 185 ms -> 175 (unroll 4 as well)
+    b_offsets = PACKED_OFFSETS and b_panel_.kind == "k" and 4 * blocking.cols <= 8 and \
+        _pow2(b_layout.width) and b_layout.width % (4 * blocking.cols) == 0
+    a_offsets = PACKED_OFFSETS and (
+        _pow2(a_layout.width) and a_layout.width % blocking.rows == 0 and blocking.rows <= 8
+        if a_panel is not None else
+        unroll <= 8 and _pow2(a_source.layout.width) and
+        a_source.layout.width % unroll == 0 and k4 % unroll == 0 and
+        q_chunk % unroll == 0)
     main = blocked_kernel("matmul_packed.glsl.j2", prefix, op, nodes,
                           [replace(pa, sampler="x0"), replace(pb, sampler="x1")], blocks,
                           targets, blocking, k4=k4, q_chunk=q_chunk, a_batch=a_batch,
                           b_batch=b_batch, b_kind=b_panel_.kind, a_in_place=a_panel is None,
-                          unroll=unroll_for(q_chunk))
+                          unroll=unroll, a_offsets=a_offsets, b_offsets=b_offsets)
     stitch = stitch_kernel(blocks, out, prefix + "s", op, nodes, extra, epilogue,
                            mapping="matmul", blocking=blocking,
                            aligned=blocking.n % 4 == 0)

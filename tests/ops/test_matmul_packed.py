@@ -91,3 +91,32 @@ def test_conv_bias_activation(gl, activation):
         y = ff.conv2d(xp, wp, padding="SAME") + bp
         return {"y": getattr(ff, activation)(y), "scaled": ff.relu(y * 0.5 + 1.0)}
     _run(build, [x, w, b])
+
+
+@pytest.mark.parametrize("m, k, n, ta", [
+    (37, 64, 24, False),      # A in place, K4 % unroll == 0: row runs with offsets
+    (37, 40, 24, False),      # A in place, K4 = 10: the unrolled loop and its tail
+    (9, 1000, 8, False),      # K4 % unroll != 0: no offsets for A's runs
+    (33, 44, 20, True),       # A packed (transposed): its R texels a run
+    (5, 2052, 12, False),     # K split among fragments, chunks of the unroll
+])
+def test_row_runs_read_with_offsets(gl, m, k, n, ta):
+    """The packed kernel reads the texels after the first of a row run (B's step, A's
+    unrolled steps or packed rows) with textureLodOffset where the runs stay in one
+    texture row; GL against float64 numpy either way."""
+    rng = np.random.default_rng(m + k + n)
+    av = normal(rng, *((k, m) if ta else (m, k)))
+    bv = normal(rng, k, n)
+    av[m // 2 if not ta else 0, 0] = np.nan
+    g = ff.Graph()
+    with g.as_default():
+        a, b = ff.placeholder(av.shape, name="a"), ff.placeholder(bv.shape, name="b")
+        y = ff.matmul(a, b, transpose_a=ta)
+    with ff.Session(g) as sess:
+        fn = sess.compile([y], feeds=[a, b])
+        main = [kk for kk in fn.kernels if kk.op == "matmul" and "packed" in kk.source]
+        assert main and "textureLodOffset" in main[0].source
+        got = fn(av, bv)[0]
+    want = (av.T if ta else av).astype(np.float64) @ bv
+    assert_matches(got, want.astype(np.float32), rtol=1e-4,
+                   scale=np.abs(av.T if ta else av).astype(np.float64) @ np.abs(bv))
