@@ -3,7 +3,8 @@
 (row_run), on GL against the numpy reference executor: rows that do and do not fit the
 windows, windows within a row and spanning whole rows, batches, 1-element axes, an
 axis longer than 65,535 elements, NaN and infinities, int32, and the reductions built
-on these passes (mean, logsumexp, softmax). Sizes not a multiple of 4 keep the
+on these passes (mean, logsumexp, softmax, whose max and sum of exp along 4-aligned
+rows stay four lane partials a row). Sizes not a multiple of 4 keep the
 one-window-per-lane pass: tests/ops/test_reduce_tree.py.
 """
 import math
@@ -16,6 +17,7 @@ from fragflow.codegen import reduce_tree
 from fragflow.codegen.layout import layout_for
 from fragflow.codegen.operands import Operand
 from fragflow.ir.types import TensorType
+from tests.gradcheck import check_gradients
 from tests.ops.test_reduce_tree import REDUCTIONS, check_all, kernels_of, scale_of
 
 inf, nan = np.inf, np.nan
@@ -161,3 +163,21 @@ def test_long_rows_at_the_real_windows(gl):
               "mean batch": scale_of("mean", batch, 1), "sum ragged": scale_of("sum", ragged, 1)}
     out = check_all(g, fetches, {a: flat, b: batch, c: ragged}, scales)
     assert np.isnan(out["sum flat"]) and np.isnan(out["max flat"])
+
+
+# --- softmax from lane partials (reduce_tree.softmax_kernels) -------------------------------
+
+def test_softmax_rows_reduce_into_lane_partials(gl):
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((1024, 1000), name="x")
+        y = ff.softmax(x)
+    kernels = kernels_of(g, y, x)
+    # the max and the sum of exp: four partials (one texel) per row, folded by the last
+    assert [k.output.layout.shape for k in kernels[:2]] == [(1024, 4), (1024, 4)]
+    assert len(kernels) == 3
+
+
+def test_softmax_gradients_through_lane_partials(gl, small_windows):
+    x = np.random.default_rng(33).standard_normal((3, 16)).astype(np.float32)
+    check_gradients(lambda t: ff.softmax(t, 1) * ff.log_softmax(t, -1), {"x": x})
