@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import importlib
 import json
 import os
 import sys
@@ -48,7 +49,7 @@ MAX_ENTRIES = 64          # entries kept (~1.3 MB each for MobileNet, most of it
 # records an entry may hold: codegen's dataclasses (Kernel, Binding, Layout and its
 # kinds, NodeRecord, Blocking ...), named "module:class"; nothing else is made on load
 _RECORD_MODULES = "fragflow.codegen."
-_ROOT = Path(__file__).resolve().parent.parent      # the source tree fragflow runs from
+_COMPILE_LAYERS = ("ir", "passes", "codegen", "runtime")    # what a compile runs
 _SUFFIXES = (".py", ".j2", ".glsl")
 _code_fingerprint: str | None = None
 
@@ -66,18 +67,18 @@ def plan_dir() -> Path:
 
 
 # -- the key ----------------------------------------------------------------------------
+def _layer_dirs() -> list:
+    return [Path(importlib.import_module(f"fragflow.{layer}").__file__).parent
+            for layer in _COMPILE_LAYERS]
+
+
 def code_fingerprint() -> str:
-    """fragflow's code: every source/template file's path, size and mtime (once)."""
+    """The code a compile runs (fragflow's ir, passes, codegen with its templates, and
+    runtime packages): each file's path, size and mtime, hashed once a process."""
     global _code_fingerprint
     if _code_fingerprint is None:
         h = hashlib.blake2b(digest_size=16)
-        import fragflow
-        dirs = {Path(p).resolve() for p in fragflow.__path__}
-        dirs |= {Path(m.__file__).resolve().parent for name, m in
-                 list(sys.modules.items())
-                 if name.startswith("fragflow.") and getattr(m, "__file__", None)}
-        tops = [d for d in dirs if not any(p in dirs for p in d.parents)]
-        for top in sorted(tops):            # each folder once (os.walk goes below)
+        for top in _layer_dirs():
             for root, subdirs, files in os.walk(top):
                 subdirs[:] = sorted(d for d in subdirs if d != "__pycache__")
                 for name in sorted(files):

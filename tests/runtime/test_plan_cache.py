@@ -3,6 +3,7 @@ the same graph loads the lowered graph instead of running the passes, computes w
 the numpy reference computes, misses on any change, and ignores broken or hostile
 entries with a warning."""
 import json
+import os
 
 import numpy as np
 import pytest
@@ -192,3 +193,26 @@ def test_arrays_are_plain_numbers_read_without_pickle(cache, how):
         again, _, _ = _compile_and_run(model, xb)
     for a, b in zip(first, again):
         np.testing.assert_array_equal(a, b)
+
+
+def test_an_edit_of_fragflows_code_misses(tmp_path, monkeypatch):
+    """The key holds the compile's code: each source and template file's size and
+    mtime (here a stand-in package of two files)."""
+    package = tmp_path / "layer"
+    (package / "templates").mkdir(parents=True)
+    template = package / "templates" / "k.glsl.j2"
+    template.write_text("void main() {}\n")
+    monkeypatch.setattr(plan_cache, "_layer_dirs", lambda: [package])
+    g, x, _, out, _, _ = _model(steps=False)
+
+    def key():
+        monkeypatch.setattr(plan_cache, "_code_fingerprint", None)
+        return plan_cache.plan_key(g, [out.value], {x.value: x.value.type}, (8192, 16))
+    before = key()
+    assert key() == before
+    template.write_text("void main() { }\n")           # another size
+    assert key() != before
+    edited = key()
+    stat = template.stat()
+    os.utime(template, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1))   # same size
+    assert key() != edited
