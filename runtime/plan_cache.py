@@ -108,7 +108,9 @@ def plan_key(graph, fetches, feed_types: dict, limits: tuple) -> str:
     these limits; Uncacheable when the graph has what the key cannot describe."""
     h = hashlib.blake2b(digest_size=20)
     index = {}
-    lines = [f"fragflow plan {FORMAT} {code_fingerprint()} {limits!r}",
+    # numpy's and Python's versions: constant folding runs the numpy references
+    lines = [f"fragflow plan {FORMAT} {code_fingerprint()} {limits!r} numpy "
+             f"{np.__version__} {sys.version}",
              repr(sorted((k, v) for k, v in os.environ.items() if k.startswith("FRAGFLOW_")
                          and k != "FRAGFLOW_PLAN_CACHE"))]
     for i, node in enumerate(graph.nodes):
