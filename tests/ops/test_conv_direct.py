@@ -111,3 +111,36 @@ def test_gradients_through_the_direct_kernel(gl):
     check_gradients(lambda x, w: ff.tanh(ff.conv2d(x, w, strides=2, padding="VALID")),
                     {"x": rng.standard_normal((1, 7, 6, 3)),
                      "w": rng.standard_normal((3, 3, 3, 8))})
+
+
+@pytest.mark.parametrize("x_shape, w_shape, kwargs", [
+    ((1, 17, 19, 3), (3, 3, 3, 8), dict(strides=2, padding="SAME")),     # the stem's
+    ((2, 6, 7, 3), (3, 3, 3, 16), dict(padding="SAME")),                 # 4 texels, batch
+    ((1, 5, 6, 2), (2, 3, 2, 12), dict(padding="VALID")),                # C = 2
+    ((1, 5, 5, 3), (3, 3, 3, 20), dict(padding="SAME")),                 # 5: fetched
+])
+def test_constant_filters_written_into_the_source(gl, x_shape, w_shape, kwargs):
+    """A constant filter with at most LITERAL_MAX_C4 output channel texels is written
+    into the window-row kernel as literals of its exact bits (NaN, inf, -0, a
+    denormal kept). NaN and inf weights only without padding: the direct kernel skips
+    taps in the padding, where the reference multiplies them by zero (NaN)."""
+    rng = np.random.default_rng(sum(w_shape))
+    x, w = normal(rng, *x_shape), normal(rng, *w_shape)
+    w[0, 1, 1, 3], w[1, 0, 0, 0] = -0.0, 1.0e-40
+    if kwargs["padding"] == "VALID":
+        w[0, 0, 0, 1], w[1, 1, 0, 2] = np.nan, np.inf
+    else:
+        x[0, 2, 2, 0] = np.nan
+    g = ff.Graph()
+    with g.as_default():
+        xp = ff.placeholder(x.shape, name="x")
+        y = ff.relu6(ff.conv2d(xp, ff.constant(w), **kwargs) + 0.5)
+    with ff.Session(g) as sess:
+        (kernel,) = sess.compile([y], feeds=[xp]).kernels
+    literal = w_shape[-1] // 4 <= conv.LITERAL_MAX_C4
+    main = kernel.source.split("void main()")[1]
+    assert is_direct(kernel) and ("vec4(uintBitsToFloat(0x" in main) == literal
+    assert (f"tx_{kernel.inputs[1].sampler}(" in main) != literal       # weight fetches
+    out, ref = run_both(g, {"y": y}, {xp: x})
+    assert np.isnan(ref["y"]).any() and not np.isnan(ref["y"]).all()
+    assert_matches(out["y"], ref["y"], rtol=1e-5, atol=1e-5)
