@@ -216,3 +216,33 @@ def test_an_edit_of_fragflows_code_misses(tmp_path, monkeypatch):
     stat = template.stat()
     os.utime(template, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1))   # same size
     assert key() != edited
+
+
+def test_user_glsl_random_ops_and_ints_come_back_from_the_cache(cache, monkeypatch):
+    """An entry with a gpgpu_program (user GLSL lines, uniforms), a random op (the run
+    counter) and int/bool values computes what a fresh compile computes."""
+    affine = ff.gpgpu_program(
+        name="affine_cached", inputs=["a"], output=lambda a: (a.shape, a.dtype),
+        uniforms={"scale": "float"},
+        glsl="""
+            float v = getAAtOutCoords();
+            setOutput(v * scale + 1.0);
+        """, reference=lambda a, scale: a * scale + 1.0)
+    g = ff.Graph("cached_programs")
+    with g.as_default():
+        x = ff.placeholder((4, 6), "float32", name="x")
+        y = affine(x, scale=2.5)
+        noise = ff.random_uniform((4, 6), seed=3)
+        counts = ff.cast(ff.reduce_sum(ff.cast(y > 0.0, "int32"), axis=1), "int32")
+        mask = ff.logical_and(y > 1.0, noise < 0.5)
+    xb = np.random.default_rng(2).standard_normal((4, 6)).astype(np.float32)
+    found = _loads(monkeypatch)
+    results = []
+    for _ in range(2):
+        with ff.Session(g) as sess:
+            results.append(sess.run([y, noise, counts, mask], {x: xb}))
+    assert found == [False, True]
+    for fresh, cached in zip(*results):
+        np.testing.assert_array_equal(fresh, cached)
+    np.testing.assert_allclose(results[0][0], xb * 2.5 + 1.0, rtol=1e-6)
+    assert results[1][2].dtype == np.int32 and results[1][3].dtype == bool
