@@ -382,6 +382,7 @@ DIRECT_INLINE_STEPS = 8
 ROW_READS = True
 DIRECT_ROW_FLOATS = 16
 LITERAL_WEIGHTS = True
+ALIGNED_PICKS = True
 
 
 def direct_kernel(g, context, inputs, out, prefix, op, nodes, extra=(), epilogue=None,
@@ -406,7 +407,7 @@ def direct_kernel(g, context, inputs, out, prefix, op, nodes, extra=(), epilogue
     return make_kernel("conv_direct.glsl.j2", prefix, op, nodes, [x, w] + list(extra),
                        out, g=g, xs=context["xs"], epilogue=epilogue, epilogue_vec4=True,
                        inline_steps=DIRECT_INLINE_STEPS, row_texels=row_texels,
-                       w_literals=literals)
+                       w_literals=literals, aligned_picks=ALIGNED_PICKS)
 
 
 # A constant filter of at most this many output channel texels (and rows of taps x C
