@@ -151,19 +151,22 @@ def test_long_rows_at_the_real_windows(gl):
     batch = rng.uniform(-2, 2, (4, 1 << 16)).astype(np.float32)
     ragged = (rng.standard_normal((3, 70004)) * 4).astype(np.float32)
     ragged[1, 69_999] = nan                  # a NaN row, through a two-pass partial tree
+    ints = rng.integers(-2 ** 31, 2 ** 31 - 1, (4, 1 << 16), dtype=np.int64).astype(np.int32)
     g = ff.Graph()
     with g.as_default():
         a = ff.placeholder(flat.shape, name="a")
         b = ff.placeholder(batch.shape, name="b")
         c = ff.placeholder(ragged.shape, name="c")
+        d = ff.placeholder(ints.shape, "int32", name="d")     # row runs on an int texture
         fetches = {"sum flat": ff.sum(a), "sum flat finite": ff.sum(a[:3_000_000]),
                    "max flat": ff.max(a), "mean batch": ff.mean(b, 1),
                    "min batch": ff.min(b, 1), "sum ragged": ff.sum(c, 1),
                    "logsumexp ragged": ff.reduce_logsumexp(c, 1),
-                   "softmax ragged": ff.softmax(c), "log_softmax ragged": ff.log_softmax(c)}
+                   "softmax ragged": ff.softmax(c), "log_softmax ragged": ff.log_softmax(c),
+                   "sum ints": ff.sum(d, 1), "max ints": ff.max(d, 1), "sum ints all": ff.sum(d)}
     scales = {"sum flat finite": scale_of("sum", flat[:3_000_000], None),
               "mean batch": scale_of("mean", batch, 1), "sum ragged": scale_of("sum", ragged, 1)}
-    out = check_all(g, fetches, {a: flat, b: batch, c: ragged}, scales)
+    out = check_all(g, fetches, {a: flat, b: batch, c: ragged, d: ints}, scales)
     assert np.isnan(out["sum flat"]) and np.isnan(out["max flat"])
     assert np.isnan(out["softmax ragged"][1]).all() and not np.isnan(out["softmax ragged"][0]).any()
 
