@@ -59,6 +59,7 @@ SPLIT_MAX = 16           # the stitch reads every split's partial sum
 # pays: each fragment then reads adjacent texels, in order (see packed_kernels).
 PACKED_MIN_MACS = 1 << 22
 PACKED_OFFSETS = True
+PLAIN_LOD_FETCH = True
 PACKED_UNROLL = 4
 
 
@@ -418,7 +419,9 @@ def matmul_kernel(node, a, b, out, prefix, extra=(), epilogue=None, op="matmul",
                        out, a_index=a_index, b_index=b_index, a_step=a_step,
                        b_step=b_step, k=k, columns_in_texels=columns_in_texels,
                        rows_in_texels=rows_in_texels, epilogue=epilogue,
-                       unroll=unroll_for(k // 4 if rows_in_texels else k))
+                       unroll=unroll_for(k // 4 if rows_in_texels else k),
+                       lod_fetch=PLAIN_LOD_FETCH and rows_in_texels and
+                       a.dtype == b.dtype == "float32")
 
 
 def lower_node(node, layouts, prefix):
