@@ -116,9 +116,9 @@ def plan_key(graph, fetches, feed_types: dict, limits: tuple) -> str:
     for i, node in enumerate(graph.nodes):
         for v in node.outputs:
             index[v] = (i, v.index)
-        attrs = ";".join(f"{k}={_attr_text(v, h)}" for k, v in sorted(node.attrs.items()))
-        lines.append(f"{node.op}|{node.name}|{node.scope}|{node.source}|"
-                     f"{[index[v] for v in node.inputs]}|{attrs}")
+        attrs = [(k, _attr_text(v, h)) for k, v in sorted(node.attrs.items())]
+        lines.append(repr((node.op, node.name, node.scope, node.source,   # unambiguous
+                           [index[v] for v in node.inputs], attrs)))
     lines.append(repr([index[v] for v in fetches]))
     lines.append(repr(sorted((index[v], t.shape, t.dtype) for v, t in feed_types.items())))
     h.update("\n".join(lines).encode())

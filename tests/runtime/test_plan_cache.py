@@ -246,3 +246,18 @@ def test_user_glsl_random_ops_and_ints_come_back_from_the_cache(cache, monkeypat
         np.testing.assert_array_equal(fresh, cached)
     np.testing.assert_allclose(results[0][0], xb * 2.5 + 1.0, rtol=1e-6)
     assert results[1][2].dtype == np.int32 and results[1][3].dtype == bool
+
+
+def test_names_scopes_and_source_lines_are_in_the_key():
+    """They are in the kernels' headers: graphs differing only there must miss."""
+    def key(name="y", scope="s", source="a.py:1"):
+        g = ff.Graph("k")
+        x = g.add_node("placeholder", [], {"shape": (2,), "dtype": "float32"},
+                       exact_name="x", source="a.py:1")
+        y = g.add_node("relu", x.outputs, exact_name=name, scope=scope, source=source)
+        return plan_cache.plan_key(g, list(y.outputs), {x.outputs[0]: x.outputs[0].type},
+                                   (8192, 16))
+    keys = {key(), key(name="z"), key(scope="t"), key(source="a.py:2"),
+            key(source="a.py:1|[0]|x")}
+    assert len(keys) == 5
+    assert key() == key()
