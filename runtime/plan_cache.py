@@ -46,6 +46,8 @@ from .shader_cache import cache_dir
 FORMAT = 2
 _DTYPES = ("<f4", "<i4", "|b1")     # what constants hold (float32, int32, bool)
 MAX_ENTRIES = 64          # entries kept (~1.3 MB each for MobileNet, most of it weights)
+MAX_BYTES = 512 << 20     # ... and their bytes at most, least recently written out first
+MAX_ENTRY_BYTES = 64 << 20   # a graph whose lowered constants hold more is not cached
 # records an entry may hold: codegen's dataclasses (Kernel, Binding, Layout and its
 # kinds, NodeRecord, Blocking ...), named "module:class"; nothing else is made on load
 _RECORD_MODULES = "fragflow.codegen."
@@ -240,6 +242,8 @@ def store(key: str, lowered: LoweredGraph, feed_names: list, fusion_report: list
     for a in arrays:
         table.append([offset, a.dtype.str, list(a.shape)])
         offset += a.nbytes
+    if offset > MAX_ENTRY_BYTES:
+        return                  # big weights: reading them back would cost like folding
     try:
         # the .bin: its table ([offset, dtype, shape] per array) as a JSON line, then
         # the arrays' bytes
@@ -255,14 +259,22 @@ def store(key: str, lowered: LoweredGraph, feed_names: list, fusion_report: list
     _bound(directory)
 
 
-def _bound(directory: Path, keep: int | None = None) -> None:
-    """Delete the least recently written entries beyond MAX_ENTRIES."""
-    keep = MAX_ENTRIES if keep is None else keep
+def _bound(directory: Path) -> None:
+    """Delete the least recently written entries beyond MAX_ENTRIES or MAX_BYTES."""
     try:
-        entries = sorted(directory.glob("*.json"), key=lambda p: p.stat().st_mtime_ns)
-        for path in entries[:max(0, len(entries) - keep)]:
-            path.unlink(missing_ok=True)
-            path.with_suffix(".bin").unlink(missing_ok=True)
+        entries = []
+        for path in directory.glob("*.json"):
+            info = path.stat()
+            data = path.with_suffix(".bin")
+            size = info.st_size + (data.stat().st_size if data.exists() else 0)
+            entries.append((info.st_mtime_ns, size, path))
+        entries.sort(reverse=True)                      # newest first
+        total = 0
+        for count, (_, size, path) in enumerate(entries):
+            total += size
+            if count >= MAX_ENTRIES or total > MAX_BYTES:
+                path.unlink(missing_ok=True)
+                path.with_suffix(".bin").unlink(missing_ok=True)
     except OSError:
         pass
 

@@ -261,3 +261,18 @@ def test_names_scopes_and_source_lines_are_in_the_key():
             key(source="a.py:1|[0]|x")}
     assert len(keys) == 5
     assert key() == key()
+
+
+def test_the_cache_is_bounded_in_entries_and_bytes(cache, monkeypatch):
+    xb = _feed()
+    monkeypatch.setattr(plan_cache, "MAX_ENTRIES", 2)
+    for bias in (0.1, 0.2, 0.3):
+        _compile_and_run(_model(bias=bias, steps=False), xb)
+    assert len(list(cache.glob("*.json"))) == 2 and len(list(cache.glob("*.bin"))) == 2
+    two = sum(p.stat().st_size for p in cache.glob("*"))      # two entries
+    monkeypatch.setattr(plan_cache, "MAX_BYTES", two // 2 + 1)    # room for one
+    _compile_and_run(_model(bias=0.4, steps=False), xb)
+    assert len(list(cache.glob("*.json"))) == 1
+    monkeypatch.setattr(plan_cache, "MAX_ENTRY_BYTES", 8)          # weights too big
+    _compile_and_run(_model(bias=0.5, steps=False), xb)
+    assert len(list(cache.glob("*.json"))) == 1
