@@ -132,7 +132,7 @@ def blocked_conv(node, g, context, inputs, out, layouts, prefix, extra, epilogue
                   unroll=unroll_for(taps * g["C"] // (4 if fours else 1)),
                   **_helpers(x_blocks, [w] + list(extra)))
     max_size = matmul._max_texture_size(layouts, out)
-    if STITCH_FREE and stitch_free(node, out, g, layouts):
+    if STITCH_FREE and stitch_free(node):
         # the epilogue runs here and the readers read the targets (see stitch_free)
         blocking = stitch_free_blocking(g)
         blocks, names = matmul.target_operands(blocking, out, max_size, layouts)
@@ -151,9 +151,9 @@ def blocked_conv(node, g, context, inputs, out, layouts, prefix, extra, epilogue
     return [main, stitch]
 
 
-# A blocked conv2d whose every reader is a direct depthwise kernel (MobileNet's
-# pointwise layers but the first two and the last) runs no stitch: it applies its
-# epilogue itself and the depthwise kernels read its render targets
+# A blocked conv2d whose every reader is a depthwise kernel (MobileNet's pointwise
+# layers but the last) runs no stitch: it applies its epilogue itself and the
+# depthwise kernels (direct or blocked) read its render targets
 # (templates/blocks_texel.glsl.j2). A stitch costs a dependent launch on llvmpipe
 # (~30-40 us each at MobileNet's sizes, per kernel, synchronised); reading the targets
 # costs the depthwise kernel ~5 us and the epilogue the blocked kernel ~10 us.
@@ -183,7 +183,7 @@ def stitch_free_blocking(g) -> matmul.Blocking:
     return matmul.choose_blocking(1, g["N"] * g["out_count"], g["COUT"])
 
 
-def stitch_free(node, out=None, g=None, layouts=None) -> bool:
+def stitch_free(node) -> bool:
     """Whether the blocked conv2d `node` may leave its result in its render targets:
     whole output texels, not a fetched value, and read only by kernels that read the
     targets (depthwise.reads_blocks: each as its image)."""
@@ -530,7 +530,7 @@ def lower_node(node, layouts, prefix, extra=(), epilogue=None, kernel_op=None,
     blocked_first = kind == "conv" and not depthwise and d == 2 and STITCH_FREE and \
         g["C"] % 4 == 0 and math.prod(g["ksize"]) * g["C"] >= BLOCKED_FIRST_DEPTH and \
         out.layout.size * math.prod(g["ksize"]) * g["C"] >= matmul.BLOCKED_MIN_MACS and \
-        out.dtype == "float32" and stitch_free(node, out, g, layouts)
+        out.dtype == "float32" and stitch_free(node)
     blocked_first = blocked_first or (x_blocks is not None and not depthwise)
     if kind == "conv" and d == 2 and len(inputs) == 2 and not blocked_first:
         filter_node = node.inputs[1].node
