@@ -3,8 +3,9 @@ fragment per output texel (4 channels of one pixel) in the output's own layout, 
 taps unrolled, the fused epilogue (bias, activation) applied in the same kernel.
 
 codegen/conv.py asks here first, for the depthwise convolutions that do not run
-blocked (output elements x taps below matmul.BLOCKED_MIN_MACS: every depthwise layer
-of MobileNet at 96x96 but the first and third). Measured on llvmpipe (process CPU per
+blocked (output elements x taps below matmul.BLOCKED_MIN_MACS, and not read only by
+conv2d kernels that take a blocked depthwise kernel's targets: MobileNet's layers
+run blocked without a stitch, see conv.DEPTHWISE_STITCH_FREE). Measured on llvmpipe (process CPU per
 layer, chains of fused depthwise + bias + relu6, against conv.glsl.j2's generic loop,
 compiled first, i.e. on the slow side of the in-process order effect): 6x6x128 121 vs
 130 us, 12x12x64 180 vs 292 us, 3x3x256 75 vs 119 us, 24x24x16 182 vs 278 us. A
@@ -23,7 +24,6 @@ from .operands import Operand
 # Texels read with textureLod at their centre (templates/lod_texel.glsl.j2) rather than
 # texelFetch: llvmpipe's texelFetch looks up the level's size lane by lane.
 LOD_FETCH = True
-BLOCKS_FETCH = "lod"
 # Filters up to this many taps (the taps are unrolled in Jinja).
 DIRECT_MAX_TAPS = 49
 BLOCKED_TAPS = 49        # codegen/conv.py BLOCKED_DEPTHWISE_TAPS, the blocked kernel's
@@ -78,5 +78,4 @@ def direct_kernel(g: dict, context: dict, inputs, out, prefix: str, op: str, nod
     helpers = {"fetch_helpers": {b.sampler for b in bound[1:]}} if blocks else {}
     return make_kernel("depthwise_direct.glsl.j2", prefix, op, nodes, bound,
                        out, g=g, xs=context["xs"], epilogue=epilogue, epilogue_vec4=True,
-                       lod_fetch=LOD_FETCH, x_blocks=blocks, blocks_fetch=BLOCKS_FETCH,
-                       **helpers)
+                       lod_fetch=LOD_FETCH, x_blocks=blocks, **helpers)
