@@ -121,8 +121,12 @@ def plan_key(graph, fetches, feed_types: dict, limits: tuple) -> str:
         attrs = [(k, _attr_text(v, h)) for k, v in sorted(node.attrs.items())]
         lines.append(repr((node.op, node.name, node.scope, node.source,   # unambiguous
                            [index[v] for v in node.inputs], attrs)))
-    lines.append(repr([index[v] for v in fetches]))
-    lines.append(repr(sorted((index[v], t.shape, t.dtype) for v, t in feed_types.items())))
+    try:
+        lines.append(repr([index[v] for v in fetches]))
+        lines.append(repr(sorted((index[v], t.shape, t.dtype)
+                                 for v, t in feed_types.items())))
+    except KeyError:        # prune says what is wrong with it (a FetchError, ...)
+        raise Uncacheable("a fetch or feed of another graph") from None
     h.update("\n".join(lines).encode())
     return h.hexdigest()
 

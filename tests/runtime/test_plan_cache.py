@@ -276,3 +276,16 @@ def test_the_cache_is_bounded_in_entries_and_bytes(cache, monkeypatch):
     monkeypatch.setattr(plan_cache, "MAX_ENTRY_BYTES", 8)          # weights too big
     _compile_and_run(_model(bias=0.5, steps=False), xb)
     assert len(list(cache.glob("*.json"))) == 1
+
+
+@pytest.mark.parametrize("foreign", ["fetch", "feed"])
+def test_a_tensor_of_another_graph_fails_as_without_the_cache(cache, foreign):
+    """The key cannot name a tensor of another graph: prune reports it, as it does
+    with the cache off (a FragflowError, never a KeyError from the key)."""
+    g, x, _, out, _, _ = _model(steps=False)
+    other, x2, _, out2, _, _ = _model(steps=False)
+    fetches, feeds = (([out2.value], {x.value: x.value.type}) if foreign == "fetch"
+                      else ([out.value], {x2.value: x2.value.type}))
+    with pytest.raises(ff.FragflowError, match="not a tensor of graph" if foreign == "fetch"
+                       else "must be fed"):
+        driver.compile(g, fetches, feeds, "gl")
