@@ -1,15 +1,16 @@
 """Lowering fused ops: fused_elementwise renders templates/elementwise.glsl.j2 with
 several steps; fused_matmul renders templates/matmul.glsl.j2 with an epilogue
-(templates/epilogue.glsl.j2)."""
+(templates/epilogue.glsl.j2); fused_conv the conv kernels with one; fused_sum_like
+templates/fused_sum_like.glsl.j2."""
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from ..ir.ops.fused import eval_steps, infer_step
+from ..ir.ops.fused import bias_sum_dims, eval_steps, infer_step
 from ..ir.types import TensorType
 from . import elementwise
-from .common import kernel_name, output_operand
+from .common import kernel_name, make_kernel, output_operand
 from .kernel import records_of
 from .layout import broadcast_index
 from .matmul import matmul_kernel
@@ -131,6 +132,26 @@ def lower_fused_conv(node, layouts, prefix):
                            nodes=_header_nodes(node))
 
 
+def lower_fused_sum_like(node, layouts, prefix):
+    """A bias's gradient and its epilogue: one fragment per output texel walks g's rows
+    (passes/fusion.py fuses only sums small enough for that, SUM_LIKE_WORK)."""
+    out = output_operand(node.outputs[0], layouts)
+    g_val, x_val, *extra_vals = node.inputs      # x gives the shape only
+    rows, columns = bias_sum_dims(g_val.type, x_val.type)
+    g = _operand("x0", "a0", g_val.name, layouts[g_val.name], g_val.dtype)
+    extra = [_operand(f"x{k + 1}", f"e{k}", v.name, layouts[v.name], v.dtype)
+             for k, v in enumerate(extra_vals)]
+    for e in extra:
+        e.index = broadcast_index(out.layout.shape, e.layout.shape)
+    acc_type = TensorType(out.layout.shape, "float32")
+    steps, result = glsl_steps(node.attrs["steps"], ["acc"] + [e.arg for e in extra],
+                               [acc_type] + [v.type for v in extra_vals])
+    epilogue = {"operands": extra, "steps": steps, "result": result}
+    return make_kernel("fused_sum_like.glsl.j2", prefix, "fused_sum_like",
+                       _header_nodes(node), [g, *extra], out, epilogue=epilogue,
+                       rows=rows, columns=columns)
+
+
 def lanes_mode(operand) -> str:
     """How the four lanes e..e+3 (e % 4 == 0) of an output texel read an epilogue
     operand through its broadcast index: "texel" when they read one aligned texel of it
@@ -167,6 +188,8 @@ def lower_node(node, layouts, prefix):
         return lower_fused_matmul(node, layouts, prefix)
     if node.op == "fused_conv":
         return lower_fused_conv(node, layouts, prefix)
+    if node.op == "fused_sum_like":
+        return lower_fused_sum_like(node, layouts, prefix)
     return lower_fused_elementwise(node, layouts, prefix)
 
 

@@ -2,7 +2,8 @@
 
 fuse_epilogues: a matmul, conv2d or depthwise_conv2d followed by a chain of
 elementwise ops on its result (bias add, activation...) becomes one fused_matmul /
-fused_conv whose kernel applies the chain as an epilogue. The chain may pass through
+fused_conv whose kernel applies the chain as an epilogue; so does a small bias
+gradient (sum_like) followed by its optimizer update (fused_sum_like). The chain may pass through
 reshapes (they keep row-major order: operands of the reshaped shape are read as the
 head's shape), and takes in the elementwise producers of its other operands that
 nothing else uses (a ReLU's gradient mask, greater(y, 0), computed in the kernel that
@@ -19,7 +20,7 @@ binding more does not link). Every candidate turned down is reported with why â€
 silent non-fusion is a known pain of TensorFlow's remapper."""
 from __future__ import annotations
 
-from ..ir.ops.fused import HEADS
+from ..ir.ops.fused import HEADS, bias_sum_dims
 from ..ir.ops.registry import get_op
 from .rewrite import consumers, rebuild
 from .split_wide import DEFAULT_TEXTURE_UNITS
@@ -30,6 +31,14 @@ MAX_STEPS = 32
 # MAX_TARGETS): an epilogue's operands are bound after those 8 textures.
 HEAD_TEXTURES = 8
 NOT_STEPS = {"fill", "range", "linspace", "assign"}    # no operands / writes state
+# A bias's gradient (sum_like over the leading axes) takes an epilogue (its optimizer
+# update) where one fragment can walk its rows: at most SUM_LIKE_ROWS rows and
+# SUM_LIKE_WORK elements; longer sums stay reduction trees (and the update a kernel of
+# its own). Measured on W13 (llvmpipe, profile): 64 rows of 10 and of 32, 0.09 and
+# 0.07 -> 0.03 ms; 1024 of 16, 0.08 -> 0.065 ms; but 4096 of 8 (two fragments walking
+# 4096 rows each) 0.15 -> 0.19 ms.
+SUM_LIKE_WORK = 1 << 16
+SUM_LIKE_ROWS = 1024
 # views an epilogue passes through: row-major order kept, so element i of the head's
 # result is element i of theirs
 EPILOGUE_VIEWS = frozenset({"reshape", "reshape_like"})
@@ -151,7 +160,7 @@ def fuse_epilogues(graph, report, max_texture_units: int = DEFAULT_TEXTURE_UNITS
     claimed: set = set()           # nodes some epilogue computes
     chains: dict = {}              # last node of a chain -> (head, members)
     for node in graph.nodes:
-        if node.op in HEADS and node.outputs[0].dtype == "float32" and node not in claimed:
+        if _takes_epilogue(node) and node not in claimed:
             members = _epilogue_chain(node, users, fetched, report, max_texture_units,
                                       claimed)
             if members:
@@ -183,7 +192,10 @@ def fuse_epilogues(graph, report, max_texture_units: int = DEFAULT_TEXTURE_UNITS
         name = node.name if tail_shape == shape else f"{node.name}/before_reshape"
         common = dict(exact_name=name, scope=node.scope, source=node.source)
         provenance = member_provenance([head, *members])
-        if head.op == "matmul":
+        if head.op == "sum_like":
+            fused = new.add_node("fused_sum_like", operands,
+                                 {"steps": steps, "nodes": provenance}, **common)
+        elif head.op == "matmul":
             fused = new.add_node(
                 "fused_matmul", operands,
                 {"steps": steps, "transpose_a": head.attrs["transpose_a"],
@@ -202,6 +214,20 @@ def fuse_epilogues(graph, report, max_texture_units: int = DEFAULT_TEXTURE_UNITS
 
     skip = {n for head, members in chains.values() for n in (head, *members[:-1])}
     return rebuild(graph, transform, skip)
+
+
+def _takes_epilogue(node) -> bool:
+    """A head: a float32 matmul / conv, or a bias's gradient small enough for one
+    fragment per output texel (fused_sum_like)."""
+    if node.outputs[0].dtype != "float32":
+        return False
+    if node.op in HEADS:
+        return True
+    if node.op != "sum_like":
+        return False
+    dims = bias_sum_dims(node.inputs[0].type, node.inputs[1].type)
+    return dims is not None and dims[0] <= SUM_LIKE_ROWS and \
+        dims[0] * dims[1] <= SUM_LIKE_WORK
 
 
 def _broadcasts_to(shape, target) -> bool:
@@ -326,6 +352,10 @@ def _epilogue_chain(head, users, fetched, report, max_texture_units, claimed) ->
         if consumer.outputs[0].shape != shape:
             report.append(f"rejected {consumer.op} '{consumer.name}' for {where}: it "
                           f"broadcasts the result to {consumer.outputs[0].type}")
+            break
+        if consumer.outputs[0].dtype != "float32":      # the kernels write float32
+            report.append(f"rejected {consumer.op} '{consumer.name}' for {where}: its "
+                          f"result is {consumer.outputs[0].dtype}")
             break
         if len(members) >= MAX_STEPS or not take(consumer, shape):
             break

@@ -5,6 +5,8 @@
 - fused_matmul(a, b, *extra) {transpose_a, transpose_b, steps}: matmul with an
   elementwise epilogue over (matmul result, *extra) — bias add and activation, or any
   elementwise DAG the fusion pass folds in (ff.fused.matmul makes one too).
+- fused_conv(x, w, *extra) and fused_sum_like(g, x, *extra): the same with a
+  convolution or a bias's gradient (sum_like) first.
 
 steps is a tuple of (op, attrs, args); attrs a tuple of (name, value) pairs; each arg
 ("in", k) — the k-th operand — or ("step", j) — an earlier step's result. The last
@@ -119,6 +121,36 @@ register(OpDef("fused_conv", "fused", _fused_conv_type, _fused_conv_ref,
                tf="_FusedConv2D / FusedDepthwiseConv2dNative"))
 
 
+# fused_sum_like(g, x, *extra) {steps}: sum_like(g, x) (a bias's gradient: g summed
+# over its leading axes down to x's one axis) with an elementwise epilogue, like
+# fused_matmul: an optimizer's update of the bias in the kernel that sums its gradient
+# (passes/fusion.py makes it where the sum is small enough for one kernel).
+def bias_sum_dims(g_type, x_type):
+    """(rows, columns) where sum_like(g, x) sums a static g over all its leading axes
+    down to x's one axis (a bias's gradient), else None."""
+    if not (g_type.is_static and x_type.is_static) or x_type.rank != 1 or \
+            g_type.rank < 2 or g_type.shape[-1] != x_type.shape[0]:
+        return None
+    return g_type.size // x_type.shape[0], x_type.shape[0]
+
+
+def _fused_sum_like_type(types, attrs):
+    acc = get_op("sum_like").infer_types(types[:2], {})[0]
+    return eval_steps(attrs["steps"], [acc, *types[2:]], infer_step)
+
+
+def _fused_sum_like_ref(arrays, attrs):
+    acc = get_op("sum_like").run_reference(arrays[:2], {})[0]
+    return eval_steps(attrs["steps"], [acc, *arrays[2:]], reference_step)
+
+
+register(OpDef("fused_sum_like", "fused", _fused_sum_like_type, _fused_sum_like_ref,
+               attrs={"steps": REQUIRED, "nodes": ()}, hidden_attrs=("nodes",),
+               doc="sum_like (a bias's gradient) with an elementwise epilogue (its "
+                   "update) in one kernel.",
+               tf="— (BiasAddGrad + the update)"))
+
+
 def fused_conv(conv_op, x, w, extra, steps, conv_attrs, nodes=(), name=None):
     return apply("fused_conv", [x, w, *extra],
                  {"conv_op": conv_op, "conv_attrs": tuple(sorted(conv_attrs.items())),
@@ -143,5 +175,7 @@ def decompose(node):
     elif node.op == "fused_conv":
         acc = apply(node.attrs["conv_op"], operands[:2], dict(node.attrs["conv_attrs"]))
         operands = [acc, *operands[2:]]
+    elif node.op == "fused_sum_like":
+        operands = [apply("sum_like", operands[:2]), *operands[2:]]
     return eval_steps(node.attrs["steps"], operands,
                       lambda op, attrs, args: apply(op, args, attrs or None))

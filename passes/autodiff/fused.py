@@ -6,10 +6,17 @@ from ...ir.ops.fused import decompose
 from .registry import gradient
 
 
-@gradient("fused_elementwise", "fused_matmul", "fused_conv")
+@gradient("fused_elementwise", "fused_matmul", "fused_conv", "fused_sum_like")
 def _fused(node, dy):
     from .engine import gradients
     value = decompose(node)
     inputs = list(node.inputs)
     grads = gradients([value], inputs, grad_ys=[dy])
-    return grads
+    # a value read twice (fused_sum_like(g, b, lr, b): b gives the shape and is an
+    # operand) has its whole gradient in each slot: count it once
+    seen: set = set()
+    once = []
+    for v, grad in zip(inputs, grads):
+        once.append(None if v in seen else grad)
+        seen.add(v)
+    return once

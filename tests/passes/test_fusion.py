@@ -368,3 +368,95 @@ def test_a_shared_producer_stays_out_of_the_epilogue(gl):
     assert "rejected producer greater 'mask'" in report and "also used by" in report, report
     for a_, e in zip(got, want):
         assert_matches(a_, e, rtol=1e-5, atol=1e-6)
+
+
+# -- a bias's update in the kernel that sums its gradient (fused_sum_like) -------------
+def _bias_update_graph(g_shape, nan=False):
+    from fragflow.frontend.tensor import wrap
+    from fragflow.ir.ops.autodiff_ops import sum_like
+    c = g_shape[-1]
+    g = ff.Graph()
+    with g.as_default():
+        grad = ff.placeholder(g_shape, name="grad")
+        b = ff.placeholder((c,), name="b")
+        summed = wrap(sum_like(grad.value, b.value))
+        updated = ff.relu(b - 0.05 * summed)         # an update and an activation
+    values = rng.standard_normal(g_shape).astype(np.float32)
+    if nan:
+        values.reshape(-1, c)[0, 0] = np.nan
+    return g, grad, b, updated, values, rng.standard_normal(c).astype(np.float32)
+
+
+@pytest.mark.parametrize("g_shape", [(64, 10), (7, 3), (5, 2, 3, 8), (1, 5), (1000, 6),
+                                     (64, 1)])
+def test_a_bias_update_runs_in_the_kernel_that_sums_its_gradient(gl, g_shape):
+    g, grad, b, updated, gv, bv = _bias_update_graph(g_shape, nan=g_shape == (7, 3))
+    sess, fused, plain = compile_both(g, [updated], [grad, b])
+    with sess:
+        (got,), (want,) = fused(gv, bv), plain(gv, bv)
+        ops = [kernel.op for kernel in fused.kernels]
+    assert ops == ["fused_sum_like"], ops
+    assert_matches(got, want, rtol=1e-5, atol=1e-6)
+    rows = gv.reshape(-1, g_shape[-1]).astype(np.float64)
+    expect = np.maximum(bv - 0.05 * rows.sum(axis=0), 0)
+    if g_shape == (7, 3):
+        assert np.isnan(got[0])               # NaN in the gradient's column 0
+        expect[0] = np.nan
+    assert_matches(got, expect.astype(np.float32), rtol=1e-5, atol=1e-6)
+
+
+def test_a_long_bias_gradient_stays_a_reduction_tree(gl):
+    """Past SUM_LIKE_ROWS rows one fragment's walk would be the slow part: the sum
+    stays a tree of passes and the update a kernel of its own."""
+    g, grad, b, updated, gv, bv = _bias_update_graph((4096, 8))
+    sess, fused, plain = compile_both(g, [updated], [grad, b])
+    with sess:
+        (got,), (want,) = fused(gv, bv), plain(gv, bv)
+        ops = [kernel.op for kernel in fused.kernels]
+    assert "fused_sum_like" not in ops and "sum_like" in ops, ops
+    assert_matches(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_sgd_updates_biases_in_their_gradients_kernels(gl):
+    """An SGD step of a dense layer: the bias's update joins its gradient's sum, and
+    the variables after two steps equal the numpy executor's."""
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((9, 6), name="x")
+        w = ff.Variable(rng.standard_normal((6, 5)).astype(np.float32), name="w")
+        bias = ff.Variable(rng.standard_normal(5).astype(np.float32), name="bias")
+        loss = ff.reduce_mean(ff.square(ff.tanh(x @ w + bias)))
+        step = ff.optim.SGD(0.1).minimize(loss)
+    xb = rng.standard_normal((9, 6)).astype(np.float32)
+    gl_sess, np_sess = ff.Session(g), ff.Session(g, backend="numpy")
+    fn = gl_sess.compile([step, loss], feeds=[x])
+    for _ in range(2):
+        fn(xb)
+        np_sess.run([step, loss], {x: xb})
+    assert "fused_sum_like" in [kernel.op for kernel in fn.kernels]
+    for v in (w, bias):
+        assert_matches(gl_sess.get(v), np_sess.get(v), rtol=1e-5, atol=1e-6)
+
+
+def test_a_compiled_bias_update_differentiates(gl):
+    """fused_sum_like's gradient is its ops' (sum_like, then the steps): the compiled
+    graph's gradient equals the original graph's, to second order."""
+    g, grad, b, updated, gv, bv = _bias_update_graph((6, 4))
+    bv = bv + 10.0                     # the relu passes: every gradient is nonzero
+    with ff.Session(g) as sess:
+        fn = sess.compile([updated], feeds=[grad, b])
+        fn(gv, bv)
+        compiled = fn.graph
+    assert "fused_sum_like" in {n.op for n in compiled.nodes}
+    with compiled.as_default():
+        cg, cb = (ff.Tensor(compiled.value(n)) for n in ("grad", "b"))
+        y = ff.Tensor(compiled.outputs[0])
+        first = ff.gradients(ff.sum(y * y), [cg, cb])
+        second = ff.gradients(ff.sum(first[0] * first[0]), [cg])
+    with g.as_default():
+        first_o = ff.gradients(ff.sum(updated * updated), [grad, b])
+        second_o = ff.gradients(ff.sum(first_o[0] * first_o[0]), [grad])
+    got = ff.Session(compiled).run([*first, *second], {cg: gv, cb: bv})
+    want = ff.Session(g, backend="numpy").run([*first_o, *second_o], {grad: gv, b: bv})
+    for a_, e in zip(got, want):
+        assert_matches(a_, e, rtol=1e-5, atol=1e-6)
