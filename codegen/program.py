@@ -14,6 +14,11 @@ def getter_name(input_name: str) -> str:
     return input_name[:1].upper() + input_name[1:]
 
 
+def user_glsl(attrs) -> str:
+    """The user's GLSL as a gpgpu_program kernel holds it (Kernel.user_code's text)."""
+    return textwrap.dedent(attrs["glsl"]).rstrip()
+
+
 def lower_node(node, layouts, prefix):
     attrs = node.attrs
     out = output_operand(node.outputs[0], layouts)
@@ -29,7 +34,7 @@ def lower_node(node, layouts, prefix):
     declared = dict(attrs["uniforms"])
     values = dict(attrs["uniform_values"])
     uniforms = {name: (glsl_type, values[name]) for name, glsl_type in declared.items()}
-    glsl = textwrap.dedent(attrs["glsl"]).rstrip()
+    glsl = user_glsl(attrs)
     # shapes are all known now: a loop bound made of them may run past llvmpipe's limit
     check_program_loops(attrs, [v.shape for v in node.inputs], out_shape, node.source)
     return make_kernel("program.glsl.j2", prefix, attrs["name"], [node], inputs, out,

@@ -113,6 +113,7 @@ def _cached_plan(entry, graph, fetches, feed_types, backend, variables, initial)
     """A plan from the plan cache's entry: the passes run only if someone asks for the
     compiled graph (plan.graph)."""
     lowered, feed_names, report = entry
+    plan_cache.check_user_code(lowered, graph)
     plan = backend.build_plan(None, variables, initial, lowered_graph=lowered)
     plan.compile_graph = lambda: optimize(graph, fetches, feed_types,
                                           max_texture_units=backend.max_texture_units).graph

@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from ..codegen.kernel import Kernel, LoweredGraph
+from ..codegen.program import user_glsl
 from ..ir import sanitize
 from .shader_cache import cache_dir
 
@@ -283,6 +284,32 @@ def _bound(directory: Path) -> None:
         pass
 
 
+def _user_lines(kernel) -> range:
+    """The lines of kernel.source that its record says are the user's GLSL, which the
+    sanitiser's check skips: only where they hold exactly the record's text (and
+    check_user_code makes sure that text is one of the graph's gpgpu_programs')."""
+    if kernel.user_code is None:
+        return range(0)
+    _, first, text = kernel.user_code
+    if type(first) is not int or first < 1 or not isinstance(text, str):
+        raise ValueError("a kernel's user code is not (program, first line, text)")
+    lines = text.split("\n")
+    if kernel.source.split("\n")[first - 1:first - 1 + len(lines)] != lines:
+        raise ValueError("a kernel's user code is not on the lines its record says")
+    return range(first, first + len(lines))
+
+
+def check_user_code(lowered: LoweredGraph, graph) -> None:
+    """ValueError unless the user GLSL of every kernel of a loaded entry is that of one
+    of graph's gpgpu_program nodes (the graph being compiled, which the key names):
+    the sanitiser's check skips those lines, so they must be the user's own."""
+    claimed = [k.user_code[2] for k in lowered.kernels if k.user_code is not None]
+    if claimed:
+        own = {user_glsl(n.attrs) for n in graph.nodes if n.op == "gpgpu_program"}
+        if not own.issuperset(claimed):
+            raise ValueError("a kernel's user code is no gpgpu_program's of this graph")
+
+
 def load(key: str):
     """(LoweredGraph, feed_names, fusion_report) of the entry, or None: no entry, or
     one that cannot be used (ignored with a warning; the caller compiles again)."""
@@ -303,10 +330,7 @@ def load(key: str):
         for kernel in lowered.kernels:
             if not isinstance(kernel, Kernel) or not isinstance(kernel.source, str):
                 raise ValueError("a step that is not a kernel")
-            user = kernel.user_code
-            sanitize.check_shader(kernel.source,
-                                  range(user[1], user[1] + user[2].count("\n") + 1)
-                                  if user else range(0))
+            sanitize.check_shader(kernel.source, _user_lines(kernel))
         feed_names = [(int(i), int(j), str(name)) for i, j, name in doc["feed_names"]]
         report = [str(line) for line in doc["fusion_report"]]
     except Exception as exc:       # noqa: BLE001 - any broken entry is only a miss

@@ -290,3 +290,53 @@ def test_a_tensor_of_another_graph_fails_as_without_the_cache(cache, foreign):
     with pytest.raises(ff.FragflowError, match="not a tensor of graph" if foreign == "fetch"
                        else "must be fed"):
         driver.compile(g, fetches, feeds, "gl")
+
+
+def _affine_model():
+    affine = ff.gpgpu_program(
+        name="affine_claimed", inputs=["a"], output=lambda a: (a.shape, a.dtype),
+        glsl="""
+            setOutput(getAAtOutCoords() * 3.0 - 1.0);
+        """, reference=lambda a: a * 3.0 - 1.0)
+    g = ff.Graph("claimed")
+    with g.as_default():
+        x = ff.placeholder((4, 6), "float32", name="x")
+        y = ff.exp(affine(x))
+    return g, x, y
+
+
+def _claim_user_code(path, how):
+    """Rewrite the entry so that its shader text holds a directive the sanitiser's check
+    refuses, on lines its record says are the user's GLSL (which the check skips)."""
+    doc = json.loads(path.read_text())
+    kernels = [s["tuple"][1] for s in doc["lowered"]["steps"] if s["tuple"][0] == "kernel"]
+    fields = next(k["fields"] for k in kernels if (k["fields"]["user_code"] is not None)
+                  == (how == "other user text"))
+    source = fields["source"].split("\n")
+    if how == "lines not the user's":       # a kernel with no user code claims them all
+        source.insert(1, "#define FF_CLAIMED 1")     # compiles: nothing else stops it
+        fields["user_code"] = {"tuple": ["evil", 1, "\n" * len(source)]}
+    else:                                   # the user's lines swapped for other text
+        name, first, text = fields["user_code"]["tuple"]
+        count = text.count("\n") + 1
+        evil = "#define getAAtOutCoords() 42.0\n" + text
+        source[first - 1:first - 1 + count] = evil.split("\n")
+        fields["user_code"] = {"tuple": [name, first, evil]}
+    fields["source"] = "\n".join(source)
+    path.write_text(json.dumps(doc))
+
+
+@pytest.mark.parametrize("how", ["lines not the user's", "other user text"])
+def test_only_the_graphs_own_user_glsl_skips_the_sanitisers_check(cache, monkeypatch,
+                                                                   how):
+    g, x, y = _affine_model()
+    xb = np.random.default_rng(3).standard_normal((4, 6)).astype(np.float32)
+    with ff.Session(g) as sess:
+        first = sess.run(y, {x: xb})
+    (entry,) = cache.glob("*.json")
+    _claim_user_code(entry, how)
+    with pytest.warns(UserWarning, match="plan cache.*user"):
+        with ff.Session(g) as sess:
+            again = sess.run(y, {x: xb})
+    np.testing.assert_allclose(first, np.exp(xb * 3.0 - 1.0), rtol=1e-5)
+    np.testing.assert_array_equal(first, again)
