@@ -62,6 +62,7 @@ def compile(graph: Graph, fetches, feed_types: dict, backend="gl", variables=Non
     random ops draw from); give it back with backend.release_plan(plan)."""
     if isinstance(backend, str):
         backend = get_backend(backend)
+    fetches = list(fetches)         # read by the plan cache's key, then by prune
     with backend.lock:
         if variables is None:
             variables = backend.variables()

@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 import fragflow as ff
+from fragflow.ir.ops.state import RUN_COUNTER
 from fragflow.runtime import driver, plan_cache
+from fragflow.runtime.backend import get_backend
 
 
 @pytest.fixture
@@ -340,3 +342,23 @@ def test_only_the_graphs_own_user_glsl_skips_the_sanitisers_check(cache, monkeyp
             again = sess.run(y, {x: xb})
     np.testing.assert_allclose(first, np.exp(xb * 3.0 - 1.0), rtol=1e-5)
     np.testing.assert_array_equal(first, again)
+
+
+def test_fetches_given_as_an_iterator_are_all_computed(cache):
+    """The key reads the fetches once: the compile must still see all of them."""
+    g, x, _, out, loss, _ = _model(steps=False)
+    xb = _feed()
+    backend = get_backend("gl")
+    with backend.lock:
+        plan = driver.compile(g, iter([out.value, loss.value]), {x.value: x.value.type},
+                              backend)
+        try:
+            got = plan.run({plan.feed_names[x.value]: xb,
+                            RUN_COUNTER: np.array(0, np.int32)})
+        finally:
+            backend.release_plan(plan)
+            plan.variables.release()
+    want = ff.Session(g, backend="numpy").run([out, loss], {x: xb})
+    assert len(got) == 2
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
