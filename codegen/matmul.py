@@ -59,6 +59,12 @@ SPLIT_MAX = 16           # the stitch reads every split's partial sum
 # pays: each fragment then reads adjacent texels, in order (see packed_kernels).
 PACKED_MIN_MACS = 1 << 22
 PACKED_OFFSETS = True
+# B's panel holds 4 k of one column a texel ("columns": acc += a * mat4(4 columns))
+# even where its rows are whole texels ("k": acc += a[j] * texel, 4 updates of each
+# accumulator per step): W3's packed kernel, in-process, process CPU, 155-157 ->
+# 134-137 ms (its pack 3.1 -> 4.9 ms: 4 element reads a texel), the sums in another
+# order (max |error| vs float64 2.1e-4 -> 1.1e-4).
+PACKED_B_COLUMNS = True
 PLAIN_LOD_FETCH = True
 PACKED_UNROLL = 4
 
@@ -295,7 +301,7 @@ def b_panel(blocking, k, n, tb, batch, k4, batch_stride=None) -> Panel:
     common = dict(batch=batch, groups=blocking.col_slab, slab=blocking.col_slab,
                   lanes=4 * blocking.cols, k4=k4,
                   batch_stride=k * n if batch_stride is None else batch_stride)
-    if tb or n % 4:
+    if tb or n % 4 or PACKED_B_COLUMNS:
         return Panel("columns", rows=n, cols=k, row_stride=k if tb else 1,
                      col_stride=1 if tb else n, **common)
     return Panel("k", rows=k, cols=n, row_stride=n, col_stride=1, **common)
@@ -337,7 +343,7 @@ def packed_kernels(prefix, op, nodes, layouts, out, blocking, a_panel, a_source,
     # worked out once): B's 4 CT texels of a step; A's R texels of a step (packed) or
     # its rows' `unroll` steps (in place). A run must not cross a texture row. CPU time
     # of W3's packed kernel (1024^3, in-process): 185 ms -> 175 (unroll 4 as well)
-    b_offsets = PACKED_OFFSETS and b_panel_.kind == "k" and 4 * blocking.cols <= 8 and \
+    b_offsets = PACKED_OFFSETS and 4 * blocking.cols <= 8 and \
         _pow2(b_layout.width) and b_layout.width % (4 * blocking.cols) == 0
     a_offsets = PACKED_OFFSETS and (
         _pow2(a_layout.width) and a_layout.width % blocking.rows == 0 and blocking.rows <= 8
