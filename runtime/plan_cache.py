@@ -7,9 +7,10 @@ key below takes ~3 ms and a hit ~5-10 ms to load.
 
 The key is a hash of everything the lowering depends on: the graph as built (every
 node's op, name, scope, source line, inputs and attrs, arrays by their bytes), the
-fetches, the feeds' types, the device's limits, the FRAGFLOW_* environment and
-fragflow's own code (each source and template file's path, size and modification
-time), so a changed graph, attr, feed type or fragflow edit misses. A graph with an
+fetches, the feeds' types, the device's limits, the FRAGFLOW_* environment, numpy's
+and Python's versions and the code a compile runs (each source and template file of
+the ir, passes, codegen and runtime packages: path, size and modification time), so a
+changed graph, attr, feed type or fragflow edit misses. A graph with an
 attr of a kind the key cannot describe is not cached. (Custom gradients, Python
 functions, are not in the key: ff.gradients calls them when the graph is built, and
 the graph holds what they made; no pass calls them.) Module-level settings and
@@ -17,12 +18,13 @@ functions replaced at run time (tests do) are not in the key: that is why the ca
 is opt-in.
 
 Entries are JSON (the lowered graph; kernels and their layouts as tagged records) and
-a .bin of its constants' bytes (float32, int32 or bool, as the JSON's table says):
+a .bin of its constants' bytes (float32, int32 or bool, as its first line's table says):
 loading one runs no code and makes no object but codegen's records. A
 file that cannot be read, does not parse, or does not hold what an entry holds is
 ignored with a warning and the graph compiled again (and the entry rewritten); loaded
-shader sources go through the sanitiser's check as generated ones do. Like Jinja's
-bytecode cache, the directory is used only when it is this user's alone.
+shader sources go through the sanitiser's check as generated ones do, which skips only
+lines holding a gpgpu_program's GLSL of the graph being compiled (check_user_code).
+Like Jinja's bytecode cache, the directory is used only when it is this user's alone.
 """
 from __future__ import annotations
 
