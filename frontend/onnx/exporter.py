@@ -465,6 +465,24 @@ def _one_hot(w, node, x):
     return w.one("Cast", [y], _name(node), to=_dtype_enum(node.outputs[0].dtype))
 
 
+@export_rule("sparse_softmax_cross_entropy")
+def _sparse_softmax_cross_entropy(w, node, x):
+    """-log_softmax(logits)[label] per example, NaN where the label is out of range
+    (fragflow's op; ONNX's SoftmaxCrossEntropyLoss would reject such labels):
+    LogSoftmax, GatherElements at the label clipped into range, then a Where."""
+    base = _name(node)
+    classes = node.inputs[0].shape[-1]
+    log_p = w.one("LogSoftmax", [x[0]], base, axis=-1)
+    label = w.one("Cast", [x[1]], base, to=require_onnx().TensorProto.INT64)
+    valid = w.one("And", [w.one("GreaterOrEqual", [label, w.const(np.int64(0))], base),
+                          w.one("Less", [label, w.const(np.int64(classes))], base)], base)
+    safe = w.one("Where", [valid, label, w.const(np.int64(0))], base)
+    picked = w.one("GatherElements", [log_p, w.one("Unsqueeze", [safe, w.ints([-1], "axes")],
+                                                   base)], base, axis=-1)
+    loss = w.one("Neg", [w.one("Squeeze", [picked, w.ints([-1], "axes")], base)], base)
+    return w.one("Where", [valid, loss, w.const(np.float32(np.nan))], base)
+
+
 @export_rule("gather_nd")
 def _gather_nd(w, node, x):
     index = w.one("Cast", [x[1]], _name(node), to=require_onnx().TensorProto.INT64)

@@ -121,3 +121,20 @@ def test_more_ops_round_trip_through_onnxruntime():
     got = ort_run(ff.onnx.export(outs, [x, v, idx]), {p.name: a for p, a in feeds.items()})
     for a, b in zip(got, expected):
         assert_close(a, b)
+
+
+def test_sparse_softmax_cross_entropy_exports_with_nan_for_bad_labels():
+    """The fused loss op exports as LogSoftmax + GatherElements + Where, NaN where a
+    label is out of range as on fragflow (and a -inf logit of another class harmless)."""
+    g = ff.Graph()
+    with g.as_default():
+        z = ff.placeholder((5, 7), name="z")
+        y = ff.placeholder((5,), "int32", name="y")
+        loss = ff.sparse_softmax_cross_entropy_with_logits(labels=y, logits=z)
+    logits = randn(5, 7)
+    logits[1, 0] = -np.inf
+    labels = np.array([3, 2, 7, -1, 6], np.int32)
+    expected = ff.Session(g, backend="numpy").run(loss, {z: logits, y: labels})
+    (got,) = ort_run(ff.onnx.export(loss, [z, y]), {"z": logits, "y": labels})
+    assert np.isnan(got[2:4]).all() and np.isfinite(got[[0, 1, 4]]).all()
+    assert_close(got, expected)
