@@ -28,6 +28,7 @@ Like Jinja's bytecode cache, the directory is used only when it is this user's a
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -251,6 +252,7 @@ def store(key: str, lowered: LoweredGraph, feed_names: list, fusion_report: list
         offset += a.nbytes
     if offset > MAX_ENTRY_BYTES:
         return                  # big weights: reading them back would cost like folding
+    temporary = None
     try:
         # the .bin: its table ([offset, dtype, shape] per array) as a JSON line, then
         # the arrays' bytes
@@ -259,9 +261,14 @@ def store(key: str, lowered: LoweredGraph, feed_names: list, fusion_report: list
                              (".json", json.dumps(doc).encode())):   # the JSON last
             with tempfile.NamedTemporaryFile(dir=directory, delete=False,
                                              prefix=".tmp-") as f:
+                temporary = f.name
                 f.write(data)
-            os.replace(f.name, directory / (key + suffix))
+            os.replace(temporary, directory / (key + suffix))
+            temporary = None
     except OSError:
+        if temporary is not None:          # nothing else would ever delete it
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
         return
     _bound(directory)
 

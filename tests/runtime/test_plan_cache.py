@@ -362,3 +362,17 @@ def test_fetches_given_as_an_iterator_are_all_computed(cache):
     assert len(got) == 2
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_a_failed_write_leaves_no_temporary_file(cache, monkeypatch):
+    """A full disk (or any OSError) while writing an entry skips the entry and removes
+    what it had written: nothing bounds stray temporary files."""
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(plan_cache.os, "replace", full)
+    xb = _feed()
+    got, _, _ = _compile_and_run(_model(steps=False), xb)
+    assert list(cache.iterdir()) == []
+    g, x, _, out, loss, _ = _model(steps=False)
+    want = ff.Session(g, backend="numpy").run([out, loss], {x: xb})
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-6)
