@@ -25,8 +25,9 @@ def _check(values, what):
         raise GraphError(f"{what} come from different graphs")
 
 
-def _between(ys, xs, stops) -> set:
-    """Nodes on some path from an x to a y (not through a stop or a non-float value).
+def _between(ys, xs, stops, through_xs: bool = True) -> set:
+    """Nodes on some path from an x to a y (not through a stop or a non-float value;
+    through another x only when through_xs).
 
     Iterative on purpose: a graph's nodes are in creation order, which is a
     topological order, so one forward sweep finds what reaches an x and one explicit
@@ -46,13 +47,16 @@ def _between(ys, xs, stops) -> set:
         reaches_x[node] = get_op(node.op).differentiable and \
             any(reaches(v) for v in node.inputs)
 
+    # An x may itself depend on another x (gradients(loss, [h, x]) with h = f(x)): the
+    # walk goes on through it, so x gets the gradient through h too, as in TensorFlow.
     needed, stack = set(), list(ys)
     while stack:
         value = stack.pop()
-        if value in x_set or value in stops:
+        if value in stops or (value in x_set and not through_xs) or \
+                (value not in x_set and value.dtype != "float32"):
             continue
         node = value.node
-        if node in needed or not reaches(value):
+        if node in needed or not reaches_x.get(node, False):
             continue
         needed.add(node)
         stack.extend(node.inputs)
@@ -64,8 +68,13 @@ def _sum(values):
     return values[0] if len(values) == 1 else _ew.add_n(values)
 
 
-def gradients(ys, xs, grad_ys=None, stop_gradients=(), unconnected="none"):
-    """One gradient per x of sum(ys) (weighted by grad_ys when given)."""
+def gradients(ys, xs, grad_ys=None, stop_gradients=(), unconnected="none",
+              through_xs: bool = True):
+    """One gradient per x of sum(ys) (weighted by grad_ys when given).
+
+    through_xs=False: partial derivatives, each x held as an independent variable (a
+    fused node's rule wants this: the engine that called it sends each input's
+    gradient on to the inputs it depends on)."""
     ys, xs = list(ys), list(xs)
     _check(ys + xs, "ys and xs")
     if unconnected not in ("none", "zero"):
@@ -79,7 +88,7 @@ def gradients(ys, xs, grad_ys=None, stop_gradients=(), unconnected="none"):
     if len(grad_ys) != len(ys):
         raise GradientError(f"{len(grad_ys)} grad_ys for {len(ys)} ys")
     stops = set(stop_gradients or ())
-    needed = _between(ys, xs, stops)
+    needed = _between(ys, xs, stops, through_xs)
     pending: dict = {}          # value -> [gradient contributions]
     for k, (y, dy) in enumerate(zip(ys, grad_ys)):
         if y.dtype != "float32":

@@ -11,7 +11,7 @@ def _fused(node, dy):
     from .engine import gradients
     value = decompose(node)
     inputs = list(node.inputs)
-    grads = gradients([value], inputs, grad_ys=[dy])
+    grads = gradients([value], inputs, grad_ys=[dy], through_xs=False)
     # a value read twice (fused_sum_like(g, b, lr, b): b gives the shape and is an
     # operand) has its whole gradient in each slot: count it once
     seen: set = set()

@@ -25,6 +25,25 @@ def test_several_paths_to_one_tensor_are_summed():
     assert any(n.op == "add_n" for n in g.nodes)
 
 
+def test_an_x_that_depends_on_another_x_passes_its_gradient_on():
+    """gradients(loss, [h, x]) with h = f(x): x's gradient is the total one, through h
+    and around it, as tf.gradients gives; h's is the one at h."""
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((3,), name="x")
+        h = ff.tanh(x)
+        loss = ff.sum(ff.square(h) + x * h)
+        dh, dx = ff.gradients(loss, [h, x])
+        (dx_alone,) = ff.gradients(loss, [x])
+    xb = np.array([0.1, -0.5, 2.0], np.float32)
+    got_h, got_x, want_x = run([dh, dx, dx_alone], {x: xb}, g)
+    x64 = xb.astype(np.float64)
+    t = np.tanh(x64)
+    np.testing.assert_allclose(got_h, 2 * t + x64, rtol=1e-6)
+    np.testing.assert_allclose(got_x, (2 * t + x64) * (1 - t * t) + t, rtol=1e-5)
+    np.testing.assert_array_equal(got_x, want_x)
+
+
 def test_value_and_gradients_and_vjp():
     g = ff.Graph()
     with g.as_default():
