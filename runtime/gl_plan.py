@@ -277,7 +277,14 @@ class GLPlan:
     def run_observed(self, feeds: dict, observer) -> list:
         """run() with an observer (None: nobody) told what each phase and kernel costs,
         and able to look at every kernel's output (profiling, debug mode). Observed
-        runs are slower: they wait for the GPU after every step."""
+        runs are slower: they wait for the GPU after every step.
+
+        Runs inside the device's GL section (re-entrant: a Session's run already holds
+        it), so a plan is right from any thread, whoever calls it."""
+        with self.device.gl:
+            return self._run_in_section(feeds, observer)
+
+    def _run_in_section(self, feeds: dict, observer) -> list:
         start = time.perf_counter()
         for name, slot, layout, staging in self._uploads:
             slot.texture.upload(to_texels(feeds[name], layout, staging))

@@ -5,6 +5,7 @@ Its semantics match the GL plan's: reads of a variable see its value from the st
 the run; assigns take effect when the run ends."""
 from __future__ import annotations
 
+import threading
 import time
 from types import SimpleNamespace
 
@@ -32,6 +33,9 @@ class NumpyVariables:
 
     def __init__(self):
         self._values: dict = {}
+        # a plan's run reads the variables and writes the assigned ones at its end:
+        # runs of plans sharing this store, from any threads, take turns whole
+        self.lock = threading.RLock()
 
     def value(self, name: str, initial_value) -> np.ndarray:
         """The variable's array, made from initial_value on first use."""
@@ -71,6 +75,10 @@ class NumpyPlan:
     def run_observed(self, feeds: dict, observer) -> list:
         """run() telling observer (None: nobody) about every feed and every computed
         node, as a one-node 'kernel': the numpy backend's debug mode and profile."""
+        with self.variables.lock:
+            return self._run_locked(feeds, observer)
+
+    def _run_locked(self, feeds: dict, observer) -> list:
         env, assigns = {}, []
         with np.errstate(all="ignore"):
             for node in self.graph.nodes:

@@ -131,6 +131,42 @@ def test_runs_from_threads_are_atomic(backend, request):
         assert np.array_equal(sess.get(count), np.full(3, THREADS * RUNS, np.float32))
 
 
+@pytest.mark.parametrize("backend", ["gl", "numpy"])
+def test_a_plan_from_the_compile_driver_runs_from_threads_without_a_lock(backend, request):
+    """runtime/driver.compile's plan, run from threads by a caller that holds no lock:
+    each run is whole (the GL plan enters the context's section itself, the numpy plan
+    takes its variable store's lock), so every result is right and no update is lost."""
+    from fragflow.ir.ops.state import RUN_COUNTER
+    from fragflow.runtime import driver
+    from fragflow.runtime.backend import get_backend
+    if backend == "gl":
+        request.getfixturevalue("gl")
+    g, x, y, s = small_graph()
+    with g.as_default():
+        count = ff.Variable(np.zeros(3, np.float32), name="count")
+        step = count.assign(count + 1.0)
+    chosen = get_backend(backend)
+    plan = driver.compile(g, [y.value, s.value, step.value], {x.value: x.value.type},
+                          chosen)
+    feeds = {i: inputs(300 + i) for i in range(THREADS)}
+    results = {i: [] for i in range(THREADS)}
+    name = plan.feed_names[x.value]
+
+    def work(i):
+        for xb in feeds[i]:
+            results[i].append(plan.run({name: xb, RUN_COUNTER: np.array(0, np.int32)})[:2])
+    try:
+        in_threads(work)
+        final = plan.run({name: feeds[0][0], RUN_COUNTER: np.array(0, np.int32)})[2]
+    finally:
+        with chosen.lock:
+            chosen.release_plan(plan)
+            plan.variables.release()
+    assert_all_exact(every(results), every({i: reference(g, [y, s], feeds[i], x)
+                                            for i in feeds}))
+    assert np.array_equal(final, np.full(3, THREADS * RUNS + 1, np.float32))
+
+
 def test_variables_set_and_read_from_threads(gl):
     g = ff.Graph()
     with g.as_default():
