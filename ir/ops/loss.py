@@ -52,7 +52,10 @@ def _loss_type(types, attrs):
 def _grad_type(types, attrs):
     logits, labels, dy = types
     check_labels_and_logits(_NAME + "_grad", logits, labels)
-    if dy.dtype != "float32" or len(dy.shape) != len(labels.shape):
+    # one dy per example, never broadcast: the kernel reads dy at each row's index
+    if dy.dtype != "float32" or len(dy.shape) != len(labels.shape) or any(
+            a is not None and b is not None and a != b
+            for a, b in zip(dy.shape, labels.shape)):
         raise ShapeError(f"{_NAME}_grad: dy must be float32 of the labels' shape "
                          f"{format_shape(labels.shape)}, got {dy.dtype}{format_shape(dy.shape)}")
     return TensorType(logits.shape, "float32")

@@ -130,3 +130,22 @@ def test_bad_inputs_name_the_op():
         with pytest.raises(ff.ShapeError, match="must be known"):
             ff.sparse_softmax_cross_entropy_with_logits(
                 labels=yi, logits=ff.placeholder((4, None), name="open"))
+
+
+def test_gradient_op_refuses_a_dy_of_another_shape():
+    """dy is one number per example: a dy of the labels' rank but another shape (here one
+    element, which numpy's reference would broadcast) was accepted, and the GL kernel
+    read past its end (rows 1..5 got dy = 0). Unknown dimensions still pass."""
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((6, 5), name="x")
+        yi = ff.placeholder((6,), "int32", name="yi")
+        with pytest.raises(ff.ShapeError, match=r"dy must be float32 of the labels' shape"):
+            sparse_softmax_cross_entropy_grad(x.value, yi.value,
+                                              ff.placeholder((1,), name="one").value)
+        with pytest.raises(ff.ShapeError, match=r"dy must be float32 of the labels' shape"):
+            sparse_softmax_cross_entropy_grad(x.value, yi.value,
+                                              ff.placeholder((7,), name="seven").value)
+        open_dy = ff.placeholder((None,), name="open_dy")
+        grad = sparse_softmax_cross_entropy_grad(x.value, yi.value, open_dy.value)
+    assert grad.type.shape == (6, 5)
