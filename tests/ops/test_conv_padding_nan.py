@@ -1,0 +1,156 @@
+"""NaN and inf at padded taps: padding is zeros, and 0 * NaN = 0 * inf = NaN, so a
+non-finite weight makes every output of its channel NaN, the image border included
+(the numpy reference and TensorFlow). The kernels multiplied nothing at a padding tap
+(skipped it) and gave finite values at the border. Each conv path (codegen/conv.py,
+codegen/depthwise.py: direct conv2d with texel, scalar and window-row reads, literal
+weights, the generic conv.glsl.j2 loops, blocked conv2d and depthwise, direct depthwise,
+conv2d_backprop_filter generic and blocked with a non-finite dy, conv3d) on GL against
+the numpy reference executor: SAME padding on odd sizes (padding on every side),
+stride 2, batch 2, NaN at the filter's first tap and inf at its last."""
+import numpy as np
+import pytest
+
+import fragflow as ff
+from fragflow.codegen import conv, depthwise, matmul
+from tests.reference import assert_matches, run_both
+
+
+def _filter(rng, shape):
+    """A random filter with NaN at its first tap and inf at its last (other channels)."""
+    w = rng.standard_normal(shape).astype(np.float32)
+    first = (0,) * (len(shape) - 2)
+    last = tuple(k - 1 for k in shape[:-2])
+    w[first + (0, 0)] = np.nan
+    w[last + (shape[-2] - 1, shape[-1] - 1)] = np.inf
+    return w
+
+
+def _check(build, arrays, marker=None, ops=None):
+    """GL against numpy for build(*placeholders); the reference must have NaN at the
+    border next to finite values (what skipping the padding got wrong)."""
+    g = ff.Graph()
+    with g.as_default():
+        feeds = {ff.placeholder(a.shape, name=f"in{i}"): a for i, a in enumerate(arrays)}
+        y = build(*feeds)
+    with ff.Session(g) as sess:
+        kernels = sess.compile([y], feeds=list(feeds)).kernels
+    if marker is not None:
+        assert any(marker in k.source for k in kernels), [k.op for k in kernels]
+    if ops is not None:
+        assert [k.op for k in kernels] == ops, [k.op for k in kernels]
+    out, ref = run_both(g, {"y": y}, feeds)
+    assert np.isnan(ref["y"]).any() and np.isfinite(ref["y"]).any()
+    finite = np.abs(ref["y"][np.isfinite(ref["y"])])
+    assert_matches(out["y"], ref["y"], rtol=1e-5, atol=1e-5 * (1 + finite.max(initial=0)))
+    return kernels
+
+
+def _conv_case(rng, x_shape, w_shape):
+    return rng.standard_normal(x_shape).astype(np.float32), _filter(rng, w_shape)
+
+
+@pytest.mark.parametrize("x_shape, w_shape", [
+    ((2, 7, 9, 8), (3, 3, 8, 8)),        # C % 4 == 0: texel reads, inline
+    ((2, 7, 7, 40), (3, 1, 40, 4)),      # texel reads, looped (C / 4 > 8)
+    ((2, 7, 9, 3), (3, 3, 3, 8)),        # window-row reads (C % 4 != 0)
+    ((2, 9, 7, 6), (3, 3, 6, 4)),        # scalar channel reads, inline
+    ((2, 7, 5, 11), (3, 3, 11, 4)),      # scalar channel reads, looped
+])
+@pytest.mark.parametrize("strides", [1, 2])
+def test_direct_conv2d(gl, x_shape, w_shape, strides):
+    rng = np.random.default_rng(sum(x_shape) + strides)
+    x, w = _conv_case(rng, x_shape, w_shape)
+    _check(lambda xp, wp: ff.conv2d(xp, wp, strides=strides, padding="SAME"), [x, w],
+           marker="direct conv:", ops=["conv2d"])
+
+
+def test_direct_conv2d_literal_weights(gl):
+    """A constant filter written into the source as literals (MobileNet's stem path)."""
+    rng = np.random.default_rng(3)
+    x, w = _conv_case(rng, (2, 9, 9, 3), (3, 3, 3, 8))
+    _check(lambda xp: ff.conv2d(xp, ff.constant(w), strides=2, padding="SAME"), [x],
+           marker="uintBitsToFloat(0x7fc00000u)")
+
+
+@pytest.mark.parametrize("x_shape, w_shape", [
+    ((2, 7, 9, 8), (3, 3, 8, 8)),        # vec4 with texel input
+    ((2, 7, 9, 3), (3, 3, 3, 8)),        # vec4 with scalar input
+    ((2, 7, 6, 3), (3, 3, 3, 5)),        # scalar lanes (COUT % 4 != 0)
+])
+def test_generic_conv2d(gl, monkeypatch, x_shape, w_shape):
+    monkeypatch.setattr(conv, "DIRECT_MAX_TAPS", 0)
+    rng = np.random.default_rng(sum(x_shape))
+    x, w = _conv_case(rng, x_shape, w_shape)
+    _check(lambda xp, wp: ff.conv2d(xp, wp, strides=2, padding="SAME"), [x, w],
+           ops=["conv2d"])
+
+
+@pytest.mark.parametrize("x_shape, w_shape", [
+    ((2, 7, 9, 8), (3, 3, 8, 8)),        # channels in fours
+    ((2, 9, 7, 3), (3, 3, 3, 5)),        # neither
+])
+def test_blocked_conv2d(gl, monkeypatch, x_shape, w_shape):
+    monkeypatch.setattr(matmul, "BLOCKED_MIN_MACS", 1)
+    monkeypatch.setattr(conv, "DIRECT_MAX_MACS", 0)
+    rng = np.random.default_rng(sum(x_shape) + 1)
+    x, w = _conv_case(rng, x_shape, w_shape)
+    _check(lambda xp, wp: ff.conv2d(xp, wp, strides=2, padding="SAME"), [x, w],
+           ops=["conv2d", "conv2d_stitch"])
+
+
+@pytest.mark.parametrize("x_shape, w_shape, path", [
+    ((2, 7, 9, 8), (3, 3, 8, 1), "direct"),     # multiplier 1, C % 4 == 0
+    ((2, 7, 7, 3), (3, 3, 3, 4), "direct"),     # multiplier 4
+    ((2, 7, 9, 8), (3, 3, 8, 1), "generic"),
+    ((2, 7, 7, 3), (3, 3, 3, 4), "generic"),
+    ((2, 7, 6, 2), (3, 3, 2, 3), "generic"),    # scalar lanes
+    ((2, 7, 9, 8), (3, 3, 8, 1), "blocked"),
+])
+@pytest.mark.parametrize("strides", [1, 2])
+def test_depthwise_conv2d(gl, monkeypatch, x_shape, w_shape, path, strides):
+    if path == "generic":
+        monkeypatch.setattr(depthwise, "DIRECT_MAX_TAPS", 0)
+        monkeypatch.setattr(conv, "BLOCKED_DEPTHWISE_TAPS", 0)
+    if path == "blocked":
+        monkeypatch.setattr(matmul, "BLOCKED_MIN_MACS", 1)
+    rng = np.random.default_rng(sum(x_shape) + strides)
+    x, w = _conv_case(rng, x_shape, w_shape)
+    kernels = _check(
+        lambda xp, wp: ff.depthwise_conv2d(xp, wp, strides=strides, padding="SAME"),
+        [x, w], marker="direct depthwise:" if path == "direct" else None)
+    assert (len(kernels) == 2) == (path == "blocked"), [k.op for k in kernels]
+
+
+@pytest.mark.parametrize("x_shape, dy_channels, blocked", [
+    ((2, 7, 9, 8), 8, False),       # vec4 (dy a texel at a time)
+    ((2, 7, 9, 3), 5, False),       # scalar lanes
+    ((2, 7, 9, 8), 8, True),
+    ((2, 7, 9, 3), 5, True),
+])
+def test_conv2d_backprop_filter_with_non_finite_dy(gl, monkeypatch, x_shape, dy_channels,
+                                                   blocked):
+    """dw[tap] sums x (0 in the padding) times dy: NaN / inf in dy at a border output
+    makes the taps whose window there reaches into the padding NaN."""
+    if blocked:
+        monkeypatch.setattr(matmul, "BLOCKED_MIN_MACS", 1)
+    rng = np.random.default_rng(sum(x_shape) + dy_channels)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    w = rng.standard_normal((3, 3, x_shape[-1], dy_channels)).astype(np.float32)
+    out_shape = (x_shape[0], 4, 5, dy_channels)         # SAME, stride 2
+    dy = rng.standard_normal(out_shape).astype(np.float32)
+    dy[0, 0, 0, 0] = np.nan
+    dy[1, -1, -1, -1] = np.inf
+
+    def build(xp, wp, dyp):
+        y = ff.conv2d(xp, wp, strides=2, padding="SAME")
+        return ff.gradients([y], [wp], grad_ys=[dyp])[0]
+    kernels = _check(build, [x, w, dy])
+    ops = [k.op for k in kernels]
+    assert ops[0] == "conv2d_backprop_filter" and (len(ops) == 2) == blocked, ops
+
+
+def test_conv3d(gl):
+    rng = np.random.default_rng(5)
+    x, w = _conv_case(rng, (2, 5, 7, 5, 4), (3, 3, 3, 4, 4))
+    _check(lambda xp, wp: ff.conv3d(xp, wp, strides=2, padding="SAME"), [x, w],
+           ops=["conv3d"])
