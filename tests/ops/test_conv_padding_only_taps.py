@@ -1,0 +1,65 @@
+"""Filter taps that only ever land on padding: a 1-pixel image dimension with SAME
+padding (or a stride that steps over every image row a tap could reach) leaves some taps
+of a 3x3 filter reading padding for every output. Padding is zeros, and 0 * NaN =
+0 * inf = NaN (TensorFlow, and the formula below), so a NaN or inf weight at such a tap
+makes its channel's outputs NaN. After 149bfe2 the conv kernels multiply a padding tap
+by 0 where a tap lands on the image for some outputs, but still drop taps that never do:
+the direct conv2d and depthwise kernels give finite values here. Compared with an
+independent float64 formula (explicit zero padding, every tap multiplied), not with the
+numpy reference, whose tensordot/np.dot can skip zero inputs for a single output pixel
+(BLAS gemv), which would hide the difference."""
+import numpy as np
+import pytest
+
+import fragflow as ff
+
+
+def _conv_formula(x, w, stride, depthwise):
+    """SAME conv2d / depthwise (multiplier 1) in float64, every tap multiplied."""
+    n, h, wd, c = x.shape
+    kh, kw = w.shape[:2]
+    out_h, out_w = -(-h // stride), -(-wd // stride)
+    pad_h = max((out_h - 1) * stride + kh - h, 0)
+    pad_w = max((out_w - 1) * stride + kw - wd, 0)
+    xp = np.pad(x.astype(np.float64), [(0, 0), (pad_h // 2, pad_h - pad_h // 2),
+                                       (pad_w // 2, pad_w - pad_w // 2), (0, 0)])
+    cout = c if depthwise else w.shape[-1]
+    out = np.zeros((n, out_h, out_w, cout))
+    with np.errstate(invalid="ignore"):
+        for i in range(out_h):
+            for j in range(out_w):
+                for ky in range(kh):
+                    for kx in range(kw):
+                        pix = xp[:, i * stride + ky, j * stride + kx, :]      # (n, c)
+                        if depthwise:
+                            out[:, i, j, :] += pix * w[ky, kx, :, 0]
+                        else:
+                            out[:, i, j, :] += (pix[:, :, None] * w[ky, kx]).sum(axis=1)
+    return out.astype(np.float32)
+
+
+@pytest.mark.xfail(strict=True, reason="conv kernels drop taps that land only on "
+                   "padding, so a NaN/inf weight there gives finite outputs (W's kernels; "
+                   "reported to the lead)")
+@pytest.mark.parametrize("x_shape, w_shape, stride, depthwise, tap", [
+    ((1, 1, 1, 8), (3, 3, 8, 16), 1, False, (0, 1, 0, 5)),     # 1x1 image: direct conv2d
+    ((1, 1, 5, 3), (3, 3, 3, 8), 1, False, (0, 1, 2, 1)),      # 1-row image, window rows
+    ((2, 1, 1, 4), (3, 3, 4, 1), 1, True, (0, 1, 2, 0)),       # depthwise, batch 2
+    ((1, 5, 1, 8), (3, 3, 8, 4), 1, False, (1, 0, 0, 3)),      # 1-column image
+])
+def test_nan_weight_at_a_padding_only_tap(gl, x_shape, w_shape, stride, depthwise, tap):
+    rng = np.random.default_rng(sum(x_shape))
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    w = rng.standard_normal(w_shape).astype(np.float32)
+    w[tap] = np.nan
+    g = ff.Graph()
+    with g.as_default():
+        xp, wp = ff.placeholder(x_shape, name="x"), ff.placeholder(w_shape, name="w")
+        conv = ff.depthwise_conv2d if depthwise else ff.conv2d
+        y = conv(xp, wp, strides=stride, padding="SAME")
+    want = _conv_formula(x, w, stride, depthwise)
+    assert np.isnan(want).any() and np.isfinite(want).any()
+    got = ff.Session(g).run(y, {xp: x, wp: w})
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    finite = np.isfinite(want)
+    np.testing.assert_allclose(got[finite], want[finite], rtol=1e-5, atol=1e-5)
