@@ -369,6 +369,14 @@ def _taps(win):
     return list(np.ndindex(*win.ksize))
 
 
+def _dot(a, b):
+    """a [..., K] times b [K, M] -> [..., M], as one 2-D matmul. Not np.tensordot /
+    np.dot: for one row and K == 1 they call BLAS axpy, which returns at once when the
+    row's value is 0, so 0 * NaN (a padded zero times a NaN weight) came out 0."""
+    rows = int(np.prod(a.shape[:-1], dtype=np.int64))
+    return (a.reshape(rows, a.shape[-1]) @ b).reshape(a.shape[:-1] + b.shape[-1:])
+
+
 def _conv_ref(d, depthwise):
     def ref(arrays, attrs):
         x, w = arrays
@@ -382,7 +390,7 @@ def _conv_ref(d, depthwise):
             if depthwise:
                 out += (patch[..., :, None] * w[k]).reshape(out.shape)
             else:
-                out += np.tensordot(patch, w[k], axes=([-1], [0]))
+                out += _dot(patch, w[k])
         return out
     return ref
 
@@ -400,7 +408,7 @@ def _backprop_input_ref(d, depthwise):
                 g = dy.reshape(dy.shape[:-1] + (c, m))
                 contrib = np.sum(g * w[k], axis=-1)
             else:
-                contrib = np.tensordot(dy, w[k], axes=([-1], [1]))
+                contrib = _dot(dy, w[k].T)
             _tap(dxp, win, k)[...] += contrib
         return _crop(dxp, win)
     return ref
@@ -422,7 +430,8 @@ def _backprop_filter_ref(d, depthwise):
                 g = dy.reshape(dy.shape[:-1] + (c, m))
                 dw[k] = np.sum(patch[..., None] * g, axis=axes)
             else:
-                dw[k] = np.tensordot(patch, dy, axes=(axes, axes))
+                rows = int(np.prod(patch.shape[:-1], dtype=np.int64))
+                dw[k] = _dot(patch.reshape(rows, c).T, dy.reshape(rows, m))
         return dw
     return ref
 

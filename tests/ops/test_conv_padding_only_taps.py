@@ -63,3 +63,39 @@ def test_nan_weight_at_a_padding_only_tap(gl, x_shape, w_shape, stride, depthwis
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     finite = np.isfinite(want)
     np.testing.assert_allclose(got[finite], want[finite], rtol=1e-5, atol=1e-5)
+
+
+def test_numpy_reference_multiplies_padding_by_nan_for_one_pixel():
+    """The numpy reference (the tests' oracle) on the same edge: a 1x1 image with one
+    channel, where numpy's tensordot / np.dot took BLAS axpy, which skips a zero
+    multiplier, so 0 * NaN came out 0. conv2d, and both of its gradients (input: one
+    output channel and a zero dy; filter: one input channel and a NaN dy)."""
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((1, 1, 1, 1), name="x")
+        w = ff.placeholder((3, 3, 1, 4), name="w")
+        up = ff.placeholder((1, 1, 1, 4), name="up")
+        dw, = ff.gradients(ff.reduce_sum(ff.conv2d(x, w, padding="SAME") * up), [w])
+        x4 = ff.placeholder((1, 1, 1, 4), name="x4")
+        w1 = ff.placeholder((3, 3, 4, 1), name="w1")
+        up1 = ff.placeholder((1, 1, 1, 1), name="up1")
+        y = ff.conv2d(x, w, padding="SAME")
+        dx, = ff.gradients(ff.reduce_sum(ff.conv2d(x4, w1, padding="SAME") * up1), [x4])
+    w_nan = np.ones((3, 3, 1, 4), np.float32)
+    w_nan[0, 0, 0, 1] = np.nan                     # a padding-only tap of channel 1
+    w1_nan = np.ones((3, 3, 4, 1), np.float32)
+    w1_nan[1, 1, 2, 0] = np.nan                    # the centre tap, input channel 2
+    up_nan = np.float32([1, np.nan, 2, 3]).reshape(1, 1, 1, 4)
+    feeds = {x: np.full((1, 1, 1, 1), 0.5, np.float32), w: w_nan, up: up_nan,
+             x4: np.ones((1, 1, 1, 4), np.float32), w1: w1_nan,
+             up1: np.zeros((1, 1, 1, 1), np.float32)}
+    got_y, got_dx, got_dw = ff.Session(g, backend="numpy").run([y, dx, dw], feeds)
+    # y: the centre tap 0.5 * 1, the rest 0 * w: NaN in channel 1 only
+    np.testing.assert_array_equal(got_y.ravel(), np.float32([0.5, np.nan, 0.5, 0.5]))
+    # dx = dy * w at the centre tap (dy = 0): 0, NaN where w is
+    np.testing.assert_array_equal(got_dx.ravel(), np.float32([0, 0, np.nan, 0]))
+    # dw[k, 0, m] = x_padded at tap k * dy[m]: NaN in column 1 at every tap
+    want_dw = np.zeros((3, 3, 1, 4), np.float32)
+    want_dw[1, 1, 0] = 0.5 * up_nan.ravel()
+    want_dw[..., 1] = np.nan
+    np.testing.assert_array_equal(got_dw, want_dw)
