@@ -415,6 +415,12 @@ def matmul_kernel(node, a, b, out, prefix, extra=(), epilogue=None, op="matmul",
         if packed is not None:
             return packed
         return blocked_matmul(node, a, b, out, prefix, layouts, extra, epilogue, op, nodes)
+    lanes = lanes_path(ta, tb, batch, m, n, k, a, b, out)
+    if lanes is not None:
+        bound = [a, b] if a is not b else [a, _alias(a)]
+        return make_kernel("matmul_lanes.glsl.j2", prefix, op, nodes or [node],
+                           bound + list(extra), out, m_rows=m, n=n, k=k, epilogue=epilogue,
+                           **lanes)
     out_shape = out.layout.shape
     a_index = affine_index(out_shape, _batch_strides(a.layout.shape, batch)
                            + [1 if ta else k, 0])
@@ -433,6 +439,37 @@ def matmul_kernel(node, a, b, out, prefix, extra=(), epilogue=None, op="matmul",
                        unroll=unroll_for(k // 4 if rows_in_texels else k),
                        lod_fetch=PLAIN_LOD_FETCH and rows_in_texels and
                        a.dtype == b.dtype == "float32")
+
+
+# One-kernel products whose output texels are not 4 columns of one B texel (N % 4 != 0,
+# or B transposed) read their operands 4 k a texel (templates/matmul_lanes.glsl.j2)
+# instead of each lane fetching an element of A and of B per k (texelFetch, 8 fetches
+# per k a fragment): W13's dense layers, a run each with a readback (in-process,
+# minima; 64x32 @ 32x12 on the old vec4 path: 53-56 us): 64x32 @ 32x10 209 -> 91 us,
+# 64x10 @ (32x10)^T 145 -> 52, (64x32)^T @ 64x10 194 -> 89. Not above
+# BLOCKED_MIN_MACS: 64x32 @ (256x32)^T one kernel 188-259 us vs blocked + stitch 179.
+LANES = True
+LANES_MAX_K4 = 16384          # its loop's trips (llvmpipe's 65535 per fragment)
+
+
+def lanes_path(ta, tb, batch, m, n, k, a, b, out) -> dict | None:
+    """The matmul_lanes template's parameters for a 2-D float product it reads better
+    than matmul.glsl.j2's element loop, else None: path "window" (B not transposed,
+    N % 4 != 0, N >= 3: each k's 4 lanes read 4 consecutive floats of B's row) with A
+    as runs (not transposed) or strided (transposed); path "runs" (B transposed, A
+    not, N % 4 == 0 or N >= 3: every lane's row and column are runs along K)."""
+    if not LANES or math.prod(batch) != 1 or len(a.layout.shape) != 2 or \
+            len(b.layout.shape) != 2 or \
+            {a.dtype, b.dtype, out.layout.dtype} != {"float32"} or \
+            -(-k // 4) > LANES_MAX_K4:
+        return None
+    if not tb and n % 4 and n >= 3:
+        return dict(path="window", a_mode="strided" if ta else "runs",
+                    a_aligned=k % 4 == 0)
+    if tb and not ta and (n % 4 == 0 or n >= 3):
+        return dict(path="runs", a_mode="runs", a_aligned=k % 4 == 0,
+                    b_aligned=k % 4 == 0, two_rows=n % 4 != 0)
+    return None
 
 
 def lower_node(node, layouts, prefix):
