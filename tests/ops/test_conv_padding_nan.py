@@ -154,3 +154,45 @@ def test_conv3d(gl):
     x, w = _conv_case(rng, (2, 5, 7, 5, 4), (3, 3, 3, 4, 4))
     _check(lambda xp, wp: ff.conv3d(xp, wp, strides=2, padding="SAME"), [x, w],
            ops=["conv3d"])
+
+
+@pytest.mark.parametrize("path", ["direct", "generic", "blocked"])
+@pytest.mark.parametrize("x_shape", [(2, 1, 1, 8), (2, 1, 6, 8), (2, 5, 1, 3)])
+@pytest.mark.parametrize("depthwise_conv", [False, True])
+def test_taps_that_only_land_on_padding(gl, monkeypatch, path, x_shape, depthwise_conv):
+    """A 1-pixel image side: the taps off its row or column read padding for every
+    output, a constant the compiler sees (Mesa folds 0 * w to 0 unless the 0 is hidden
+    from it). NaN at such a tap of one channel, inf at another."""
+    if path == "generic":
+        monkeypatch.setattr(conv, "DIRECT_MAX_TAPS", 0)
+        monkeypatch.setattr(depthwise, "DIRECT_MAX_TAPS", 0)
+        monkeypatch.setattr(conv, "BLOCKED_DEPTHWISE_TAPS", 0)
+    if path == "blocked":
+        monkeypatch.setattr(matmul, "BLOCKED_MIN_MACS", 1)
+        monkeypatch.setattr(conv, "DIRECT_MAX_MACS", 0)
+        monkeypatch.setattr(depthwise, "DIRECT_MAX_TAPS", 0)
+    c = x_shape[-1]        # (a depthwise C % 4 != 0 runs the generic kernel whatever path)
+    rng = np.random.default_rng(sum(x_shape) + len(path))
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    w = rng.standard_normal((3, 3, c, 1 if depthwise_conv else 8)).astype(np.float32)
+    w[0, 0, 0, 0] = np.nan               # row 0 (or column 0): padding only
+    w[(2, 2, c - 1, w.shape[-1] - 1)] = np.inf
+    op = ff.depthwise_conv2d if depthwise_conv else ff.conv2d
+    _check(lambda xp, wp: op(xp, wp, padding="SAME"), [x, w])
+
+
+@pytest.mark.parametrize("x_shape", [(2, 1, 1, 8), (2, 1, 6, 3)])
+@pytest.mark.parametrize("blocked", [False, True])
+def test_filter_gradient_taps_that_only_land_on_padding(gl, monkeypatch, x_shape, blocked):
+    if blocked:
+        monkeypatch.setattr(matmul, "BLOCKED_MIN_MACS", 1)
+    rng = np.random.default_rng(sum(x_shape) + blocked)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    w = rng.standard_normal((3, 3, x_shape[-1], 8)).astype(np.float32)
+    dy = rng.standard_normal(x_shape[:3] + (8,)).astype(np.float32)
+    dy[0, 0, 0, 1] = np.nan
+    dy[1, -1, -1, 6] = np.inf
+
+    def build(xp, wp, dyp):
+        return ff.gradients([ff.conv2d(xp, wp, padding="SAME")], [wp], grad_ys=[dyp])[0]
+    _check(build, [x, w, dy])

@@ -2,9 +2,10 @@
 padding (or a stride that steps over every image row a tap could reach) leaves some taps
 of a 3x3 filter reading padding for every output. Padding is zeros, and 0 * NaN =
 0 * inf = NaN (TensorFlow, and the formula below), so a NaN or inf weight at such a tap
-makes its channel's outputs NaN. After 149bfe2 the conv kernels multiply a padding tap
-by 0 where a tap lands on the image for some outputs, but still drop taps that never do:
-the direct conv2d and depthwise kernels give finite values here. Compared with an
+makes its channel's outputs NaN. After 149bfe2 the conv kernels multiplied a padding
+tap by 0, but Mesa folded a constant 0 * w to 0 where a tap never lands on the image:
+the direct conv2d and depthwise kernels gave finite values here (fixed: the padding's
+0 is one the compiler cannot see). Compared with an
 independent float64 formula (explicit zero padding, every tap multiplied), not with the
 numpy reference, whose tensordot/np.dot can skip zero inputs for a single output pixel
 (BLAS gemv), which would hide the difference."""
@@ -38,9 +39,6 @@ def _conv_formula(x, w, stride, depthwise):
     return out.astype(np.float32)
 
 
-@pytest.mark.xfail(strict=True, reason="conv kernels drop taps that land only on "
-                   "padding, so a NaN/inf weight there gives finite outputs (W's kernels; "
-                   "reported to the lead)")
 @pytest.mark.parametrize("x_shape, w_shape, stride, depthwise, tap", [
     ((1, 1, 1, 8), (3, 3, 8, 16), 1, False, (0, 1, 0, 5)),     # 1x1 image: direct conv2d
     ((1, 1, 5, 3), (3, 3, 3, 8), 1, False, (0, 1, 2, 1)),      # 1-row image, window rows
