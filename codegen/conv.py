@@ -91,6 +91,12 @@ BLOCKED_DEPTHWISE_TAPS = 49
 # A filter gradient splits its batch until it has about this many fragments (a small
 # filter has few blocks: one llvmpipe tile, one thread, for the whole sum).
 FILTER_GRADIENT_FRAGMENTS = 1024
+# ... splitting an image's output rows too where one image a split leaves fewer
+# (W13's conv1 filter gradient, 64x8x8x1 -> 3x3x1x8: 192 fragments, one llvmpipe
+# tile, one thread; split by rows too, 768 fragments on two tiles: filter gradient
+# + stitch with a readback, in-process medians 560 -> 463 us; a target of 2048 or 4096
+# fragments was slower, its stitch adding up more splits)
+SPLIT_ROWS = True
 
 
 def blocked_conv(node, g, context, inputs, out, layouts, prefix, extra, epilogue, op,
@@ -294,8 +300,16 @@ def _blocked_filter_gradient(g, context, inputs, out, layouts, prefix, op, nodes
     # few blocks (a small filter): split the batch among more fragments
     per_split = -(-g["N"] // min(g["N"], -(-FILTER_GRADIENT_FRAGMENTS //
                                           blocking.fragments_per_split)))
-    blocking = replace(blocking, splits=-(-g["N"] // per_split))
     out_h, out_w = g["out_size"]
+    # one image a split and still few fragments (conv1 of W13: 9 x 8 filter, 3 blocks):
+    # split each image's output rows too
+    row_splits = 1
+    if SPLIT_ROWS and per_split == 1:
+        row_splits = min(out_h, -(-FILTER_GRADIENT_FRAGMENTS //
+                                  (blocking.fragments_per_split * g["N"])))
+    rows_per = -(-out_h // row_splits)
+    row_splits = -(-out_h // rows_per)
+    blocking = replace(blocking, splits=-(-g["N"] // per_split) * row_splits)
     unroll = 1
     while unroll < out_w and per_split * (1 + out_h * (1 + -(-out_w // unroll))) > LOOP_TRIPS:
         unroll *= 2
@@ -306,7 +320,7 @@ def _blocked_filter_gradient(g, context, inputs, out, layouts, prefix, op, nodes
     main = matmul.blocked_kernel(
         "conv_filter_blocked.glsl.j2", prefix, op, nodes, list(inputs), blocks, names,
         blocking, g=g, xs=context["xs"], unroll=unroll, per_split=per_split,
-        fours=g["C"] % 4 == 0)
+        row_splits=row_splits, rows_per=rows_per, fours=g["C"] % 4 == 0)
     stitch = matmul.stitch_kernel(blocks, out, prefix + "s", op, nodes, mapping="matmul",
                                   blocking=blocking, aligned=g["COUT"] % 4 == 0)
     return [main, stitch]
