@@ -91,11 +91,22 @@ class Pass:
         return "strided4" if self.inner % 4 == 0 else "strided"
 
 
+# Column sums to a small output (at most FEW_OUTPUTS elements, a fragment a texel)
+# down a long axis that one pass would take: windows of SPLIT_FEW_WINDOW (two
+# passes), not a few fragments walking the whole axis alone, one texel a row.
+SPLIT_FEW = True
+FEW_OUTPUTS = 64
+SPLIT_FEW_LENGTH = 2048
+SPLIT_FEW_WINDOW = 64
+
+
 def choose_window(outer: int, length: int, inner: int) -> int:
     """The window of a pass over outer x length x inner (see the module docstring)."""
     kept = outer * inner
     if length <= WINDOW_MAX and (kept >= 4 * MIN_FRAGMENTS or length * kept <= SMALL_WORK
                                  or length <= WINDOW_MIN):
+        if SPLIT_FEW and inner > 1 and kept <= FEW_OUTPUTS and length >= SPLIT_FEW_LENGTH:
+            return SPLIT_FEW_WINDOW  # a few fragments would walk the whole axis alone
         return length
     window = length * kept // (4 * MIN_FRAGMENTS)
     # Measured on llvmpipe (process CPU time, the shared machine's load disturbs it
