@@ -5,10 +5,10 @@ of a 3x3 filter reading padding for every output. Padding is zeros, and 0 * NaN 
 makes its channel's outputs NaN. After 149bfe2 the conv kernels multiplied a padding
 tap by 0, but Mesa folded a constant 0 * w to 0 where a tap never lands on the image:
 the direct conv2d and depthwise kernels gave finite values here (fixed: the padding's
-0 is one the compiler cannot see). Compared with an
-independent float64 formula (explicit zero padding, every tap multiplied), not with the
-numpy reference, whose tensordot/np.dot can skip zero inputs for a single output pixel
-(BLAS gemv), which would hide the difference."""
+0 is one the compiler cannot see). Compared with an independent float64 formula
+(explicit zero padding, every tap multiplied); the numpy reference's own edge, where
+np.tensordot's BLAS axpy skipped a zero multiplier for one output pixel and one channel,
+is the last test."""
 import numpy as np
 import pytest
 
