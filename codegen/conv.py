@@ -122,7 +122,8 @@ def blocked_conv(node, g, context, inputs, out, layouts, prefix, extra, epilogue
         return None
     blocking = matmul.choose_blocking(1, g["N"] * g["out_count"], g["COUT"])
     k = taps * g["C"]
-    if g["N"] * math.prod(g["in_size"]) * g["C"] >= PACKED_MIN_INPUT and \
+    if not g.get("skip_padding") and \
+            g["N"] * math.prod(g["in_size"]) * g["C"] >= PACKED_MIN_INPUT and \
             out.layout.size * k >= matmul.PACKED_MIN_MACS and x_blocks is None:
         # im2col into A's panel (each window read once, padding zeros), the filter
         # [taps * C, COUT] into B's, then the packed matmul kernel and its stitch
@@ -487,7 +488,8 @@ def lower_node(node, layouts, prefix, extra=(), epilogue=None, kernel_op=None,
         win = _conv.conv_window(x_shape, w_shape, attrs, d)
         c, m = x_shape[-1], w_shape[-1]
         cout = c * m if depthwise else m
-        g = _geometry(win, N=x_shape[0], C=c, M=m, COUT=cout)
+        g = _geometry(win, N=x_shape[0], C=c, M=m, COUT=cout,
+                      skip_padding=attrs.get("padding_taps") == "skip")
         context.update(xs=list(strides(x_shape)), ys=list(strides(
             (x_shape[0],) + win.out_size + (cout,))))
         taps = math.prod(win.ksize)

@@ -38,7 +38,10 @@ def conv_backprop_input_as_conv(graph, report):
                               exact_name=f"{node.name}/swap_channels", **common).outputs[0]
         report.append(f"{node.op} '{node.name}' runs as conv2d with the filter turned "
                       f"180 degrees, padding {list(pads)}")
+        # padding_taps "skip": a tap on the padding stands for a product that does not
+        # exist (dy outside its image), so it adds nothing, NaN weight or not
         return new.add_node("conv2d", [dy, turned],
-                            {"strides": 1, "padding": pads, "dilations": 1},
+                            {"strides": 1, "padding": pads, "dilations": 1,
+                             "padding_taps": "skip"},
                             exact_name=node.name, **common).outputs
     return rebuild(graph, transform)

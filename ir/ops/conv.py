@@ -191,6 +191,9 @@ def conv_window(x_shape, w_shape, attrs, d) -> Window:
 def _conv_type(op, d, depthwise):
     def infer(types, attrs):
         x, w = types
+        if attrs.get("padding_taps", "multiply") not in PADDING_TAPS:
+            raise AttrError(f"padding_taps {attrs['padding_taps']!r} is not one of "
+                            f"{list(PADDING_TAPS)}")
         _check_float(types, ("the input", "the filter"))
         _check_rank(x, d + 2, "the input", _image_layout(d))
         _check_rank(w, d + 2, "the filter",
@@ -385,12 +388,20 @@ def _conv_ref(d, depthwise):
         n, c = x.shape[0], x.shape[-1]
         m = w.shape[-1]
         out = np.zeros((n,) + win.out_size + ((c * m,) if depthwise else (m,)), x.dtype)
+        # padding_taps "skip" (conv2d, as passes/conv_lowering.py writes an input
+        # gradient): a tap on padding adds nothing, not 0 * w
+        skip = attrs.get("padding_taps") == "skip"
+        if skip:
+            inside = _padded(np.ones(x.shape[:-1] + (1,), bool), win, False)
         for k in _taps(win):
             patch = _tap(xp, win, k)
             if depthwise:
-                out += (patch[..., :, None] * w[k]).reshape(out.shape)
+                term = (patch[..., :, None] * w[k]).reshape(out.shape)
             else:
-                out += _dot(patch, w[k])
+                term = _dot(patch, w[k])
+            if skip:
+                term = np.where(_tap(inside, win, k), term, np.float32(0))
+            out += term
         return out
     return ref
 
@@ -561,16 +572,25 @@ TF_NAMES = {
 }
 
 
-def _register(name, kind, d, infer, reference, attrs, num_inputs, depthwise=False):
+def _register(name, kind, d, infer, reference, attrs, num_inputs, depthwise=False,
+              hidden=()):
     SPATIAL[name] = (kind, d, depthwise)
     register(OpDef(name, "conv", infer, reference, attrs=attrs, num_inputs=num_inputs,
-                   tf=TF_NAMES[name]))
+                   tf=TF_NAMES[name], hidden_attrs=hidden))
+
+
+# conv2d's padding_taps: "multiply" (padding is zeros: a tap there adds 0 * w, NaN for a
+# NaN or inf weight, TensorFlow's), or "skip" (adds nothing): passes/conv_lowering.py
+# writes conv2d_backprop_input as a conv2d whose padding taps stand for products that
+# do not exist
+PADDING_TAPS = ("multiply", "skip")
 
 
 for _base, _d, _dw in (("conv2d", 2, False), ("conv3d", 3, False),
                        ("depthwise_conv2d", 2, True)):
     _register(_base, "conv", _d, _conv_type(_base, _d, _dw), _conv_ref(_d, _dw),
-              dict(CONV_ATTRS), 2, _dw)
+              dict(CONV_ATTRS, padding_taps="multiply") if _base == "conv2d" else
+              dict(CONV_ATTRS), 2, _dw, hidden=("padding_taps",) if _base == "conv2d" else ())
     _register(f"{_base}_backprop_input", "backprop_input", _d,
               _backprop_input_type(_base, _d, _dw), _backprop_input_ref(_d, _dw),
               {**CONV_ATTRS, "input_size": REQUIRED}, 2, _dw)

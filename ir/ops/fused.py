@@ -97,8 +97,11 @@ def _conv_head(attrs):
         raise AttrError(f"conv_op must be one of {CONV_HEADS}, got {attrs['conv_op']!r}")
     opdef = get_op(attrs["conv_op"])
     given = dict(attrs["conv_attrs"])
-    if set(given) != set(opdef.attrs):       # the kernel reads every one of them
-        raise AttrError(f"conv_attrs must set {sorted(opdef.attrs)}, got {sorted(given)}")
+    # the kernel reads every one of them (a hidden one, conv2d's padding_taps, may be
+    # left to its default)
+    needed = set(opdef.attrs) - set(opdef.hidden_attrs)
+    if not needed <= set(given) <= set(opdef.attrs):
+        raise AttrError(f"conv_attrs must set {sorted(needed)}, got {sorted(given)}")
     return opdef, opdef.check_attrs(given)
 
 

@@ -196,3 +196,52 @@ def test_filter_gradient_taps_that_only_land_on_padding(gl, monkeypatch, x_shape
     def build(xp, wp, dyp):
         return ff.gradients([ff.conv2d(xp, wp, padding="SAME")], [wp], grad_ys=[dyp])[0]
     _check(build, [x, w, dy])
+
+
+@pytest.mark.parametrize("path", ["direct", "generic", "blocked"])
+@pytest.mark.parametrize("x_shape, w_shape, padding", [
+    ((2, 7, 9, 8), (3, 3, 8, 8), "SAME"),            # C, COUT % 4 == 0
+    ((2, 6, 5, 3), (3, 3, 3, 8), "SAME"),            # dx's C % 4 != 0
+    ((2, 7, 6, 8), (3, 3, 8, 3), "VALID"),           # dy's channels 3: scalar reads
+    ((1, 1, 5, 4), (3, 3, 4, 4), "SAME"),            # 1-pixel side
+])
+def test_input_gradient_as_a_conv_skips_its_padding(gl, monkeypatch, path, x_shape,
+                                                     w_shape, padding):
+    """passes/conv_lowering.py runs a stride-1 input gradient as a conv2d of dy with the
+    filter turned, padding_taps "skip": its padding taps stand for products that do not
+    exist, so a NaN weight reaches only the positions its products land on
+    (conv2d_backprop_input's reference: the numpy executor on the graph as built)."""
+    if path == "generic":
+        monkeypatch.setattr(conv, "DIRECT_MAX_TAPS", 0)
+    if path == "blocked":
+        monkeypatch.setattr(matmul, "BLOCKED_MIN_MACS", 1)
+        monkeypatch.setattr(conv, "DIRECT_MAX_MACS", 0)
+    rng = np.random.default_rng(sum(x_shape) + len(path))
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    w = rng.standard_normal(w_shape).astype(np.float32)
+    w[0, 0, 1, 2] = np.nan
+    w[2, 1, 0, 0] = np.inf
+    g = ff.Graph()
+    with g.as_default():
+        xp, wp = ff.placeholder(x.shape, name="x"), ff.placeholder(w.shape, name="w")
+        y = ff.conv2d(xp, wp, padding=padding)
+        up = ff.placeholder(tuple(y.shape), name="up")
+        (dx,) = ff.gradients([y], [xp], grad_ys=[up])
+    feeds = {xp: x, wp: w, up: rng.standard_normal(tuple(y.shape)).astype(np.float32)}
+    want = ff.Session(g, backend="numpy", passes=["verify"]).run(dx, feeds)
+    with ff.Session(g) as sess:
+        fn = sess.compile([dx], feeds=list(feeds))
+        assert "conv2d" in [k.op for k in fn.kernels]       # lowered
+        got = sess.run(dx, feeds)
+    # (the 1-row image: the NaN and inf taps never land, so no NaN at all)
+    assert np.isnan(want).any() == (x_shape[1] > 1) and np.isfinite(want).any()
+    finite = np.abs(want[np.isfinite(want)])
+    assert_matches(got, want, rtol=1e-5, atol=1e-5 * (1 + finite.max(initial=0)))
+
+
+def test_padding_taps_must_be_known():
+    g = ff.Graph()
+    with g.as_default():
+        x, w = ff.placeholder((1, 4, 4, 4)), ff.placeholder((3, 3, 4, 4))
+        with pytest.raises(ff.FragflowError, match="padding_taps"):
+            g.add_node("conv2d", [x.value, w.value], {"padding_taps": "drop"})
