@@ -108,7 +108,8 @@ def blocked_conv(node, g, context, inputs, out, layouts, prefix, extra, epilogue
     texel of their shared footprint once."""
     taps = math.prod(g["ksize"])
     if context["kind"] == "backprop_filter":
-        return _blocked_filter_gradient(g, context, inputs, out, layouts, prefix, op, nodes)
+        return _blocked_filter_gradient(g, context, inputs, out, layouts, prefix, op, nodes,
+                                        extra, epilogue)
     x, w = inputs
     x_blocks = blocks_view(layouts, x.value)
     if context["depthwise"]:
@@ -286,7 +287,8 @@ def depthwise_stitch_free(node, g) -> bool:
     return bool(readers) and all(reads_depthwise_blocks(n, value) for n in readers)
 
 
-def _blocked_filter_gradient(g, context, inputs, out, layouts, prefix, op, nodes):
+def _blocked_filter_gradient(g, context, inputs, out, layouts, prefix, op, nodes,
+                             extra=(), epilogue=None):
     """conv2d_backprop_filter as the blocked matmul of the transposed windows with dy,
     4 (tap, input channel) rows per fragment (4 channels of a tap reading one texel of x
     per pixel where C % 4 == 0), templates/conv_filter_blocked.glsl.j2; None where that
@@ -322,8 +324,10 @@ def _blocked_filter_gradient(g, context, inputs, out, layouts, prefix, op, nodes
         "conv_filter_blocked.glsl.j2", prefix, op, nodes, list(inputs), blocks, names,
         blocking, g=g, xs=context["xs"], unroll=unroll, per_split=per_split,
         row_splits=row_splits, rows_per=rows_per, fours=g["C"] % 4 == 0)
-    stitch = matmul.stitch_kernel(blocks, out, prefix + "s", op, nodes, mapping="matmul",
-                                  blocking=blocking, aligned=g["COUT"] % 4 == 0)
+    # the epilogue (an optimizer's update of the filter) runs in the stitch
+    stitch = matmul.stitch_kernel(blocks, out, prefix + "s", op, nodes, extra, epilogue,
+                                  mapping="matmul", blocking=blocking,
+                                  aligned=g["COUT"] % 4 == 0)
     return [main, stitch]
 
 
@@ -530,8 +534,9 @@ def lower_node(node, layouts, prefix, extra=(), epilogue=None, kernel_op=None,
             raise FragflowError(
                 f"{node.where()}: its kernel would loop {4 * trips} times per fragment, "
                 f"past what llvmpipe runs (65535); use a smaller window or batch")
-    if epilogue is not None and kind != "conv":
-        raise FragflowError(f"{node.where()}: only convolutions take an epilogue")
+    if epilogue is not None and kind not in ("conv", "backprop_filter"):
+        raise FragflowError(f"{node.where()}: only convolutions and filter gradients "
+                            f"take an epilogue")
     if kind in pool.KINDS:
         fast = pool.vec4_kernel(kind, g, context, inputs, out, prefix, kernel_op or node.op,
                                 nodes or [node], layouts)

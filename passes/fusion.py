@@ -20,7 +20,7 @@ binding more does not link). Every candidate turned down is reported with why â€
 silent non-fusion is a known pain of TensorFlow's remapper."""
 from __future__ import annotations
 
-from ..ir.ops.fused import HEADS, bias_sum_dims
+from ..ir.ops.fused import CONV_HEADS, HEADS, bias_sum_dims
 from ..ir.ops.registry import get_op
 from .rewrite import consumers, rebuild
 from .split_wide import DEFAULT_TEXTURE_UNITS
@@ -221,7 +221,7 @@ def _takes_epilogue(node) -> bool:
     fragment per output texel (fused_sum_like)."""
     if node.outputs[0].dtype != "float32":
         return False
-    if node.op in HEADS:
+    if node.op in HEADS or node.op in CONV_HEADS:
         return True
     if node.op != "sum_like":
         return False

@@ -87,9 +87,10 @@ register(OpDef("fused_matmul", "fused", _fused_matmul_type, _fused_matmul_ref,
 
 # fused_conv(x, w, *extra) {conv_op, conv_attrs, steps}: conv2d or depthwise_conv2d
 # (conv_op) with its attrs (a tuple of pairs) and an epilogue, like fused_matmul.
-CONV_HEADS = ("conv2d", "depthwise_conv2d")
-# the ops an epilogue fuses into, and a batch norm folds into (passes/)
-HEADS = ("matmul",) + CONV_HEADS
+# (conv2d_backprop_filter: a filter's gradient with its optimizer update)
+CONV_HEADS = ("conv2d", "depthwise_conv2d", "conv2d_backprop_filter")
+# the ops an epilogue fuses into (and CONV_HEADS), and a batch norm folds into (passes/)
+HEADS = ("matmul", "conv2d", "depthwise_conv2d")
 
 
 def _conv_head(attrs):
