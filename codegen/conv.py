@@ -29,6 +29,13 @@ kernels runs without its stitch (see STITCH_FREE): it applies the epilogue itsel
 they read its render targets.
 
 Pools and their gradients with C % 4 == 0 run four channels a fragment (codegen/pool.py).
+
+Padding: a tap on the padding adds 0 * w (NaN for a NaN or inf weight, as the
+reference and TensorFlow), the 0 hidden from the compiler (pad0 in the templates:
+Mesa folds a constant 0 * w to 0); a conv2d with padding_taps "skip" (an input
+gradient written as a convolution, passes/conv_lowering.py) adds nothing there
+(g["skip_padding"]). conv2d_backprop_filter takes an epilogue too (an optimizer's
+update of the filter, passes/fusion.py), applied by its stitch or generic kernel.
 """
 from __future__ import annotations
 

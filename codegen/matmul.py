@@ -1,6 +1,8 @@
 """Lowering matmul: a blocked kernel (templates/matmul_blocked.glsl.j2) and a stitch
 (templates/matmul_stitch.glsl.j2) for float products big enough to pay for the second
-launch, one kernel (templates/matmul.glsl.j2) otherwise.
+launch, one kernel otherwise: templates/matmul.glsl.j2, or for 2-D float products whose
+output texels are not 4 columns at one B texel (N % 4 != 0, or B transposed)
+templates/matmul_lanes.glsl.j2, which reads both operands 4 k a texel (lanes_path).
 
 Why blocked: on llvmpipe a texel fetch (~1.5 ns) costs far more than the arithmetic
 it feeds, so speed is fetches per multiply-add. A fragment of the one-kernel path
