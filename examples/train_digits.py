@@ -96,7 +96,8 @@ def main():
     print(f"  training time      {train_seconds:.1f} s for {args.epochs} epochs "
           f"(compiling included)")
     print(f"  one training step  {gl_step * 1e3:.2f} ms on GL, {numpy_step * 1e3:.2f} ms "
-          f"on the numpy executor ({numpy_step / gl_step:.2f}x), batch {args.batch_size}, "
+          f"on the numpy executor (GL takes {gl_step / numpy_step:.2f}x its time), "
+          f"batch {args.batch_size}, "
           f"{len(fn.kernels)} kernels")
     print(f"  wrote {args.out}/graph.txt, {args.out}/loss.png and {len(fn.kernels)} "
           f"shaders in {shader_dir}")
