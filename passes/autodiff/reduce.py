@@ -29,8 +29,9 @@ def _count(node):
         for d in dims:
             n *= d
         return float(n)
-    return reduce("sum", binary("add", binary("mul", x, 0.0), 1.0), node.attrs["axis"],
-                  True)
+    # ones_like, not x * 0 + 1: a NaN or inf in x must not make every element's share
+    # NaN; and ones_like of a shape the compile knows folds, so the count is a constant
+    return reduce("sum", unary("ones_like", x), node.attrs["axis"], True)
 
 
 @gradient("sum")

@@ -185,3 +185,22 @@ def test_gradients_run_on_gl_like_on_numpy(gl):
         want = np_sess.run([dw, dx], {x: xb})
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+
+
+def test_mean_over_an_axis_known_at_feed_time(gl):
+    """mean's gradient over a None axis divides by the count of elements, which a NaN
+    elsewhere does not touch (it was sum(x * 0 + 1): one NaN made every share NaN), and
+    which a compile that knows the shape folds into a constant: no kernel counts."""
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((None, 3), name="x")
+        (dx,) = ff.gradients(ff.mean(ff.square(x)), [x])
+    xb = np.arange(-6, 6, dtype=np.float32).reshape(4, 3)
+    xb[1, 2] = np.nan
+    want = 2 * xb / 12
+    np.testing.assert_allclose(run(dx, {x: xb}, g), want, rtol=1e-6)
+    with ff.Session(g) as sess:
+        fn = sess.compile([dx], feeds=[x])
+        np.testing.assert_allclose(fn(xb)[0], want, rtol=1e-6)
+        assert [k.op for k in fn.kernels] != [] and \
+            not any(k.op in ("sum", "mean") for k in fn.kernels), [k.op for k in fn.kernels]
