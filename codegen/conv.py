@@ -209,12 +209,18 @@ def stitch_free(node) -> bool:
     targets (depthwise.reads_blocks: each as its image)."""
     if node.outputs[0].type.shape[-1] % 4:
         return False
+    return _read_only_by(node, depthwise_kernels.reads_blocks)
+
+
+def _read_only_by(node, reads) -> bool:
+    """Whether node's output is not fetched and has readers, each of which reads(reader,
+    value): the condition for leaving it in the node's render targets."""
     graph = _graph_of(node)
     value = node.outputs[0]
     if any(v.name == value.name for v in graph.outputs):
         return False
     readers = [n for n in graph.nodes if any(v is value for v in n.inputs)]
-    return bool(readers) and all(depthwise_kernels.reads_blocks(n, value) for n in readers)
+    return bool(readers) and all(reads(n, value) for n in readers)
 
 
 def blocks_view(layouts, value: str):
@@ -271,13 +277,7 @@ def _blocked_anyway(node) -> bool:
     x, w, out = node.inputs[0].type, node.inputs[1].type, node.outputs[0].type
     taps, c = w.shape[0] * w.shape[1], x.shape[3]
     macs = out.size * taps * c
-    if macs < matmul.BLOCKED_MIN_MACS:
-        return False
-    steps = -(-c // 4) if c % 4 == 0 else c
-    direct = out.shape[-1] % 4 == 0 and taps <= DIRECT_MAX_TAPS and \
-        taps * steps <= LOOP_TRIPS and macs < DIRECT_MAX_MACS and \
-        taps * c <= DIRECT_MAX_DEPTH
-    return not direct
+    return macs >= matmul.BLOCKED_MIN_MACS and not _direct_fits(taps, c, out.shape[-1], macs)
 
 
 def depthwise_stitch_free(node, g) -> bool:
@@ -286,12 +286,7 @@ def depthwise_stitch_free(node, g) -> bool:
     a fetched value, and read only by conv2d kernels that read the targets."""
     if g["M"] != 1 or g["C"] % 4 or math.prod(g["ksize"]) > BLOCKED_DEPTHWISE_TAPS:
         return False
-    graph = _graph_of(node)
-    value = node.outputs[0]
-    if any(v.name == value.name for v in graph.outputs):
-        return False
-    readers = [n for n in graph.nodes if any(v is value for v in n.inputs)]
-    return bool(readers) and all(reads_depthwise_blocks(n, value) for n in readers)
+    return _read_only_by(node, reads_depthwise_blocks)
 
 
 def _blocked_filter_gradient(g, context, inputs, out, layouts, prefix, op, nodes,
@@ -422,15 +417,9 @@ def direct_kernel(g, context, inputs, out, prefix, op, nodes, extra=(), epilogue
     is small or sums few products per output (see DIRECT_MAX_DEPTH), else None."""
     taps = math.prod(g["ksize"])
     x, w = inputs
-    steps = -(-g["C"] // 4) if g["C"] % 4 == 0 else g["C"]
-    if context["depthwise"] or g["COUT"] % 4 or taps > DIRECT_MAX_TAPS or \
-            taps * steps > LOOP_TRIPS or \
-            {out.dtype, x.dtype, w.dtype} != {"float32"} or \
-            out.size * taps * g["C"] >= DIRECT_MAX_MACS:
+    if context["depthwise"] or {out.dtype, x.dtype, w.dtype} != {"float32"} or \
+            not _direct_fits(taps, g["C"], g["COUT"], out.size * taps * g["C"]):
         return None
-    if out.size * taps * g["C"] >= matmul.BLOCKED_MIN_MACS and \
-            taps * g["C"] > DIRECT_MAX_DEPTH:
-        return None                 # the blocked kernel's fewer fetches pay for its stitch
     row = g["ksize"][1] * g["C"]          # a window row's floats, contiguous in x
     row_texels = (-(-(row + 3) // 4) if ROW_READS and g["C"] % 4 and
                   g["dilations"][1] == 1 and row <= DIRECT_ROW_FLOATS else 0)
@@ -439,6 +428,19 @@ def direct_kernel(g, context, inputs, out, prefix, op, nodes, extra=(), epilogue
                        out, g=g, xs=context["xs"], epilogue=epilogue, epilogue_vec4=True,
                        inline_steps=DIRECT_INLINE_STEPS, row_texels=row_texels,
                        w_literals=literals, aligned_picks=ALIGNED_PICKS)
+
+
+def _direct_fits(taps: int, c: int, cout: int, macs: int) -> bool:
+    """Whether the direct kernel takes a float conv2d of taps x c inputs per output,
+    cout output channels and macs products in all (direct_kernel; _blocked_anyway asks
+    the same of a graph node)."""
+    steps = -(-c // 4) if c % 4 == 0 else c
+    if cout % 4 or taps > DIRECT_MAX_TAPS or taps * steps > LOOP_TRIPS or \
+            macs >= DIRECT_MAX_MACS:
+        return False
+    # past BLOCKED_MIN_MACS, a deep sum per output is the blocked kernel's: its fewer
+    # fetches pay for its stitch
+    return macs < matmul.BLOCKED_MIN_MACS or taps * c <= DIRECT_MAX_DEPTH
 
 
 # A constant filter of at most this many output channel texels (and rows of taps x C
