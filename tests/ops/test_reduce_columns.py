@@ -8,6 +8,7 @@ import pytest
 
 import fragflow as ff
 from fragflow.codegen import reduce_tree
+from tests.ops.test_reduce_tree import shrink_windows
 from tests.reference import assert_matches, run_both
 
 RTOL = 1e-4
@@ -16,11 +17,7 @@ RTOL = 1e-4
 @pytest.fixture
 def small_windows(monkeypatch):
     """Windows of 4-8 elements: a few hundred rows take a tree of column passes."""
-    monkeypatch.setattr(reduce_tree, "WINDOW_MIN", 4)
-    monkeypatch.setattr(reduce_tree, "WINDOW_MAX", 8)
-    monkeypatch.setattr(reduce_tree, "SMALL_WORK", 8)
-    monkeypatch.setattr(reduce_tree, "MIN_FRAGMENTS", 4)
-    monkeypatch.setattr(reduce_tree, "DIRECT_SOFTMAX_WORK", 0)
+    shrink_windows(monkeypatch)
 
 
 def column_kernels(shape, axis):

@@ -18,7 +18,13 @@ from fragflow.codegen.layout import layout_for
 from fragflow.codegen.operands import Operand
 from fragflow.ir.types import TensorType
 from tests.gradcheck import check_gradients
-from tests.ops.test_reduce_tree import REDUCTIONS, check_all, kernels_of, scale_of
+from tests.ops.test_reduce_tree import (
+    REDUCTIONS,
+    check_all,
+    kernels_of,
+    scale_of,
+    shrink_windows,
+)
 
 inf, nan = np.inf, np.nan
 
@@ -26,11 +32,7 @@ inf, nan = np.inf, np.nan
 @pytest.fixture
 def small_windows(monkeypatch):
     """Windows of 8 texels: small inputs take texel passes, row runs and trees."""
-    monkeypatch.setattr(reduce_tree, "WINDOW_MIN", 4)
-    monkeypatch.setattr(reduce_tree, "WINDOW_MAX", 8)
-    monkeypatch.setattr(reduce_tree, "SMALL_WORK", 8)
-    monkeypatch.setattr(reduce_tree, "MIN_FRAGMENTS", 4)
-    monkeypatch.setattr(reduce_tree, "DIRECT_SOFTMAX_WORK", 0)
+    shrink_windows(monkeypatch)
 
 
 def first_pass(shape, axes):

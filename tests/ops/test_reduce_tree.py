@@ -25,14 +25,20 @@ REDUCTIONS = {"sum": ff.sum, "mean": ff.mean, "max": ff.max, "min": ff.min,
               "prod": ff.prod}
 
 
-@pytest.fixture
-def small_windows(monkeypatch):
-    """Windows of 4-8 elements and no single-pass shortcuts: small inputs take trees."""
+def shrink_windows(monkeypatch):
+    """The planner's windows at 4-8 elements and no single-pass shortcuts, so that
+    small inputs take trees (the reduction tests' small_windows fixtures)."""
     monkeypatch.setattr(reduce_tree, "WINDOW_MIN", 4)
     monkeypatch.setattr(reduce_tree, "WINDOW_MAX", 8)
     monkeypatch.setattr(reduce_tree, "SMALL_WORK", 8)
     monkeypatch.setattr(reduce_tree, "MIN_FRAGMENTS", 4)
     monkeypatch.setattr(reduce_tree, "DIRECT_SOFTMAX_WORK", 0)
+
+
+@pytest.fixture
+def small_windows(monkeypatch):
+    """Windows of 4-8 elements and no single-pass shortcuts: small inputs take trees."""
+    shrink_windows(monkeypatch)
     monkeypatch.setattr(scan, "BLOCK", {"contiguous": 8, "strided": 4})
 
 
