@@ -43,3 +43,19 @@ def assert_matches(actual, expected, rtol=1e-5, atol=None, scale=None, what=""):
         raise AssertionError(f"{what}: {np.sum(~good)} of {good.size} differ beyond "
                              f"rtol={rtol}; first at {idx}: got {actual[idx]!r}, "
                              f"expected {expected[idx]!r}")
+
+
+def normal(rng, *shape):
+    """float32 standard normal samples of the given shape."""
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def compiled_kernels(build, shapes):
+    """The GL kernels of build(*placeholders) with placeholders of the given shapes,
+    compiled with every pass."""
+    g = ff.Graph()
+    with g.as_default():
+        feeds = [ff.placeholder(s, name=f"in{i}") for i, s in enumerate(shapes)]
+        y = build(*feeds)
+    with ff.Session(g) as sess:
+        return sess.compile([y], feeds=feeds).kernels

@@ -11,20 +11,7 @@ import pytest
 import fragflow as ff
 from fragflow.codegen import conv
 from tests.gradcheck import check_gradients
-from tests.reference import assert_matches, run_both
-
-
-def normal(rng, *shape):
-    return rng.standard_normal(shape).astype(np.float32)
-
-
-def kernels(build, shapes):
-    g = ff.Graph()
-    with g.as_default():
-        feeds = [ff.placeholder(s, name=f"in{i}") for i, s in enumerate(shapes)]
-        y = build(*feeds)
-    with ff.Session(g) as sess:
-        return sess.compile([y], feeds=feeds).kernels
+from tests.reference import assert_matches, compiled_kernels, normal, run_both
 
 
 def is_direct(kernel):
@@ -50,7 +37,7 @@ def test_direct_conv_matches_numpy(gl, x_shape, w_shape, kwargs):
     if x_shape[1] * x_shape[2] > 1:
         x[0, 0, 0, :] = 0.0
     build = lambda xp, wp: ff.conv2d(xp, wp, **kwargs)    # noqa: E731
-    ks = kernels(build, [x.shape, w.shape])
+    ks = compiled_kernels(build, [x.shape, w.shape])
     assert [k.op for k in ks] == ["conv2d"] and is_direct(ks[0])
     g = ff.Graph()
     with g.as_default():
@@ -74,7 +61,7 @@ def test_fused_bias_and_activation_in_one_kernel(gl, activation):
 
     def build(xp):
         return getattr(ff, activation)(ff.conv2d(xp, ff.constant(w)) + ff.constant(b))
-    ks = kernels(build, [x.shape])
+    ks = compiled_kernels(build, [x.shape])
     assert [k.op for k in ks] == ["fused_conv2d"] and is_direct(ks[0])
     g = ff.Graph()
     with g.as_default():
@@ -90,7 +77,7 @@ def test_which_convolutions_run_direct(gl):
 
     def conv_kernels(x_shape, w_shape):
         w = normal(rng, *w_shape)
-        return kernels(lambda xp: ff.conv2d(xp, ff.constant(w), padding="SAME"), [x_shape])
+        return compiled_kernels(lambda xp: ff.conv2d(xp, ff.constant(w), padding="SAME"), [x_shape])
     # short sums (taps x C <= DIRECT_MAX_DEPTH) run direct even past the blocked size
     assert 3 * 3 * 3 <= conv.DIRECT_MAX_DEPTH
     assert is_direct(conv_kernels((1, 64, 64, 3), (3, 3, 3, 8))[0])

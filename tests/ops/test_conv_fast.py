@@ -14,7 +14,7 @@ import pytest
 import fragflow as ff
 from fragflow.codegen import conv, matmul as blocked
 from tests.gradcheck import check_gradients
-from tests.reference import assert_matches, run_both
+from tests.reference import assert_matches, normal, run_both
 
 DIRECT_MAX_MACS = conv.DIRECT_MAX_MACS      # the direct conv2d's own (the fixture: 0)
 
@@ -24,10 +24,6 @@ def always_blocked(monkeypatch):
     monkeypatch.setattr(blocked, "BLOCKED_MIN_MACS", 1)
     # small ones would run direct (tests/ops/test_conv_direct.py)
     monkeypatch.setattr(conv, "DIRECT_MAX_MACS", 0)
-
-
-def normal(rng, *shape):
-    return rng.standard_normal(shape).astype(np.float32)
 
 
 def _run(build, arrays, rtol=1e-5):

@@ -10,11 +10,7 @@ import numpy as np
 import pytest
 
 import fragflow as ff
-from tests.reference import assert_matches, run_both
-
-
-def normal(rng, *shape):
-    return rng.standard_normal(shape).astype(np.float32)
+from tests.reference import assert_matches, normal, run_both
 
 
 def _compiled(g, fetches, feeds):

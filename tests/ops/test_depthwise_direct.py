@@ -9,20 +9,7 @@ import pytest
 
 import fragflow as ff
 from tests.gradcheck import check_gradients
-from tests.reference import assert_matches, run_both
-
-
-def normal(rng, *shape):
-    return rng.standard_normal(shape).astype(np.float32)
-
-
-def kernels(build, shapes):
-    g = ff.Graph()
-    with g.as_default():
-        feeds = [ff.placeholder(s, name=f"in{i}") for i, s in enumerate(shapes)]
-        y = build(*feeds)
-    with ff.Session(g) as sess:
-        return sess.compile([y], feeds=feeds).kernels
+from tests.reference import assert_matches, compiled_kernels, normal, run_both
 
 
 @pytest.mark.parametrize("x_shape, w_shape, kwargs", [
@@ -41,8 +28,8 @@ def test_direct_depthwise_matches_numpy(gl, x_shape, w_shape, kwargs):
     x, w = normal(rng, *x_shape), normal(rng, *w_shape)
     x[0, x_shape[1] // 2, x_shape[2] // 2, 0] = np.nan    # spreads through its windows
     build = lambda xp, wp: ff.depthwise_conv2d(xp, wp, **kwargs)    # noqa: E731
-    assert [k.op for k in kernels(build, [x.shape, w.shape])] == ["depthwise_conv2d"]
-    assert "direct depthwise" in kernels(build, [x.shape, w.shape])[0].source
+    assert [k.op for k in compiled_kernels(build, [x.shape, w.shape])] == ["depthwise_conv2d"]
+    assert "direct depthwise" in compiled_kernels(build, [x.shape, w.shape])[0].source
     g = ff.Graph()
     with g.as_default():
         xp, wp = ff.placeholder(x.shape, name="x"), ff.placeholder(w.shape, name="w")
@@ -61,7 +48,7 @@ def test_fused_bias_and_activation_in_one_kernel(gl, activation):
     def build(xp):
         return getattr(ff, activation)(
             ff.depthwise_conv2d(xp, ff.constant(w), padding="SAME") + ff.constant(b))
-    assert [k.op for k in kernels(build, [x.shape])] == ["fused_depthwise_conv2d"]
+    assert [k.op for k in compiled_kernels(build, [x.shape])] == ["fused_depthwise_conv2d"]
     g = ff.Graph()
     with g.as_default():
         xp = ff.placeholder(x.shape, name="x")
@@ -75,11 +62,11 @@ def test_fused_bias_and_activation_in_one_kernel(gl, activation):
 def test_other_depthwise_convolutions_keep_their_kernels(gl):
     rng = np.random.default_rng(4)
     # C % 4 != 0 with multiplier 1: scalar lanes (conv.glsl.j2)
-    odd = kernels(lambda xp: ff.depthwise_conv2d(xp, ff.constant(normal(rng, 3, 3, 3, 1)),
+    odd = compiled_kernels(lambda xp: ff.depthwise_conv2d(xp, ff.constant(normal(rng, 3, 3, 3, 1)),
                                                  padding="SAME"), [(1, 6, 6, 3)])
     assert "direct depthwise" not in odd[0].source
     # big enough for the blocked kernel: blocked + stitch
-    big = kernels(lambda xp: ff.depthwise_conv2d(xp, ff.constant(normal(rng, 3, 3, 32, 1)),
+    big = compiled_kernels(lambda xp: ff.depthwise_conv2d(xp, ff.constant(normal(rng, 3, 3, 32, 1)),
                                                  padding="SAME"), [(1, 64, 64, 32)])
     assert [k.op for k in big] == ["depthwise_conv2d", "depthwise_conv2d_stitch"]
 
