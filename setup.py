@@ -1,6 +1,6 @@
 """Derives the package list from pyproject.toml's [tool.setuptools.package-dir].
 
-Each top-level folder is the subpackage fragflow.<folder> (shared/DESIGN.md, "Layout"),
+Each top-level folder is the subpackage fragflow.<folder> (docs/ARCHITECTURE.md, "Layers"),
 and every folder below it holding Python files is a package too. Listing them by hand
 once left out fragflow.passes.autodiff: `pip install .` gave a fragflow that could not
 be imported. Here a new subpackage is found; one without __init__.py stops the build.

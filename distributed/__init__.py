@@ -11,7 +11,7 @@
   the full batches. Checkpoints every n steps; a worker that dies is replaced and the
   run resumes from the last checkpoint.
 
-This package sits beside tools/ at the top of the layers (shared/DESIGN.md): it is a
+This package sits beside tools/ at the top of the layers (docs/ARCHITECTURE.md): it is a
 client of the public API (``import fragflow as ff``) and nothing in fragflow imports it.
 Importing it does not import Ray; using it without Ray raises RayNotInstalledError.
 See docs/SCALING.md for what a step costs and how it scales.

@@ -7,7 +7,7 @@
         y = ff.relu(x * 2.0 + 1.0)
     print(ff.Session(g).run(y, {x: xb}))
 
-See README.md and shared/DESIGN.md ("Public contract").
+See README.md and docs/ARCHITECTURE.md.
 """
 from .frontend import *  # noqa: F401,F403
 from .frontend import (

@@ -14,7 +14,7 @@ Each is defined in the module of its family (named after TensorFlow's namespaces
     ops_nn_extra   gelu, hard_swish, layer and instance normalization (ONNX's, composed)
 
 Arguments are Tensors, numpy arrays or Python scalars; names and meanings follow
-TensorFlow (with the short names of shared/DESIGN.md as well)."""
+TensorFlow, with numpy-style short names as well (ff.sum is ff.reduce_sum)."""
 from __future__ import annotations
 
 from . import (

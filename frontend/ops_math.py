@@ -4,8 +4,8 @@ predicates), cast and where, reductions (sum, mean, max, ..., all/any, variance,
 logsumexp), arg reductions, scans (cumsum, cumprod), clipping, searchsorted, bincount,
 and the sequences range and linspace. The activations (relu, elu, ...) are in ops_nn.
 
-Names and arguments follow TensorFlow (with the short names of shared/DESIGN.md as
-well: ff.sum is ff.reduce_sum). Elementwise ops broadcast as numpy does; see
+Names and arguments follow TensorFlow, with numpy-style short names as well (ff.sum
+is ff.reduce_sum). Elementwise ops broadcast as numpy does; see
 ir/ops/elementwise.py for the semantics chosen where TensorFlow leaves them open.
 Composites (divide_no_nan, reduce_variance, clip_by_norm, cumprod, ...) have no kernel
 of their own: they are built from the ops above, so their numpy reference, GLSL and
@@ -174,7 +174,7 @@ def _reduction(op, doc):
     return fn
 
 
-# ff.sum is ff.reduce_sum (shared/DESIGN.md's short names, and TensorFlow's).
+# ff.sum is ff.reduce_sum (the short name, and TensorFlow's).
 sum = reduce_sum = _export(_reduction("sum", "Sum over axis (None: all)."))
 mean = reduce_mean = _export(_reduction("mean", "Mean over axis."))
 max = reduce_max = _export(_reduction("max", "Max over axis; NaN propagates."))

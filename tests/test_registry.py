@@ -1,4 +1,4 @@
-"""The op registry keeps an op's facets in step (STYLE.md): a definition in
+"""The op registry keeps an op's facets in step (CONTRIBUTING.md, "Adding an op"): a definition in
 ir/ops/<family>.py, a kernel (templates/<family>.glsl.j2 or a view), a gradient rule or
 a non-differentiable mark, and tests naming it."""
 import glob

@@ -1,6 +1,6 @@
 """The process-wide offscreen OpenGL context fragflow runs its shaders in.
 
-Three backends (see shared/DESIGN.md, "Codegen and runtime"):
+Three backends (docs/ARCHITECTURE.md, "Runtime"):
 
 - ``egl``: no window system; a GPU through the EGL device platform, else Mesa's
   surfaceless platform (llvmpipe on machines without a GPU driver).
