@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test lint demo bench install clean onnx-conformance
+.PHONY: test test-ray lint demo bench install clean onnx-conformance
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -16,8 +16,15 @@ $(STAMP): $(BIN)/python pyproject.toml
 
 install: $(STAMP)
 
+# 2 workers (shader JIT is single-threaded); a file stays in one worker, in order. The
+# summary before the last line counts the skipped tests by reason (pytest -ra).
+# FRAGFLOW_REQUIRE_GL=1 (as .ci/run sets it) fails the GL tests where no context is made.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile   # 2 workers (shader JIT is single-threaded); a file stays in one worker, in order
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+
+# fragflow.distributed on a local Ray instance (minutes on 2 cores: outside make test).
+test-ray: $(STAMP)
+	FRAGFLOW_RAY_TESTS=1 $(BIN)/python -m pytest -q tests/distributed/test_ray.py
 
 lint: $(STAMP)   # ruff: lint and import order, rules in pyproject.toml [tool.ruff]; `make test` runs it too (tests/test_lint.py)
 	$(BIN)/python -m ruff check .

@@ -208,7 +208,7 @@ def test_padding_strings_in_any_case(gl):
         valid = ff.conv2d(x, w, strides=1, padding="valid")
     assert same.shape == (2, 4, 4, 5) and pooled.shape == (2, 4, 4, 3)
     assert valid.shape == (2, 5, 5, 5)
-    import torch
+    torch = pytest.importorskip("torch", reason="torch is not installed (the test extra brings it)")
     ref = torch.nn.functional.conv2d(torch.from_numpy(x).permute(0, 3, 1, 2),
                                      torch.from_numpy(w).permute(3, 2, 0, 1))
     for backend in ("numpy", "gl"):
@@ -269,7 +269,7 @@ def test_other_losses_against_numpy(gl):
 
 
 def test_image_resize_matches_torch(gl):
-    import torch
+    torch = pytest.importorskip("torch", reason="torch is not installed (the test extra brings it)")
     x = np.random.default_rng(3).normal(size=(2, 5, 7, 3)).astype(np.float32)
     g = ff.Graph()
     with g.as_default():
