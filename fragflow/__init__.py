@@ -44,6 +44,7 @@ from .ir.errors import (
 from .ir.graph import Graph, get_default_graph, reset_default_graph
 from .ir.serialize import MAX_FILE_BYTES, graph_from_json
 from .ir.types import DTYPES, TensorType
+from .tools import webgl  # ff.webgl.export (docs/WEBGL.md)
 
 __version__ = "0.1.0"
 

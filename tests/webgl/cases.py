@@ -1,0 +1,264 @@
+"""The graphs the WebGL tests export and run in the browser, each with its feeds and the
+tolerance its comparison with the numpy executor (on the graph as built) uses.
+
+A case is a function returning a Case; CASES lists them by name. Feeds are placeholders
+fed with the arrays given (constants would be folded in Python by the very numpy
+references the tests compare with)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+import fragflow as ff
+
+
+@dataclass
+class Case:
+    graph: ff.Graph
+    fetches: dict                 # output name -> tensor
+    feeds: dict                   # placeholder -> array, in feed order
+    runs: int = 1                 # runs in the browser (and on the numpy executor)
+    variables: list = field(default_factory=list)   # Variables compared after the runs
+    rtol: float = 1e-5
+    atol: float = 1e-6
+    session_steps: int = 0        # steps on the numpy executor before exporting its values
+
+
+def _edge_values(rng, shape):
+    """Normal values with NaN, +-inf, signed zeros and large/small magnitudes spread in."""
+    x = rng.standard_normal(shape).astype(np.float32)
+    flat = x.reshape(-1)
+    specials = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e30, -1e-30, 3.0],
+                        np.float32)
+    flat[::7][:len(specials)] = specials[:len(flat[::7])]
+    return x
+
+
+def elementwise():
+    rng = np.random.default_rng(1)
+    g = ff.Graph()
+    with g.as_default():
+        a = ff.placeholder((7, 5), "float32", name="a")       # 35: not a multiple of 4
+        b = ff.placeholder((5,), "float32", name="b")         # broadcast along rows
+        c = ff.placeholder((7, 1), "float32", name="c")       # and along columns
+        fetches = {
+            "relu_fma": ff.relu(a * b + c),
+            "div": a / b,
+            "exp_log": ff.exp(a) - ff.log(ff.abs(a)),
+            "sqrt_tanh": ff.sqrt(ff.abs(a)) + ff.tanh(a),
+            "sigmoid": ff.sigmoid(a),
+            "max": ff.maximum(a, c),
+            "where": ff.where(ff.greater(a, b), a, -b * c),
+            "greater": ff.greater(a, c),
+            "square": ff.square(a),
+        }
+    feeds = {a: _edge_values(rng, (7, 5)),
+             b: np.array([2.0, -0.0, 0.5, -3.0, np.inf], np.float32),
+             c: rng.standard_normal((7, 1)).astype(np.float32)}
+    return Case(g, fetches, feeds, rtol=2e-6)
+
+
+def integers():
+    g = ff.Graph()
+    with g.as_default():
+        i = ff.placeholder((3, 5), "int32", name="i")
+        j = ff.placeholder((5,), "int32", name="j")
+        fetches = {"add": i + j, "mul": i * j, "floordiv": ff.floordiv(i, j),
+                   "to_float": ff.cast(i, "float32") * 0.5,
+                   "from_float": ff.cast(ff.cast(i, "float32") * 1.5, "int32")}
+    feeds = {i: np.arange(-7, 8, dtype=np.int32).reshape(3, 5),
+             j: np.array([1, -2, 3, 7, -5], np.int32)}
+    return Case(g, fetches, feeds)
+
+
+def reductions():
+    rng = np.random.default_rng(2)
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((6, 37, 5), "float32", name="x")
+        big = ff.placeholder((300, 333), "float32", name="big")   # a tree of passes
+        fetches = {"sum_all": ff.reduce_sum(x), "mean_1": ff.reduce_mean(x, axis=1),
+                   "max_2": ff.reduce_max(x, axis=2),
+                   "argmax_1": ff.argmax(x, axis=1),
+                   "big_sum": ff.reduce_sum(big), "big_rows": ff.reduce_max(big, axis=1),
+                   "big_cols": ff.reduce_sum(big, axis=0)}
+    xs = rng.standard_normal((6, 37, 5)).astype(np.float32)
+    xs[1, 3, 2] = np.nan
+    feeds = {x: xs, big: rng.standard_normal((300, 333)).astype(np.float32)}
+    return Case(g, fetches, feeds, rtol=1e-4, atol=1e-3)
+
+
+def matmuls():
+    rng = np.random.default_rng(3)
+    g = ff.Graph()
+    with g.as_default():
+        a = ff.placeholder((33, 17), "float32", name="a")
+        b = ff.placeholder((17, 9), "float32", name="b")
+        p = ff.placeholder((128, 96), "float32", name="p")
+        q = ff.placeholder((96, 160), "float32", name="q")
+        s = ff.placeholder((3, 10, 7), "float32", name="s")
+        t = ff.placeholder((3, 7, 6), "float32", name="t")
+        fetches = {"small": a @ b, "blocked": p @ q, "batched": ff.matmul(s, t),
+                   "transposed": ff.matmul(a, a, transpose_b=True),
+                   "dense_relu": ff.relu(p @ q + 1.0)}
+    feeds = {a: rng.standard_normal((33, 17)).astype(np.float32),
+             b: rng.standard_normal((17, 9)).astype(np.float32),
+             p: rng.standard_normal((128, 96)).astype(np.float32),
+             q: rng.standard_normal((96, 160)).astype(np.float32),
+             s: rng.standard_normal((3, 10, 7)).astype(np.float32),
+             t: rng.standard_normal((3, 7, 6)).astype(np.float32)}
+    return Case(g, fetches, feeds, rtol=1e-4, atol=1e-4)
+
+
+def convolutions():
+    rng = np.random.default_rng(4)
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((2, 9, 11, 3), "float32", name="x")
+        y = ff.placeholder((1, 16, 16, 32), "float32", name="y")
+        w1 = ff.constant(rng.standard_normal((3, 3, 3, 8)).astype(np.float32))
+        w2 = ff.constant(rng.standard_normal((1, 1, 32, 64)).astype(np.float32))
+        w3 = ff.constant(rng.standard_normal((3, 3, 32, 48)).astype(np.float32))
+        dw = ff.constant(rng.standard_normal((3, 3, 32, 1)).astype(np.float32))
+        fetches = {
+            "same": ff.conv2d(x, w1, padding="SAME"),
+            "strided": ff.conv2d(x, w1, strides=2, padding="VALID"),
+            "pointwise": ff.relu(ff.conv2d(y, w2)),
+            "wide": ff.conv2d(y, w3, padding="SAME"),
+            "depthwise": ff.depthwise_conv2d(y, dw, strides=[1, 2, 2, 1], padding="SAME"),
+            "max_pool": ff.max_pool2d(x, 2, 2, "VALID"),
+            "avg_pool": ff.avg_pool(y, 3, 2, "SAME"),
+        }
+    feeds = {x: rng.standard_normal((2, 9, 11, 3)).astype(np.float32),
+             y: rng.standard_normal((1, 16, 16, 32)).astype(np.float32)}
+    return Case(g, fetches, feeds, rtol=1e-4, atol=1e-4)
+
+
+def softmaxes():
+    rng = np.random.default_rng(5)
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((5, 13), "float32", name="x")
+        long = ff.placeholder((4, 1000), "float32", name="long")
+        fetches = {"softmax": ff.softmax(x), "log_softmax": ff.log_softmax(x),
+                   "long_softmax": ff.softmax(long * 3.0)}
+    xs = rng.standard_normal((5, 13)).astype(np.float32)
+    xs[2, 4] = -np.inf
+    feeds = {x: xs, long: rng.standard_normal((4, 1000)).astype(np.float32)}
+    return Case(g, fetches, feeds, rtol=1e-5, atol=1e-6)
+
+
+def structure():
+    rng = np.random.default_rng(6)
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((6, 7), "float32", name="x")
+        idx = ff.placeholder((5,), "int32", name="idx")
+        y = ff.placeholder((6, 3), "float32", name="y")
+        fetches = {"gather": ff.gather(x, idx), "gather_1": ff.gather(x, idx, axis=1),
+                   "concat": ff.concat([x, y], axis=1),
+                   "transpose": ff.transpose(x), "pad": ff.pad(y, [[1, 2], [0, 3]]),
+                   "slice": x[1:5, ::2], "reshape": ff.reshape(x, (3, 14)) * 2.0,
+                   "one_hot": ff.one_hot(idx, 7), "tile": ff.tile(y, [2, 1])}
+    feeds = {x: rng.standard_normal((6, 7)).astype(np.float32),
+             idx: np.array([5, 0, 3, 3, 1], np.int32),
+             y: rng.standard_normal((6, 3)).astype(np.float32)}
+    return Case(g, fetches, feeds)
+
+
+def _cnn(x, rng):
+    """conv-relu-pool twice, dense, softmax: a small image classifier's forward pass."""
+    w1 = ff.Variable(rng.standard_normal((3, 3, 1, 8)).astype(np.float32) * 0.3, name="w1")
+    b1 = ff.Variable(np.zeros(8, np.float32) + 0.1, name="b1")
+    w2 = ff.Variable(rng.standard_normal((3, 3, 8, 16)).astype(np.float32) * 0.2, name="w2")
+    w3 = ff.Variable(rng.standard_normal((4 * 4 * 16, 10)).astype(np.float32) * 0.1,
+                     name="w3")
+    h = ff.max_pool2d(ff.relu(ff.conv2d(x, w1, padding="SAME") + b1), 2, 2, "VALID")
+    h = ff.max_pool2d(ff.relu(ff.conv2d(h, w2, padding="SAME")), 2, 2, "VALID")
+    logits = ff.reshape(h, (-1, 4 * 4 * 16)) @ w3
+    return logits, [w1, b1, w2, w3]
+
+
+def small_cnn():
+    rng = np.random.default_rng(7)
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((4, 16, 16, 1), "float32", name="x")
+        logits, _ = _cnn(x, rng)
+        fetches = {"probabilities": ff.softmax(logits)}
+    return Case(g, fetches, {x: rng.standard_normal((4, 16, 16, 1)).astype(np.float32)},
+                rtol=1e-4, atol=1e-5)
+
+
+def cnn_training_step():
+    """SGD on the CNN: after 3 steps in the page the variables equal Session.run's."""
+    rng = np.random.default_rng(8)
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((8, 16, 16, 1), "float32", name="x")
+        labels = ff.placeholder((8,), "int32", name="labels")
+        logits, variables = _cnn(x, rng)
+        loss = ff.reduce_mean(ff.sparse_softmax_cross_entropy_with_logits(
+            labels=labels, logits=logits))
+        step = ff.optim.SGD(0.1).minimize(loss)
+        fetches = {"loss": loss, "step": step}
+    feeds = {x: rng.standard_normal((8, 16, 16, 1)).astype(np.float32),
+             labels: rng.integers(0, 10, 8).astype(np.int32)}
+    return Case(g, fetches, feeds, runs=3, variables=variables, rtol=1e-4, atol=1e-5)
+
+
+def mlp_adam_from_session():
+    """Adam (one kernel writing a variable and its slots: several render targets), its
+    values taken from a session that already ran 2 steps."""
+    rng = np.random.default_rng(9)
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((16, 10), "float32", name="x")
+        y = ff.placeholder((16, 3), "float32", name="y")
+        w1 = ff.Variable(rng.standard_normal((10, 32)).astype(np.float32) * 0.3, name="w1")
+        w2 = ff.Variable(rng.standard_normal((32, 3)).astype(np.float32) * 0.3, name="w2")
+        out = ff.tanh(x @ w1) @ w2
+        loss = ff.reduce_mean(ff.square(out - y))
+        step = ff.optim.Adam(0.01).minimize(loss)
+        fetches = {"loss": loss, "step": step}
+    feeds = {x: rng.standard_normal((16, 10)).astype(np.float32),
+             y: rng.standard_normal((16, 3)).astype(np.float32)}
+    return Case(g, fetches, feeds, runs=3, variables=[w1, w2], rtol=1e-4, atol=1e-5,
+                session_steps=2)
+
+
+def onnx_model():
+    """A model imported from ONNX (built with onnx.helper): Conv, Relu,
+    GlobalAveragePool, Flatten, Gemm, Softmax."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(10)
+    w = rng.standard_normal((6, 3, 3, 3)).astype(np.float32) * 0.4
+    b = rng.standard_normal(6).astype(np.float32) * 0.1
+    fc = rng.standard_normal((6, 4)).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["input", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("GlobalAveragePool", ["r"], ["p"]),
+             helper.make_node("Flatten", ["p"], ["f"]),
+             helper.make_node("Gemm", ["f", "fc"], ["logits"]),
+             helper.make_node("Softmax", ["logits"], ["probabilities"], axis=1)]
+    graph = helper.make_graph(
+        nodes, "tiny_onnx",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [2, 3, 8, 8])],
+        [helper.make_tensor_value_info("probabilities", TensorProto.FLOAT, [2, 4])],
+        initializer=[numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b"),
+                     numpy_helper.from_array(fc, "fc")])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    proto.ir_version = 8
+    onnx.checker.check_model(proto)
+    model = ff.onnx.load(proto.SerializeToString())
+    inp = model.inputs[0]
+    fetches = {"probabilities": model.outputs[0]}
+    feeds = {inp: rng.standard_normal((2, 3, 8, 8)).astype(np.float32)}
+    return Case(model.graph, fetches, feeds, rtol=1e-4, atol=1e-5)
+
+
+CASES = {fn.__name__: fn for fn in (
+    elementwise, integers, reductions, matmuls, convolutions, softmaxes, structure,
+    small_cnn, cnn_training_step, mlp_adam_from_session, onnx_model)}

@@ -1,0 +1,77 @@
+"""The WebGL tests' shared run: every case of cases.py exported once, and run in ONE
+headless Chromium launch per rasteriser (SwiftShader, Mesa through ANGLE's GL-EGL
+backend), each page loading every export in turn. Skips with the reason where
+chromium is missing (.ci/run installs it: apt-get install chromium)."""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+
+import numpy as np
+import pytest
+
+import fragflow as ff
+from tests.webgl.browser import CONFIGS, chromium, run_cases
+from tests.webgl.cases import CASES
+
+# FRAGFLOW_REQUIRE_CHROMIUM=1: fail instead of skipping where chromium is missing
+REQUIRE = os.environ.get("FRAGFLOW_REQUIRE_CHROMIUM", "") not in ("", "0")
+
+
+def _exported(root):
+    """{case name: (Case, browser case dict)} with every case exported under root."""
+    out = {}
+    for name, build in CASES.items():
+        case = build()
+        session = None
+        if case.session_steps:
+            session = ff.Session(case.graph, backend="numpy", passes=[])
+            for _ in range(case.session_steps):
+                session.run(case.fetches, case.feeds)
+        feeds = list(case.feeds)
+        export = ff.webgl.export(case.fetches, feeds, os.path.join(root, name),
+                                 session=session, page=False)
+        if session is not None:
+            session.close()
+        spec = {
+            "id": name, "dir": name, "runs": case.runs,
+            "feeds": {p.value.node.name: (a, p.dtype) for p, a in case.feeds.items()},
+            "outputs": {o["name"]: (tuple(o["shape"]), o["dtype"])
+                        for o in export.schedule["outputs"]},
+            "variables": {v.value.node.name: (tuple(v.shape), v.dtype)
+                          for v in case.variables},
+        }
+        out[name] = (case, spec, export)
+    return out
+
+
+@pytest.fixture(scope="session")
+def exported():
+    if chromium() is None:
+        if REQUIRE:
+            pytest.fail("FRAGFLOW_REQUIRE_CHROMIUM is set but chromium is not on PATH")
+        pytest.skip("chromium is not installed (Debian: apt-get install chromium); the "
+                    "WebGL exports cannot be run")
+    root = tempfile.mkdtemp(prefix="fragflow-webgl-")
+    yield root, _exported(root)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def browser_results(exported):
+    """{config: results of browser.run_cases} for both rasterisers."""
+    root, cases = exported
+    specs = [spec for _, spec, _ in cases.values()]
+    return {config: run_cases(root, specs, config) for config in CONFIGS}
+
+
+def reference(case):
+    """The numpy executor on the graph as built: outputs per run, then the variables."""
+    session = ff.Session(case.graph, backend="numpy", passes=[])
+    with session:
+        for _ in range(case.session_steps):
+            session.run(case.fetches, case.feeds)
+        runs = [session.run(case.fetches, case.feeds) for _ in range(case.runs)]
+        variables = {v.value.node.name: np.asarray(session.get(v)) for v in case.variables}
+    return runs, variables
