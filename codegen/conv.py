@@ -49,7 +49,8 @@ from ..ir.ops import conv as _conv
 from . import depthwise as depthwise_kernels, matmul, pool
 from .common import make_kernel, operands, output_operand
 from .layout import strides
-from .reduce import LOOP_TRIPS, unroll_for
+from .limits import active
+from .reduce import loop_trips, unroll_for
 
 
 @dataclass(frozen=True)
@@ -300,7 +301,10 @@ def _blocked_filter_gradient(g, context, inputs, out, layouts, prefix, op, nodes
         return None
     taps = math.prod(g["ksize"])
     # rows: the 4 input channels of one texel of x (so at most 2 column texels)
-    blocking = matmul.Blocking(1, taps * g["C"], g["COUT"], 4, min(2, -(-g["COUT"] // 4)),
+    if matmul.max_targets() < 4:
+        return None
+    blocking = matmul.Blocking(1, taps * g["C"], g["COUT"], 4,
+                               min(2, -(-g["COUT"] // 4), matmul.max_targets() // 4),
                                interleaved=True)
     # few blocks (a small filter): split the batch among more fragments
     per_split = -(-g["N"] // min(g["N"], -(-FILTER_GRADIENT_FRAGMENTS //
@@ -316,9 +320,10 @@ def _blocked_filter_gradient(g, context, inputs, out, layouts, prefix, op, nodes
     row_splits = -(-out_h // rows_per)
     blocking = replace(blocking, splits=-(-g["N"] // per_split) * row_splits)
     unroll = 1
-    while unroll < out_w and per_split * (1 + out_h * (1 + -(-out_w // unroll))) > LOOP_TRIPS:
+    budget = loop_trips()
+    while unroll < out_w and per_split * (1 + out_h * (1 + -(-out_w // unroll))) > budget:
         unroll *= 2
-    if per_split * (1 + out_h * (1 + -(-out_w // unroll))) > LOOP_TRIPS:
+    if per_split * (1 + out_h * (1 + -(-out_w // unroll))) > budget:
         return None                 # too many pixels for one fragment's loops
     blocks, names = matmul.target_operands(
         blocking, out, matmul._max_texture_size(layouts, out), layouts)
@@ -343,8 +348,8 @@ def _blocked_depthwise(g, context, x, w, out, layouts, prefix, extra, epilogue, 
                                 f"run it but it was planned to (codegen/conv.py)")
         return None
     out_h, out_w = g["out_size"]
-    cols = min(4, out_w)
-    rows = min(matmul.MAX_TARGETS // cols, out_h)
+    cols = min(4, out_w, matmul.max_targets())
+    rows = min(matmul.max_targets() // cols, out_h)
     block = PixelBlock(g["N"], out_h, out_w, g["COUT"] // 4, rows, cols)
     kh, kw = g["ksize"]
     (sy, sx), (dy, dx) = g["strides"], g["dilations"]
@@ -435,7 +440,7 @@ def _direct_fits(taps: int, c: int, cout: int, macs: int) -> bool:
     cout output channels and macs products in all (direct_kernel; _blocked_anyway asks
     the same of a graph node)."""
     steps = -(-c // 4) if c % 4 == 0 else c
-    if cout % 4 or taps > DIRECT_MAX_TAPS or taps * steps > LOOP_TRIPS or \
+    if cout % 4 or taps > DIRECT_MAX_TAPS or taps * steps > loop_trips() or \
             macs >= DIRECT_MAX_MACS:
         return False
     # past BLOCKED_MIN_MACS, a deep sum per output is the blocked kernel's: its fewer
@@ -459,9 +464,10 @@ def _weight_literals(w_value, g):
              + ")" for c in range(g["COUT"] // 4)] for row in bits]
 
 
-# llvmpipe's limit is 65535 iterations per fragment; window ops whose loops would come
-# near it are refused with an error rather than silently cut short.
-WINDOW_TRIPS = 60000
+# A fragment runs at most Limits.max_loop_iterations (llvmpipe: 65535); window ops
+# whose loops would come within WINDOW_MARGIN of it (60000 of 65535) are refused with an
+# error rather than silently cut short.
+WINDOW_MARGIN = 5535
 
 
 def _geometry(win: _conv.Window, **extra) -> dict:
@@ -539,10 +545,12 @@ def lower_node(node, layouts, prefix, extra=(), epilogue=None, kernel_op=None,
                  "avg_pool_grad": taps, "pool_grad": taps * (taps + 1),
                  "dilation_grad": taps * (taps + 1) if context["wrt"] == "input"
                  else x_shape[0] * g["out_count"] * (taps + 1)}[kind]
-        if 4 * trips > WINDOW_TRIPS:
+        most = active().max_loop_iterations
+        if 4 * trips > most - WINDOW_MARGIN:
             raise FragflowError(
                 f"{node.where()}: its kernel would loop {4 * trips} times per fragment, "
-                f"past what llvmpipe runs (65535); use a smaller window or batch")
+                f"too near the {most} a fragment may run (llvmpipe's limit); use a "
+                f"smaller window or batch")
     if epilogue is not None and kind not in ("conv", "backprop_filter"):
         raise FragflowError(f"{node.where()}: only convolutions and filter gradients "
                             f"take an epilogue")

@@ -8,6 +8,7 @@ import jinja2
 
 from ..ir import sanitize
 from .helpers import HELPERS_MARK, with_helpers
+from .limits import active
 
 TEMPLATE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
 
@@ -64,6 +65,9 @@ def _render_plain(template: str) -> str:
 
 
 def render(template: str, **context) -> str:
-    """The template's text, with the helpers its code calls where it asks for them."""
+    """The template's text, with the helpers its code calls where it asks for them.
+    `dialect` (the prologue's version line and precision block) is the active
+    lowering's Limits (codegen/limits.py) unless given."""
+    context.setdefault("dialect", active())
     return with_helpers(environment().get_template(template).render(**context),
                         _render_plain)

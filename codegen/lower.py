@@ -13,7 +13,7 @@ kernel name; make each name unique, e.g. "k<N>.p<i>_<node>" for the passes befor
 last and "k<N>_<node>" for the last, which is the name a single kernel would have."""
 from __future__ import annotations
 
-from ..ir.errors import TooManyInputsError
+from ..ir.errors import FragflowError, TooManyInputsError
 from ..ir.graph import Graph
 from ..ir.ops.registry import all_ops, get_op
 from ..passes.split_wide import DEFAULT_TEXTURE_UNITS
@@ -34,6 +34,7 @@ from . import (
 )
 from .kernel import LoweredGraph
 from .layout import layout_for
+from .limits import DESKTOP, Limits, lowering_with
 
 # Ops that keep row-major order: their output is the same texture, seen another way.
 VIEW_OPS = frozenset(name for name, opdef in all_ops().items() if opdef.kind == "view")
@@ -56,11 +57,24 @@ LOWERINGS = {
 }
 
 
-def lower(graph: Graph, max_texture_size: int,
+def lower(graph: Graph, limits: Limits | int | None = None,
           max_texture_units: int | None = None) -> LoweredGraph:
-    """max_texture_units: the textures one kernel may read (the context's
-    GL_MAX_TEXTURE_IMAGE_UNITS; GL 3.3's 16 when not given)."""
-    units = DEFAULT_TEXTURE_UNITS if max_texture_units is None else max_texture_units
+    """limits: the dialect and the device's limits (codegen/limits.py; a context's:
+    `Limits.from_context(info)`); None: GL 3.3 core's. The older form
+    lower(graph, max_texture_size, max_texture_units=None) means desktop GL with those.
+    The families read them as `active()` while this runs."""
+    if limits is None or isinstance(limits, int):
+        limits = Limits(max_texture_size=limits or DESKTOP.max_texture_size,
+                        max_texture_units=DEFAULT_TEXTURE_UNITS if max_texture_units is None
+                        else max_texture_units)
+    elif max_texture_units is not None:
+        raise FragflowError("lower(graph, limits): max_texture_units is in the Limits")
+    with lowering_with(limits):
+        return _lower(graph, limits)
+
+
+def _lower(graph: Graph, limits: Limits) -> LoweredGraph:
+    max_texture_size, units = limits.max_texture_size, limits.max_texture_units
     layouts = {}
     for node in graph.nodes:
         for v in node.outputs:

@@ -42,13 +42,14 @@ from ..ir.types import TensorType
 from .common import make_kernel, operands, output_operand
 from .kernel import Binding
 from .layout import Layout, affine_index, layout_for, strides
+from .limits import active
 from .operands import Operand
 from .reduce import unroll_for
 
 # Fewest multiply-adds (batch * M * N * K) for which the blocked kernel and its stitch
 # (two launches) beat the one-kernel path; below it the launch dominates.
 BLOCKED_MIN_MACS = 1 << 17
-MAX_TARGETS = 8          # GL 3.3 guarantees 8 draw buffers
+MAX_TARGETS = 8          # at most (GL 3.3 guarantees 8 draw buffers); see max_targets()
 # llvmpipe's threads take 64x64 tiles: a blocked kernel's targets span at least this
 # many where they have the fragments (2 threads here; 4 tiles balance them)
 MIN_TILES = 4
@@ -130,13 +131,20 @@ class Blocking:
         return self.rows * self.cols
 
 
+def max_targets() -> int:
+    """Render targets a blocked kernel may write: MAX_TARGETS, never more than the
+    device's draw buffers (codegen/limits.py; ES 3.0 and WebGL2 guarantee 4)."""
+    return min(MAX_TARGETS, active().max_draw_buffers)
+
+
 def choose_blocking(batch: int, m: int, n: int) -> Blocking:
     """4 rows x 2 column texels where the result has them; narrower results take more
-    rows, shorter ones more column texels (at most MAX_TARGETS targets)."""
+    rows, shorter ones more column texels (at most max_targets() targets)."""
     nt = -(-n // 4)
-    cols = min(2, nt)
-    rows = min(MAX_TARGETS // cols, m)
-    cols = min(MAX_TARGETS // rows, nt)
+    most = max_targets()
+    cols = min(2, nt, most)
+    rows = min(most // cols, m)
+    cols = min(most // rows, nt)
     return Blocking(batch, m, n, rows, cols)
 
 
@@ -451,7 +459,8 @@ def matmul_kernel(node, a, b, out, prefix, extra=(), epilogue=None, op="matmul",
 # 64x10 @ (32x10)^T 145 -> 52, (64x32)^T @ 64x10 194 -> 89. Not above
 # BLOCKED_MIN_MACS: 64x32 @ (256x32)^T one kernel 188-259 us vs blocked + stitch 179.
 LANES = True
-LANES_MAX_K4 = 16384          # its loop's trips (llvmpipe's 65535 per fragment)
+# its loop's trips: at most half a kernel's loop budget (16384 of llvmpipe's 65535)
+LANES_LOOP_SHARE = 2
 
 
 def lanes_path(ta, tb, batch, m, n, k, a, b, out) -> dict | None:
@@ -463,7 +472,7 @@ def lanes_path(ta, tb, batch, m, n, k, a, b, out) -> dict | None:
     if not LANES or math.prod(batch) != 1 or len(a.layout.shape) != 2 or \
             len(b.layout.shape) != 2 or \
             {a.dtype, b.dtype, out.layout.dtype} != {"float32"} or \
-            -(-k // 4) > LANES_MAX_K4:
+            -(-k // 4) > active().loop_trips // LANES_LOOP_SHARE:
         return None
     if not tb and n % 4 and n >= 3:
         return dict(path="window", a_mode="strided" if ta else "runs",

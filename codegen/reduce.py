@@ -8,18 +8,26 @@ from ..ir.types import normalize_axes
 from . import reduce_tree, scan
 from .common import make_kernel, operands, output_operand
 from .environment import glsl_float
+from .limits import DESKTOP, active
 
-# llvmpipe ends a shader invocation's loops after 65535 iterations in all (one limiter
-# per shader, shared by every loop in it), without an error. Keep a kernel's iterations
-# well below that by unrolling loop bodies.
-LOOP_TRIPS = 32768
+# A fragment may run Limits.max_loop_iterations loop iterations in all (llvmpipe ends
+# them after 65535 without an error): keep a kernel's iterations well below that
+# (Limits.loop_trips, half of it) by unrolling loop bodies. LOOP_TRIPS caps it further
+# (tests shrink it to reach the unrolled paths with small inputs).
+LOOP_TRIPS = DESKTOP.loop_trips
+
+
+def loop_trips() -> int:
+    """The loop iterations one kernel may plan for on the active limits."""
+    return min(LOOP_TRIPS, active().loop_trips)
 
 
 def unroll_for(trips: int) -> int:
-    """The smallest power-of-two unroll that runs `trips` steps in <= LOOP_TRIPS loop
+    """The smallest power-of-two unroll that runs `trips` steps in <= loop_trips() loop
     iterations (1 for short loops: unrolled code costs JIT time)."""
     unroll = 1
-    while trips > LOOP_TRIPS * unroll:
+    budget = loop_trips()
+    while trips > budget * unroll:
         unroll *= 2
     return unroll
 
@@ -38,11 +46,12 @@ def lrn_kernel(node, inputs, out, prefix):
     # four lanes, each with a loop over the window (lrn_grad: a window sum per element
     # of the window), in one shader invocation: see LOOP_TRIPS
     trips = 4 * window * (window + 1 if grad else 1)
-    if trips > LOOP_TRIPS:
+    budget = loop_trips()
+    if trips > budget:
         raise AttrError(f"{node.where()}: a depth_radius of {attrs['depth_radius']} over "
                         f"{depth} channels is too wide for one {node.op} kernel "
-                        f"(windows up to {int((LOOP_TRIPS / 4) ** 0.5) - 1} channels wide "
-                        f"for lrn_grad, {LOOP_TRIPS // 4} for lrn)")
+                        f"(windows up to {int((budget / 4) ** 0.5) - 1} channels wide "
+                        f"for lrn_grad, {budget // 4} for lrn)")
     return make_kernel("reduce.glsl.j2", prefix, node.op, [node], inputs, out, kind="lrn",
                        grad=grad, depth=depth, radius=attrs["depth_radius"],
                        bias=glsl_float(attrs["bias"]), alpha=glsl_float(attrs["alpha"]),

@@ -45,6 +45,7 @@ from .common import make_kernel
 from .environment import glsl_float, glsl_int
 from .kernel import Binding
 from .layout import Layout, affine_index
+from .limits import active
 from .operands import Operand
 
 MIN_FRAGMENTS = 16384       # four full 64x64 tiles
@@ -56,7 +57,8 @@ ROW_TEXELS = 2048           # the widest intermediate texture (layout.py's rows)
 SCRATCH_ROWS = 8            # the rows an intermediate texture has when it can (scratch_layout)
 TWO_TILES = 128             # texels wide: two of llvmpipe's 64 x 64 tiles
 LOD_FETCH = True         # pass sources read with textureLod (templates/reduce_tree.glsl.j2 load)
-COLUMN_TARGETS = 8          # render targets of a first pass down columns (1: none)
+COLUMN_TARGETS = 8          # render targets of a first pass down columns (1: none), at
+                            # most the device's draw buffers (codegen/limits.py)
 ROW_RUNS = True             # texel passes step along rows in texture coordinates (row_run)
 ROW_RUN_UNROLL = 8          # their loop bodies, unrolled
 WHOLE_TEXELS = True         # passes along rows read whole texels into lane partials (texel_pass)
@@ -306,7 +308,7 @@ def column_targets(step: Pass, src: Operand, op: str) -> int:
     if COLUMN_TARGETS < 2 or step.mode != "strided4" or src.dtype != "float32" or \
             op not in ("sum", "max", "min", "prod", "sumexp") or step.out_length < 2:
         return 1
-    k = COLUMN_TARGETS
+    k = min(COLUMN_TARGETS, active().max_draw_buffers)
     while k > 1 and ((step.inner // 4) % k or src.layout.width % k):
         k //= 2
     return k

@@ -17,7 +17,7 @@ from ..ir.types import normalize_axes
 from .common import make_kernel, operands, output_operand
 from .environment import glsl_float, glsl_int
 from .layout import affine_index, broadcast_index, strides
-from .reduce import LOOP_TRIPS, unroll_for
+from .reduce import loop_trips, unroll_for
 
 LANES = 4           # output elements per fragment: each runs its own loops
 
@@ -101,7 +101,7 @@ def lower_mirror_pad_grad(node, layouts, prefix):
         a["xstride"], a["dystride"] = a.pop("istride"), a.pop("ostride")
     padded = sum(a["padded"] for a in axes)
     combos = 3 ** padded          # centre, left mirror, right mirror per padded axis
-    if LANES * combos > LOOP_TRIPS:
+    if LANES * combos > loop_trips():
         raise FragflowError(f"{node.where()}: mirror_pad_grad over {padded} padded axes "
                             f"needs {combos} reads per element, more than a fragment "
                             f"may loop; pad fewer axes at once")

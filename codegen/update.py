@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ..ir.errors import FragflowError
 from ..ir.types import TensorType
 from . import elementwise
 from .common import kernel_name, make_kernel, output_operand
 from .fused import glsl_steps
 from .kernel import Binding, records_of
 from .layout import broadcast_index
+from .limits import active
 from .operands import Operand
 
 
@@ -25,6 +27,11 @@ def _inputs(node, layouts) -> list:
 
 
 def lower_node(node, layouts, prefix):
+    most = active().max_draw_buffers
+    if len(node.outputs) > most:      # fuse_updates keeps such groups apart
+        raise FragflowError(f"{node.where()}: one kernel would write {len(node.outputs)} "
+                            f"render targets, more than the {most} this GPU draws at once; "
+                            f"run fuse_updates with max_draw_buffers={most}")
     outs = [output_operand(v, layouts) for v in node.outputs]
     out = outs[0]
     inputs = _inputs(node, layouts)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from .fusion import MAX_STEPS, fusable, fused_steps, member_provenance
 from .rewrite import consumers, rebuild
-from .split_wide import DEFAULT_TEXTURE_UNITS
+from .split_wide import DEFAULT_DRAW_BUFFERS, DEFAULT_TEXTURE_UNITS
 
 # A result of at most this many elements that something outside a group reads is
 # computed again inside the group's kernel (cheaper than a kernel of its own).
@@ -97,7 +97,8 @@ def _members(group: list, users: dict, fetched: set, inside_users: set) -> set:
         members = reachable
 
 
-def fuse_updates(graph, report, max_texture_units: int = DEFAULT_TEXTURE_UNITS):
+def fuse_updates(graph, report, max_texture_units: int = DEFAULT_TEXTURE_UNITS,
+                 max_draw_buffers: int = DEFAULT_DRAW_BUFFERS):
     """Groups of assigned elementwise updates → one fused_update each (see the module
     docstring)."""
     users = consumers(graph)
@@ -131,6 +132,9 @@ def fuse_updates(graph, report, max_texture_units: int = DEFAULT_TEXTURE_UNITS):
         shared = [n for n in members & taken if not _small(n)]
         if shared:
             why = f"'{shared[0].name}' is computed by another group's kernel"
+        elif len(roots) > max_draw_buffers:
+            why = (f"its kernel would write {len(roots)} render targets, more than the "
+                   f"{max_draw_buffers} the GPU draws at once")
         elif len(externals) > max_texture_units:
             why = (f"its kernel would read {len(externals)} textures, more than the "
                    f"{max_texture_units} it may bind")

@@ -66,7 +66,7 @@ register_pass("fuse_epilogues",
               options=("max_texture_units",))(fusion.fuse_epilogues)
 register_pass("fuse_updates",
               "an optimizer's update of a variable and its slots in one kernel",
-              options=("max_texture_units",))(fuse_updates.fuse_updates)
+              options=("max_texture_units", "max_draw_buffers"))(fuse_updates.fuse_updates)
 register_pass("fuse_elementwise", "connected elementwise ops in one kernel",
               options=("max_texture_units",))(fusion.fuse_elementwise)
 
@@ -85,10 +85,13 @@ REQUIRED_PASSES = ("split_wide_nodes",)
 
 class PassManager:
     """Runs passes in order. max_texture_units: how many textures one kernel may read
-    (the GL context's GL_MAX_TEXTURE_IMAGE_UNITS; GL 3.3's 16 when not given)."""
+    (the GL context's GL_MAX_TEXTURE_IMAGE_UNITS; GL 3.3's 16 when not given);
+    max_draw_buffers: how many render targets one kernel may write (GL_MAX_DRAW_BUFFERS;
+    GL 3.3's 8 when not given)."""
 
     def __init__(self, passes=None, disable=(), dump_dir: str | None = None,
-                 verify_each: bool | None = None, max_texture_units: int | None = None):
+                 verify_each: bool | None = None, max_texture_units: int | None = None,
+                 max_draw_buffers: int | None = None):
         names = list(DEFAULT_PIPELINE if passes is None else passes)
         names += [n for n in REQUIRED_PASSES if n not in names]
         unknown = [n for n in list(names) + list(disable) if n not in PASSES]
@@ -101,7 +104,9 @@ class PassManager:
             else verify_each
         self.log: list = []      # (pass name, nodes before, nodes after, report lines)
         self.options = {"max_texture_units": split_wide.DEFAULT_TEXTURE_UNITS
-                        if max_texture_units is None else int(max_texture_units)}
+                        if max_texture_units is None else int(max_texture_units),
+                        "max_draw_buffers": split_wide.DEFAULT_DRAW_BUFFERS
+                        if max_draw_buffers is None else int(max_draw_buffers)}
 
     def run(self, graph: Graph) -> Graph:
         self._dump(0, "prune", graph, None, [])

@@ -17,6 +17,7 @@ from .rewrite import rebuild
 # What GL 3.3 guarantees: the limit when the context's own is not known (the numpy
 # backend uses it too, so both backends compile the same graphs by default).
 DEFAULT_TEXTURE_UNITS = 16
+DEFAULT_DRAW_BUFFERS = 8       # GL 3.3's guarantee (ES 3.0 and WebGL2: 4)
 
 
 def _chunks(values: list, size: int) -> list:

@@ -9,6 +9,8 @@ A backend (one per Session) has:
                        variables (GL: the process-wide GL section)
     max_texture_units  the textures one kernel may read (the passes split wider
                        nodes), or None: the passes' default
+    max_draw_buffers   the render targets one kernel may write (fuse_updates), or
+                       None: the passes' default
     variables()        a new variable store
     build_plan(graph, variables, variable_values)   a plan for a compiled graph
     release_plan(plan) a plan given back (GL: textures to the pool, shaders unpinned)
@@ -42,6 +44,7 @@ class NumpyBackend:
     name = "numpy"
     device = None
     max_texture_units = None      # the passes' default, GL 3.3's 16
+    max_draw_buffers = None       # the passes' default, GL 3.3's 8
 
     def __init__(self, device=None):      # device: GL only, no meaning here
         self.lock = threading.RLock()     # plan cache and variables, one call at a time
@@ -83,24 +86,25 @@ class GLBackend:
         from .device import Device
         self.device = Device.get() if device is None else Device.get(device)
         self.lock = self.device.gl      # every GL call runs in this section
-        self.max_texture_units = self.device.context.info()["max_texture_image_units"]
+        self.max_texture_units = self.device.limits.max_texture_units
+        self.max_draw_buffers = self.device.limits.max_draw_buffers
 
     def variables(self):
         from .gl_plan import GLVariables
         return GLVariables(self.device)
 
     @property
-    def limits(self) -> tuple:
-        """What lowering depends on besides the graph (the plan cache's key)."""
-        return (self.device.max_texture_size, self.max_texture_units)
+    def limits(self):
+        """What lowering depends on besides the graph: the device's dialect and limits
+        (codegen/limits.py's Limits; the plan cache's key holds them)."""
+        return self.device.limits
 
     def build_plan(self, graph, variables, variable_values: dict, lowered_graph=None):
         """lowered_graph: graph already lowered (the plan cache's), else lower(graph)."""
         from ..codegen import lower
         from .gl_plan import GLPlan
         if lowered_graph is None:
-            lowered_graph = lower(graph, self.device.max_texture_size,
-                                  self.max_texture_units)
+            lowered_graph = lower(graph, self.device.limits)
         plan = GLPlan(lowered_graph, variables, variable_values)
         self.device.shaders.pin(plan.kernels)    # its shaders stay while it lives
         return plan

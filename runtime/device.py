@@ -25,10 +25,13 @@ class Device:
         from .shader_cache import cache_dir
         use_bytecode_cache(cache_dir() / "templates")  # with Mesa's: a fast first run
         self.gl = self.context.section
+        from ..codegen.limits import Limits
         from .gl_resources import LinkedShaderCache, TexturePool
-        self.max_texture_size = self.context.info()["max_texture_size"]
+        # the dialect and limits lowering plans with (codegen/limits.py)
+        self.limits = Limits.from_context(self.context.info())
+        self.max_texture_size = self.limits.max_texture_size
         self.pool = TexturePool(self.gl)
-        self.shaders = LinkedShaderCache(self.gl)
+        self.shaders = LinkedShaderCache(self.gl, self.limits)
 
     @classmethod
     def get(cls, index: int | None = None) -> Device:

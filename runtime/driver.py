@@ -39,13 +39,15 @@ class Optimized:
 
 
 def optimize(graph: Graph, fetches, feed_types: dict, passes=None, disable=(),
-             dump_dir: str | None = None, max_texture_units: int | None = None) -> Optimized:
+             dump_dir: str | None = None, max_texture_units: int | None = None,
+             max_draw_buffers: int | None = None) -> Optimized:
     """prune to what the fetches (Values of graph) need with the feeds' types
     ({Value: TensorType}), then the pass pipeline (passes: names, None for the default
     one; disable: names left out; dump_dir: as FRAGFLOW_DUMP_PASSES)."""
     compiled, mapping = prune(graph, list(fetches), feed_types)
     manager = PassManager(passes=passes, disable=disable, dump_dir=dump_dir,
-                          max_texture_units=max_texture_units)
+                          max_texture_units=max_texture_units,
+                          max_draw_buffers=max_draw_buffers)
     compiled = manager.run(compiled)
     names = {v: mapping[v].name for v in feed_types if v in mapping}
     return Optimized(compiled, names, manager.fusion_report)
@@ -82,7 +84,7 @@ def compile(graph: Graph, fetches, feed_types: dict, backend="gl", variables=Non
                               f"({type(exc).__name__}: {exc}); compiling again",
                               stacklevel=2)
         optimized = optimize(graph, fetches, feed_types, passes, disable, dump_dir,
-                             backend.max_texture_units)
+                             backend.max_texture_units, backend.max_draw_buffers)
         plan = backend.build_plan(optimized.graph, variables, initial)
         if key:
             numbers = {node: i for i, node in enumerate(graph.nodes)}
@@ -116,8 +118,9 @@ def _cached_plan(entry, graph, fetches, feed_types, backend, variables, initial)
     lowered, feed_names, report = entry
     plan_cache.check_user_code(lowered, graph)
     plan = backend.build_plan(None, variables, initial, lowered_graph=lowered)
-    plan.compile_graph = lambda: optimize(graph, fetches, feed_types,
-                                          max_texture_units=backend.max_texture_units).graph
+    plan.compile_graph = lambda: optimize(
+        graph, fetches, feed_types, max_texture_units=backend.max_texture_units,
+        max_draw_buffers=backend.max_draw_buffers).graph
     plan.fusion_report = report
     plan.feed_names = {graph.nodes[i].outputs[j]: name for i, j, name in feed_names}
     plan.variables = variables

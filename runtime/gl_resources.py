@@ -241,13 +241,19 @@ class TexturePool:
                     "free_bytes": self._free_bytes}
 
 
-_VERTEX_SHADER = """#version 330 core
+_VERTEX_SHADER = """{version}
 // One triangle that covers the viewport; no vertex data (gl_VertexID only).
-void main() {
+void main() {{
     vec2 p = vec2(float((gl_VertexID << 1) & 2), float(gl_VertexID & 2));
     gl_Position = vec4(p * 2.0 - 1.0, 0.0, 1.0);
-}
+}}
 """
+
+
+def vertex_shader(limits) -> str:
+    """The shared vertex shader in the limits' dialect (its version line; a vertex
+    shader needs no precision statements: highp is its default)."""
+    return _VERTEX_SHADER.format(version=limits.version_line)
 
 
 def numbered(source: str) -> str:
@@ -335,8 +341,10 @@ class LinkedShaderCache:
     deletes the least recently used shaders that no plan pins beyond max_idle. Only
     evict() deletes, so a shader get() returned stays valid until the caller evicts."""
 
-    def __init__(self, section=None, max_idle: int = MAX_IDLE_SHADERS):
+    def __init__(self, section=None, limits=None, max_idle: int = MAX_IDLE_SHADERS):
+        from ..codegen.limits import DESKTOP
         self.gl = section if section is not None else get_context().section
+        self.limits = DESKTOP if limits is None else limits   # the vertex shader's dialect
         self.max_idle = max_idle
         self._shaders: OrderedDict = OrderedDict()    # source -> id, least recent first
         self._pins: dict = {}                         # source -> plans launching it
@@ -391,7 +399,8 @@ class LinkedShaderCache:
         if os.environ.get("FRAGFLOW_VALIDATE_SHADERS"):
             validate_with_glslang(kernel.compiled_source, kernel.name, kernel.user_code)
         if self._vertex is None:
-            self._vertex = _compile(GL.GL_VERTEX_SHADER, _VERTEX_SHADER, "vertex")
+            self._vertex = _compile(GL.GL_VERTEX_SHADER, vertex_shader(self.limits),
+                                    "vertex")
         fragment = _compile(GL.GL_FRAGMENT_SHADER, kernel.compiled_source, kernel.name,
                             kernel.user_code)
         linked = GL.glCreateProgram()
