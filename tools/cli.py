@@ -6,6 +6,9 @@
     fragflow shaders TARGET -o DIR     one .frag per kernel, numbered in run order
     fragflow profile TARGET            time per user op and scope, compile, upload,
                                        readback and totals
+    fragflow export TARGET --webgl -o DIR
+                                       a standalone WebGL2 model: model.js, model.bin,
+                                       index.html (docs/WEBGL.md)
 
 TARGET is a graph saved with ff.save_graph (JSON), an ONNX model (`model.onnx`, read by
 ff.onnx.load: needs the onnx package) or `path/model.py:func`, where func()
@@ -19,6 +22,8 @@ import argparse
 import os
 import shutil
 import sys
+
+import numpy as np
 
 import fragflow as ff
 
@@ -205,6 +210,29 @@ def cmd_profile(args) -> int:
     return 0
 
 
+# -- export -------------------------------------------------------------------------------
+def cmd_export(args) -> int:
+    if not args.webgl:
+        raise ff.FragflowError("export: give the format, --webgl (the only one so far; "
+                               "ONNX: ff.onnx.export)")
+    target = load_target(args.target)
+    shapes = parse_feed_shapes(args.feed_shape)
+    feeds = {}
+    for node in target.placeholders():
+        value = node.outputs[0]
+        given = target.feed_dict.get(value)
+        feeds[value] = shapes.get(node.name, None if given is None else np.shape(given))
+        if feeds[value] is None:
+            feeds[value] = value.shape
+    export = ff.webgl.export(dict(zip(target.labels, target.fetches)), feeds, args.output,
+                             max_draw_buffers=args.max_draw_buffers)
+    for path in export.files.values():
+        print(path)
+    print(f"{len(export.kernels)} kernel(s), model.bin {export.bin_bytes} bytes; serve "
+          f"{args.output} over HTTP and open index.html", file=sys.stderr)
+    return 0
+
+
 # -- the parser ---------------------------------------------------------------------------
 def _target_args(parser):
     parser.add_argument("target", help="a graph saved with ff.save_graph (JSON), or "
@@ -244,11 +272,21 @@ def build_parser() -> argparse.ArgumentParser:
     profile.add_argument("--by", choices=("op", "kernel"), default="op",
                          help="group rows by the user's scope and op (default) or list "
                               "kernels in run order")
+    export = sub.add_parser("export", help="a standalone model for another runtime "
+                                           "(--webgl: model.js, model.bin, index.html)")
+    _target_args(export)
+    export.add_argument("--webgl", action="store_true",
+                        help="a WebGL2 model: one ES module, its weights, a page")
+    export.add_argument("-o", "--output", metavar="DIR", required=True,
+                        help="the folder to write into")
+    export.add_argument("--max-draw-buffers", type=int, choices=(4, 8), default=4,
+                        help="render targets one kernel may write (4: safe on every "
+                             "WebGL2 device; 8)")
     return parser
 
 
 COMMANDS = {"info": cmd_info, "dump": cmd_dump, "shaders": cmd_shaders,
-            "profile": cmd_profile}
+            "profile": cmd_profile, "export": cmd_export}
 
 
 def main(argv=None) -> int:

@@ -122,7 +122,8 @@ def run_cases(root: str, cases: list, config: str, timeout: float = 120.0) -> di
             feeds[name] = {"file": file, "dtype": "float32" if dtype == "float32" else "int32"}
         listed.append({"id": case["id"], "dir": case["dir"], "feeds": feeds,
                        "runs": case.get("runs", 1), "variables": list(case.get("variables", {})),
-                       "profile": case.get("profile", False)})
+                       "profile": case.get("profile", False),
+                       "page": case.get("page", False)})
     with open(os.path.join(root, "cases.json"), "w") as f:
         json.dump({"cases": listed}, f)
     shutil.copy(HARNESS, os.path.join(root, "harness.html"))
@@ -131,7 +132,8 @@ def run_cases(root: str, cases: list, config: str, timeout: float = 120.0) -> di
     by_id = {c["id"]: c for c in cases}
     for case in cases:
         results[case["id"]] = {"outputs": [{} for _ in range(case.get("runs", 1))],
-                               "variables": {}, "error": None, "profile": None}
+                               "variables": {}, "error": None, "profile": None,
+                               "page": None}
     for query, body in messages:
         kind = query.get("kind")
         if kind == "info":
@@ -150,6 +152,6 @@ def run_cases(root: str, cases: list, config: str, timeout: float = 120.0) -> di
                 results[case["id"]]["variables"][query["name"]] = array
         elif kind == "error":
             results[query["case"]]["error"] = body.decode(errors="replace")
-        elif kind == "profile":
-            results[query["case"]]["profile"] = json.loads(body)
+        elif kind in ("profile", "page"):
+            results[query["case"]][kind] = json.loads(body)
     return results

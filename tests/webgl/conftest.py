@@ -16,6 +16,8 @@ from tests.webgl.browser import CONFIGS, chromium, run_cases
 from tests.webgl.cases import CASES
 
 # FRAGFLOW_REQUIRE_CHROMIUM=1: fail instead of skipping where chromium is missing
+# exports whose index.html the harness opens too (and whose profile it takes)
+PAGES = ("small_cnn", "cnn_training_step")
 REQUIRE = os.environ.get("FRAGFLOW_REQUIRE_CHROMIUM", "") not in ("", "0")
 
 
@@ -31,11 +33,12 @@ def _exported(root):
                 session.run(case.fetches, case.feeds)
         feeds = list(case.feeds)
         export = ff.webgl.export(case.fetches, feeds, os.path.join(root, name),
-                                 session=session, page=False)
+                                 session=session, page=name in PAGES)
         if session is not None:
             session.close()
         spec = {
-            "id": name, "dir": name, "runs": case.runs,
+            "id": name, "dir": name, "runs": case.runs, "page": name in PAGES,
+            "profile": name in PAGES,
             "feeds": {p.value.node.name: (a, p.dtype) for p, a in case.feeds.items()},
             "outputs": {o["name"]: (tuple(o["shape"]), o["dtype"])
                         for o in export.schedule["outputs"]},

@@ -46,3 +46,24 @@ def test_export_matches_the_numpy_executor(exported, browser_results, config, na
     for key, value in variables.items():
         assert_matches(got["variables"][key], value, rtol=case.rtol, atol=case.atol,
                        what=f"{name} ({config}) variable {key} after {case.runs} runs")
+
+
+@pytest.mark.parametrize("config", list(CONFIGS))
+@pytest.mark.parametrize("name", ["small_cnn", "cnn_training_step"])
+def test_index_html_runs_the_model_and_shows_every_kernel(exported, browser_results,
+                                                          config, name):
+    _, spec, export = exported[1][name]
+    page = browser_results[config][name]["page"]
+    assert page is not None and page["result"] is not None, "the page did not finish"
+    assert page["result"]["ok"], page["result"].get("error")
+    assert page["outputs"] == len(export.schedule["outputs"])
+    kernels = export.schedule["kernels"]
+    assert page["kernels"] == page["profile"] == len(kernels)
+    assert page["sources"] == [k["source"] for k in kernels]   # headers and all
+
+
+@pytest.mark.parametrize("config", list(CONFIGS))
+def test_profile_times_every_kernel(exported, browser_results, config):
+    times = browser_results[config]["small_cnn"]["profile"]
+    assert len(times) == len(exported[1]["small_cnn"][2].schedule["kernels"])
+    assert all(t is None or t >= 0 for t in times)     # NaN (JSON null): a disjoint query

@@ -21,6 +21,7 @@ the format and the runtime's API.
 """
 from __future__ import annotations
 
+import inspect
 import json
 import os
 from dataclasses import dataclass, field
@@ -99,8 +100,7 @@ def export(fetches, feeds, directory, session=None, *, max_draw_buffers: int = 4
     if max_draw_buffers not in (4, 8):
         raise WebGLExportError(f"max_draw_buffers={max_draw_buffers!r}: use 4 (WebGL2's "
                                f"minimum, safe everywhere) or 8")
-    optimized = optimize(graph, fetch_values, feed_types,
-                         max_texture_units=WEBGL2_TEXTURE_UNITS)
+    optimized = _optimize(graph, fetch_values, feed_types, max_draw_buffers)
     lowered = lower_for_webgl(optimized.graph, max_draw_buffers)
     values = _variable_values(graph, lowered, session)
     inputs = [(v.node.name, optimized.feed_names[v], v) for v in feed_values
@@ -156,7 +156,8 @@ def _feed_types(feeds, graph) -> tuple:
             raise WebGLExportError(f"feed '{value.node.name}': shape {shape} does not fit "
                                    f"its declared shape {value.type}")
         if any(d is None for d in shape):
-            example = "(" + ", ".join(str(d or 1) for d in shape) + ",)" * (len(shape) == 1)
+            example = "(" + ", ".join(str(d or 1) for d in shape) + \
+                ("," if len(shape) == 1 else "") + ")"
             raise UnknownShapeError(
                 f"feed '{value.node.name}' has shape {value.type}"
                 + (f" ({value.node.source})" if value.node.source else "")
@@ -186,6 +187,15 @@ def _variable_values(graph, lowered, session) -> dict:
 
 
 # -- lowering with WebGL2's limits ------------------------------------------------------
+def _optimize(graph, fetch_values, feed_types, max_draw_buffers: int):
+    """The driver's prune and pass pipeline with WebGL2's texture units (and render
+    targets, where this fragflow's passes take them: fuse_updates)."""
+    options = {"max_texture_units": WEBGL2_TEXTURE_UNITS}
+    if "max_draw_buffers" in inspect.signature(optimize).parameters:
+        options["max_draw_buffers"] = max_draw_buffers
+    return optimize(graph, fetch_values, feed_types, **options)
+
+
 def lower_for_webgl(compiled_graph, max_draw_buffers: int = WEBGL2_DRAW_BUFFERS):
     """codegen's lower() for WebGL2: GLSL ES 3.00, WebGL2's guaranteed texture size and
     units, at most max_draw_buffers render targets per kernel (codegen/limits.py's
@@ -311,17 +321,16 @@ def build_schedule(lowered, inputs, outputs, variable_values: dict, name: str) -
     for alias, root in memory.roots.items():
         slot_of[alias] = slot_of[root]
 
-    def described(label, value_name, user_value):
+    def described(label, value_name):
         layout = layouts[value_name]
-        return {"name": label, "shape": list(user_value.shape if user_value is not None
-                                             else layout.shape),
+        return {"name": label, "shape": list(layout.shape),
                 "dtype": layout.dtype, "size": layout.size,
                 "slot": slot_of[memory.root(value_name)]}
 
     schedule = {
         "format": FORMAT, "version": VERSION, "name": name,
-        "inputs": [described(user, inner, value) for user, inner, value in inputs],
-        "outputs": [described(label, inner, None)
+        "inputs": [described(user, inner) for user, inner, _ in inputs],
+        "outputs": [described(label, inner)
                     for (label, _), inner in zip(outputs, lowered.outputs)],
         "variables": variables,
         "counter": counter,

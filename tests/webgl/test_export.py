@@ -1,0 +1,182 @@
+"""ff.webgl.export and `fragflow export --webgl` without a browser: what the files hold
+(no eval, no imports, no network beyond model.bin), the runtime's size budget, fixed
+shapes, model.bin's layout, errors."""
+from __future__ import annotations
+
+import os
+import re
+
+import numpy as np
+import pytest
+
+import fragflow as ff
+from fragflow.tools.cli import main
+from fragflow.tools.webgl.export import runtime_text
+from tests.webgl.cases import cnn_training_step, mlp_adam_from_session
+
+RUNTIME_BUDGET = 30 * 1024          # bytes of model.js without the schedule (issue 22)
+TARGETS = os.path.join(os.path.dirname(__file__), "..", "tools", "cli_targets.py")
+
+
+@pytest.fixture(scope="module")
+def training_export(tmp_path_factory):
+    case = cnn_training_step()
+    return ff.webgl.export(case.fetches, list(case.feeds),
+                           tmp_path_factory.mktemp("cnn"))
+
+
+def _read(path) -> str:
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def _code(text: str) -> str:
+    """JavaScript without its comments and string contents' shader sources: the
+    schedule's JSON literal is data, so checks look at it separately."""
+    return re.sub(r"//[^\n]*", "", text)
+
+
+def test_model_js_evaluates_and_imports_nothing(training_export):
+    text = _read(training_export.files["model.js"])
+    code = _code(text)
+    assert not re.search(r"\beval\s*\(", code)
+    assert not re.search(r"\bnew\s+Function\b|\bFunction\s*\(", code)
+    # import.meta.url (where model.bin is) is not an import; nothing else may be
+    assert not re.search(r"\bimport\s*[(\"'{*\w]", code)
+    assert not re.search(r"^\s*export\s+[^;]*\bfrom\b", code, re.M)
+    assert "export async function load(" in code
+    assert not re.search(r"\b(importScripts|XMLHttpRequest|WebSocket|sendBeacon|"
+                         r"EventSource|Worker)\b", code)
+
+
+def test_the_only_address_model_js_fetches_is_model_bin(training_export):
+    text = _read(training_export.files["model.js"])
+    assert re.findall(r"\bfetch\s*\(", _code(text)) == ["fetch("]
+    assert re.findall(r"new URL\(([^)]*)\)", text) == ["'model.bin', import.meta.url"]
+    assert not re.search(r"\b(https?|wss?|ftp):|//[\w.-]+\.[a-z]{2,}/", _code(text))
+
+
+def test_index_html_loads_only_model_js(training_export):
+    text = _read(training_export.files["index.html"])
+    assert re.findall(r"\bimport\s*\(([^)]*)\)", text) == ["'./model.js'"]
+    assert not re.search(r"\beval\s*\(|new\s+Function|\bfetch\s*\(", text)
+    assert not re.search(r"\b(https?|wss?|ftp)://|\bsrc\s*=|<link\b", text)
+
+
+def test_runtime_without_shaders_and_weights_is_under_30_kb(training_export):
+    size = len(runtime_text().replace("/*@fragflow-model@*/null", "null").encode())
+    assert training_export.runtime_bytes == size
+    assert size < RUNTIME_BUDGET, f"runtime.js is {size} bytes; the budget is {RUNTIME_BUDGET}"
+
+
+def test_schedule_is_one_json_literal_in_place_of_the_mark(training_export):
+    text = _read(training_export.files["model.js"])
+    assert "/*@fragflow-model@*/" not in text
+    assert text.count("const MODEL = {\"format\":\"fragflow.webgl\"") == 1
+
+
+def test_shaders_are_glsl_es_300_with_their_headers(training_export):
+    for kernel in training_export.schedule["kernels"]:
+        lines = kernel["source"].splitlines()
+        assert lines[0] == "#version 300 es"
+        first_uniform = next(i for i, line in enumerate(lines) if line.startswith("uniform"))
+        assert {"precision highp float;", "precision highp int;"} <= \
+            set(lines[:first_uniform])
+        assert any(line.startswith(f"// fragflow kernel {kernel['name']}:") for line in lines)
+        assert "// -- end of header --" in lines
+
+
+def test_model_bin_holds_constants_and_variables_where_the_schedule_says(tmp_path):
+    case = mlp_adam_from_session()
+    with ff.Session(case.graph, backend="numpy", passes=[]) as sess:
+        sess.run(case.fetches, case.feeds)
+        export = ff.webgl.export(case.fetches, list(case.feeds), tmp_path, session=sess)
+        blob = (tmp_path / "model.bin").read_bytes()
+        slots = export.schedule["slots"]
+        for var in export.schedule["variables"]:
+            offset, count = slots[var["slot"]]["data"]
+            dtype = "<f4" if var["dtype"] == "float32" else "<i4"
+            stored = np.frombuffer(blob, dtype, count, offset).reshape(var["shape"])
+            node = case.graph.node(var["name"])
+            np.testing.assert_array_equal(stored, sess.get(node.outputs[0]))
+        assert all(s["data"][0] % 16 == 0 for s in slots if "data" in s)
+        assert len(blob) == export.schedule["binBytes"]
+
+
+def test_inputs_and_outputs_keep_feed_and_fetch_order(training_export):
+    schedule = training_export.schedule
+    assert [i["name"] for i in schedule["inputs"]] == ["x", "labels"]
+    assert [(i["shape"], i["dtype"]) for i in schedule["inputs"]] == \
+        [([8, 16, 16, 1], "float32"), ([8], "int32")]
+    assert [o["name"] for o in schedule["outputs"]] == ["loss", "step"]
+    assert len(schedule["assigns"]) == 5      # 4 variables and the step counter
+
+
+def _unknown_batch():
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((None, 4), "float32", name="images")
+        y = ff.relu(x * 2.0)
+    return x, y
+
+
+def test_an_unknown_dimension_names_the_feed(tmp_path):
+    x, y = _unknown_batch()
+    with pytest.raises(ff.webgl.UnknownShapeError,
+                       match=r"feed 'images' has shape f32\[\?,4\].*fixed shapes.*"
+                             r"feeds=\{images: \(1, 4\)\}"):
+        ff.webgl.export(y, [x], tmp_path)
+    assert issubclass(ff.webgl.UnknownShapeError, ff.FragflowError)
+
+
+def test_a_shape_given_with_the_feed_fixes_it(tmp_path):
+    x, y = _unknown_batch()
+    export = ff.webgl.export({"y": y}, {x: (3, 4)}, tmp_path)
+    assert export.schedule["inputs"][0]["shape"] == [3, 4]
+    assert export.schedule["outputs"][0]["shape"] == [3, 4]
+
+
+def test_a_shape_that_does_not_fit_the_declared_one_is_refused(tmp_path):
+    x, y = _unknown_batch()
+    with pytest.raises(ff.webgl.WebGLExportError, match="does not fit"):
+        ff.webgl.export(y, {x: (3, 5)}, tmp_path)
+
+
+def test_a_feed_that_is_not_a_placeholder_is_refused(tmp_path):
+    x, y = _unknown_batch()
+    with pytest.raises(ff.webgl.WebGLExportError, match="not a placeholder"):
+        ff.webgl.export(y, [y], tmp_path)
+
+
+def test_a_needed_placeholder_missing_from_the_feeds_is_refused(tmp_path):
+    g = ff.Graph()
+    with g.as_default():
+        a = ff.placeholder((2,), "float32", name="a")
+        b = ff.placeholder((2,), "float32", name="b")
+        y = a + b
+    with pytest.raises(ff.FragflowError, match="b"):
+        ff.webgl.export(y, [a], tmp_path)
+
+
+def test_no_kernel_writes_more_render_targets_than_asked(training_export):
+    pytest.importorskip("fragflow.codegen.limits",
+                        reason="codegen/limits.py (the ES dialect's limits) is not here yet")
+    assert training_export.schedule["drawBuffers"] <= 4
+
+
+def test_cli_exports_a_python_target(tmp_path, capsys):
+    out = tmp_path / "web"
+    assert main(["export", f"{TARGETS}:dense", "--webgl", "-o", str(out),
+                 "--feed-shape", "x=8,4"]) == 0
+    assert sorted(os.listdir(out)) == ["index.html", "model.bin", "model.js"]
+    assert "kernel(s)" in capsys.readouterr().err
+
+
+def test_cli_names_the_feed_whose_shape_is_unknown(tmp_path, capsys):
+    assert main(["export", f"{TARGETS}:dense", "--webgl", "-o", str(tmp_path)]) == 2
+    assert "feed 'x'" in capsys.readouterr().err
+
+
+def test_cli_export_needs_a_format(tmp_path, capsys):
+    assert main(["export", f"{TARGETS}:dense", "-o", str(tmp_path)]) == 2
+    assert "--webgl" in capsys.readouterr().err
