@@ -41,3 +41,12 @@ onnx-conformance: $(STAMP)   # ONNX's node and model tests on fragflow (docs/ONN
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
+
+# fragflow's WebGL export beside TensorFlow.js 4.22 (the npm packages pinned in
+# benchmarks/browser/package-lock.json) in headless chromium, SwiftShader and Mesa (docs/WEBGL.md)
+BROWSER_BENCH := benchmarks/browser
+$(BROWSER_BENCH)/node_modules/.package-lock.json: $(BROWSER_BENCH)/package.json $(BROWSER_BENCH)/package-lock.json
+	npm ci --prefix $(BROWSER_BENCH) --no-audit --no-fund --ignore-scripts
+
+bench-browser: $(STAMP) $(BROWSER_BENCH)/node_modules/.package-lock.json   # BENCH_BROWSER_ARGS="--only matmul,sum --json out.json"
+	$(BIN)/python $(BROWSER_BENCH)/bench.py $(BENCH_BROWSER_ARGS)
