@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test test-ray lint demo bench install clean onnx-conformance
+.PHONY: test test-ray lint demo bench install clean onnx-conformance bench-browser
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
