@@ -23,9 +23,11 @@ class OnnxNotInstalledError(FragflowError, ImportError):
 
 
 def where(node) -> str:
-    """"Conv node 'conv1/Conv' (#3)" for an onnx NodeProto."""
+    """"Conv node 'conv1/Conv'" for an onnx NodeProto (long names cut at 120 characters)."""
     name = node.name or "(unnamed)"
-    return f"{node.op_type} node '{name}'"
+    name = name if len(name) <= 120 else name[:120] + "..."
+    op = node.op_type if len(node.op_type) <= 60 else node.op_type[:60] + "..."
+    return f"{op} node '{name}'"
 
 
 def require_onnx():

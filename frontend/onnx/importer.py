@@ -16,22 +16,35 @@ more than a table lookup:
 - int64 becomes int32 where every value fits, else OnnxImportError naming the node.
 - ONNX is NCHW and fragflow's convolutions NHWC: rules keep ONNX's semantics exactly by
   transposing around each convolution; passes/layout_transposes.py removes the pairs.
+- A model is untrusted input: checks.py reads it within max_bytes and checks its
+  structure, tensors and nodes first; each node's output sizes (ONNX's shape inference)
+  and each tensor its rule adds are held to max_elements before they are made, and any
+  other error of a rule becomes an OnnxImportError naming the node.
 """
 from __future__ import annotations
 
 import contextlib
-import os
+import math
 import re
 
 import numpy as np
 
+from ...ir.errors import FragflowError
 from ...ir.graph import Graph
 from ..ops import constant, name_scope, placeholder
 from ..tensor import Tensor, Variable
-from .errors import OnnxImportError, UnsupportedOnnxOpError, require_onnx, where
+from . import checks
+from .checks import MAX_BYTES, MAX_ELEMENTS
+from .errors import OnnxImportError, UnsupportedOnnxOpError, require_onnx
 
 INT32_MIN, INT32_MAX = np.iinfo(np.int32).min, np.iinfo(np.int32).max
 STATIC_FOLD_LIMIT = 1 << 20      # elements: bigger static results are not folded
+# onnx's reference evaluates these in Python loops or through im2col (a 256x256 Conv of
+# constants asks for 32 GiB): folded only when outputs x largest input is below this
+FOLD_WORK_LIMIT = 10 ** 7
+HEAVY_FOLDS = {"Conv", "ConvTranspose", "MatMul", "Gemm", "Einsum", "MaxPool", "AveragePool",
+               "LpPool", "Attention", "RNN", "GRU", "LSTM", "DFT", "STFT", "Col2Im",
+               "GridSample", "Resize", "Upsample", "RoiAlign", "DeformConv", "TopK"}
 _BAD_NAME_CHARS = re.compile(r"[^A-Za-z0-9_.\-/]")
 
 
@@ -91,8 +104,9 @@ class ImportedModel:
 
 
 def onnx_dtype_name(elem_type: int) -> str:
-    onnx = require_onnx()
-    return onnx.TensorProto.DataType.Name(elem_type)
+    """'FLOAT' for 1; '#99' for a number ONNX gives no dtype."""
+    names = require_onnx().TensorProto.DataType
+    return names.Name(elem_type) if elem_type in names.values() else f"#{elem_type}"
 
 
 class Importer:
@@ -100,15 +114,18 @@ class Importer:
     helpers rules use (tensor, static, weight, attrs)."""
 
     def __init__(self, model, trainable: bool, input_shapes: dict | None,
-                 label: str = "onnx"):
+                 label: str = "onnx", max_elements: int = MAX_ELEMENTS,
+                 max_bytes: int = MAX_BYTES):
         self.onnx = require_onnx()
         from onnx import numpy_helper
         self.numpy_helper = numpy_helper
         self.model = model
         self.trainable = trainable
         self.input_shapes = dict(input_shapes or {})
-        self.opset = next((o.version for o in model.opset_import
-                           if o.domain in ("", "ai.onnx")), 1)
+        self.opset = checks.default_opset(model)
+        self.max_elements = max_elements
+        self.static_budget = max_bytes    # left for the values computed at import
+        self.index = None                # the node's index in the model
         self.values: dict = {}
         self.graph_inputs: dict = {}     # ONNX input name -> placeholder
         self.origins: dict = {}          # id(tensor) -> graph input names it depends on
@@ -119,8 +136,17 @@ class Importer:
 
     # -- errors ---------------------------------------------------------------------------
     def error(self, what: str, cls=OnnxImportError):
-        here = where(self.node) if self.node is not None else "model"
+        here = checks.at(self.node, self.index) if self.node is not None else "model"
         return cls(f"{here} (opset {self.opset}): {what}")
+
+    def check_elements(self, shape, what: str):
+        """OnnxImportError when a tensor of `shape` (None: a free dim) would have more
+        than max_elements elements; called before numpy or a graph op makes it."""
+        count = checks.too_large(shape, self.max_elements)
+        if count is not None:
+            raise self.error(f"{what} would have shape {list(shape)} = {count} elements, "
+                             f"more than max_elements={self.max_elements} (pass a larger "
+                             f"max_elements to ff.onnx.load if you trust the model)")
 
     # -- values ---------------------------------------------------------------------------
     def is_static(self, x) -> bool:
@@ -209,6 +235,8 @@ class Importer:
             if isinstance(value, bytes):
                 value = value.decode("utf-8", "replace")
             elif a.type == self.onnx.AttributeProto.TENSOR:
+                checks.check_tensor(self.onnx, value, f"attribute '{a.name}'",
+                                    self.max_elements)
                 value = self.numpy_helper.to_array(value)
             elif a.type in (self.onnx.AttributeProto.GRAPH, self.onnx.AttributeProto.GRAPHS):
                 raise self.error(f"attribute '{a.name}' holds a subgraph (control flow); "
@@ -220,7 +248,7 @@ class Importer:
     def run(self) -> ImportedModel:
         from .op_table import RULES
         g = self.model.graph
-        graph = Graph(clean_name(g.name, "onnx_model"))
+        graph = self.graph = Graph(clean_name(g.name, "onnx_model"))
         initializer_names = {t.name for t in g.initializer}
         inputs, outputs = {}, {}
         with graph.as_default(), _source(graph, f"{self.label}: graph input"):
@@ -233,9 +261,9 @@ class Importer:
             for t in g.initializer:
                 self.values[t.name] = self._initializer(t)
             for index, node in enumerate(g.node):
-                self.node = node
+                self.node, self.index = node, index
                 with _source(graph, f"{self.label}:{index} {node.op_type}"):
-                    self._import_node(node, RULES)
+                    self._import_node_guarded(node, RULES)
             self.node = None
             for vi in g.output:
                 if vi.name not in self.values:
@@ -262,32 +290,73 @@ class Importer:
         if shape is None:
             raise OnnxImportError(f"graph input '{vi.name}' has no shape; give one with "
                                   f"input_shapes={{'{vi.name}': (...)}}")
+        if len(shape) > checks.MAX_RANK or any(d is not None and d < 0 for d in shape):
+            raise OnnxImportError(f"graph input '{vi.name}' has shape {list(shape)[:40]} (at "
+                                  f"most {checks.MAX_RANK} dims, none negative)")
+        count = checks.too_large(shape, self.max_elements)
+        if count is not None:
+            raise OnnxImportError(f"graph input '{vi.name}' has shape {list(shape)} = "
+                                  f"{count} elements, more than max_elements="
+                                  f"{self.max_elements} (pass a larger max_elements if you "
+                                  f"trust the model)")
         name = clean_name(vi.name, "input")
         with name_scope("/"):
             return placeholder(shape, dtype, name=name)
 
     def _initializer(self, t):
-        array = self.numpy_helper.to_array(t)
+        checks.check_tensor(self.onnx, t, f"initializer '{t.name}'", self.max_elements)
+        try:
+            array = self.numpy_helper.to_array(t)
+        except Exception as err:     # noqa: BLE001 -- data numpy_helper cannot read
+            raise OnnxImportError(f"initializer '{t.name}' cannot be read: "
+                                  f"{type(err).__name__}: {err}") from err
         if self.trainable and np.issubdtype(array.dtype, np.floating):
             return Init(t.name, array)
         return array
+
+    def _import_node_guarded(self, node, rules):
+        """_import_node, with any error that is not already a FragflowError (a rule or
+        onnx's reference tripping over a malformed node) as an OnnxImportError naming
+        the node: a hostile file ends in a clear error, never in a raw traceback."""
+        try:
+            self._import_node(node, rules)
+        except FragflowError:
+            raise
+        except MemoryError:
+            raise self.error("the import ran out of memory (a tensor larger than the "
+                             "machine holds; lower max_elements)") from None
+        except RecursionError:
+            raise self.error("the import recursed too deep") from None
+        except Exception as err:     # noqa: BLE001 -- see the docstring
+            raise self.error(f"cannot import the node: {type(err).__name__}: "
+                             f"{str(err)[:300]}") from err
 
     def _import_node(self, node, rules):
         if node.domain not in ("", "ai.onnx"):
             raise self.error(f"op domain '{node.domain}' is not supported (only the default "
                              f"ONNX domain)", UnsupportedOnnxOpError)
-        inputs = [self.values[n] if n else None for n in node.input]
         for n in node.input:
             if n and n not in self.values:
                 raise self.error(f"input '{n}' is not produced by any earlier node")
+        inputs = [self.values[n] if n else None for n in node.input]
         rule = rules.get(node.op_type)
         if rule is None:
             raise self.error(f"op type {node.op_type} is not supported by fragflow's ONNX "
                              f"importer (see docs/ONNX.md for the supported ops)",
                              UnsupportedOnnxOpError)
+        schema = checks.schema_of(self.onnx, node, self.opset)
+        problem = checks.node_problem(self.onnx, node, schema)
+        if problem:
+            raise self.error(problem)
+        # the sizes of the outputs, from ONNX's shape inference, before anything is made
+        predicted = checks.predicted_outputs(self.onnx, node, schema, inputs, self.opset)
+        for k, shape in enumerate(predicted or ()):
+            if shape is not None:
+                self.check_elements(shape, f"output {k} ('{node.output[k]}')")
         outputs = None
+        first_new = len(self.graph.nodes)
         if inputs and all(x is None or isinstance(x, np.ndarray) for x in inputs) \
-                and node.op_type not in NEVER_FOLD:
+                and node.op_type not in NEVER_FOLD and _cheap_fold(node, inputs, predicted):
             outputs = self._fold(node, inputs)
         if outputs is None:
             scope = clean_name(node.name, node.op_type)
@@ -296,6 +365,7 @@ class Importer:
                 outputs = rule(self, node, inputs, attrs)
             attrs.check_all_read(self)
         outputs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
+        self._check_made(outputs, first_new)
         for k, name in enumerate(node.output):
             if name and k >= len(outputs):
                 raise self.error(f"output {k} ('{name}') is not supported")
@@ -306,6 +376,22 @@ class Importer:
                 self.values[name] = value
                 if origins and not self.is_static(value):
                     self.origins[id(value)] = origins
+
+    def _check_made(self, outputs, first_new):
+        """What the node made is within the limits: each static result and each tensor
+        of the graph ops its rule added (known dims), and all static results together
+        within max_bytes."""
+        for k, value in enumerate(outputs):
+            if isinstance(value, np.ndarray):
+                self.check_elements(value.shape, f"output {k}")
+                self.static_budget -= value.nbytes
+                if self.static_budget < 0:
+                    raise self.error("the values computed at import time hold more than "
+                                     "max_bytes together (pass a larger max_bytes if you "
+                                     "trust the model)")
+        for made in self.graph.nodes[first_new:]:
+            for v in made.outputs:
+                self.check_elements(v.shape, f"{made.op} '{made.name}'")
 
     def _fold(self, node, inputs):
         """node evaluated at import by onnx's reference evaluator (its inputs are all
@@ -324,9 +410,26 @@ class Importer:
         try:
             evaluator = ReferenceEvaluator(copy, opsets={"": self.opset})
             results = evaluator.run(None, feeds)
+        except MemoryError:
+            raise
         except Exception:            # noqa: BLE001 -- the rule then builds graph ops
             return None
-        return [np.asarray(r) for r in results]
+        results = [np.asarray(r) for r in results]
+        if any(r.dtype == object or r.size > self.max_elements for r in results):
+            return None              # sequences, strings, or a size inference missed
+        return results
+
+
+def _cheap_fold(node, inputs, predicted) -> bool:
+    """Whether onnx's reference may evaluate node at import without a time or memory
+    bomb: any op but HEAVY_FOLDS, and those when their outputs (known) times their
+    largest input stay under FOLD_WORK_LIMIT."""
+    if node.op_type not in HEAVY_FOLDS:
+        return True
+    if not predicted or any(s is None or None in s for s in predicted):
+        return False
+    largest = max(x.size for x in inputs if x is not None)
+    return sum(math.prod(s) for s in predicted) * max(largest, 1) <= FOLD_WORK_LIMIT
 
 
 # Attributes a rule may leave unread: they change nothing fragflow computes (the old
@@ -396,32 +499,35 @@ class _LazyDTypes(dict):
 _DTYPES = _LazyDTypes()
 
 
-def load(model, *, trainable: bool = True, input_shapes: dict | None = None) -> ImportedModel:
+def load(model, *, trainable: bool = True, input_shapes: dict | None = None,
+         max_elements: int = MAX_ELEMENTS, max_bytes: int = MAX_BYTES) -> ImportedModel:
     """Import an ONNX model (a path, bytes or an onnx.ModelProto) as a fragflow graph.
 
     trainable: float initializers become ff.Variables (fine-tuning, sess.save); False
     makes them constants (inference: fold_constants and fold_batch_norm then see them).
     input_shapes: {ONNX input name: shape} overriding the model's (None for a free dim).
+    max_elements: the most elements one tensor may have (an initializer, a value
+    computed at import, a tensor of the graph), checked before it is made (2**28).
+    max_bytes: the most bytes the model (its file and external data) and the values
+    computed at import may hold (2**31). A model is untrusted input: whatever is wrong
+    with it is an OnnxImportError naming the node.
 
     >>> import fragflow as ff
     >>> m = ff.onnx.load("model.onnx")                          # doctest: +SKIP
     >>> ff.Session(m.graph).run(m.outputs, {"input": x})        # doctest: +SKIP
     """
     onnx = require_onnx()
-    label = "onnx"
-    if isinstance(model, (bytes, bytearray)):
-        model = onnx.load_from_string(bytes(model))
-    elif not isinstance(model, onnx.ModelProto):
-        label = os.path.basename(str(model))
-        try:
-            model = onnx.load(str(model))
-        except OSError as err:
-            raise OnnxImportError(f"cannot read ONNX model {model!r}: {err}") from None
-        except Exception as err:     # noqa: BLE001 -- protobuf's decode errors
-            raise OnnxImportError(f"{model!r} is not an ONNX model: {err}") from None
+    model, label = checks.read_model(onnx, model, max_bytes)
+    checks.check_model(onnx, model)
     newest = onnx.defs.onnx_opset_version()
-    importer = Importer(model, trainable, input_shapes, label)
+    importer = Importer(model, trainable, input_shapes, label, max_elements, max_bytes)
     if importer.opset > newest:
         raise OnnxImportError(f"the model uses opset {importer.opset}; the installed onnx "
                               f"knows opsets up to {newest} (upgrade onnx)")
-    return importer.run()
+    try:
+        return importer.run()
+    except FragflowError:
+        raise
+    except Exception as err:         # noqa: BLE001 -- a malformed model, never a traceback
+        raise OnnxImportError(f"cannot import the model: {type(err).__name__}: "
+                              f"{str(err)[:300]}") from err

@@ -351,6 +351,10 @@ def col2im(ctx, node, x, a):
     if int(np.prod(counts)) != length:
         raise ctx.error(f"{length} blocks given, the sizes make {counts}")
     c = ck // k
+    if any(v < 1 for v in image) or any(v < 1 for v in block):
+        raise ctx.error(f"Col2Im of image_shape {image} and block_shape {block}")
+    ctx.check_elements(image + [dims], "the pixel map")
+    ctx.check_elements([k], "the block")
     cols = F.reshape(t, [-1, c, k, length])
     pixels = np.stack(np.meshgrid(*[np.arange(v) for v in image], indexing="ij"),
                       -1).reshape(-1, dims)                            # (prod(image), d)
@@ -384,6 +388,9 @@ def affine_grid(ctx, node, x, a):
     spatial = size[2:]
     if len(spatial) not in (2, 3):
         raise ctx.error(f"AffineGrid of {len(spatial)} spatial axes (2 or 3 are supported)")
+    if any(n < 1 for n in spatial):
+        raise ctx.error(f"AffineGrid of size {size}")
+    ctx.check_elements(spatial + [len(spatial) + 1], "the base grid")
 
     def axis_coords(n):
         if align:
@@ -765,6 +772,7 @@ def _dilated(ctx, t, a, kind, kernel, strides, p=None):
     if any(n is None for n in spatial):
         raise ctx.error("a pool with dilations needs static spatial sizes")
     dilations = tuple(a["dilations"])
+    ctx.check_elements(list(kernel), "the pool's taps")
     pads = a.get("pads", [0] * 2 * len(kernel))
     pairs = list(zip(pads[:len(kernel)], pads[len(kernel):]))
     auto_pad = a.get("auto_pad", "NOTSET")
@@ -921,6 +929,13 @@ def resize(ctx, node, x, a):
         raise ctx.error(f"keep_aspect_ratio_policy {policy!r} is not supported")
     plan = R.plan_axes(shape, scales=scales, sizes=sizes, axes=axes, roi=roi,
                        keep_aspect_ratio_policy=policy)
+    out_shape = list(shape)
+    for axis, n_in, n_out, *_ in plan:
+        if n_out < 0:
+            raise ctx.error(f"Resize to a negative size {n_out} along axis {axis}")
+        out_shape[axis] = n_out
+        ctx.check_elements([n_in, n_out], f"the weights of axis {axis}")
+    ctx.check_elements(out_shape, "the output")            # before the taps are computed
     extrapolation = float(a.get("extrapolation_value", 0.0))
     cubic_a = float(a.get("cubic_coeff_a", -0.75))
     antialias = bool(a.get("antialias", 0)) and mode != "nearest"
@@ -1123,7 +1138,12 @@ def size(ctx, node, x, a):
 @rule("ConstantOfShape")
 def constant_of_shape(ctx, node, x, a):
     dims = ctx.ints(x[0], "shape")
+    if any(d < 0 for d in dims):
+        raise ctx.error(f"ConstantOfShape of negative dims {dims[:40]}")
+    ctx.check_elements(dims, "the output")
     value = np.asarray(a.get("value", np.zeros(1, np.float32))).reshape(-1)
+    if value.size != 1:
+        raise ctx.error(f"ConstantOfShape's value must hold one element, not {value.size}")
     return np.full(dims, value[0], value.dtype)
 
 
@@ -1325,6 +1345,10 @@ def pad(ctx, node, x, a):
 def range_(ctx, node, x, a):
     start, limit, delta = (np.asarray(ctx.static(v, n)).reshape(()) for v, n in
                            zip(x, ("start", "limit", "delta")))
+    if delta == 0 or not all(np.isfinite(v) for v in (start, limit, delta)):
+        raise ctx.error(f"Range({start}, {limit}, {delta}) has no finite length")
+    ctx.check_elements([max(math.ceil((float(limit) - float(start)) / float(delta)), 0)],
+                       "the output")
     return np.arange(start, limit, delta)
 
 
@@ -1334,6 +1358,9 @@ def eye_like(ctx, node, x, a):
     from onnx import helper
     dtype = helper.tensor_dtype_to_np_dtype(a["dtype"]) if "dtype" in a else (
         x[0].dtype if isinstance(x[0], np.ndarray) else np.float32)
+    if len(shape_) != 2 or None in shape_:
+        raise ctx.error(f"EyeLike needs a 2-D input of known shape, not {list(shape_)}")
+    ctx.check_elements(shape_, "the output")
     return np.eye(shape_[0], shape_[1], int(a.get("k", 0)), dtype=dtype)
 
 
@@ -1383,6 +1410,7 @@ def trilu(ctx, node, x, a):
     n, m = t.shape[-2:]
     if n is None or m is None:
         raise ctx.error("Trilu of a matrix of unknown size")
+    ctx.check_elements([n, m], "the mask")
     ones = np.ones((n, m), np.bool_)
     mask = np.triu(ones, k) if a.get("upper", 1) else np.tril(ones, k)
     return F.where(F.constant(mask), t, F.zeros_like(t))
@@ -1576,6 +1604,7 @@ def attention(ctx, node, x, a):
         k, v = F.concat([past_k, k], axis=2), F.concat([past_v, v], axis=2)
     present_k, present_v = k, v
     q_len, kv_len = q.shape[2], k.shape[2]
+    ctx.check_elements([q_len, kv_len], "the attention mask")
     bias = None
     if x[3] is not None:
         mask = ctx.tensor(x[3])

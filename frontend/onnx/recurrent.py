@@ -13,6 +13,8 @@ import numpy as np
 
 import fragflow.frontend as F
 
+from .checks import MAX_UNROLL
+
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
 DEFAULT_ACTIVATIONS = {"RNN": ["Tanh"], "GRU": ["Sigmoid", "Tanh"],
                        "LSTM": ["Sigmoid", "Tanh", "Tanh"]}
@@ -60,6 +62,9 @@ def recurrent(ctx, node, x, a, kind):
     if layout:
         X = F.transpose(X, (1, 0, 2))
     seq, batch, features = X.shape
+    if seq is not None and seq > MAX_UNROLL:
+        raise ctx.error(f"{kind} over {seq} steps: fragflow unrolls the sequence, at most "
+                        f"{MAX_UNROLL} steps")
     if seq is None or batch is None:
         raise ctx.error(f"{kind} needs a static sequence length and batch (give them with "
                         f"input_shapes=)")

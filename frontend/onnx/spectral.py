@@ -22,9 +22,16 @@ def dft(ctx, t, axis, length, inverse, onesided):
         raise ctx.error("DFT needs a static signal length")
     length = None if length is None else int(length)
     if inverse and onesided:
-        return _irfft(t, axis, n, 2 * (n - 1) if length is None else length)
+        length = 2 * (n - 1) if length is None else length
+        if length < 1:
+            raise ctx.error(f"DFT of length {length}")
+        ctx.check_elements([min(n, length // 2 + 1), length], "the DFT matrix")
+        return _irfft(t, axis, n, length)
     length = n if length is None else length
+    if length < 1:
+        raise ctx.error(f"DFT of length {length}")
     out = length // 2 + 1 if onesided else length
+    ctx.check_elements([length, out], "the DFT matrix")
     j, k = np.arange(length)[:, None], np.arange(out)[None, :]
     theta = (2.0 * np.pi / length) * ((j * k) % length) * (1.0 if inverse else -1.0)
     scale = 1.0 / length if inverse else 1.0
