@@ -328,7 +328,10 @@ class Importer:
         except RecursionError:
             raise self.error("the import recursed too deep") from None
         except Exception as err:     # noqa: BLE001 -- see the docstring
-            raise self.error(f"cannot import the node: {type(err).__name__}: "
+            hint = {IndexError: " (an axis or operand out of range?)",
+                    KeyError: " (a required attribute or operand missing?)"}.get(
+                        type(err), "")
+            raise self.error(f"cannot import the node{hint}: {type(err).__name__}: "
                              f"{str(err)[:300]}") from err
 
     def _import_node(self, node, rules):

@@ -1612,6 +1612,7 @@ def attention(ctx, node, x, a):
             mask = F.where(mask, F.constant(np.float32(0)), F.constant(np.float32(-np.inf)))
         missing = kv_len - mask.shape[-1]
         if missing > 0:                          # a short mask: the rest is masked
+            ctx.check_elements(list(mask.shape[:-1]) + [missing], "the mask's filler")
             filler = np.full(tuple(d if d is not None else 1 for d in mask.shape[:-1])
                              + (missing,), -np.inf, np.float32)
             mask = F.concat([mask, F.broadcast_to(F.constant(filler), [

@@ -528,6 +528,14 @@ BAD = {
 }
 
 
+def test_names_that_are_not_utf8_are_refused():
+    data = _model([helper.make_node("Relu", ["x"], ["y"], name="relu")], [_f("x", [2])],
+                  [_out("y")]).SerializeToString()
+    assert data.count(b"relu") == 1
+    with pytest.raises(OnnxImportError, match="node #0: .* not valid UTF-8"):
+        ff.onnx.load(data.replace(b"relu", b"r\xe5lu"))
+
+
 @pytest.mark.parametrize("case", sorted(BAD))
 def test_malformed_models_are_refused_clearly(case):
     make, match = BAD[case]
