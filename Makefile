@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test test-ray lint demo bench install clean onnx-conformance bench-browser
+.PHONY: test test-ray lint demo bench install clean onnx-conformance bench-browser test-gles
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -50,3 +50,9 @@ $(BROWSER_BENCH)/node_modules/.package-lock.json: $(BROWSER_BENCH)/package.json 
 
 bench-browser: $(STAMP) $(BROWSER_BENCH)/node_modules/.package-lock.json   # BENCH_BROWSER_ARGS="--only matmul,sum --json out.json"
 	$(BIN)/python $(BROWSER_BENCH)/bench.py $(BENCH_BROWSER_ARGS)
+
+# The whole suite on an OpenGL ES 3.0 context (FRAGFLOW_GL=egl-es; Mesa gives ES 3.2
+# unless MESA_GLES_VERSION_OVERRIDE caps it): kernels in GLSL ES 3.00 (docs/RUNTIME.md).
+# `make test` runs a seeded sample of it (tests/runtime/test_gles.py).
+test-gles: $(STAMP)
+	FRAGFLOW_GL=egl-es MESA_GLES_VERSION_OVERRIDE=3.0 $(BIN)/python -m pytest -q -n 2 --dist loadfile

@@ -10,10 +10,9 @@ import numpy as np
 from ..codegen.layout import Layout, layout_for
 from ..ir.types import TensorType
 from .device import Device
-from .gl_resources import ArrayTexture, RenderTargets, Texture, check_gl
+from .gl_resources import GL, ArrayTexture, RenderTargets, Texture, check_gl
 from .memory_plan import plan_memory
 from .slot_targets import SlotTargets
-from OpenGL import GL  # noqa: E402,I001  after gl_resources: it binds PyOpenGL's platform
 
 
 class Slot:
@@ -94,12 +93,41 @@ def draw(shader_id, inputs, uniforms, out, width, height, bound=BOUND) -> None:
     GL.glDrawArrays(_TRIANGLES, 0, 3)
 
 
+def _timer_entry_points():
+    """(GL_TIME_ELAPSED, glGetQueryObjectui64v) of this context, or None: GL 3.3 core
+    has them; OpenGL ES only through EXT_disjoint_timer_query."""
+    context = Device.get().context
+    if not context.timer_query:
+        return None
+    if context.api == "gles":
+        # through eglGetProcAddress: PyOpenGL's wrapper has no array type for GLuint64
+        # results, and its raw entry point is not resolved on an ES context
+        import ctypes
+        address = context.proc_address("glGetQueryObjectui64vEXT")
+        if not address:
+            return None
+        get = ctypes.CFUNCTYPE(None, ctypes.c_uint, ctypes.c_uint,
+                               ctypes.POINTER(ctypes.c_uint64))(address)
+
+        def result(query, pname):
+            value = ctypes.c_uint64()
+            get(query, pname, ctypes.byref(value))
+            return value.value
+        return 0x88BF, result       # GL_TIME_ELAPSED_EXT (GL_TIME_ELAPSED's value)
+    return GL.GL_TIME_ELAPSED, GL.glGetQueryObjectui64v
+
+
 class GPUTimer:
-    """Per-draw GPU time with GL_TIME_ELAPSED queries (core since 3.3); where a driver
-    lacks them, None: the caller times the (synchronised) draw on the CPU clock."""
+    """Per-draw GPU time with GL_TIME_ELAPSED queries (core since 3.3, ES through
+    EXT_disjoint_timer_query); where a driver lacks them, None: the caller times the
+    (synchronised) draw on the CPU clock."""
 
     def __init__(self):
         self.query = None
+        entry_points = _timer_entry_points()
+        if entry_points is None:
+            return
+        self.time_elapsed, self.result_ui64 = entry_points
         try:
             self.query = int(GL.glGenQueries(1))
         except Exception:            # no timer queries: CPU clock after glFinish
@@ -107,14 +135,14 @@ class GPUTimer:
 
     def begin(self):
         if self.query is not None:
-            GL.glBeginQuery(GL.GL_TIME_ELAPSED, self.query)
+            GL.glBeginQuery(self.time_elapsed, self.query)
 
     def end(self):
         if self.query is None:
             GL.glFinish()
             return None
-        GL.glEndQuery(GL.GL_TIME_ELAPSED)
-        nanoseconds = GL.glGetQueryObjectui64v(self.query, GL.GL_QUERY_RESULT)
+        GL.glEndQuery(self.time_elapsed)
+        nanoseconds = self.result_ui64(self.query, GL.GL_QUERY_RESULT)
         return int(getattr(nanoseconds, "value", nanoseconds)) * 1e-9
 
     def __del__(self):

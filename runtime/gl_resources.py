@@ -25,8 +25,9 @@ import numpy as np
 from ..ir.errors import BackendError, ShaderCompileError
 from .context import get_context
 
-get_context()     # binds PyOpenGL to the backend's platform before OpenGL.GL is imported
-from OpenGL import GL  # noqa: E402
+# Creating the context binds PyOpenGL to the backend's platform; its module of entry
+# points is OpenGL.GL (desktop) or OpenGL.GLES3 (the egl-es backend), which share names.
+GL = get_context().gl
 
 # linked shaders kept that no live plan uses: ~1 MB each on llvmpipe (measured), and
 # Mesa's shader disk cache (runtime/shader_cache.py) makes linking an evicted one again cheap
@@ -241,19 +242,11 @@ class TexturePool:
                     "free_bytes": self._free_bytes}
 
 
-_VERTEX_SHADER = """{version}
-// One triangle that covers the viewport; no vertex data (gl_VertexID only).
-void main() {{
-    vec2 p = vec2(float((gl_VertexID << 1) & 2), float(gl_VertexID & 2));
-    gl_Position = vec4(p * 2.0 - 1.0, 0.0, 1.0);
-}}
-"""
-
-
 def vertex_shader(limits) -> str:
-    """The shared vertex shader in the limits' dialect (its version line; a vertex
-    shader needs no precision statements: highp is its default)."""
-    return _VERTEX_SHADER.format(version=limits.version_line)
+    """The shared vertex shader (templates/vertex.glsl.j2) in the limits' dialect (its
+    version line; a vertex shader needs no precision statements: highp is its default)."""
+    from ..codegen.environment import render
+    return render("vertex.glsl.j2", dialect=limits)
 
 
 def numbered(source: str) -> str:

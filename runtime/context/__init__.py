@@ -1,13 +1,15 @@
 """The process-wide offscreen OpenGL context fragflow runs its shaders in.
 
-Three backends (docs/ARCHITECTURE.md, "Runtime"):
+Four backends (docs/ARCHITECTURE.md, "Runtime"; docs/RUNTIME.md):
 
 - ``egl``: no window system; a GPU through the EGL device platform, else Mesa's
   surfaceless platform (llvmpipe on machines without a GPU driver).
+- ``egl-es``: the same through OpenGL ES 3.x instead of desktop OpenGL (egl_es.py);
+  kernels are GLSL ES 3.00. Only when FRAGFLOW_GL=egl-es asks for it.
 - ``glfw``: a hidden GLFW window on the user's display.
 - ``osmesa``: Mesa's off-screen software renderer, through GLFW's null platform.
 
-``FRAGFLOW_GL=egl|glfw|osmesa`` forces one. Otherwise, with a display present, glfw is
+``FRAGFLOW_GL=egl|egl-es|glfw|osmesa`` forces one. Otherwise, with a display present, glfw is
 tried first (it is what desktop drivers are best tested with), then egl, then osmesa;
 without a display glfw cannot work and is not tried.
 
@@ -25,7 +27,7 @@ Outside a section the context is current on no thread.
 
     >>> from fragflow.runtime.context import get_context
     >>> ctx = get_context()
-    >>> ctx.backend in ("egl", "glfw", "osmesa")
+    >>> ctx.backend in ("egl", "egl-es", "glfw", "osmesa")
     True
     >>> with ctx.section:
     ...     pass                # GL calls here run on ctx, from any thread
@@ -34,6 +36,7 @@ Outside a section the context is current on no thread.
 from __future__ import annotations
 
 import collections
+import ctypes
 import importlib
 import os
 import threading
@@ -46,11 +49,12 @@ from ._gl import check_platform, import_gl, load_library
 __all__ = ["GLContext", "get_context", "available_backends", "devices", "BACKENDS"]
 
 # name -> module in this package
-_MODULES = {"egl": "egl", "glfw": "glfw_window", "osmesa": "osmesa"}
+_MODULES = {"egl": "egl", "glfw": "glfw_window", "osmesa": "osmesa", "egl-es": "egl_es"}
 BACKENDS = tuple(_MODULES)
 
 _INSTALL = {
     "egl": "Debian: libegl1 libegl-mesa0 libgl1-mesa-dri",
+    "egl-es": "Debian: libegl1 libegl-mesa0 libgl1-mesa-dri libgles2",
     "glfw": "a display (headless: Xvfb, Debian: xvfb) and pip: glfw",
     "osmesa": "Debian: libosmesa6",
 }
@@ -164,9 +168,28 @@ class GLSection:
                 pass
 
 
+def _text(value) -> str:
+    """A GL string as text: OpenGL.GL returns bytes, OpenGL.GLES3 a GLubyte pointer."""
+    if value is None:
+        return ""
+    if not isinstance(value, bytes):
+        value = ctypes.cast(value, ctypes.c_char_p).value or b""
+    return value.decode(errors="replace")
+
+
+def _string(GL, pname) -> str:
+    return _text(GL.glGetString(pname))
+
+
+def _extensions(GL) -> frozenset:
+    return frozenset(_text(GL.glGetStringi(GL.GL_EXTENSIONS, i))
+                     for i in range(_int(GL, GL.GL_NUM_EXTENSIONS)))
+
+
 class GLContext:
-    """An OpenGL >= 3.3 core context with one empty VAO bound (core profile draws nothing
-    without one; fragflow's full-screen triangle needs no vertex data). GL work runs in
+    """An OpenGL >= 3.3 core context, or an OpenGL ES >= 3.0 one (the egl-es backend;
+    `api` says which), with one empty VAO bound (core profile draws nothing without
+    one; fragflow's full-screen triangle needs no vertex data). GL work runs in
     ``with ctx.section:`` (see the module's docstring on threads)."""
 
     def __init__(self, backend: str, native, shader_cache_dir: str, failed_attempts):
@@ -180,18 +203,35 @@ class GLContext:
         self.device_index = getattr(native, "device_index", None)
         self._owner = threading.get_ident()    # the backend made it current here
         self.section = GLSection(self)
-        GL = import_gl(native.pyopengl_platform)
+        # "gl": desktop OpenGL through OpenGL.GL; "gles": OpenGL ES through OpenGL.GLES3
+        self.api = getattr(native, "api", "gl")
+        GL = import_gl(native.pyopengl_platform, self.api)
         major, minor = _int(GL, GL.GL_MAJOR_VERSION), _int(GL, GL.GL_MINOR_VERSION)
-        core = _int(GL, GL.GL_CONTEXT_PROFILE_MASK) & GL.GL_CONTEXT_CORE_PROFILE_BIT
-        if (major, minor) < (3, 3) or not core:
-            raise BackendError(f"got OpenGL {major}.{minor} {'core' if core else 'compatibility'}"
-                               f" ({GL.glGetString(GL.GL_RENDERER).decode()}); need 3.3+ core")
+        text = lambda pname: _string(GL, pname)  # noqa: E731
+        self.extensions = _extensions(GL)
+        if self.api == "gles":      # ES has no profiles (no GL_CONTEXT_PROFILE_MASK)
+            if (major, minor) < (3, 0):
+                raise BackendError(f"got OpenGL ES {major}.{minor} ({text(GL.GL_RENDERER)}); "
+                                   f"need ES 3.0+")
+        else:
+            core = _int(GL, GL.GL_CONTEXT_PROFILE_MASK) & GL.GL_CONTEXT_CORE_PROFILE_BIT
+            if (major, minor) < (3, 3) or not core:
+                raise BackendError(
+                    f"got OpenGL {major}.{minor} {'core' if core else 'compatibility'} "
+                    f"({text(GL.GL_RENDERER)}); need 3.3+ core")
         self.gl = GL
         self.vao = int(GL.glGenVertexArrays(1))
         GL.glBindVertexArray(self.vao)
-        text = lambda pname: GL.glGetString(pname).decode()  # noqa: E731
+        # GPU timers: GL 3.3 core has GL_TIME_ELAPSED queries; ES only through
+        # EXT_disjoint_timer_query (else runs are timed on the CPU clock after glFinish)
+        self.timer_query = self.api == "gl" or \
+            "GL_EXT_disjoint_timer_query" in self.extensions
+        if self.api == "gles":
+            from .probe import check_es_needs
+            check_es_needs(GL, self.extensions, text(GL.GL_RENDERER))
         self._info = {
             "backend": backend,
+            "api": self.api,
             "detail": self.detail,
             "device": "-" if self.device_index is None else self.device_index,
             "vendor": text(GL.GL_VENDOR),
@@ -202,10 +242,17 @@ class GLContext:
             "max_draw_buffers": _int(GL, GL.GL_MAX_DRAW_BUFFERS),
             "max_color_attachments": _int(GL, GL.GL_MAX_COLOR_ATTACHMENTS),
             "max_texture_image_units": _int(GL, GL.GL_MAX_TEXTURE_IMAGE_UNITS),
+            "timer_query": self.timer_query,
             "shader_cache_dir": shader_cache_dir,
             # "" when the cache works; else why not, and what that costs
             "shader_cache_note": shader_cache_note(),
         }
+
+    def proc_address(self, name: str) -> int | None:
+        """The address of an extension entry point (eglGetProcAddress), or None where the
+        backend cannot say (glfw, osmesa)."""
+        get = getattr(self._native, "proc_address", None)
+        return get(name) if get is not None else None
 
     def info(self) -> dict:
         """What the context is: backend, driver strings and the limits codegen plans with."""
@@ -316,9 +363,11 @@ def get_context(device: int | None = None) -> GLContext:
                 failed.append(f"{name}: {reason}")
         lines = [f"  {line}" for line in failed + notes]
         hints = [f"  {name}: {_INSTALL[name]}" for name in BACKENDS]
-        raise BackendError("no OpenGL 3.3 core context could be created. Tried:\n"
+        wanted = "OpenGL ES 3" if names == ["egl-es"] else "OpenGL 3.3 core"
+        raise BackendError(f"no {wanted} context could be created. Tried:\n"
                            + "\n".join(lines) + "\nTo get one, install for\n" + "\n".join(hints)
-                           + "\n  and pip: PyOpenGL, glfw. FRAGFLOW_GL=egl|glfw|osmesa forces one.")
+                           + "\n  and pip: PyOpenGL, glfw. FRAGFLOW_GL=egl|egl-es|glfw|osmesa "
+                             "forces one.")
 
 
 def _egl_devices():
@@ -332,7 +381,7 @@ def _open_device(device: int) -> GLContext:
     """The process's context on EGL device `device` (caller holds _lock)."""
     global _current
     forced = os.environ.get("FRAGFLOW_GL", "").strip().lower()
-    if forced and forced != "egl":
+    if forced and forced not in ("egl", "egl-es"):
         raise BackendError(f"device={device} selects an EGL device, but FRAGFLOW_GL={forced!r} "
                            f"forces another backend; unset one of them")
     from .egl_devices import check_index
@@ -340,7 +389,7 @@ def _open_device(device: int) -> GLContext:
     check_index(found, device, devices)
     cache_dir = configure_shader_cache()
     preload_bundled_llvm()
-    context = _open("egl", cache_dir, [], device=device)
+    context = _open(forced or "egl", cache_dir, [], device=device)
     context.release_current()
     _current = context
     return _current

@@ -37,8 +37,10 @@ def check_platform(wanted: str) -> None:
             f"create the context before anything imports OpenGL)")
 
 
-def import_gl(platform: str):
-    """Bind PyOpenGL to `platform` (if nothing bound it yet) and return OpenGL.GL.
+def import_gl(platform: str, api: str = "gl"):
+    """Bind PyOpenGL to `platform` (if nothing bound it yet) and return the module of
+    GL entry points for `api`: OpenGL.GL ("gl", desktop OpenGL) or OpenGL.GLES3
+    ("gles", OpenGL ES 3.x through libGLESv2).
 
     The single place where fragflow imports OpenGL, so the platform and the error
     checking switch are set before the first import, for every backend.
@@ -50,8 +52,27 @@ def import_gl(platform: str):
         # PyOpenGL's per-call glGetError costs more than small draws themselves; the
         # runtime checks glGetError itself at chosen points. Only read at first import.
         OpenGL.ERROR_CHECKING = False
+    if api == "gles":
+        return _import_gles3()
     import OpenGL.GL as GL
     return GL
+
+
+def _import_gles3():
+    """OpenGL.GLES3. PyOpenGL 3.1.10's raw/GLES2/_types.py builds an error checker even
+    with ERROR_CHECKING off (OpenGL.error._ErrorChecker is None then, and the import
+    fails calling it); a stand-in that builds nothing lets the import through, and no
+    GLES function gets a checker (their _errors modules test _ErrorChecker first)."""
+    if "OpenGL.GLES3" not in sys.modules:
+        import OpenGL.error as error
+        if error._ErrorChecker is None:
+            error._ErrorChecker = lambda *args, **kwargs: None
+            try:
+                import OpenGL.raw.GLES2._types  # noqa: F401
+            finally:
+                error._ErrorChecker = None
+    import OpenGL.GLES3 as GLES3
+    return GLES3
 
 
 def load_library(names: tuple[str, ...], install: str) -> ctypes.CDLL:

@@ -28,7 +28,9 @@ EGL_EXTENSIONS = 0x3055
 EGL_SURFACE_TYPE = 0x3033
 EGL_RENDERABLE_TYPE = 0x3040
 EGL_OPENGL_BIT = 0x0008
+EGL_OPENGL_ES3_BIT = 0x0040
 EGL_OPENGL_API = 0x30A2
+EGL_OPENGL_ES_API = 0x30A0
 EGL_CONTEXT_MAJOR_VERSION = 0x3098
 EGL_CONTEXT_MINOR_VERSION = 0x30FB
 EGL_CONTEXT_OPENGL_PROFILE_MASK = 0x30FD
@@ -96,10 +98,15 @@ class _Egl:
 class EglContext:
     pyopengl_platform = PYOPENGL_PLATFORM
 
-    def __init__(self, egl: _Egl, display, context, detail: str, device_index: int | None = None):
+    def __init__(self, egl: _Egl, display, context, detail: str, device_index: int | None = None,
+                 api: str = "gl"):
         self._egl, self._display, self._context, self.detail = egl, display, context, detail
+        self.api = api          # "gl" (desktop OpenGL 3.3 core) or "gles" (OpenGL ES 3.x)
         # Index in egl_devices.enumerate_devices() (None: EGL lists no devices here).
         self.device_index = device_index
+
+    def proc_address(self, name: str) -> int | None:
+        return self._egl.get_proc(name.encode()) or None
 
     def make_current(self) -> None:
         if not self._egl.MakeCurrent(self._display, None, None, self._context):
@@ -137,24 +144,37 @@ def _candidate_displays(egl: _Egl, devices: list):
                software[0] if software else None)
 
 
-def context_on(egl: _Egl, display, terminate_on_error: bool = True):
-    """Initialize `display` and create + make current a 3.3 core context on it."""
+# api -> (eglBindAPI's argument, EGL_RENDERABLE_TYPE bit, eglCreateContext's attribs, name)
+_APIS = {
+    "gl": (EGL_OPENGL_API, EGL_OPENGL_BIT, (EGL_CONTEXT_MAJOR_VERSION, 3,
+                                            EGL_CONTEXT_MINOR_VERSION, 3,
+                                            EGL_CONTEXT_OPENGL_PROFILE_MASK,
+                                            EGL_CONTEXT_OPENGL_CORE_PROFILE_BIT),
+           "OpenGL 3.3 core"),
+    # ES 3.0 or later: the driver gives its newest (MESA_GLES_VERSION_OVERRIDE=3.0 caps it)
+    "gles": (EGL_OPENGL_ES_API, EGL_OPENGL_ES3_BIT, (EGL_CONTEXT_MAJOR_VERSION, 3),
+             "OpenGL ES 3"),
+}
+
+
+def context_on(egl: _Egl, display, terminate_on_error: bool = True, api: str = "gl"):
+    """Initialize `display` and create + make current a context on it: desktop OpenGL
+    3.3 core (api "gl") or OpenGL ES 3.x ("gles")."""
+    bind, renderable, attribs, name = _APIS[api]
     if not egl.Initialize(display, None, None):
         raise BackendError(egl.error("eglInitialize"))
     try:
-        if not egl.BindAPI(EGL_OPENGL_API):
-            raise BackendError(egl.error("eglBindAPI(EGL_OPENGL_API)"))
+        if not egl.BindAPI(bind):
+            raise BackendError(egl.error(f"eglBindAPI({name})"))
         # Surface type 0 matches every config: there will never be a surface.
         config, n = c_void_p(), c_int32()
         if not egl.ChooseConfig(display, _attribs(EGL_SURFACE_TYPE, 0, EGL_RENDERABLE_TYPE,
-                                                  EGL_OPENGL_BIT), ctypes.byref(config), 1,
+                                                  renderable), ctypes.byref(config), 1,
                                 ctypes.byref(n)) or n.value == 0:
-            raise BackendError(egl.error("eglChooseConfig(EGL_OPENGL_BIT)") + ", no config")
-        context = egl.CreateContext(display, config, None, _attribs(
-            EGL_CONTEXT_MAJOR_VERSION, 3, EGL_CONTEXT_MINOR_VERSION, 3,
-            EGL_CONTEXT_OPENGL_PROFILE_MASK, EGL_CONTEXT_OPENGL_CORE_PROFILE_BIT))
+            raise BackendError(egl.error(f"eglChooseConfig({name})") + ", no config")
+        context = egl.CreateContext(display, config, None, _attribs(*attribs))
         if not context:
-            raise BackendError(egl.error("eglCreateContext(OpenGL 3.3 core)"))
+            raise BackendError(egl.error(f"eglCreateContext({name})"))
         if not egl.MakeCurrent(display, None, None, context):
             reason = egl.error("eglMakeCurrent(EGL_NO_SURFACE)")
             egl.DestroyContext(display, context)
@@ -166,13 +186,14 @@ def context_on(egl: _Egl, display, terminate_on_error: bool = True):
         raise
 
 
-def create(device: int | None = None) -> EglContext:
+def create(device: int | None = None, api: str = "gl") -> EglContext:
     """A context on EGL device `device` (an index of egl_devices.enumerate_devices()), or
-    by default on the first GPU this process may use, else on llvmpipe."""
+    by default on the first GPU this process may use, else on llvmpipe. api: "gl"
+    (desktop OpenGL 3.3 core) or "gles" (OpenGL ES 3.x, the egl-es backend)."""
     egl = _Egl()
     devices = egl_devices.enumerate_devices(egl)
     if device is not None:
-        return _create_on_device(egl, devices, device)
+        return _create_on_device(egl, devices, device, api)
     reasons = []
     for display, node, index in _candidate_displays(egl, devices):
         where = "Mesa surfaceless" if node is None else f"device {node or '?'}"
@@ -180,7 +201,7 @@ def create(device: int | None = None) -> EglContext:
             reasons.append(f"{where}: {egl.error('eglGetPlatformDisplayEXT')}")
             continue
         try:
-            context = context_on(egl, display)
+            context = context_on(egl, display, api=api)
         except BackendError as exc:
             reasons.append(f"{where}: {exc}")
             continue
@@ -189,21 +210,24 @@ def create(device: int | None = None) -> EglContext:
             detail = f"EGL Mesa surfaceless ({vendor})"
         else:
             detail = f"EGL device platform: {vendor}" + (f" ({node})" if node else "")
-        return EglContext(egl, display, context, detail, device_index=index)
+        if api == "gles":
+            detail += ", OpenGL ES"
+        return EglContext(egl, display, context, detail, device_index=index, api=api)
     raise BackendError("; ".join(reasons) or
                        "no usable EGL display (no GPU device, no EGL_MESA_platform_surfaceless)")
 
 
-def _create_on_device(egl: _Egl, devices: list, index: int) -> EglContext:
+def _create_on_device(egl: _Egl, devices: list, index: int, api: str = "gl") -> EglContext:
     dev = egl_devices.check_index(devices, index, lambda: [])   # get_context checked it
     display = egl.GetPlatformDisplay(EGL_PLATFORM_DEVICE_EXT, dev.handle, None)
     if not display:
         raise BackendError(f"device {index}: {egl.error('eglGetPlatformDisplayEXT')}")
     try:
-        context = context_on(egl, display)
+        context = context_on(egl, display, api=api)
     except BackendError as exc:
         raise BackendError(f"device {index}: {exc}") from None
     vendor = (egl.QueryString(display, EGL_VENDOR) or b"?").decode()
     kind = "software" if dev.software else (dev.node or "GPU")
-    return EglContext(egl, display, context, f"EGL device {index}: {vendor} ({kind})",
-                      device_index=index)
+    es = ", OpenGL ES" if api == "gles" else ""
+    return EglContext(egl, display, context, f"EGL device {index}: {vendor} ({kind}){es}",
+                      device_index=index, api=api)
