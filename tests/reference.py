@@ -1,4 +1,5 @@
-"""Run a graph on GL and on the numpy executor, and compare the two."""
+"""Run a graph on GL (every pass, every kernel) and on the numpy executor running the
+graph as built (no passes: the oracle), and compare the two."""
 from __future__ import annotations
 
 import numpy as np
@@ -6,9 +7,16 @@ import numpy as np
 import fragflow as ff
 
 
+def reference_session(graph, **options):
+    """The oracle: the numpy executor running the graph as built (no passes), so that a
+    rewrite's error cannot cancel out against the same rewrite on the reference side."""
+    return ff.Session(graph, backend="numpy", passes=[], **options)
+
+
 def run_both(graph, fetches, feed_dict=None):
-    """(gl results, numpy results) for the same fetches and feeds."""
-    with ff.Session(graph, backend="numpy") as ref_sess:
+    """(GL results with every pass and kernel, the numpy executor's on the graph as
+    built) for the same fetches and feeds."""
+    with reference_session(graph) as ref_sess:
         ref = ref_sess.run(fetches, feed_dict)
     with ff.Session(graph) as gl_sess:
         out = gl_sess.run(fetches, feed_dict)
@@ -59,3 +67,14 @@ def compiled_kernels(build, shapes):
         y = build(*feeds)
     with ff.Session(g) as sess:
         return sess.compile([y], feeds=feeds).kernels
+
+
+def fed_placeholders(arrays):
+    """(placeholders, feed_dict) standing for arrays (float kinds as float32, integers
+    as int32, bools as bool): graphs of fed values, since constants would be folded on
+    the GL side by the very numpy references the test compares with."""
+    kinds = {"f": "float32", "i": "int32", "u": "int32", "b": "bool"}
+    values = [np.asarray(a).astype(kinds[np.asarray(a).dtype.kind]) for a in arrays]
+    holders = [ff.placeholder(v.shape, v.dtype.name, name=f"in{i}")
+               for i, v in enumerate(values)]
+    return holders, dict(zip(holders, values))

@@ -84,7 +84,7 @@ def _session():
     with ff.Graph("other").as_default():
         z = ff.placeholder((2, 3), name="z")
     return dict(g=g, x=x, xi=xi, y=y, empty=empty, mean=mean, labels=labels,
-                loss=loss, z=z, sess=ff.Session(g, backend="numpy"),
+                loss=loss, z=z, sess=ff.Session(g, backend="numpy", passes=[]),
                 ones=np.ones((2, 3), np.float32))
 
 
@@ -93,7 +93,7 @@ S = _session()
 
 def run(fetch, feeds=None, debug=False):
     def go():
-        sess = ff.Session(S["g"], backend="numpy", debug=True) if debug else S["sess"]
+        sess = ff.Session(S["g"], backend="numpy", passes=[], debug=True) if debug else S["sess"]
         return sess.run(fetch, {S["x"]: S["ones"]} if feeds is None else feeds)
     return go
 
@@ -381,7 +381,7 @@ def test_array_op_tensor_still_builds_the_graph_op():
         x = x23()
         y = np.full((2, 3), 3.0, np.float32) - x
         z = np.float32(2.0) < x
-    out = ff.Session(g, backend="numpy").run([y, z], {x: np.ones((2, 3), np.float32)})
+    out = ff.Session(g, backend="numpy", passes=[]).run([y, z], {x: np.ones((2, 3), np.float32)})
     np.testing.assert_array_equal(out[0], np.full((2, 3), 2.0))
     assert not out[1].any()
 

@@ -140,7 +140,7 @@ def _numpy_fragflow() -> types.ModuleType:
     clone.__dict__.update({k: getattr(fragflow, k) for k in dir(fragflow)})
 
     def session(graph=None, **kwargs):
-        return fragflow.Session(graph, backend="numpy", **kwargs)
+        return fragflow.Session(graph, backend="numpy", passes=[], **kwargs)
     clone.Session = session
     return clone
 

@@ -184,7 +184,7 @@ def test_fetching_the_step_with_the_loss_sees_values_before_the_update():
         w = ff.Variable(np.float32([3.0]), name="w")
         loss = ff.sum(ff.square(w))
         step = ff.optim.SGD(0.25).minimize(loss)
-    sess = ff.Session(g, backend="numpy")
+    sess = ff.Session(g, backend="numpy", passes=[])
     losses = [float(sess.run([loss, step])[0]) for _ in range(3)]
     np.testing.assert_allclose(losses, [9.0, 2.25, 0.5625])      # w: 3, 1.5, 0.75
 
@@ -200,7 +200,7 @@ def test_compute_and_apply_gradients_for_a_custom_loop():
         assert pairs[1][0] is None and pairs[1][1] is unused
         clipped = [(ff.clip_by_value(gr, -1.0, 1.0), v) for gr, v in pairs[:1]] + pairs[1:]
         step = opt.apply_gradients(clipped)
-    sess = ff.Session(g, backend="numpy")
+    sess = ff.Session(g, backend="numpy", passes=[])
     sess.run(step)
     np.testing.assert_allclose(sess.get(w), [0.5, 1.5])          # gradients 2, 4 -> 1, 1
     np.testing.assert_allclose(sess.get(unused), [5.0])
@@ -243,7 +243,7 @@ def test_learning_rate_can_be_a_fed_tensor():
         w = ff.Variable(np.float32([1.0]), name="w")
         lr = ff.placeholder((), name="lr")
         step = ff.optim.SGD(lr).minimize(ff.sum(w * 2.0))
-    sess = ff.Session(g, backend="numpy")
+    sess = ff.Session(g, backend="numpy", passes=[])
     sess.run(step, {lr: np.float32(0.1)})
     sess.run(step, {lr: np.float32(1.0)})
     np.testing.assert_allclose(sess.get(w), [1.0 - 0.2 - 2.0], rtol=1e-6)
@@ -255,7 +255,7 @@ def test_group_runs_every_tensor_and_has_the_first_ones_value():
         u = ff.Variable(np.float32([1.0]), name="u")
         v = ff.Variable(np.float32([1.0]), name="v")
         op = ff.optim.group(u.assign(u + 1.0), v.assign(v * 5.0))
-    sess = ff.Session(g, backend="numpy")
+    sess = ff.Session(g, backend="numpy", passes=[])
     np.testing.assert_allclose(sess.run(op), [2.0])
     np.testing.assert_allclose([sess.get(u)[0], sess.get(v)[0]], [2.0, 5.0])
 

@@ -60,7 +60,7 @@ def test_exported_graph_runs_in_onnxruntime_with_fragflows_results(build, tmp_pa
 def test_round_trip_through_import_gives_the_same_results():
     g, x, fetches = _cnn()
     feed = randn(*x.shape)
-    expected = ff.Session(g, backend="numpy").run(fetches, {x: feed})
+    expected = ff.Session(g, backend="numpy", passes=[]).run(fetches, {x: feed})
     model = ff.onnx.load(ff.onnx.export(fetches, [x]))
     got = ff.Session(model.graph).run(model.outputs, {x.name: feed})
     for a, b in zip(got, expected):
@@ -134,7 +134,7 @@ def test_sparse_softmax_cross_entropy_exports_with_nan_for_bad_labels():
     logits = randn(5, 7)
     logits[1, 0] = -np.inf
     labels = np.array([3, 2, 7, -1, 6], np.int32)
-    expected = ff.Session(g, backend="numpy").run(loss, {z: logits, y: labels})
+    expected = ff.Session(g, backend="numpy", passes=[]).run(loss, {z: logits, y: labels})
     (got,) = ort_run(ff.onnx.export(loss, [z, y]), {"z": logits, "y": labels})
     assert np.isnan(got[2:4]).all() and np.isfinite(got[[0, 1, 4]]).all()
     assert_close(got, expected)

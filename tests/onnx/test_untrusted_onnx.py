@@ -1,7 +1,7 @@
 """An ONNX file is untrusted input, held to ff.load_graph's standard: whatever is wrong
-with it ends in an OnnxImportError naming the node (or another ff.FragflowError), never
-in protobuf's, onnx's or numpy's own exception, and never allocates more than the size
-limits allow (max_elements, max_bytes; checked before anything is made).
+with it ends in an OnnxImportError naming the node, never in protobuf's, onnx's or
+numpy's own exception, and never allocates more than the size limits allow
+(max_elements, max_bytes; checked before anything is made).
 
 The fuzz test mutates a few small real models (made with onnx.helper, and one exported
 by torch: data/torch_small_cnn.onnx) with a fixed seed: dims, dtypes, attributes, shape
@@ -524,7 +524,7 @@ BAD = {
     "an op's own check fails": (
         lambda: _model([helper.make_node("Reshape", ["x", "s"], ["y"], name="reshape")],
                        [_f("x", [2, 3])], [_out("y")], [_init("s", np.array([7, 5], I64))]),
-        "reshape"),
+        "Reshape node 'reshape' \\(opset 17\\): reshape 'reshape/reshape'.*cannot reshape"),
 }
 
 
@@ -539,10 +539,8 @@ def test_names_that_are_not_utf8_are_refused():
 @pytest.mark.parametrize("case", sorted(BAD))
 def test_malformed_models_are_refused_clearly(case):
     make, match = BAD[case]
-    with pytest.raises(ff.FragflowError, match=match) as info:
+    with pytest.raises(OnnxImportError, match=match):
         ff.onnx.load(make().SerializeToString())
-    if case != "an op's own check fails":
-        assert isinstance(info.value, OnnxImportError), case
 
 
 # -- the fuzz test -------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """fragflow's numpy references for convolution, pooling, resize, LRN and batch
 normalization checked against an independent implementation: torch on the CPU.
 
-Every case runs the graph on the numpy executor (ff.Session(g, backend="numpy"), no GL)
+Every case runs the graph on the numpy executor (ff.Session(g, backend="numpy", passes=[]), no GL)
 and the same computation in torch, in float64 from the same float32 inputs. Torch is
 NCHW / OIHW and pads symmetrically, so the test transposes layouts and computes
 TensorFlow's SAME padding itself (its own formula, not fragflow's), padding with F.pad
@@ -58,7 +58,7 @@ def run_ref(build, *arrays, grads=None):
         fetches = [y]
         if grads is not None:
             fetches += list(ff.gradients(y, xs, grad_ys=ff.constant(grads)))
-    with ff.Session(g, backend="numpy") as sess:
+    with ff.Session(g, backend="numpy", passes=[]) as sess:
         out = sess.run(fetches, dict(zip(xs, arrays)))
     return out if grads is not None else out[0]
 
@@ -510,7 +510,7 @@ def test_resize_nearest_neighbor(x_shape, size):
     with g.as_default():
         p = ff.placeholder(x_shape, dtype="int32")
         yi = ff.resize_nearest_neighbor(p, size)
-    got = ff.Session(g, backend="numpy").run(yi, {p: xi})
+    got = ff.Session(g, backend="numpy", passes=[]).run(yi, {p: xi})
     assert got.dtype == np.int32
     want = to_nhwc(F.interpolate(to_nc(torch.tensor(xi, dtype=torch.float64)), size=size,
                                  mode="nearest")).numpy()

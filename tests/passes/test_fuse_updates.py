@@ -56,7 +56,7 @@ def _state(sess, g):
 @pytest.mark.parametrize("opt_name", sorted(OPTIMIZERS))
 def test_training_equals_the_numpy_executor(opt_name):
     g, t, loss, step, _ = _training_graph(opt_name)
-    gl, ref = ff.Session(g), ff.Session(g, backend="numpy")
+    gl, ref = ff.Session(g), ff.Session(g, backend="numpy", passes=[])
     fn_gl = gl.compile([step, loss], feeds=[t])
     fn_np = ref.compile([step, loss], feeds=[t])
     for i in range(4):          # several runs: the swapped textures alternate
@@ -101,7 +101,7 @@ def test_two_plans_assigning_the_same_variables_alternate():
     """Each plan's framebuffer follows the textures its slots hold after the other
     plan's swaps (runtime/slot_targets.py)."""
     g, t, loss, step, _ = _training_graph("Adam", shapes=[(3, 5), (7,)], seed=1)
-    gl, ref = ff.Session(g), ff.Session(g, backend="numpy")
+    gl, ref = ff.Session(g), ff.Session(g, backend="numpy", passes=[])
     fns = [(gl.compile([step], feeds=[t]), ref.compile([step], feeds=[t])),
            (gl.compile([step, loss], feeds=[t]), ref.compile([step, loss], feeds=[t]))]
     for i in range(7):
@@ -118,7 +118,7 @@ def test_nan_in_a_variable_propagates_as_in_numpy():
     with g.as_default():
         v = ff.Variable(np.float32([1.0, np.nan, -2.0, 0.0, 3.0]), name="v")
         step = ff.optim.Adam(0.1).minimize(ff.sum(ff.square(v)))
-    gl, ref = ff.Session(g), ff.Session(g, backend="numpy")
+    gl, ref = ff.Session(g), ff.Session(g, backend="numpy", passes=[])
     for _ in range(2):
         gl.run(step), ref.run(step)
     for name, value in _state(gl, g).items():
@@ -163,7 +163,7 @@ def test_debug_mode_keeps_every_update_a_kernel_of_its_own():
     """Session(debug=True) runs one kernel per node, so a NaN is pinned on the node that
     made it: no fused_update there, and the same values."""
     g, t, loss, step, _ = _training_graph("Adam", shapes=[(3, 5)], seed=2)
-    debug, ref = ff.Session(g, debug=True), ff.Session(g, backend="numpy")
+    debug, ref = ff.Session(g, debug=True), ff.Session(g, backend="numpy", passes=[])
     fn = debug.compile([step, loss], feeds=[t])
     assert not [k for k in fn.kernels if k.op == "fused_update"]
     fn_np = ref.compile([step, loss], feeds=[t])

@@ -136,12 +136,24 @@ def test_fusion_reports_the_texture_limit_it_kept_to():
     assert any("more than the 5 it may bind" in line for line in report)
 
 
-def test_a_custom_pipeline_still_splits_wide_nodes_unless_told_not_to():
+def test_a_custom_pipeline_for_a_gpu_still_splits_wide_nodes_unless_told_not_to():
     g, xs, total, feeds = _wide_add_n(40)
     types = {x.value: x.value.type for x in xs}
-    assert _widest(optimize(g, [total.value], types, passes=["cse"]).graph) <= 16
-    kept = optimize(g, [total.value], types, passes=[], disable=["split_wide_nodes"]).graph
+    split = optimize(g, [total.value], types, passes=["cse"], max_texture_units=16).graph
+    assert _widest(split) <= 16
+    kept = optimize(g, [total.value], types, passes=[], disable=["split_wide_nodes"],
+                    max_texture_units=16).graph
     assert _widest(kept) == 40
+
+
+def test_the_numpy_executor_with_no_passes_runs_the_graph_as_built():
+    """The tests' oracle: no pass at all, not even the split a GPU needs."""
+    g, xs, total, feeds = _wide_add_n(40)
+    types = {x.value: x.value.type for x in xs}
+    assert _widest(optimize(g, [total.value], types, passes=[]).graph) == 40
+    fn = ff.Session(g, backend="numpy", passes=[]).compile(total, feeds=xs)
+    fn(*feeds.values())
+    assert [n.op for n in fn.graph.nodes].count("add_n") == 1
 
 
 def test_the_numpy_backend_plans_with_gl_33s_16_units():
@@ -172,7 +184,7 @@ def test_a_weight_used_100_times_gives_its_gradient_on_gl(gl):
         dw, = ff.gradients(loss, [w])
     assert dw.op.op == "add_n" and len(dw.op.inputs) == steps
     feed = {x: RNG.standard_normal((batch, hidden)).astype(np.float32)}
-    ref = ff.Session(g, backend="numpy").run([loss, dw], feed)
+    ref = ff.Session(g, backend="numpy", passes=[]).run([loss, dw], feed)
     sess = ff.Session(g)
     fn = sess.compile([loss, dw], feeds=[x])
     out = fn(feed[x])

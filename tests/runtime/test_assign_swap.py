@@ -10,7 +10,7 @@ import fragflow as ff
 
 def _steps(graph, fetches, steps=4, feeds=lambda i: {}):
     """Run fetches `steps` times on GL and numpy; return both sessions (for .get)."""
-    gl, ref = ff.Session(graph), ff.Session(graph, backend="numpy")
+    gl, ref = ff.Session(graph), ff.Session(graph, backend="numpy", passes=[])
     for i in range(steps):
         got, want = gl.run(fetches, feeds(i)), ref.run(fetches, feeds(i))
         for g, w in zip(got, want):
@@ -111,7 +111,7 @@ def test_two_plans_assigning_one_variable_alternately(gl):
     with g.as_default():
         v = ff.Variable(np.linspace(1, 2, 5).astype(np.float32), name="v")
         double, shift = v.assign(v * 2.0), v.assign(v - 0.5)
-    gl_sess, ref = ff.Session(g), ff.Session(g, backend="numpy")
+    gl_sess, ref = ff.Session(g), ff.Session(g, backend="numpy", passes=[])
     for i in range(6):
         op = double if i % 3 else shift
         np.testing.assert_allclose(gl_sess.run(op), ref.run(op), rtol=1e-6)

@@ -180,3 +180,31 @@ def test_cli_names_the_feed_whose_shape_is_unknown(tmp_path, capsys):
 def test_cli_export_needs_a_format(tmp_path, capsys):
     assert main(["export", f"{TARGETS}:dense", "-o", str(tmp_path)]) == 2
     assert "--webgl" in capsys.readouterr().err
+
+
+def _readme_section() -> str:
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md"),
+              encoding="utf-8") as f:
+        return f.read().split("## Run it in a browser", 1)[1].split("\n## ", 1)[0]
+
+
+def test_readme_export_runs_as_written(tmp_path, monkeypatch):
+    code = re.search(r"```python\n(.*?)```", _readme_section(), re.S).group(1)
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, "README.md", "exec"), {})
+    assert sorted(os.listdir(tmp_path / "web")) == ["index.html", "model.bin", "model.js"]
+    js = re.search(r"```js\n(.*?)```", _readme_section(), re.S).group(1)
+    schedule = (tmp_path / "web" / "model.js").read_text()
+    assert "Float32Array(32)" in js and '"shape":[8,4]' in schedule   # x: 8x4 = 32
+
+
+def test_readme_cli_export_runs_as_written(tmp_path, monkeypatch):
+    lines = [line.split("#")[0].split() for line in _readme_section().splitlines()
+             if line.startswith("fragflow export model.py:build")]
+    assert lines == [["fragflow", "export", "model.py:build", "--webgl", "-o", "web/"]]
+    (tmp_path / "model.py").write_text(
+        "import fragflow as ff\n\ndef build():\n"
+        "    x = ff.placeholder((2, 3), 'float32', name='x')\n    return ff.exp(x)\n")
+    monkeypatch.chdir(tmp_path)
+    assert main(lines[0][1:]) == 0
+    assert (tmp_path / "web" / "model.js").exists()
