@@ -174,11 +174,15 @@ def _inside(base: str, location: str, what: str) -> str:
 # -- the model's structure ---------------------------------------------------------------------
 def default_opset(model) -> int:
     """The model's default-domain opset; OnnxImportError when it declares none (IR 3
-    and later must; before IR 3 every model is opset 1)."""
+    and later must; before IR 3 every model is opset 1; a model of other domains' ops
+    only gets 1, and its first node's error names the domain)."""
     versions = [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")]
     if not versions:
         if model.ir_version < 3:
             return 1
+        if model.opset_import and all(n.domain not in ("", "ai.onnx")
+                                      for n in model.graph.node):
+            return 1                 # only other domains' ops: each node says it
         raise OnnxImportError("the model declares no opset for the default ONNX domain "
                               "(opset_import has no entry with domain '')")
     if len(versions) > 1 or versions[0] < 1:

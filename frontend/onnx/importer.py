@@ -315,13 +315,15 @@ class Importer:
         return array
 
     def _import_node_guarded(self, node, rules):
-        """_import_node, with any error that is not already a FragflowError (a rule or
-        onnx's reference tripping over a malformed node) as an OnnxImportError naming
-        the node: a hostile file ends in a clear error, never in a raw traceback."""
+        """_import_node, with any other error (a graph op's ShapeError, a rule or onnx's
+        reference tripping over a malformed node) as an OnnxImportError naming the node:
+        a hostile file ends in a clear error, never in a raw traceback."""
         try:
             self._import_node(node, rules)
-        except FragflowError:
+        except OnnxImportError:
             raise
+        except FragflowError as err:     # a graph op's own check (a ShapeError ...)
+            raise self.error(str(err)) from err
         except MemoryError:
             raise self.error("the import ran out of memory (a tensor larger than the "
                              "machine holds; lower max_elements)") from None
