@@ -48,13 +48,14 @@ def _write_arrays(path, arrays: dict) -> list:
     return index
 
 
-def prepare(root: str, names) -> list:
+def prepare(root: str, names, max_draw_buffers: int = 4) -> list:
     """Export each workload under root/<name>/ with the arrays TF.js reads."""
     listed = []
     for name in names:
         w = WORKLOADS[name]()
         folder = os.path.join(root, w.name)
-        export = ff.webgl.export(w.fetches, list(w.feeds), folder, page=False)
+        export = ff.webgl.export(w.fetches, list(w.feeds), folder, page=False,
+                                 max_draw_buffers=max_draw_buffers)
         path = os.path.join(folder, "arrays.bin")
         arrays = _write_arrays(path, w.arrays)
         offset = os.path.getsize(path)
@@ -134,6 +135,8 @@ def main(argv=None) -> int:
                         help="steady-state runs per side at most (20)")
     parser.add_argument("--budget", type=float, default=6.0,
                         help="seconds of steady-state rounds per workload at most (6)")
+    parser.add_argument("--max-draw-buffers", type=int, choices=(4, 8), default=4,
+                        help="the exports' render targets per kernel (4: safe everywhere)")
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args(argv)
     if chromium() is None:
@@ -151,7 +154,7 @@ def main(argv=None) -> int:
         return 1
     root = tempfile.mkdtemp(prefix="fragflow-bench-browser-")
     try:
-        listed = prepare(root, names)
+        listed = prepare(root, names, args.max_draw_buffers)
         for file in ("bench.html", "bench.js"):
             shutil.copy(os.path.join(HERE, file), root)
         shutil.copy(TFJS, root)

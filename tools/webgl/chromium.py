@@ -66,9 +66,12 @@ def serve_and_open(root: str, page: str, config: str, timeout: float = 120.0) ->
     profile = tempfile.mkdtemp(prefix="fragflow-chromium-")
     url = f"http://127.0.0.1:{server.server_address[1]}/{page}"
     log = open(os.path.join(profile, "stderr.txt"), "wb")
+    # a first run must compile: Mesa's on-disk shader cache (which ANGLE's GL-EGL backend
+    # goes through) lives in the fresh profile, not in the user's ~/.cache
+    env = dict(os.environ, MESA_SHADER_CACHE_DIR=os.path.join(profile, "mesa-cache"))
     process = subprocess.Popen([browser, *FLAGS, *CONFIGS[config],
                                 f"--user-data-dir={profile}", url],
-                               stdout=subprocess.DEVNULL, stderr=log)
+                               stdout=subprocess.DEVNULL, stderr=log, env=env)
     try:
         start = time.monotonic()
         while not server.finished.wait(0.2):

@@ -86,9 +86,6 @@ async function fetchBin(url) {
   return response.arrayBuffer();
 }
 
-// Typed arrays per dtype: what a feed is converted to and what a fetch comes back as.
-const ARRAYS = {float32: Float32Array, int32: Int32Array, bool: Uint8Array};
-
 class Model {
   constructor(gl, spec, options) {
     if (!spec || spec.format !== 'fragflow.webgl' || spec.version !== 1) {
@@ -425,6 +422,7 @@ class Model {
 
   /** A variable's current value (as Session.get): a typed array of its dtype. */
   read(name) {
+    if (this._disposed) throw new FragflowError('the model was disposed');
     const index = this.spec.variables.findIndex((v) => v.name === name);
     if (index < 0) {
       throw new FragflowError(`no variable named '${name}'; the model's variables are ` +
@@ -474,7 +472,7 @@ class Model {
     }
     const outputs = this._end();
     let method = 'cpu';
-    if (ext) {
+    if (ext && queries.length) {
       method = 'timer-query';
       // results come after control went back to the browser: poll
       for (let tries = 0; tries < 2000; tries++) {
@@ -534,5 +532,3 @@ function checkFramebuffer(gl, what) {
 function numbered(source) {
   return source.split('\n').map((line, i) => `${String(i + 1).padStart(4)}  ${line}`).join('\n');
 }
-
-export {ARRAYS as arrayTypes};
