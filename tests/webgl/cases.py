@@ -228,9 +228,9 @@ def mlp_adam_from_session():
                 session_steps=2)
 
 
-def onnx_model():
-    """A model imported from ONNX (built with onnx.helper): Conv, Relu,
-    GlobalAveragePool, Flatten, Gemm, Softmax."""
+def onnx_proto():
+    """A small ONNX model made with onnx.helper: Conv, Relu, GlobalAveragePool, Flatten,
+    Gemm, Softmax, fixed input shape 2x3x8x8."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
     rng = np.random.default_rng(10)
@@ -252,13 +252,32 @@ def onnx_model():
     proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     proto.ir_version = 8
     onnx.checker.check_model(proto)
-    model = ff.onnx.load(proto.SerializeToString())
-    inp = model.inputs[0]
+    return proto
+
+
+def onnx_model():
+    """A model imported from ONNX (onnx_proto) with ff.onnx.load."""
+    model = ff.onnx.load(onnx_proto().SerializeToString())
+    rng = np.random.default_rng(11)
     fetches = {"probabilities": model.outputs[0]}
-    feeds = {inp: rng.standard_normal((2, 3, 8, 8)).astype(np.float32)}
+    feeds = {model.inputs[0]: rng.standard_normal((2, 3, 8, 8)).astype(np.float32)}
     return Case(model.graph, fetches, feeds, rtol=1e-4, atol=1e-5)
+
+
+def random_draws():
+    """Random ops draw from the run counter, which the runtime feeds (0, 1, ..): each
+    run's draws equal the numpy executor's same run."""
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((5, 7), "float32", name="x")
+        fetches = {"uniform": ff.random_uniform((5, 7), seed=3) + x,
+                   "normal": ff.random_normal((3, 9), seed=4) * 2.0}
+    # normal's Box-Muller goes through log, cos and sqrt: SwiftShader's are within
+    # 7e-5 relative of numpy's (Mesa's within 1e-5), as GLSL ES lets them be
+    return Case(g, fetches, {x: np.zeros((5, 7), np.float32)}, runs=2, rtol=2e-4,
+                atol=1e-5)
 
 
 CASES = {fn.__name__: fn for fn in (
     elementwise, integers, reductions, matmuls, convolutions, softmaxes, structure,
-    small_cnn, cnn_training_step, mlp_adam_from_session, onnx_model)}
+    small_cnn, cnn_training_step, mlp_adam_from_session, onnx_model, random_draws)}

@@ -172,6 +172,16 @@ def test_cli_exports_a_python_target(tmp_path, capsys):
     assert "kernel(s)" in capsys.readouterr().err
 
 
+def test_cli_exports_an_onnx_file(tmp_path, capsys):
+    pytest.importorskip("onnx", reason="onnx (the test extra) is not installed")
+    from tests.webgl.cases import onnx_proto
+    path = tmp_path / "tiny.onnx"
+    path.write_bytes(onnx_proto().SerializeToString())
+    assert main(["export", str(path), "--webgl", "-o", str(tmp_path / "web")]) == 0
+    text = (tmp_path / "web" / "model.js").read_text()
+    assert '"name":"probabilities"' in text and '"shape":[2,3,8,8]' in text
+
+
 def test_cli_names_the_feed_whose_shape_is_unknown(tmp_path, capsys):
     assert main(["export", f"{TARGETS}:dense", "--webgl", "-o", str(tmp_path)]) == 2
     assert "feed 'x'" in capsys.readouterr().err
