@@ -12,7 +12,7 @@ import pytest
 import fragflow as ff
 from fragflow.tools.cli import main
 from fragflow.tools.webgl.export import runtime_text
-from tests.webgl.cases import cnn_training_step, mlp_adam_from_session
+from tests.webgl.cases import cnn_training_step, matmuls, mlp_adam_from_session
 
 RUNTIME_BUDGET = 30 * 1024          # bytes of model.js without the schedule (issue 22)
 TARGETS = os.path.join(os.path.dirname(__file__), "..", "tools", "cli_targets.py")
@@ -158,10 +158,19 @@ def test_a_needed_placeholder_missing_from_the_feeds_is_refused(tmp_path):
         ff.webgl.export(y, [a], tmp_path)
 
 
-def test_no_kernel_writes_more_render_targets_than_asked(training_export):
-    pytest.importorskip("fragflow.codegen.limits",
-                        reason="codegen/limits.py (the ES dialect's limits) is not here yet")
-    assert training_export.schedule["drawBuffers"] <= 4
+@pytest.mark.parametrize("targets", [4, 8])
+def test_no_kernel_writes_more_render_targets_than_asked(tmp_path, targets):
+    case = matmuls()
+    export = ff.webgl.export(case.fetches, list(case.feeds), tmp_path,
+                             max_draw_buffers=targets)
+    written = [max(len(k["outputs"]), k["layers"]) for k in export.schedule["kernels"]]
+    assert max(written) == export.schedule["drawBuffers"] == targets    # blocked matmuls
+
+
+def test_max_draw_buffers_is_4_or_8(tmp_path):
+    x, y = _unknown_batch()
+    with pytest.raises(ff.webgl.WebGLExportError, match="max_draw_buffers=6"):
+        ff.webgl.export(y, {x: (2, 4)}, tmp_path, max_draw_buffers=6)
 
 
 def test_cli_exports_a_python_target(tmp_path, capsys):

@@ -21,7 +21,6 @@ the format and the runtime's API.
 """
 from __future__ import annotations
 
-import inspect
 import json
 import os
 from dataclasses import dataclass, field
@@ -29,6 +28,8 @@ from importlib import resources
 
 import numpy as np
 
+from ...codegen.limits import Limits
+from ...codegen.lower import lower
 from ...frontend.tensor import Tensor
 from ...ir.errors import FragflowError
 from ...ir.graph import Value
@@ -44,11 +45,7 @@ PAGE_MARK = "@fragflow-title@"               # page.html: the model's name
 # WebGL2's guaranteed minima (the WebGL 2.0 spec's table of ES 3.0 limits): an export
 # that keeps to them runs on every WebGL2 device
 WEBGL2_TEXTURE_UNITS = 16
-WEBGL2_TEXTURE_SIZE = 2048
 WEBGL2_DRAW_BUFFERS = 4
-ES_PRECISION = ("precision highp float;\nprecision highp int;\n"
-                "precision highp sampler2D;\nprecision highp isampler2D;\n"
-                "precision highp sampler2DArray;\n")
 RUNTIME_FILE = "runtime.js"
 PAGE_FILE = "page.html"
 
@@ -188,42 +185,26 @@ def _variable_values(graph, lowered, session) -> dict:
 
 # -- lowering with WebGL2's limits ------------------------------------------------------
 def _optimize(graph, fetch_values, feed_types, max_draw_buffers: int):
-    """The driver's prune and pass pipeline with WebGL2's texture units (and render
-    targets, where this fragflow's passes take them: fuse_updates)."""
-    options = {"max_texture_units": WEBGL2_TEXTURE_UNITS}
-    if "max_draw_buffers" in inspect.signature(optimize).parameters:
-        options["max_draw_buffers"] = max_draw_buffers
-    return optimize(graph, fetch_values, feed_types, **options)
+    """The driver's prune and pass pipeline with WebGL2's texture units and the
+    export's render targets (fuse_updates writes one target per result)."""
+    return optimize(graph, fetch_values, feed_types, max_texture_units=WEBGL2_TEXTURE_UNITS,
+                    max_draw_buffers=max_draw_buffers)
 
 
 def lower_for_webgl(compiled_graph, max_draw_buffers: int = WEBGL2_DRAW_BUFFERS):
-    """codegen's lower() for WebGL2: GLSL ES 3.00, WebGL2's guaranteed texture size and
-    units, at most max_draw_buffers render targets per kernel (codegen/limits.py's
-    Limits.webgl2 where this fragflow has it; else the desktop lowering with its
-    sources turned into ES 3.00 here: version and precision block)."""
-    from ...codegen.lower import lower
-    try:
-        from ...codegen.limits import Limits
-    except ImportError:
-        Limits = None
-    if Limits is not None and hasattr(Limits, "webgl2"):
-        lowered = lower(compiled_graph,
-                        Limits.webgl2(max_draw_buffers=max_draw_buffers))
-    else:
-        lowered = lower(compiled_graph, WEBGL2_TEXTURE_SIZE, WEBGL2_TEXTURE_UNITS)
-    return lowered
+    """codegen's lower() with Limits.webgl2 (codegen/limits.py): GLSL ES 3.00, layouts
+    within 4096 texels a side, 16 texture units, at most max_draw_buffers render
+    targets a kernel."""
+    return lower(compiled_graph, Limits.webgl2(max_draw_buffers=max_draw_buffers))
 
 
 def es_source(source: str) -> str:
-    """A kernel's source as GLSL ES 3.00: the version line, then the precision block
-    (sources already in ES keep theirs)."""
-    first, _, rest = source.partition("\n")
-    if first.strip() == "#version 300 es":
-        return source
-    if first.strip() != "#version 330 core":
-        raise WebGLExportError(f"a kernel source starts with {first!r}, expected a "
-                               f"#version line")
-    return "#version 300 es\n" + ES_PRECISION + rest
+    """A kernel's source, checked to be GLSL ES 3.00 (what the browser compiles)."""
+    first = source.partition("\n")[0].strip()
+    if first != "#version 300 es":
+        raise WebGLExportError(f"a kernel's source starts with {first!r}, not "
+                               f"'#version 300 es': lowered for another dialect")
+    return source
 
 
 # -- the schedule -----------------------------------------------------------------------
