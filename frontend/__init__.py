@@ -5,6 +5,7 @@ from . import (
     layers,
     ops,
     optim,
+    tf1 as _tf1,
     variables as _variables,
 )
 from .default_session import InteractiveSession, get_default_session
@@ -15,6 +16,7 @@ from .ops import *  # noqa: F401,F403
 from .program import GPGPUProgram, gpgpu_program
 from .session import CompiledFunction, Session
 from .tensor import Tensor, Variable
+from .tf1 import *  # noqa: F401,F403  (TF1's idioms: variable_scope, group, ...)
 from .variables import *  # noqa: F401,F403
 
 __all__ = [*ops.__all__, *_gradients_module.__all__,
@@ -22,4 +24,5 @@ __all__ = [*ops.__all__, *_gradients_module.__all__,
            "optim", "initializers", "layers", "Sequential",
            *_variables.__all__,
            "Model", "Input", "get_default_session", "InteractiveSession",
-           "image", "keras", "linalg", "losses", "math", "nn", "random", "train"]
+           "image", "keras", "linalg", "losses", "math", "nn", "random", "train",
+           *_tf1.__all__]

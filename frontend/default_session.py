@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import weakref
 
 from ..ir.errors import FragflowError
 
@@ -72,9 +73,26 @@ def session_for(tensor, session=None):
     if session.graph is not tensor.graph:
         raise FragflowError(
             f"cannot evaluate {tensor!r} of graph '{tensor.graph.name}' in the default "
-            f"session, which runs graph '{session.graph.name}': pass session= or make a "
-            f"session of that graph the default")
+            f"session, which runs graph '{session.graph.name}'"
+            + (" (another graph of the same name)" if session.graph.name ==
+               tensor.graph.name else "")
+            + ": pass session= or make a session of that graph the default")
     return session
+
+
+_EAGER: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def eager_value(tensor):
+    """tensor.numpy(): run in the default session if it runs the tensor's graph, else in
+    a numpy-executor session of that graph kept for these calls."""
+    session = get_default_session()
+    if session is None or session.graph is not tensor.graph:
+        session = _EAGER.get(tensor.graph)
+        if session is None:
+            from .session import Session
+            session = _EAGER[tensor.graph] = Session(tensor.graph, backend="numpy")
+    return session.run(tensor)
 
 
 def InteractiveSession(graph=None, backend="gl", **kwargs):  # noqa: N802 (TF1's name)

@@ -17,6 +17,7 @@ from ..ir.types import TensorType, format_shape
 from ..passes import PassManager
 from ..runtime import driver
 from ..runtime.backend import get_backend
+from . import side_effects as _side_effects
 from .tensor import Tensor
 
 # Compiled plans a session keeps (per fetches, feeds and feed shapes); the least
@@ -45,7 +46,11 @@ class Session:
 
     def __init__(self, graph: Graph | None = None, backend: str = "gl", passes=None,
                  disable_passes=(), dump_passes: str | None = None, debug: bool = False,
-                 device: int | None = None):
+                 device: int | None = None, *, config=None, target=None):
+        # TF1's tf.Session(target='', graph=None, config=tf.ConfigProto(...)): a target
+        # string first means no graph; config is accepted and ignored (ff.ConfigProto)
+        if isinstance(graph, str):
+            graph = None
         self.graph = graph if graph is not None else get_default_graph()
         self.backend = backend
         self.debug = debug
@@ -74,7 +79,11 @@ class Session:
         flat, rebuild = _flatten(fetches)
         values = [self._fetch_value(f) for f in flat]
         feeds = self._check_feeds(feed_dict or {})
-        return rebuild(self._run_values(values, feeds))
+        expanded, effects = _side_effects.expand(self.graph, values)
+        results = self._run_values(expanded, feeds)
+        if effects:
+            results = _side_effects.finish(results, effects, expanded)
+        return rebuild(results[:len(values)])
 
     def compile(self, fetches, feeds=(), passes=None):
         """A callable fn(*feed_values) -> list of arrays, for fixed fetches and feeds."""
@@ -157,7 +166,8 @@ class Session:
             raise FetchError(f"cannot fetch {fetch!r}: fetches are tensors (or their names)")
         if value.graph is not self.graph:
             raise FetchError(f"fetch '{value.name}' belongs to graph '{value.graph.name}', "
-                             f"not to this session's graph '{self.graph.name}'")
+                             f"not to this session's graph '{self.graph.name}'"
+                             + _same_name(value.graph, self.graph))
         return value
 
     def _check_feeds(self, feed_dict: dict) -> dict:
@@ -172,7 +182,7 @@ class Session:
         if value.graph is not self.graph:
             raise FeedError(f"feed for '{value.name}', a tensor of graph "
                             f"'{value.graph.name}', not of this session's graph "
-                            f"'{self.graph.name}'")
+                            f"'{self.graph.name}'" + _same_name(value.graph, self.graph))
         return value
 
     # -- variables --------------------------------------------------------------------
@@ -319,7 +329,9 @@ class CompiledFunction:
     def __init__(self, session: Session, fetches, feeds, passes=None):
         self.session = session
         flat, _ = _flatten(fetches)
-        self._values = [session._fetch_value(f) for f in flat]
+        self._fetched = [session._fetch_value(f) for f in flat]
+        # control dependencies, prints and summaries (frontend/side_effects.py)
+        self._values, self._effects = _side_effects.expand(session.graph, self._fetched)
         self._feeds = [session._feed_value(f) for f in feeds]
         self._passes = passes
         self._last = None
@@ -336,7 +348,10 @@ class CompiledFunction:
         session = self.session
         with session._lock:       # the plan must not be evicted before it has run
             plan = self._last = session._plan(self._values, types, self._passes)
-            return session._execute(plan, _by_name(plan, feeds))
+            results = session._execute(plan, _by_name(plan, feeds))
+        if self._effects:
+            results = _side_effects.finish(results, self._effects, self._values)
+        return results[:len(self._fetched)]
 
     @property
     def fusion_report(self) -> list:
@@ -372,6 +387,16 @@ class CompiledFunction:
         paths."""
         from .shaders import write_shaders
         return write_shaders(self.kernels, directory)
+
+
+def _same_name(theirs, ours) -> str:
+    """The hint when two graphs share a name (the default graph after
+    reset_default_graph(), a model rebuilt in a new ff.Graph())."""
+    if theirs.name != ours.name:
+        return ""
+    return (f" (another graph of the same name: '{theirs.name}' was made again, e.g. by "
+            f"reset_default_graph() or a new ff.Graph(); make the session after building "
+            f"the graph, or run the tensor in a session of its own graph)")
 
 
 def _by_name(plan, feeds: dict) -> dict:

@@ -11,6 +11,36 @@ from ..ir.graph import Value, get_default_graph
 from ..ir.ops import elementwise, matmul as _matmul, shape as _shape, state
 
 
+class TensorShape(tuple):
+    """A tensor's static shape: a tuple (None where the feed decides) with TensorFlow's
+    TensorShape methods (as_list, ndims, is_fully_defined, num_elements)."""
+
+    __slots__ = ()
+
+    def as_list(self) -> list:
+        return list(self)
+
+    @property
+    def ndims(self) -> int:
+        return len(self)
+
+    rank = ndims
+
+    @property
+    def dims(self) -> list:
+        return list(self)
+
+    def is_fully_defined(self) -> bool:
+        return all(d is not None for d in self)
+
+    def num_elements(self):
+        return None if not self.is_fully_defined() else int(np.prod(self, dtype=np.int64))
+
+    def __getitem__(self, key):
+        out = tuple.__getitem__(self, key)
+        return TensorShape(out) if isinstance(key, slice) else out
+
+
 class Tensor:
     __slots__ = ("value",)
     __array_priority__ = 100          # numpy defers to our reflected operators
@@ -20,8 +50,13 @@ class Tensor:
 
     # -- what it is ---------------------------------------------------------------
     @property
-    def shape(self) -> tuple:
-        return self.value.shape
+    def shape(self) -> TensorShape:
+        """The static shape: a tuple, None where the feed decides (as_list() too)."""
+        return TensorShape(self.value.shape)
+
+    def get_shape(self) -> TensorShape:
+        """TF1's x.get_shape(): x.shape."""
+        return TensorShape(self.value.shape)
 
     @property
     def dtype(self) -> str:
@@ -138,6 +173,14 @@ class Tensor:
         (`with ff.Session() as sess:`, `sess.as_default()`), as TF1's Tensor.eval."""
         from .default_session import session_for
         return session_for(self, session).run(self, feed_dict)
+
+    def numpy(self):
+        """This tensor's value, as an eager TensorFlow tensor's .numpy(): evaluated in
+        the default session when one runs this graph (as .eval()), else by the numpy
+        executor with the variables' initial values. Placeholders must be fed: use
+        .eval(feed_dict=...) for those."""
+        from .default_session import eager_value
+        return eager_value(self)
 
     def run(self, feed_dict=None, session=None) -> None:
         """Run this tensor (an op: a training step, an assign, an initializer) in session

@@ -4,30 +4,40 @@ from __future__ import annotations
 
 import difflib
 
-# TensorFlow names fragflow spells differently or handles another way.
+# TensorFlow names fragflow spells differently or handles another way, and the ones it
+# knows it lacks, each with what to use instead (docs/TENSORFLOW.md lists them all). A
+# name here never gets a "close match": tf.data is not fragflow.atan.
 HINTS = {
-    "get_variable": "ff.Variable(initial_value, name=...) (initial values from "
-                    "ff.initializers or ops such as ff.random_normal)",
-    "Print": "sess.run the tensor, or Session(debug=True)",
-    "print": "sess.run the tensor, or Session(debug=True)",
-    "control_dependencies": "ff.optim.group(...) / ff.optim.with_dependencies(...) "
-                            "(fragflow graphs have data edges only)",
-    "group": "ff.optim.group",
-    "ConfigProto": "nothing: ff.Session takes backend= (\"gl\" or \"numpy\") and "
-                   "debug=",
-    "variable_scope": "ff.name_scope (variables are shared by passing them, or by "
-                      "calling one ff.layers layer again)",
-    "set_random_seed": "ff.random.set_seed (random ops take seed=; None means 0)",
     "GraphKeys": "nothing: fragflow has no collections (ff.trainable_variables(), "
                  "a layer's .updates)",
     "get_collection": "ff.global_variables() / ff.trainable_variables()",
-    "assign": "var.assign(value)",
+    "add_to_collection": "nothing: fragflow has no collections; keep a Python list",
     "cond": "ff.where (both branches are computed)",
+    "case": "ff.where on each branch's result (both computed); no tf.case",
+    "switch_case": "ff.where on each branch's result (all computed); no tf.switch_case",
     "while_loop": "a Python loop that builds the ops, or ff.gpgpu_program",
+    "map_fn": "a Python loop over ff.unstack(x), then ff.stack",
+    "scan": "a Python loop over ff.unstack(x) (or ff.cumsum for sums)",
+    "TensorArray": "a Python list of tensors, then ff.stack",
     "py_func": "nothing: graphs run on the GPU only",
+    "py_function": "nothing: graphs run on the GPU only",
+    "numpy_function": "nothing: graphs run on the GPU only",
     "contrib": "nothing: tf.contrib has no counterpart",
-    "Saver": "sess.save(path) / sess.restore(path) (.npz, variables only)",
-    "summary": "nothing: log the values sess.run returns",
+    "data": "nothing: feed numpy batches with feed_dict= (no tf.data pipelines)",
+    "signal": "nothing: no FFT or STFT ops; compute spectra with numpy and feed them",
+    "strings": "nothing: fragflow has no string tensors",
+    "string": "nothing: fragflow has no string tensors",
+    "sparse": "nothing: dense tensors only",
+    "SparseTensor": "nothing: dense tensors only",
+    "distribute": "fragflow.distributed (Ray: batch inference and data-parallel training, "
+                  "docs/SCALING.md)",
+    "estimator": "a Session loop, or ff.keras.Sequential's fit",
+    "function": "nothing needed: fragflow always builds a graph; call the function",
+    "GradientTape": "ff.gradients(loss, variables) (graphs, no tape)",
+    "saved_model": "sess.save / tf.train.Saver (variables), ff.onnx.export (the model)",
+    "lite": "ff.webgl.export (docs/WEBGL.md) or ff.onnx.export",
+    "io": "open() and numpy for files",
+    "gfile": "os, glob and open()",
     "app": "nothing: a plain `if __name__ == \"__main__\":`",
     "flags": "argparse",
     "to_float": "ff.cast(x, ff.float32)",
@@ -35,9 +45,9 @@ HINTS = {
     "float64": "ff.float32 (fragflow has float32, int32 and bool)",
     "int64": "ff.int32 (fragflow has float32, int32 and bool)",
     "float16": "ff.float32 (fragflow has float32, int32 and bool)",
+    "string_": "nothing: fragflow has no string tensors",
     "random_shuffle": "a numpy permutation of the feed",
-    "shape": "x.shape (static; None where fed)",
-    "size": "math.prod(x.shape)",
+    "size": "math.prod(x.shape), or ff.reduce_prod(ff.shape(x))",
     "rank": "x.ndim",
     "count_nonzero": "ff.reduce_sum(ff.cast(ff.not_equal(x, 0), ff.int32))",
     "reduce_euclidean_norm": "ff.norm(x, axis=...)",
@@ -45,21 +55,37 @@ HINTS = {
     "matrix_diag_part": "ff.linalg.diag_part",
     "matrix_band_part": "ff.linalg.band_part",
     "concat_v2": "ff.concat",
+    "datasets": "nothing: fragflow downloads no data; load it with numpy or "
+                "sklearn.datasets (load_digits) and pass arrays",
+    "preprocessing": "numpy, before feeding",
+    "applications": "ff.onnx.load a pretrained model (docs/ONNX.md)",
+    "image_summary": "ff.summary.image is not supported either: log scalars/histograms",
 }
+DOCS = "docs/TENSORFLOW.md, 'Symbols'"
 
 
 def missing(module_name: str, name: str, names) -> AttributeError:
     """The AttributeError for module_name.name, with a hint where one is known."""
     hint = HINTS.get(name)
-    if hint is None:
-        close = difflib.get_close_matches(name, list(names), n=3, cutoff=0.75)
-        if close:
-            hint = " or ".join(f"{module_name}.{c}" for c in close)
     text = f"module '{module_name}' has no attribute '{name}'"
-    if hint:
+    if hint is not None and hint.startswith("nothing"):
+        text += f"; not supported in fragflow{hint[len('nothing'):]}"
+    elif hint is not None:
         text += f"; fragflow's spelling: {hint}"
-    text += " (see docs/TENSORFLOW.md)"
+    else:
+        close = close_names(name, names)
+        if close:
+            text += "; did you mean " + " or ".join(f"{module_name}.{c}" for c in close) + "?"
+    text += f" (see {DOCS})"
     return AttributeError(text)
+
+
+def close_names(name: str, names, n: int = 3) -> list:
+    """Names close in spelling: difflib's ratio of 0.8 or more, and a length within a
+    quarter of name's (so that 'signal' does not suggest 'sign')."""
+    close = difflib.get_close_matches(name, list(names), n=n * 2, cutoff=0.8)
+    slack = max(1, len(name) // 4)
+    return [c for c in close if abs(len(c) - len(name)) <= slack][:n]
 
 
 def install(module_globals: dict, public_name: str) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import optim as _optim
+from .. import optim as _optim, saver as _saver
 from ._missing import install as _install
 
 Optimizer = _optim.Optimizer
@@ -20,6 +20,8 @@ AdamaxOptimizer = _optim.Adamax
 AdagradOptimizer = _optim.Adagrad
 AdadeltaOptimizer = _optim.Adadelta
 RMSPropOptimizer = _optim.RMSProp
+Saver, latest_checkpoint = _saver.Saver, _saver.latest_checkpoint
+checkpoint_exists, get_checkpoint_state = _saver.checkpoint_exists, _saver.get_checkpoint_state
 
 def get_or_create_global_step(graph=None):
     """The graph's step counter: an int32 Variable named "global_step" (not trainable),
@@ -61,5 +63,6 @@ def exponential_decay(learning_rate, global_step, decay_steps, decay_rate, stair
 __all__ = ["get_or_create_global_step", "get_global_step", "create_global_step",
            "exponential_decay", "Optimizer", "GradientDescentOptimizer", "MomentumOptimizer",
            "AdamOptimizer", "AdamaxOptimizer", "AdagradOptimizer", "AdadeltaOptimizer",
-           "RMSPropOptimizer"]
+           "RMSPropOptimizer", "Saver", "latest_checkpoint", "checkpoint_exists",
+           "get_checkpoint_state"]
 _install(globals(), "fragflow.train")

@@ -1,0 +1,205 @@
+"""What a fetch does besides computing values: TensorFlow 1's control dependencies,
+tf.print / tf.Print, and tf.summary's serialized results.
+
+fragflow graphs have data edges only (docs/ARCHITECTURE.md). These three TF1 idioms
+are kept beside the graph, per graph, by the frontend, and the Session applies them:
+before a run it adds to the fetches what the fetched nodes depend on by control
+(`with ff.control_dependencies([...])`), what prints need and what summaries read;
+after the run it prints, and gives each fetched summary as the bytes of a
+`Summary` protocol buffer (what `FileWriter.add_summary` takes). A graph without any of
+them costs a dictionary lookup per run.
+
+>>> import fragflow as ff
+>>> g = ff.Graph()
+>>> with g.as_default():
+...     v = ff.Variable(0.0, name="v")
+...     bump = ff.assign_add(v, 1.0)
+...     with ff.control_dependencies([bump]):
+...         out = ff.constant(5.0) * 2.0
+>>> sess = ff.Session(g, backend="numpy")
+>>> float(sess.run(out)), float(sess.run(v))
+(10.0, 1.0)
+"""
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+import weakref
+
+import numpy as np
+
+from ..ir.errors import FragflowError
+from ..ir.graph import Node, Value, get_default_graph
+
+# {graph: {node: tuple of Values it depends on by control}}
+_CONTROL: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# {graph: {Value: Effect}}: prints and summaries, keyed by the value a user fetches
+_EFFECTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# {graph: version}: bumped by every registration, so a session's expansion cache knows
+_VERSIONS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+class Effect:
+    """What fetching one value also does: `needs` are fetched with it; `finish(arrays)`
+    (the needs' values) gives what the user gets for it (None: the value itself) and
+    may print."""
+
+    def __init__(self, needs, finish):
+        self.needs = tuple(needs)
+        self.finish = finish
+
+
+def _bump(graph) -> None:
+    _VERSIONS[graph] = _VERSIONS.get(graph, 0) + 1
+
+
+def version(graph) -> int:
+    return _VERSIONS.get(graph, 0)
+
+
+def register_effect(value: Value, effect: Effect) -> None:
+    _EFFECTS.setdefault(value.graph, {})[value] = effect
+    _bump(value.graph)
+
+
+def effects_of(graph) -> dict:
+    return _EFFECTS.get(graph, {})
+
+
+def as_values(items, what) -> list:
+    """Tensors, ir Values, Nodes (TF's x.op) and nested lists of them, as Values."""
+    from .tensor import Tensor
+    out = []
+    for item in items:
+        if item is None:
+            continue
+        if isinstance(item, (list, tuple)):
+            out.extend(as_values(item, what))
+        elif isinstance(item, Tensor):
+            out.append(item.value)
+        elif isinstance(item, Value):
+            out.append(item)
+        elif isinstance(item, Node):
+            out.extend(item.outputs[:1])
+        else:
+            raise FragflowError(f"{what}: {item!r} is not a tensor or an op")
+    return out
+
+
+class _Open(threading.local):
+    def __init__(self):
+        self.blocks: list = []        # (graph, start index, values) of open blocks
+
+
+_OPEN = _Open()
+
+
+@contextlib.contextmanager
+def control_dependencies(control_inputs):
+    """Ops made inside run only together with control_inputs: fetching any of them (or
+    anything computed from them) also runs every tensor and op in control_inputs, as
+    TensorFlow 1's tf.control_dependencies. Variables read inside still see the value
+    they had when the run began (every assign applies when a run ends).
+
+    control_inputs=None clears nothing here (blocks only add dependencies)."""
+    values = as_values(control_inputs or [], "control_dependencies")
+    graph = get_default_graph()
+    for v in values:
+        if v.graph is not graph:
+            raise FragflowError(f"control_dependencies: '{v.name}' belongs to graph "
+                                f"'{v.graph.name}', not to '{graph.name}'")
+    start = len(graph.nodes)
+    _OPEN.blocks.append((graph, values))
+    try:
+        yield
+    finally:
+        _OPEN.blocks.pop()
+        if values:
+            made = [n for n in graph.nodes[start:]
+                    if n.op not in ("variable", "placeholder")]
+            table = _CONTROL.setdefault(graph, {})
+            for node in made:
+                table[node] = table.get(node, ()) + tuple(values)
+            _bump(graph)
+
+
+def open_dependencies(graph) -> list:
+    """The control inputs of the blocks open on this thread for graph (innermost last)."""
+    return [v for g, values in _OPEN.blocks if g is graph for v in values]
+
+
+def expand(graph, values: list) -> tuple[list, list]:
+    """(values plus what they need by control, prints and summaries; [(position in the
+    result or None, Effect)] for each value with an effect that the run computes)."""
+    control, effects = _CONTROL.get(graph), _EFFECTS.get(graph)
+    if not control and not effects:
+        return values, []
+    control, effects = control or {}, effects or {}
+    out = list(values)
+    present = {v: i for i, v in enumerate(out)}
+    seen: set = set()
+    stack = list(values)
+    triggered = []                       # effects of nodes that run, in discovery order
+    while stack:
+        value = stack.pop()
+        node = value.node
+        if value in effects and value not in triggered:
+            triggered.append(value)
+            for need in effects[value].needs:
+                if need not in present:
+                    present[need] = len(out)
+                    out.append(need)
+                stack.append(need)
+        if node in seen:
+            continue
+        seen.add(node)
+        for dep in control.get(node, ()):
+            if dep not in present:
+                present[dep] = len(out)
+                out.append(dep)
+            stack.append(dep)
+        stack.extend(node.inputs)
+    order = {n: i for i, n in enumerate(graph.nodes)}
+    triggered.sort(key=lambda v: order.get(v.node, 0))
+    return out, [(present.get(v), effects[v]) for v in triggered]
+
+
+def finish(results: list, effects: list, values: list) -> list:
+    """Apply the effects (prints, in graph order) and put each fetched summary's bytes in
+    place of its value."""
+    index = {v: i for i, v in enumerate(values)}
+    out = list(results)
+    for position, effect in effects:
+        arrays = [results[index[n]] for n in effect.needs]
+        replaced = effect.finish(arrays)
+        if replaced is not None and position is not None:
+            out[position] = replaced
+    return out
+
+
+# -- tf.print / tf.Print ----------------------------------------------------------------
+def format_value(array, summarize) -> str:
+    array = np.asarray(array)
+    if array.ndim == 0:
+        return str(array.item())
+    threshold = sys.maxsize if summarize is None or summarize < 0 else summarize * 2
+    with np.printoptions(threshold=threshold, edgeitems=max(summarize or 3, 1)):
+        return np.array2string(array, separator=" ")
+
+
+def printer(items, needs, output_stream, sep, end, summarize):
+    """The finish function of a print: items are strings or indices into needs."""
+    def finish(arrays):
+        parts = [item if isinstance(item, str) else format_value(arrays[item], summarize)
+                 for item in items]
+        stream = output_stream
+        if stream == "stdout" or stream is None:
+            stream = sys.stdout
+        elif stream == "stderr":
+            stream = sys.stderr
+        stream.write(sep.join(parts) + end)
+        if hasattr(stream, "flush"):
+            stream.flush()
+        return None
+    return finish

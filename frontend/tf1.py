@@ -1,0 +1,371 @@
+"""TensorFlow 1's graph idioms over fragflow's graphs: variable scopes and
+get_variable, control dependencies and groups, assigns, tf.print / tf.Print,
+tf.shape, ConfigProto and the compat names (docs/TENSORFLOW.md).
+
+>>> import fragflow as tf
+>>> g = tf.Graph()
+>>> with g.as_default():
+...     with tf.variable_scope("layer"):
+...         w = tf.get_variable("w", [2, 3], initializer=tf.zeros_initializer())
+...     with tf.variable_scope("layer", reuse=True):
+...         same = tf.get_variable("w")
+>>> w.name, same is w
+('layer/w', True)
+"""
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+import weakref
+
+import numpy as np
+
+from ..ir.errors import FragflowError, ShapeError
+from ..ir.graph import get_default_graph
+from . import ops as _ops, side_effects as _effects
+from .tensor import Tensor, TensorShape, Variable, wrap  # noqa: F401 (TensorShape: tf's)
+
+__all__ = ["variable_scope", "get_variable", "get_variable_scope", "VariableScope",
+           "AUTO_REUSE", "control_dependencies", "group", "no_op",
+           "assign", "assign_add", "assign_sub", "Print", "print", "shape", "ConfigProto",
+           "GPUOptions", "TensorShape", "set_random_seed", "disable_eager_execution",
+           "disable_v2_behavior", "enable_eager_execution", "executing_eagerly",
+           "VariableScopeError", "compat", "bool", "float32", "int32"]
+
+
+class VariableScopeError(FragflowError, ValueError):
+    """get_variable: a variable that should exist does not, or one that should not
+    does (TensorFlow raises ValueError for both)."""
+
+
+class _AutoReuse:
+    def __repr__(self):
+        return "tf.AUTO_REUSE"
+
+
+AUTO_REUSE = _AutoReuse()
+
+
+class VariableScope:
+    """The scope get_variable names variables in: .name, .reuse, .initializer."""
+
+    def __init__(self, name, reuse=None, initializer=None):
+        self.name, self.reuse, self.initializer = name, reuse, initializer
+
+    @property
+    def original_name_scope(self) -> str:
+        return self.name + "/" if self.name else ""
+
+    def reuse_variables(self) -> None:
+        """From now on get_variable in this scope returns existing variables."""
+        self.reuse = True
+
+    def __repr__(self):
+        return f"<VariableScope '{self.name}' reuse={self.reuse}>"
+
+
+class _Scopes(threading.local):
+    def __init__(self):
+        self.stacks: dict = {}           # {id(graph): [VariableScope, ...]}
+
+
+_SCOPES = _Scopes()
+# {graph: {full name: Variable}}: the variables get_variable made
+_MADE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_ROOT = VariableScope("")
+
+
+def _stack(graph) -> list:
+    return _SCOPES.stacks.setdefault(id(graph), [])
+
+
+def get_variable_scope() -> VariableScope:
+    """The innermost variable_scope of the default graph (the root scope outside any)."""
+    stack = _stack(get_default_graph())
+    return stack[-1] if stack else _ROOT
+
+
+@contextlib.contextmanager
+def variable_scope(name_or_scope=None, default_name=None, values=None, initializer=None,
+                   regularizer=None, reuse=None, dtype=None, auxiliary_name_scope=True,
+                   **ignored):
+    """Names get_variable's variables '<scope>/<name>' and the ops made inside, as
+    tf.variable_scope. reuse=True: get_variable returns existing variables (and fails
+    for new ones); tf.AUTO_REUSE: existing ones, else new ones. Reuse is inherited by
+    inner scopes; initializer is get_variable's default inside."""
+    graph = get_default_graph()
+    stack = _stack(graph)
+    parent = stack[-1] if stack else _ROOT
+    if isinstance(name_or_scope, VariableScope):
+        full = name_or_scope.name               # re-entering a scope object: absolute
+        reuse = name_or_scope.reuse if reuse is None else reuse
+        initializer = initializer or name_or_scope.initializer
+    else:
+        base = name_or_scope
+        if base is None:
+            if default_name is None:
+                raise FragflowError("variable_scope needs a name or a default_name")
+            base = _unique_scope(graph, parent, default_name)
+        full = f"{parent.name}/{base}" if parent.name else str(base)
+    if reuse is False or reuse is None:
+        reuse = parent.reuse if parent.reuse in (True, AUTO_REUSE) else reuse
+    scope = VariableScope(full, reuse, initializer or parent.initializer)
+    stack.append(scope)
+    try:
+        with graph.name_scope(full + "/"):
+            yield scope
+    finally:
+        stack.pop()
+
+
+def _unique_scope(graph, parent, base) -> str:
+    prefix = f"{parent.name}/" if parent.name else ""
+    taken = {name.split("/")[len(prefix.split("/")) - 1] for name in _MADE.get(graph, {})
+             if name.startswith(prefix)} | {n.name[len(prefix):].split("/")[0]
+                                            for n in graph.nodes if n.name.startswith(prefix)}
+    name, i = base, 0
+    while name in taken:
+        i += 1
+        name = f"{base}_{i}"
+    return name
+
+
+def get_variable(name, shape=None, dtype=None, initializer=None, regularizer=None,
+                 trainable=True, collections=None, caching_device=None, partitioner=None,
+                 validate_shape=True, use_resource=None, custom_getter=None,
+                 constraint=None, **ignored) -> Variable:
+    """The variable '<variable scope>/name': made (from initializer: an ff.initializers
+    / tf.*_initializer(), an array, a constant tensor; default glorot_uniform, as TF1),
+    or, in a scope with reuse=True / tf.AUTO_REUSE, the one made before."""
+    graph = get_default_graph()
+    scope = get_variable_scope()
+    full = f"{scope.name}/{name}" if scope.name else name
+    made = _MADE.setdefault(graph, {})
+    existing = made.get(full)
+    if existing is not None:
+        if scope.reuse is True or scope.reuse is AUTO_REUSE:
+            if shape is not None and tuple(existing.shape) != tuple(shape):
+                raise VariableScopeError(
+                    f"get_variable: trying to share variable {full}, but the requested "
+                    f"shape {list(shape)} is not the existing shape {list(existing.shape)}")
+            return existing
+        raise VariableScopeError(
+            f"get_variable: variable {full} already exists, disallowed. Did you mean to "
+            f"set reuse=True or reuse=tf.AUTO_REUSE in variable_scope?")
+    if scope.reuse is True:
+        raise VariableScopeError(
+            f"get_variable: variable {full} does not exist, or was not created with "
+            f"get_variable(). Did you mean to set reuse=tf.AUTO_REUSE in variable_scope?")
+    initializer = initializer if initializer is not None else scope.initializer
+    value = _initial_value(full, initializer, shape, dtype, graph)
+    with graph.as_default(), graph.name_scope(scope.original_name_scope or "/"):
+        var = Variable(value, name=name, trainable=trainable)
+    made[full] = var
+    return var
+
+
+def _initial_value(full, initializer, shape, dtype, graph):
+    from . import initializers as _init
+    dtype = "float32" if dtype is None else (dtype if isinstance(dtype, str)
+                                              else np.dtype(dtype).name)
+    if isinstance(initializer, Tensor) or (isinstance(initializer, (np.ndarray, list,
+                                                                    float, int))):
+        if isinstance(initializer, Tensor):
+            from .variables import initial_value_of
+            initializer = initial_value_of(initializer, graph)
+        value = np.asarray(initializer)
+        if shape is not None and validate_shape_mismatch(value.shape, shape):
+            raise ShapeError(f"get_variable {full}: the initial value has shape "
+                             f"{list(value.shape)}, not the shape {list(shape)} asked for")
+        return value.astype(dtype) if dtype != "float32" or value.dtype.kind == "f" \
+            else value.astype(np.float32)
+    if shape is None:
+        raise ShapeError(f"get_variable {full}: a new variable needs a shape (or an "
+                         f"initial value as initializer=)")
+    shape = tuple(int(d) for d in shape)
+    if initializer is None:
+        initializer = _init.GlorotUniform() if dtype == "float32" else _init.Zeros()
+    try:
+        value = _init.get(initializer)(shape, dtype=dtype)
+    except TypeError:
+        value = _init.get(initializer)(shape)
+    return np.asarray(value, dtype=dtype)
+
+
+def validate_shape_mismatch(got, shape) -> bool:
+    return tuple(got) != tuple(int(d) for d in shape)
+
+
+# -- control dependencies and groups ------------------------------------------------------
+control_dependencies = _effects.control_dependencies
+
+
+def no_op(name=None) -> Tensor:
+    """An op that computes nothing (tf.no_op); made inside control_dependencies, running
+    it runs the dependencies."""
+    graph = get_default_graph()
+    deps = _effects.open_dependencies(graph)
+    op = wrap(_ops.constant(np.int32(0), name=name or "NoOp").value)
+    if deps:       # its block records it too; the group makes the edge plain data
+        from .optim import with_dependencies
+        return with_dependencies([wrap(d) for d in deps], op, name=name or "NoOp")
+    return op
+
+
+def group(*inputs, name=None) -> Tensor:
+    """One op that runs every input (tensors, ops, lists of them), as tf.group; running
+    it gives the first one's value (TensorFlow's gives None)."""
+    values = _effects.as_values(inputs, "group")
+    if not values:
+        return no_op(name=name)
+    if len(values) == 1:           # a node of its own: what a print or summary keys on
+        return _ops.identity(wrap(values[0]), name=name or "group_deps")
+    from .optim import with_dependencies
+    return with_dependencies([wrap(v) for v in values[1:]], wrap(values[0]),
+                             name=name or "group_deps")
+
+
+def assign(ref, value, validate_shape=None, use_locking=None, name=None) -> Tensor:
+    """tf.assign(ref, value): ref.assign(value), applied when the run ends."""
+    return _variable(ref, "assign").assign(value, name=name)
+
+
+def assign_add(ref, value, use_locking=None, name=None) -> Tensor:
+    """tf.assign_add(ref, value): ref.assign(ref + value)."""
+    return _variable(ref, "assign_add").assign_add(value, name=name)
+
+
+def assign_sub(ref, value, use_locking=None, name=None) -> Tensor:
+    """tf.assign_sub(ref, value): ref.assign(ref - value)."""
+    return _variable(ref, "assign_sub").assign_sub(value, name=name)
+
+
+def _variable(ref, what) -> Variable:
+    if not isinstance(ref, Variable):
+        raise FragflowError(f"{what} needs a Variable as ref, got {ref!r}")
+    return ref
+
+
+# -- printing ------------------------------------------------------------------------------
+def print(*inputs, output_stream=sys.stderr, summarize=3, sep=" ", end="\n",  # noqa: A001
+          name=None) -> Tensor:
+    """An op that prints inputs (tensors and strings) each time a run computes it:
+    sess.run it, or make it a control dependency, as TF1's tf.print."""
+    graph = get_default_graph()
+    tensors = [x for x in inputs if isinstance(x, Tensor)]
+    items, needs = [], []
+    for x in inputs:
+        if isinstance(x, Tensor):
+            items.append(len(needs))
+            needs.append(x.value)
+        else:
+            items.append(str(x))
+    with graph.as_default():
+        op = group(*tensors, name=name or "PrintV2") if tensors else no_op(name or "PrintV2")
+    _effects.register_effect(op.value, _effects.Effect(
+        needs, _effects.printer(items, needs, output_stream, sep, end, summarize)))
+    return op
+
+
+def Print(input_, data, message=None, first_n=None, summarize=None, name=None):  # noqa: N802
+    """input_ itself, printing message and data (to stderr) when a run computes it, as
+    TF1's tf.Print (first_n: only the first n times)."""
+    data = list(data) if isinstance(data, (list, tuple)) else [data]
+    from .optim import with_dependencies
+    tensors = [d for d in data if isinstance(d, Tensor)]
+    out = with_dependencies(tensors, input_, name=name or "Print") if tensors else \
+        _ops.identity(input_, name=name or "Print")
+    needs = [d.value for d in tensors]
+    count = [0]
+
+    def finish(arrays):
+        count[0] += 1
+        if first_n is None or first_n < 0 or count[0] <= first_n:
+            parts = [_effects.format_value(a, summarize or 3) for a in arrays]
+            parts = [p if np.ndim(a) else f"[{p}]" for p, a in zip(parts, arrays)]
+            sys.stderr.write((message or "") + "".join(parts) + "\n")
+        return None
+    _effects.register_effect(out.value, _effects.Effect(needs, finish))
+    return out
+
+
+# -- shapes --------------------------------------------------------------------------------
+def shape(input, out_type="int32", name=None):  # noqa: A002 (TF's name)
+    """The shape of input as an int32 vector tensor, as tf.shape: the dimensions known
+    when the graph is built are constants, those a feed decides (None) are counted when
+    the graph runs (a reduction each)."""
+    x = input if isinstance(input, Tensor) else _ops.constant(input)
+    dims = []
+    with _ops.name_scope(name or "Shape"):
+        for axis, d in enumerate(x.shape):
+            if d is not None:
+                dims.append(_ops.constant(np.int32(d)))
+                continue
+            index = tuple(slice(None) if i == axis else 0 for i in range(len(x.shape)))
+            line = x[index] if len(x.shape) > 1 else x
+            dims.append(_ops.reduce_sum(_ops.ones_like(_ops.cast(line, "int32"))))
+        if not dims:
+            return _ops.constant(np.zeros(0, np.int32))
+        return _ops.stack(dims)
+
+
+# -- sessions and compat -------------------------------------------------------------------
+class GPUOptions:
+    """Accepted and ignored: fragflow's memory is the GL driver's (allow_growth,
+    per_process_gpu_memory_fraction, ...)."""
+
+    def __init__(self, **options):
+        self.allow_growth = False
+        self.__dict__.update(options)
+
+
+class ConfigProto:
+    """Accepted and ignored by ff.Session(config=...): placement, threads and GPU
+    options are the GL driver's business (ff.Session(backend=, device=) choose)."""
+
+    def __init__(self, **options):
+        self.gpu_options = options.pop("gpu_options", None) or GPUOptions()
+        self.allow_soft_placement = self.log_device_placement = False
+        self.__dict__.update(options)
+
+
+def set_random_seed(seed) -> None:
+    """tf.set_random_seed: the seed of ff.initializers' draws (random ops take seed=;
+    None is 0, so runs are reproducible anyway)."""
+    from . import initializers
+    initializers.set_seed(seed)
+
+
+class _Compat:
+    """tf.compat.v1 (and v2): fragflow itself, for `import tensorflow.compat.v1 as tf`
+    scripts that then call tf.compat.v1.disable_eager_execution()."""
+
+    @property
+    def v1(self):
+        import fragflow
+        return fragflow
+
+    v2 = v1
+
+
+compat = _Compat()
+
+
+def disable_eager_execution() -> None:
+    """Nothing to do: fragflow always builds a graph (tensor.numpy() still gives values)."""
+
+
+disable_v2_behavior = disable_eager_execution
+
+
+def enable_eager_execution(*args, **kwargs) -> None:
+    """Nothing to do: fragflow builds a graph; tensor.numpy() evaluates one."""
+
+
+def executing_eagerly() -> bool:
+    return False
+
+
+float32, int32 = "float32", "int32"
+globals()["bool"] = "bool"          # tf.bool (a module attribute, not the builtin here)
