@@ -52,6 +52,16 @@ def cmd_devices() -> int:
         print(f"{'*' if d.default else ' '} {d.index}  {kind:8}  {d.renderer}  "
               f"[{d.vendor}; {d.driver}]{extra}")
     print("(* the default; pick another with ff.Session(g, device=i) or FRAGFLOW_DEVICE=i)")
+    from fragflow.runtime.context.egl_devices import other_implementations
+    for impl in other_implementations():
+        if impl.error:
+            print(f"{impl.name}: not usable here ({impl.error})")
+            continue
+        for d in impl.devices:
+            kind = "software" if d.software else "GPU"
+            print(f"  {impl.name}:{d.index}  {kind:8}  {d.renderer}  [{d.vendor}; {d.driver}]")
+        print(f"  (select {impl.name}: {impl.environment} in the environment before the "
+              f"process starts, e.g. `{impl.environment} python train.py`)")
     return 0
 
 

@@ -202,3 +202,64 @@ def describe(egl, device: RawDevice, keep_display, is_default: bool) -> DeviceIn
             egl.Terminate(display)
         if saved[3]:
             egl.MakeCurrent(*saved)
+
+
+# Other GL implementations Mesa puts behind the same EGL platforms, chosen by the
+# environment before a process makes its context (Mesa reads it once): name -> the
+# variables that select it. zink is OpenGL 4.6 over Vulkan (on lavapipe without a GPU;
+# Debian: mesa-vulkan-drivers); without LIBGL_ALWAYS_SOFTWARE EGL surfaceless does not
+# initialise it.
+IMPLEMENTATIONS = {"zink": {"LIBGL_ALWAYS_SOFTWARE": "1", "GALLIUM_DRIVER": "zink"}}
+
+_LIST_DEVICES = """
+import dataclasses, json
+from fragflow.runtime.context import devices
+print(json.dumps([dataclasses.asdict(d) for d in devices()]))
+"""
+
+
+@dataclasses.dataclass(frozen=True)
+class Implementation:
+    """A GL implementation this host has besides the one this process runs on: its
+    name, the environment that selects it ("VAR=value ..."), its devices (DeviceInfo,
+    as ff.devices() lists them in a process started with that environment), and why
+    there are none ("" when there are)."""
+
+    name: str
+    environment: str
+    devices: tuple = ()
+    error: str = ""
+
+
+def other_implementations(timeout: float = 60) -> list[Implementation]:
+    """The implementations of IMPLEMENTATIONS that work here, each asked in a child
+    process started with its environment (a process has one GL implementation, fixed by
+    its first context); the one this process already runs is left out."""
+    import json
+    import subprocess
+    import sys
+    out = []
+    for name, env in IMPLEMENTATIONS.items():
+        if all(os.environ.get(k) == v for k, v in env.items()):
+            continue                     # this process runs it: ff.devices() lists it
+        environment = " ".join(f"{k}={v}" for k, v in env.items())
+        child_env = {**os.environ, **env}
+        child_env.pop("FRAGFLOW_DEVICE", None)
+        try:
+            result = subprocess.run([sys.executable, "-c", _LIST_DEVICES], env=child_env,
+                                    capture_output=True, text=True, timeout=timeout)
+            listed = json.loads(result.stdout.strip().splitlines()[-1]) \
+                if result.returncode == 0 else None
+        except (OSError, subprocess.TimeoutExpired, ValueError, IndexError) as exc:
+            listed, result = None, exc
+        if listed is None:
+            reason = getattr(result, "stderr", str(result)).strip().splitlines()
+            out.append(Implementation(name, environment,
+                                      error=reason[-1] if reason else "no devices"))
+            continue
+        found = tuple(DeviceInfo(**{**d, "default": False}) for d in listed
+                      if name in d["renderer"].lower())
+        out.append(Implementation(name, environment, found,
+                                  "" if found else f"Mesa gave no {name} device "
+                                  f"({', '.join(d['renderer'] for d in listed) or 'none'})"))
+    return out
