@@ -54,7 +54,8 @@ __all__ = ["Layer", "Dense", "Conv2D", "DepthwiseConv2D", "SeparableConv2D",
            "BatchNormalization", "Dropout", "MaxPool2D", "AveragePool2D",
            "GlobalAveragePool2D", "GlobalMaxPool2D", "Flatten", "Activation",
            "MaxPooling2D", "AveragePooling2D", "GlobalAveragePooling2D",
-           "GlobalMaxPooling2D", "activation_fn", "logits_of",
+           "GlobalMaxPooling2D", "activation_fn", "logits_of", "Softmax", "ReLU", "Reshape",
+           "Embedding", "InputLayer",
            # TensorFlow 1's functional layers (tf.layers.dense, ...)
            "dense", "conv2d", "max_pooling2d", "average_pooling2d", "flatten", "dropout",
            "batch_normalization"]
@@ -573,6 +574,64 @@ class Activation(Layer):
         return _activate(x, self.activation)
 
 
+class Softmax(Layer):
+    """softmax over axis (Keras's layers.Softmax), e.g. after a model that ends in
+    logits."""
+
+    def __init__(self, axis=-1, **kwargs):
+        super().__init__(**kwargs)
+        self.axis = axis
+
+    def call(self, x, training=False):
+        if self.axis in (-1, len(x.shape) - 1):
+            return _activate(x, "softmax")
+        return _ops.softmax(x, axis=self.axis)
+
+
+class ReLU(Layer):
+    """max(x, 0) (Keras's layers.ReLU without its options)."""
+
+    def call(self, x, training=False):
+        return _ops.relu(x)
+
+
+class Reshape(Layer):
+    """(N, ...) -> (N, *target_shape) (Keras's layers.Reshape; -1 once allowed)."""
+
+    def __init__(self, target_shape, **kwargs):
+        super().__init__(**kwargs)
+        self.target_shape = tuple(int(d) for d in target_shape)
+
+    def call(self, x, training=False):
+        return _ops.reshape(x, (-1 if x.shape[0] is None else x.shape[0],
+                                *self.target_shape))
+
+
+class Embedding(Layer):
+    """Rows of a (input_dim, output_dim) table for integer ids: (N, ...) ids ->
+    (N, ..., output_dim) (Keras's layers.Embedding; the ids may arrive as floats, as
+    Sequential's float32 input gives them, and are truncated to int32)."""
+
+    def __init__(self, input_dim, output_dim, embeddings_initializer="uniform",
+                 input_length=None, mask_zero=False, **kwargs):
+        super().__init__(**kwargs)
+        if mask_zero:
+            raise AttrError("Embedding(mask_zero=True): fragflow has no masks")
+        self.input_dim, self.output_dim = int(input_dim), int(output_dim)
+        self.embeddings_initializer = embeddings_initializer
+
+    def build(self, input_shape):
+        init = self.embeddings_initializer
+        if init == "uniform":        # Keras's: uniform in [-0.05, 0.05]
+            init = _init.RandomUniform(-0.05, 0.05)
+        self.embeddings = self.add_weight("embeddings", (self.input_dim, self.output_dim),
+                                          init)
+
+    def call(self, x, training=False):
+        ids = x if x.dtype == "int32" else _ops.cast(x, "int32")
+        return _ops.gather(self.embeddings, ids)
+
+
 # Keras's longer names for the same layers.
 MaxPooling2D, AveragePooling2D = MaxPool2D, AveragePool2D
 GlobalAveragePooling2D, GlobalMaxPooling2D = GlobalAveragePool2D, GlobalMaxPool2D
@@ -654,6 +713,61 @@ def _channels_last(data_format):
     if data_format not in ("channels_last", "NHWC"):
         raise AttrError(f"data_format {data_format!r} is not supported; fragflow's layers "
                         f"take channels_last (NHWC) inputs")
+
+
+class InputLayer(Layer):
+    """Keras's InputLayer(input_shape=...): passes its input on; Sequential reads the
+    shape from it."""
+
+    def __init__(self, input_shape=None, batch_size=None, dtype=None, name=None, **kw):
+        super().__init__(name=name, input_shape=input_shape or kw.pop("shape", None), **kw)
+
+    def call(self, x, training=False):
+        return x
+
+
+# Keras layers fragflow knows it lacks, with what to use (docs/TENSORFLOW.md)
+MISSING_LAYERS = {
+    **dict.fromkeys(["LSTM", "GRU", "SimpleRNN", "RNN", "Bidirectional", "LSTMCell",
+                     "GRUCell", "ConvLSTM2D", "TimeDistributed"],
+                    "recurrent layers are not supported (no loops in the graph); unroll "
+                    "over time with Dense and ff.unstack"),
+    **dict.fromkeys(["Conv1D", "Conv3D", "Conv2DTranspose", "Conv3DTranspose"],
+                    "use ff.nn.conv1d / conv3d / conv2d_transpose with a Variable"),
+    **dict.fromkeys(["LayerNormalization", "GroupNormalization"],
+                    "use ff.layer_normalization(x, ...) between layers (frontend ops)"),
+    **dict.fromkeys(["Attention", "MultiHeadAttention", "AdditiveAttention"],
+                    "compose it from ff.matmul and ff.nn.softmax"),
+    **dict.fromkeys(["Lambda"], "call the function on the tensor between layers "
+                                "(ff.Model over ff.keras.Input)"),
+    **dict.fromkeys(["Concatenate", "Add", "Multiply", "Average", "Maximum"],
+                    "ff.concat / + / * between layers (ff.Model over ff.keras.Input)"),
+    **dict.fromkeys(["UpSampling2D", "ZeroPadding2D", "Cropping2D"],
+                    "ff.image.resize / ff.pad / slicing between layers"),
+    **dict.fromkeys(["Rescaling", "Normalization", "TextVectorization", "RandomFlip",
+                     "RandomRotation", "Resizing", "CenterCrop"],
+                    "preprocess with numpy before fit"),
+    "LeakyReLU": "Activation(ff.nn.leaky_relu) or activation=ff.nn.leaky_relu",
+    "PReLU": "not supported: use Activation(ff.nn.leaky_relu)",
+    "SpatialDropout2D": "Dropout(rate, noise_shape=...)",
+    "GaussianNoise": "not supported: add ff.random_normal(...) noise in the graph",
+}
+
+
+def __getattr__(name):
+    """A Keras layer fragflow lacks: an AttributeError that says what to use and where
+    docs/TENSORFLOW.md lists them (not this module's internal name)."""
+    if name.startswith("__"):
+        raise AttributeError(name)
+    from .namespaces._missing import DOCS, close_names
+    text = f"module 'fragflow.keras.layers' has no attribute '{name}'"
+    if name in MISSING_LAYERS:
+        text += f"; not supported in fragflow: {MISSING_LAYERS[name]}"
+    else:
+        close = close_names(name, __all__)
+        if close:
+            text += "; did you mean " + " or ".join(f"layers.{c}" for c in close) + "?"
+    raise AttributeError(f"{text} (see {DOCS})")
 
 
 def __dir__():

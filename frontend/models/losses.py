@@ -66,6 +66,17 @@ class _KerasLoss:
         self.from_logits = bool(from_logits)
         self.__name__ = name or _snake_name(type(self).__name__)
 
+    def __call__(self, y_true, y_pred, sample_weight=None):
+        """The mean loss over the examples, as a Keras loss object gives it (compile and
+        fit use per_example)."""
+        value = self.per_example(y_true, y_pred)
+        if sample_weight is not None:
+            value = value * sample_weight
+        return _ops.mean(value)
+
+    def per_example(self, y_true, y_pred):
+        raise NotImplementedError
+
     def __repr__(self):
         return f"<ff.keras.losses.{type(self).__name__} from_logits={self.from_logits}>"
 
@@ -78,7 +89,7 @@ class SparseCategoricalCrossentropy(_KerasLoss):
     """Cross-entropy against int32 class indices; from_logits: y_pred are logits."""
     sparse_labels = True
 
-    def __call__(self, y_true, y_pred):
+    def per_example(self, y_true, y_pred):
         if self.from_logits:
             return _ops.sparse_softmax_cross_entropy_with_logits(labels=y_true,
                                                                          logits=y_pred)
@@ -88,7 +99,7 @@ class SparseCategoricalCrossentropy(_KerasLoss):
 class CategoricalCrossentropy(_KerasLoss):
     """Cross-entropy against one-hot labels; from_logits: y_pred are logits."""
 
-    def __call__(self, y_true, y_pred):
+    def per_example(self, y_true, y_pred):
         if self.from_logits:
             return _ops.softmax_cross_entropy_with_logits(labels=y_true,
                                                                   logits=y_pred)
@@ -98,7 +109,7 @@ class CategoricalCrossentropy(_KerasLoss):
 class BinaryCrossentropy(_KerasLoss):
     """Logistic loss, averaged over the last axis; from_logits: y_pred are logits."""
 
-    def __call__(self, y_true, y_pred):
+    def per_example(self, y_true, y_pred):
         if self.from_logits:
             return _ops.mean(_ops.sigmoid_cross_entropy_with_logits(
                 labels=y_true, logits=y_pred), axis=-1)
@@ -108,14 +119,14 @@ class BinaryCrossentropy(_KerasLoss):
 class MeanSquaredError(_KerasLoss):
     """(y_pred - y_true) ** 2 averaged over the last axis."""
 
-    def __call__(self, y_true, y_pred):
+    def per_example(self, y_true, y_pred):
         return mean_squared_error(y_true, y_pred)
 
 
 class MeanAbsoluteError(_KerasLoss):
     """|y_pred - y_true| averaged over the last axis."""
 
-    def __call__(self, y_true, y_pred):
+    def per_example(self, y_true, y_pred):
         return mean_absolute_error(y_true, y_pred)
 
 

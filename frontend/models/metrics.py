@@ -40,7 +40,7 @@ ACCURACY_FOR_LOSS = {
 
 def per_example(fn, y_true, y_pred, what) -> Tensor:
     """fn's value with one entry per example (trailing axes averaged)."""
-    value = fn(y_true, y_pred)
+    value = getattr(fn, "per_example", fn)(y_true, y_pred)    # a Keras loss object's
     if not isinstance(value, Tensor) or value.ndim == 0:
         raise ShapeError(f"the {what} {getattr(fn, '__name__', fn)!r} must return one "
                          f"value per example (a tensor of rank >= 1)")

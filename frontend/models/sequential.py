@@ -114,16 +114,46 @@ class Sequential:
 
     # -- structure ------------------------------------------------------------------
     def add(self, layer):
+        if isinstance(layer, Sequential):
+            self._add_model(layer)
+            return
         if not isinstance(layer, Layer):
             raise AttrError(f"Sequential holds ff.layers, got {layer!r}")
         if self.input is not None:
             raise FragflowError(f"model '{self.name}' is already built; add layers first")
         self.layers.append(layer)
 
+    def _add_model(self, model):
+        """A model as the first layer (Keras's Sequential([model, Softmax()])): this one
+        is built in that model's graph and runs in its session, so it uses the trained
+        weights."""
+        if self.layers or self.input is not None:
+            raise FragflowError(f"model '{self.name}': a model can only be the first "
+                                f"layer of a Sequential")
+        if model.input is None:
+            raise FragflowError(f"model '{model.name}' is not built yet: call it, build "
+                                f"or fit it before putting it in another model")
+        self.graph = model.graph
+        self._session_of = model
+        self._inner = model
+        self.layers = []
+
+    def _built_from_model(self) -> bool:
+        return getattr(self, "_inner", None) is not None
+
     def build(self, input_shape):
         """Make the inference ops (and every weight) for inputs of input_shape, the
         batch dimension first (None: any)."""
         if self.input is not None:
+            return
+        if self._built_from_model():
+            with self.graph.as_default():
+                self.input, x = self._inner.input, self._inner.output
+                self._output_shapes = []
+                for layer in self.layers:
+                    x = layer(x, training=False)
+                    self._output_shapes.append(tuple(x.shape))
+                self.output = x
             return
         if not self.layers:
             raise FragflowError(f"model '{self.name}' has no layers")
@@ -137,13 +167,25 @@ class Sequential:
 
     def __call__(self, inputs, training=False):
         """The layers applied to a tensor (training selects Dropout's and
-        BatchNormalization's behaviour); the weights are shared with the model's ops."""
-        x = inputs
+        BatchNormalization's behaviour); the weights are shared with the model's ops.
+        On an array (TF2's eager `model(x_train[:1])`), the model's outputs for it, as
+        predict gives them (an array with .numpy())."""
+        if not isinstance(inputs, Tensor):
+            return self.predict(inputs).view(EagerArray)
+        if self._built_from_model():
+            x = self._inner(inputs, training=training)
+        else:
+            if self.input is None and not self.graph.nodes and \
+                    inputs.graph is not self.graph and all(not la.built for la in self.layers):
+                self.graph = inputs.graph     # TF1-style use: build where it is called
+            x = inputs
         for layer in self.layers:
             x = layer(x, training=training)
         return x
 
     def _ensure_built(self, x):
+        if self.input is None and self._built_from_model():
+            self.build(None)
         if self.input is None:
             first = self.layers[0].input_shape if self.layers else None
             self.build((None,) + (tuple(first) if first is not None else x.shape[1:]))
@@ -152,12 +194,15 @@ class Sequential:
     def session(self) -> Session:
         """The Session holding this model's variables (made on first use)."""
         if self._session is None:
-            self._session = Session(self.graph, backend=self.backend)
+            owner = getattr(self, "_session_of", None)
+            self._session = owner.session if owner is not None else \
+                Session(self.graph, backend=self.backend)
         return self._session
 
     @property
     def weights(self) -> list:
-        return [w for layer in self.layers for w in layer.weights]
+        inner = self._inner.weights if self._built_from_model() else []
+        return inner + [w for layer in self.layers for w in layer.weights]
 
     @property
     def trainable_weights(self) -> list:
@@ -383,6 +428,14 @@ class Sequential:
 
     def __repr__(self):
         return f"<ff.Sequential '{self.name}': {len(self.layers)} layers>"
+
+
+class EagerArray(np.ndarray):
+    """A numpy array with TF2's EagerTensor.numpy(): what calling a model on an array
+    gives."""
+
+    def numpy(self) -> np.ndarray:
+        return np.asarray(self)
 
 
 # -- Keras's functional API ----------------------------------------------------------------
