@@ -103,6 +103,21 @@ def test_model_bin_holds_constants_and_variables_where_the_schedule_says(tmp_pat
         assert len(blob) == export.schedule["binBytes"]
 
 
+def test_model_bin_takes_a_gl_sessions_variables(gl, tmp_path):
+    case = mlp_adam_from_session()
+    with ff.Session(case.graph) as sess:
+        for _ in range(2):
+            sess.run(case.fetches, case.feeds)
+        export = ff.webgl.export(case.fetches, list(case.feeds), tmp_path, session=sess)
+        blob = (tmp_path / "model.bin").read_bytes()
+        w1 = next(v for v in export.schedule["variables"] if v["name"] == "w1")
+        offset, count = export.schedule["slots"][w1["slot"]]["data"]
+        stored = np.frombuffer(blob, "<f4", count, offset).reshape(w1["shape"])
+        trained = sess.get(case.graph.node("w1").outputs[0])
+    np.testing.assert_array_equal(stored, trained)
+    assert not np.array_equal(stored, case.graph.node("w1").attrs["initial_value"])
+
+
 def test_inputs_and_outputs_keep_feed_and_fetch_order(training_export):
     schedule = training_export.schedule
     assert [i["name"] for i in schedule["inputs"]] == ["x", "labels"]
