@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import subprocess
 
 import numpy as np
 import pytest
@@ -84,6 +86,17 @@ def test_shaders_are_glsl_es_300_with_their_headers(training_export):
             set(lines[:first_uniform])
         assert any(line.startswith(f"// fragflow kernel {kernel['name']}:") for line in lines)
         assert "// -- end of header --" in lines
+
+
+def test_shaders_pass_glslang_as_glsl_es_300(training_export):
+    """Khronos' reference compiler (Debian: glslang-tools) on every exported shader."""
+    tool = shutil.which("glslangValidator")
+    if tool is None:
+        pytest.skip("glslangValidator is not installed (Debian: glslang-tools)")
+    for kernel in training_export.schedule["kernels"]:
+        result = subprocess.run([tool, "--stdin", "-S", "frag"], input=kernel["source"],
+                                capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, f"{kernel['name']}: {result.stdout}{result.stderr}"
 
 
 def test_model_bin_holds_constants_and_variables_where_the_schedule_says(tmp_path):
