@@ -3,9 +3,12 @@ numbers) into ir values and Tensors, and the checks and wrappers every family ne
 Nothing here is an op users call; the families (ops_math, ops_nn, ...) are."""
 from __future__ import annotations
 
+import functools
+import inspect
+
 import numpy as np
 
-from ..ir.errors import ShapeError
+from ..ir.errors import FragflowError, ShapeError
 from ..ir.graph import get_default_graph
 from ..ir.ops import elementwise as _ew
 from ..ir.ops.common import as_value, graph_of
@@ -90,3 +93,42 @@ def unary_function(op, doc=None, arg=None):
     fn.__name__ = fn.__qualname__ = op
     fn.__doc__ = doc
     return fn
+
+
+class KeywordArgumentError(FragflowError, TypeError):
+    """A keyword argument the function does not take (a TypeError, as Python's own)."""
+
+
+def check_keywords(fn, public_name: str):
+    """fn, checking that every keyword argument is one of its parameters before it
+    runs: 'reduce_mean() got an unexpected keyword 'axsi'; did you mean 'axis'?'.
+    Functions taking **kwargs are returned as they are."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return fn
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return fn
+    names = tuple(p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD,
+                                                      p.KEYWORD_ONLY))
+    known = frozenset(names)
+
+    @functools.wraps(fn)
+    def checked(*args, **kwargs):
+        for key in kwargs:
+            if key not in known:
+                raise _unexpected(public_name, key, names)
+        return fn(*args, **kwargs)
+    checked.__name__ = checked.__qualname__ = public_name
+    return checked
+
+
+def _unexpected(function: str, key: str, names) -> KeywordArgumentError:
+    import difflib
+
+    from ..ir.source import user_location
+    close = difflib.get_close_matches(key, names, n=2, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else \
+        f"; it takes {', '.join(names)}"
+    return KeywordArgumentError(f"{function}() got an unexpected keyword {key!r}{hint} "
+                                f"({user_location()})")

@@ -42,3 +42,18 @@ from .tensor import Tensor, Variable
 FAMILIES = (ops_graph, ops_math, ops_nn, ops_conv, ops_structure, ops_image, ops_random,
             ops_linalg, ops_nn_extra)
 __all__ = [name for family in FAMILIES for name in family.__all__] + ["Tensor", "Variable"]
+
+
+def _install_keyword_checks() -> None:
+    """Each op function, as ff.<name>, checks its keywords first: a misspelt one is a
+    KeywordArgumentError naming the function the user called (ff.reduce_mean, not the
+    mean it is an alias of) with the close ones, instead of Python's TypeError from
+    wherever the call lands."""
+    from .operands import check_keywords
+    for name in __all__:
+        fn = globals()[name]
+        if callable(fn) and not isinstance(fn, type):
+            globals()[name] = check_keywords(fn, name)
+
+
+_install_keyword_checks()
