@@ -11,7 +11,18 @@ from . import (
 from .default_session import InteractiveSession, get_default_session
 from .gradients import custom_gradient, gradients, stop_gradient, value_and_gradients, vjp
 from .models import Input, Model, Sequential
-from .namespaces import image, keras, linalg, losses, math, nn, random, train  # docs/TENSORFLOW.md
+from .namespaces import (  # docs/TENSORFLOW.md
+    image,
+    keras,
+    linalg,
+    losses,
+    math,
+    nn,
+    random,
+    summary,
+    train,
+)
+from .namespaces.summary import Summary
 from .ops import *  # noqa: F401,F403
 from .program import GPGPUProgram, gpgpu_program
 from .session import CompiledFunction, Session
@@ -24,5 +35,6 @@ __all__ = [*ops.__all__, *_gradients_module.__all__,
            "optim", "initializers", "layers", "Sequential",
            *_variables.__all__,
            "Model", "Input", "get_default_session", "InteractiveSession",
-           "image", "keras", "linalg", "losses", "math", "nn", "random", "train",
+           "image", "keras", "linalg", "losses", "math", "nn", "random", "train", "summary",
+           "Summary",
            *_tf1.__all__]

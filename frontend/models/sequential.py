@@ -339,13 +339,15 @@ class Sequential:
         self._eval = [eval_loss, *eval_metrics]
 
     # -- running --------------------------------------------------------------------------
-    def fit(self, x, y, batch_size=None, epochs=1, verbose=1, validation_data=None,
-            validation_split=0.0, shuffle=True, initial_epoch=0, seed=None) -> History:
+    def fit(self, x, y, batch_size=None, epochs=1, verbose=1, callbacks=None,
+            validation_data=None, validation_split=0.0, shuffle=True, initial_epoch=0,
+            seed=None) -> History:
         """Train for epochs over (x, y) in batches of batch_size (default 32), shuffled
         each epoch (seed: the shuffling's numpy seed). verbose: 0 silent, 1 a progress
         bar on stderr, 2 one line per epoch. validation_data (x_val, y_val), or the
         last validation_split of the data, is evaluated after each epoch. Returns a
-        History of the mean loss and metrics per epoch (and "val_" ones)."""
+        History of the mean loss and metrics per epoch (and "val_" ones). callbacks:
+        ff.keras.callbacks (TensorBoard, EarlyStopping, ...), told of each epoch's logs."""
         x = np.asarray(x, np.float32)
         if len(x) != len(y):
             raise ShapeError(f"fit: x has {len(x)} examples but y has {len(y)}")
@@ -365,7 +367,16 @@ class Sequential:
         names = ["loss", *self.metrics_names]
         self.history = history = History({"batch_size": batch, "epochs": epochs,
                                           "steps": steps, "samples": n})
+        callbacks = list(callbacks or [])
+        for callback in callbacks:
+            callback.set_model(self)
+            callback.on_train_begin()
+        self.stop_training = False
         for epoch in range(initial_epoch, epochs):
+            if self.stop_training:
+                break
+            for callback in callbacks:
+                callback.on_epoch_begin(epoch)
             progress = ProgressBar(verbose, steps, epoch, epochs)
             order = rng.permutation(n) if shuffle else np.arange(n)
             order = np.concatenate([order, order[:steps * batch - n]])
@@ -381,6 +392,10 @@ class Sequential:
                 logs.update({f"val_{k}": v for k, v in val.items()})
             history._append(epoch, logs)
             progress.end(logs)
+            for callback in callbacks:
+                callback.on_epoch_end(epoch, dict(logs))
+        for callback in callbacks:
+            callback.on_train_end()
         return history
 
     def train_on_batch(self, x, y):

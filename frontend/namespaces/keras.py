@@ -63,6 +63,25 @@ losses = _types.SimpleNamespace(
 
 models = _types.SimpleNamespace(Sequential=Sequential, Model=Model)
 
+
+def _to_categorical(y, num_classes=None, dtype="float32"):
+    """keras.utils.to_categorical: class indices to one-hot rows (numpy)."""
+    import numpy as np
+    y = np.asarray(y, dtype=np.int64).ravel()
+    n = int(num_classes) if num_classes is not None else int(y.max()) + 1
+    return np.eye(n, dtype=dtype)[y]
+
+
+def _callbacks():
+    from ..models import callbacks as _cb
+    return _types.SimpleNamespace(Callback=_cb.Callback, TensorBoard=_cb.TensorBoard,
+                                  LambdaCallback=_cb.LambdaCallback,
+                                  EarlyStopping=_cb.EarlyStopping)
+
+
+callbacks = _callbacks()
+utils = _types.SimpleNamespace(to_categorical=_to_categorical)
+
 __all__ = ["Input", "Model", "Sequential", "layers", "models", "optimizers", "initializers",
-           "losses"]
+           "losses", "callbacks", "utils"]
 _install(globals(), "fragflow.keras")
