@@ -16,8 +16,9 @@ from tests.webgl.browser import CONFIGS, chromium, run_cases
 from tests.webgl.cases import CASES
 
 # FRAGFLOW_REQUIRE_CHROMIUM=1: fail instead of skipping where chromium is missing
-# exports whose index.html the harness opens too (and whose profile it takes)
-PAGES = ("small_cnn", "cnn_training_step")
+# exports whose index.html the harness opens too, and whose profile it takes
+PAGES = ("cnn_training_step",)
+PROFILES = ("small_cnn",)
 REQUIRE = os.environ.get("FRAGFLOW_REQUIRE_CHROMIUM", "") not in ("", "0")
 
 
@@ -38,7 +39,7 @@ def _exported(root):
             session.close()
         spec = {
             "id": name, "dir": name, "runs": case.runs, "page": name in PAGES,
-            "profile": name in PAGES,
+            "profile": name in PROFILES,
             "feeds": {p.value.node.name: (a, p.dtype) for p, a in case.feeds.items()},
             "outputs": {o["name"]: (tuple(o["shape"]), o["dtype"])
                         for o in export.schedule["outputs"]},

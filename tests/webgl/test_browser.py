@@ -52,7 +52,7 @@ def test_export_matches_the_numpy_executor(exported, browser_results, config, na
 
 
 @pytest.mark.parametrize("config", list(CONFIGS))
-@pytest.mark.parametrize("name", ["small_cnn", "cnn_training_step"])
+@pytest.mark.parametrize("name", ["cnn_training_step"])
 def test_index_html_runs_the_model_and_shows_every_kernel(exported, browser_results,
                                                           config, name):
     _, spec, export = exported[1][name]
