@@ -50,7 +50,22 @@ def fit_batches(x, y, batch_size, epochs, seed=0):
     return batches
 
 
+def require(script, packages, extra):
+    """Exit with what to install when an optional package is missing (instead of a
+    ModuleNotFoundError traceback)."""
+    import importlib.util
+    missing = [pip for module, pip in packages.items()
+               if importlib.util.find_spec(module) is None]
+    if missing:
+        verb = "is" if len(missing) == 1 else "are"
+        sys.exit(f"{script} needs {', '.join(missing)}, which {verb} "
+                 f"not installed here: pip install {' '.join(missing)} "
+                 f"(or pip install -e \".[{extra}]\")")
+
+
 def main():
+    require("examples/distributed_digits.py", {"ray": "ray[data]", "sklearn": "scikit-learn"},
+            "examples,ray")
     parser = argparse.ArgumentParser()
     parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--batch-size", type=int, default=64)

@@ -12,11 +12,31 @@ import beside every torch). Needs torch, onnx and onnxruntime (pip install
 import argparse
 import os
 import statistics
+import sys
 import time
 
 import numpy as np
-import torch  # before fragflow's first GL context (see docs/ONNX.md)
-from torch import nn
+
+
+def require(script, packages, extra):
+    """Exit with what to install when an optional package is missing (instead of a
+    ModuleNotFoundError traceback)."""
+    import importlib.util
+    missing = [pip for module, pip in packages.items()
+               if importlib.util.find_spec(module) is None]
+    if missing:
+        verb = "is" if len(missing) == 1 else "are"
+        sys.exit(f"{script} needs {', '.join(missing)}, which {verb} "
+                 f"not installed here: pip install {' '.join(missing)} "
+                 f"(or pip install -e \".[{extra}]\")")
+
+
+if __name__ == "__main__":
+    require("examples/onnx_resnet.py", {"torch": "torch", "onnx": "onnx",
+                                        "onnxruntime": "onnxruntime"}, "test")
+
+import torch  # noqa: E402  (before fragflow's first GL context: see docs/ONNX.md)
+from torch import nn  # noqa: E402
 
 
 class BasicBlock(nn.Module):

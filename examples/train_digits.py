@@ -12,6 +12,7 @@ Needs the `examples` extra: pip install -e ".[examples]" (scikit-learn, matplotl
 import argparse
 import os
 import statistics
+import sys
 import time
 
 import numpy as np
@@ -60,7 +61,22 @@ def step_time(model, xb, yb, runs=10):
     return statistics.median(times), fn
 
 
+def require(script, packages, extra):
+    """Exit with what to install when an optional package is missing (instead of a
+    ModuleNotFoundError traceback)."""
+    import importlib.util
+    missing = [pip for module, pip in packages.items()
+               if importlib.util.find_spec(module) is None]
+    if missing:
+        verb = "is" if len(missing) == 1 else "are"
+        sys.exit(f"{script} needs {', '.join(missing)}, which {verb} "
+                 f"not installed here: pip install {' '.join(missing)} "
+                 f"(or pip install -e \".[{extra}]\")")
+
+
 def main():
+    require("examples/train_digits.py", {"sklearn": "scikit-learn",
+                                         "matplotlib": "matplotlib"}, "examples")
     parser = argparse.ArgumentParser()
     parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--batch-size", type=int, default=64)
