@@ -1,0 +1,60 @@
+"""codegen/conv.py's kernel choice, written for the mutants that `make mutation` found
+alive (tests/mutation/run.py): which conv2d the direct kernel takes (_direct_fits: its
+loop budget, DIRECT_MAX_DEPTH inclusive), which runs blocked whoever reads it
+(_blocked_anyway: from BLOCKED_MIN_MACS on), and that a conv2d reading a value as its
+filter does not read it from a depthwise kernel's render targets. Hand values from
+those rules, on graph nodes built with the public API."""
+import fragflow as ff
+from fragflow.codegen import conv, matmul
+from fragflow.codegen.reduce import loop_trips
+
+
+def test_direct_kernel_takes_a_sum_of_direct_max_depth_products():
+    macs = matmul.BLOCKED_MIN_MACS       # deep enough for the blocked kernel's stitch
+    taps = 4                             # a 2 x 2 filter
+    c = conv.DIRECT_MAX_DEPTH // taps    # taps x c = DIRECT_MAX_DEPTH: still direct
+    assert conv._direct_fits(taps, c, 8, macs)
+    assert not conv._direct_fits(taps, c + 4, 8, macs)
+    assert conv._direct_fits(taps, c + 4, 8, macs - 1)   # small: direct whatever its depth
+
+
+def test_direct_kernel_refuses_a_loop_past_the_budget():
+    taps = 9
+    c = 4 * (loop_trips() // taps + 1)   # taps x C/4 texel steps > the loop budget
+    assert not conv._direct_fits(taps, c, 4, 1000)
+    assert conv._direct_fits(taps, 4, 4, 1000)
+
+
+def _conv_node(x_shape, w_shape):
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder(x_shape, name="x")
+        w = ff.placeholder(w_shape, name="w")
+        y = ff.nn.conv2d(x, w, strides=1, padding="SAME")
+    return y.value.node
+
+
+def test_a_small_conv_does_not_run_blocked_anyway():
+    # 1x4x4x3 * 3x3x3x5: 720 products (< BLOCKED_MIN_MACS), and 5 output channels
+    # that the direct kernel does not take either: the generic kernel, not blocked
+    assert not conv._blocked_anyway(_conv_node((1, 4, 4, 3), (3, 3, 3, 5)))
+    # 1x64x64x64 * 3x3x64x64: deep (576 > DIRECT_MAX_DEPTH) and big: blocked
+    assert conv._blocked_anyway(_conv_node((1, 64, 64, 64), (3, 3, 64, 64)))
+
+
+def test_a_conv_reads_depthwise_blocks_as_its_image_only():
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((1, 64, 64, 64), name="x")
+        d = ff.nn.depthwise_conv2d(x, ff.placeholder((3, 3, 64, 1), name="dw"),
+                                   strides=1, padding="SAME")
+        image = ff.nn.conv2d(d, ff.placeholder((3, 3, 64, 64), name="w"), 1, "SAME")
+        # d's 1x64x64x64 read as a 1 x 64 x 64 x 64 filter of another image
+        as_filter = ff.nn.conv2d(ff.placeholder((1, 66, 66, 64), name="other"), d, 1,
+                                 "VALID")
+        depthwise = ff.nn.depthwise_conv2d(d, ff.placeholder((3, 3, 64, 1), name="dw2"),
+                                           strides=1, padding="SAME")
+    assert conv.reads_depthwise_blocks(image.value.node, d.value)
+    assert not conv.reads_depthwise_blocks(as_filter.value.node, d.value)
+    assert not conv.reads_depthwise_blocks(depthwise.value.node, d.value)   # not a conv2d
+    assert not conv.reads_depthwise_blocks(image.value.node, x.value)       # not read

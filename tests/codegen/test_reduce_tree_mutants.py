@@ -1,0 +1,37 @@
+"""codegen/reduce_tree.py's pass planning, written for the mutants that `make mutation`
+found alive (tests/mutation/run.py): the window of a long reduction along rows (at
+least 4 x WINDOW_MIN), the render targets of a first pass down columns when
+COLUMN_TARGETS allows two, and a texel pass that steps whole rows. Hand values from
+the rules in the module's docstrings."""
+from types import SimpleNamespace
+
+from fragflow.codegen import reduce_tree
+from fragflow.codegen.reduce_tree import Pass
+
+
+def test_a_long_row_reduction_takes_windows_of_four_times_window_min():
+    # 2^20 elements to 1: the fragments would want windows of 16; rows take 1024
+    assert reduce_tree.choose_window(1, 1 << 20, 1) == 4 * reduce_tree.WINDOW_MIN
+    # down columns the least window is WINDOW_MIN itself
+    assert reduce_tree.choose_window(1, 1 << 20, 4) == reduce_tree.WINDOW_MIN
+
+
+def source(width, dtype="float32"):
+    return SimpleNamespace(dtype=dtype, layout=SimpleNamespace(width=width))
+
+
+def test_two_column_targets_when_column_targets_is_two(monkeypatch):
+    monkeypatch.setattr(reduce_tree, "COLUMN_TARGETS", 2)
+    step = Pass(outer=1, length=4096, inner=8, window=256)   # two column texels
+    assert reduce_tree.column_targets(step, source(8), "sum") == 2
+    monkeypatch.setattr(reduce_tree, "COLUMN_TARGETS", 1)   # "1: none"
+    assert reduce_tree.column_targets(step, source(8), "sum") == 1
+
+
+def test_a_window_of_whole_rows_steps_rows():
+    # a 2-D source 8 texels wide, windows of 32 texels: each window is 4 whole rows
+    step = Pass(outer=1, length=64, inner=4, window=32)
+    assert reduce_tree.row_run(step, source(8), plain_source=True) == "rows"
+    assert reduce_tree.row_run(step, source(64), plain_source=True) == "within"
+    step = Pass(outer=1, length=72, inner=4, window=24)   # 24 is no multiple of 16
+    assert reduce_tree.row_run(step, source(16), plain_source=True) == ""
