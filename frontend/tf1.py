@@ -31,7 +31,8 @@ __all__ = ["variable_scope", "get_variable", "get_variable_scope", "VariableScop
            "assign", "assign_add", "assign_sub", "Print", "print", "shape", "ConfigProto",
            "GPUOptions", "TensorShape", "set_random_seed", "disable_eager_execution",
            "disable_v2_behavior", "enable_eager_execution", "executing_eagerly",
-           "VariableScopeError", "compat", "bool", "float32", "int32"]
+           "VariableScopeError", "compat", "size", "rank", "count_nonzero",
+           "bool", "float32", "int32"]
 
 
 class VariableScopeError(FragflowError, ValueError):
@@ -50,8 +51,9 @@ AUTO_REUSE = _AutoReuse()
 class VariableScope:
     """The scope get_variable names variables in: .name, .reuse, .initializer."""
 
-    def __init__(self, name, reuse=None, initializer=None):
+    def __init__(self, name, reuse=None, initializer=None, regularizer=None):
         self.name, self.reuse, self.initializer = name, reuse, initializer
+        self.regularizer = regularizer
 
     @property
     def original_name_scope(self) -> str:
@@ -93,7 +95,7 @@ def variable_scope(name_or_scope=None, default_name=None, values=None, initializ
     """Names get_variable's variables '<scope>/<name>' and the ops made inside, as
     tf.variable_scope. reuse=True: get_variable returns existing variables (and fails
     for new ones); tf.AUTO_REUSE: existing ones, else new ones. Reuse is inherited by
-    inner scopes; initializer is get_variable's default inside."""
+    inner scopes; initializer (and regularizer) are get_variable's defaults inside."""
     graph = get_default_graph()
     stack = _stack(graph)
     parent = stack[-1] if stack else _ROOT
@@ -110,7 +112,8 @@ def variable_scope(name_or_scope=None, default_name=None, values=None, initializ
         full = f"{parent.name}/{base}" if parent.name else str(base)
     if reuse is False or reuse is None:
         reuse = parent.reuse if parent.reuse in (True, AUTO_REUSE) else reuse
-    scope = VariableScope(full, reuse, initializer or parent.initializer)
+    scope = VariableScope(full, reuse, initializer or parent.initializer,
+                          regularizer or parent.regularizer)
     stack.append(scope)
     try:
         with graph.name_scope(full + "/"):
@@ -162,7 +165,17 @@ def get_variable(name, shape=None, dtype=None, initializer=None, regularizer=Non
     with graph.as_default(), graph.name_scope(scope.original_name_scope or "/"):
         var = Variable(value, name=name, trainable=trainable)
     made[full] = var
+    regularizer = regularizer if regularizer is not None else scope.regularizer
+    if regularizer is not None:
+        with graph.as_default(), graph.name_scope(full + "/Regularizer/"):
+            penalty = regularizer(var)
+        if penalty is not None:
+            REGULARIZATION_LOSSES.setdefault(graph, []).append(penalty)
     return var
+
+
+# {graph: [the penalties of get_variable's regularizer=]}: tf.losses.get_regularization_loss
+REGULARIZATION_LOSSES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _initial_value(full, initializer, shape, dtype, graph):
@@ -308,6 +321,46 @@ def shape(input, out_type="int32", name=None):  # noqa: A002 (TF's name)
         if not dims:
             return _ops.constant(np.zeros(0, np.int32))
         return _ops.stack(dims)
+
+
+def size(input, out_type="int32", name=None):  # noqa: A002 (TF's name)
+    """The number of elements of input, an int32 scalar tensor (tf.size): a constant
+    when the shape is known, else counted when the graph runs."""
+    x = input if isinstance(input, Tensor) else _ops.constant(input)
+    if all(d is not None for d in x.shape):
+        return _ops.constant(np.int32(np.prod(x.shape, dtype=np.int64)), name=name or "Size")
+    return _ops.reduce_prod(shape(x), name=name or "Size")
+
+
+def rank(input, name=None):  # noqa: A002 (TF's name)
+    """The number of dimensions of input, an int32 scalar tensor (always known)."""
+    x = input if isinstance(input, Tensor) else _ops.constant(input)
+    return _ops.constant(np.int32(x.ndim), name=name or "Rank")
+
+
+def count_nonzero(input_tensor=None, axis=None, keepdims=None, dtype="int32", name=None,
+                  reduction_indices=None, keep_dims=None, input=None):  # noqa: A002
+    """How many elements are not zero (over axis), as int32 (tf.count_nonzero)."""
+    x = input_tensor if input_tensor is not None else input
+    x = x if isinstance(x, Tensor) else _ops.constant(x)
+    axis = axis if axis is not None else reduction_indices
+    keep = (keepdims if keepdims is not None else keep_dims) in (True, 1)
+    nonzero = _ops.cast(_ops.not_equal(x, _ops.zeros_like(x)), "int32")
+    return _ops.reduce_sum(nonzero, axis=axis, keepdims=keep, name=name)
+
+
+def get_regularization_loss(scope=None, name="total_regularization_loss"):
+    """The sum of every get_variable(regularizer=...) penalty of the default graph
+    (0.0 without any), as tf.losses.get_regularization_loss."""
+    found = get_regularization_losses(scope)
+    if not found:
+        return _ops.constant(np.float32(0.0), name=name)
+    return _ops.add_n(found, name=name) if len(found) > 1 else found[0]
+
+
+def get_regularization_losses(scope=None) -> list:
+    found = REGULARIZATION_LOSSES.get(get_default_graph(), [])
+    return [t for t in found if scope is None or t.name.startswith(scope)]
 
 
 # -- sessions and compat -------------------------------------------------------------------

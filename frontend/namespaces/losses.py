@@ -161,4 +161,7 @@ def hinge_loss(labels, logits, weights=1.0, scope=None, loss_collection=None,
 __all__ = ["Reduction", "compute_weighted_loss", "softmax_cross_entropy",
            "sparse_softmax_cross_entropy", "sigmoid_cross_entropy", "mean_squared_error",
            "absolute_difference", "huber_loss", "log_loss", "hinge_loss"]
+from ..tf1 import get_regularization_loss, get_regularization_losses  # noqa: E402
+
+__all__ += ["get_regularization_loss", "get_regularization_losses"]
 _install(globals(), "fragflow.losses")

@@ -305,3 +305,22 @@ def test_compat_v1_is_fragflow():
     assert tf.compat.v1 is tf
     tf.compat.v1.disable_eager_execution()
     tf.disable_v2_behavior()
+
+
+def test_size_rank_and_count_nonzero(g):
+    x = tf.placeholder(tf.float32, [None, 3])
+    data = np.float32([[0, 1, 2], [0, 0, -3]])
+    size, rank, per_row, total = numpy_session(g).run(
+        [tf.size(x), tf.rank(x), tf.count_nonzero(x, axis=1), tf.count_nonzero(x)],
+        {x: data})
+    assert (int(size), int(rank), int(total)) == (6, 2, np.count_nonzero(data))
+    np.testing.assert_array_equal(per_row, np.count_nonzero(data, axis=1))
+
+
+def test_get_variable_regularizer_reaches_get_regularization_loss(g):
+    assert float(numpy_session(g).run(tf.losses.get_regularization_loss())) == 0.0
+    with tf.variable_scope("layer", regularizer=lambda w: 0.01 * tf.reduce_sum(tf.square(w))):
+        tf.get_variable("w", initializer=np.float32([1, 2]))
+    tf.get_variable("v", initializer=np.float32([3]), regularizer=lambda v: tf.nn.l2_loss(v))
+    total = numpy_session(g).run(tf.losses.get_regularization_loss())
+    np.testing.assert_allclose(total, 0.01 * 5 + 9 / 2, rtol=1e-6)
