@@ -107,7 +107,7 @@ def load_graph(text_or_path, *, allow_programs: bool = False,
 
 __all__ = list(_frontend_all) + [
     "LoopLimitWarning", "TooManyInputsError",
-    "onnx",
+    "onnx", "webgl",
     "Graph", "get_default_graph", "reset_default_graph", "dump", "save_graph", "gl_info",
     "devices",
     "load_graph", "fused", "Session", "CompiledFunction", "Tensor", "Variable", "TensorType",

@@ -15,7 +15,7 @@ from tests.passes import test_random_head_graphs as heads
 from tests.reference import assert_matches
 
 STEPS = [name for name in DEFAULT_PIPELINE if name != "verify"]
-SEEDS = range(12)
+SEEDS = range(24)
 
 
 def _close(got, want, what):
