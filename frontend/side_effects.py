@@ -25,19 +25,26 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
-import weakref
 
 import numpy as np
 
 from ..ir.errors import FragflowError
 from ..ir.graph import Node, Value, get_default_graph
 
-# {graph: {node: tuple of Values it depends on by control}}
-_CONTROL: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-# {graph: {Value: Effect}}: prints and summaries, keyed by the value a user fetches
-_EFFECTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-# {graph: version}: bumped by every registration, so a session's expansion cache knows
-_VERSIONS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+def graph_table(graph, name: str, factory=dict):
+    """A table the frontend keeps for one graph, held by the graph itself (so that it
+    lives and dies with it: a table keyed by graph whose values hold the graph's values
+    would keep every graph alive)."""
+    tables = graph.__dict__.setdefault("_frontend_tables", {})
+    if name not in tables:
+        tables[name] = factory()
+    return tables[name]
+
+
+# Per graph: "control" {node: tuple of Values it depends on by control}; "effects"
+# {Value: Effect} (prints and summaries, keyed by the value a user fetches); "version"
+# [n], bumped by every registration; "expanded" expand's cache.
 
 
 class Effect:
@@ -51,20 +58,16 @@ class Effect:
 
 
 def _bump(graph) -> None:
-    _VERSIONS[graph] = _VERSIONS.get(graph, 0) + 1
+    graph_table(graph, "version", lambda: [0])[0] += 1
 
 
 def version(graph) -> int:
-    return _VERSIONS.get(graph, 0)
+    return graph_table(graph, "version", lambda: [0])[0]
 
 
 def register_effect(value: Value, effect: Effect) -> None:
-    _EFFECTS.setdefault(value.graph, {})[value] = effect
+    graph_table(value.graph, "effects")[value] = effect
     _bump(value.graph)
-
-
-def effects_of(graph) -> dict:
-    return _EFFECTS.get(graph, {})
 
 
 def as_values(items, what) -> list:
@@ -118,7 +121,7 @@ def control_dependencies(control_inputs):
         if values:
             made = [n for n in graph.nodes[start:]
                     if n.op not in ("variable", "placeholder")]
-            table = _CONTROL.setdefault(graph, {})
+            table = graph_table(graph, "control")
             for node in made:
                 table[node] = table.get(node, ()) + tuple(values)
             _bump(graph)
@@ -132,19 +135,31 @@ def open_dependencies(graph) -> list:
 def expand(graph, values: list) -> tuple[list, list]:
     """(values plus what they need by control, prints and summaries; [(position in the
     result or None, Effect)] for each value with an effect that the run computes)."""
-    control, effects = _CONTROL.get(graph), _EFFECTS.get(graph)
-    if not control and not effects:
+    tables = graph.__dict__.get("_frontend_tables")
+    if not tables or not (tables.get("control") or tables.get("effects")):
         return values, []
-    control, effects = control or {}, effects or {}
+    control, effects = tables.get("control"), tables.get("effects")
+    key = (tuple(values), len(graph.nodes), version(graph))
+    cache = graph_table(graph, "expanded")
+    if key not in cache:
+        if len(cache) >= 64:           # fetch sets of a training loop: a handful
+            cache.clear()
+        cache[key] = _expand(graph, values, control or {}, effects or {})
+    out, found = cache[key]
+    return list(out), list(found)
+
+
+def _expand(graph, values, control, effects):
     out = list(values)
     present = {v: i for i, v in enumerate(out)}
     seen: set = set()
     stack = list(values)
-    triggered = []                       # effects of nodes that run, in discovery order
+    triggered, found = [], set()         # effects of nodes that run, in discovery order
     while stack:
         value = stack.pop()
         node = value.node
-        if value in effects and value not in triggered:
+        if value in effects and value not in found:
+            found.add(value)
             triggered.append(value)
             for need in effects[value].needs:
                 if need not in present:

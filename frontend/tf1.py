@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
-import weakref
 
 import numpy as np
 
@@ -73,8 +72,6 @@ class _Scopes(threading.local):
 
 
 _SCOPES = _Scopes()
-# {graph: {full name: Variable}}: the variables get_variable made
-_MADE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _ROOT = VariableScope("")
 
 
@@ -123,10 +120,10 @@ def variable_scope(name_or_scope=None, default_name=None, values=None, initializ
 
 
 def _unique_scope(graph, parent, base) -> str:
+    """default_name's scope: base, or base_1, ... if variables or ops use it already."""
     prefix = f"{parent.name}/" if parent.name else ""
-    taken = {name.split("/")[len(prefix.split("/")) - 1] for name in _MADE.get(graph, {})
-             if name.startswith(prefix)} | {n.name[len(prefix):].split("/")[0]
-                                            for n in graph.nodes if n.name.startswith(prefix)}
+    names = list(_effects.graph_table(graph, "get_variable")) + [n.name for n in graph.nodes]
+    taken = {name[len(prefix):].split("/")[0] for name in names if name.startswith(prefix)}
     name, i = base, 0
     while name in taken:
         i += 1
@@ -144,7 +141,7 @@ def get_variable(name, shape=None, dtype=None, initializer=None, regularizer=Non
     graph = get_default_graph()
     scope = get_variable_scope()
     full = f"{scope.name}/{name}" if scope.name else name
-    made = _MADE.setdefault(graph, {})
+    made = _effects.graph_table(graph, 'get_variable')     # {full name: Variable}
     existing = made.get(full)
     if existing is not None:
         if scope.reuse is True or scope.reuse is AUTO_REUSE:
@@ -170,12 +167,9 @@ def get_variable(name, shape=None, dtype=None, initializer=None, regularizer=Non
         with graph.as_default(), graph.name_scope(full + "/Regularizer/"):
             penalty = regularizer(var)
         if penalty is not None:
-            REGULARIZATION_LOSSES.setdefault(graph, []).append(penalty)
+            _effects.graph_table(graph, "regularization_losses", list).append(penalty)
     return var
 
-
-# {graph: [the penalties of get_variable's regularizer=]}: tf.losses.get_regularization_loss
-REGULARIZATION_LOSSES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _initial_value(full, initializer, shape, dtype, graph):
@@ -359,7 +353,7 @@ def get_regularization_loss(scope=None, name="total_regularization_loss"):
 
 
 def get_regularization_losses(scope=None) -> list:
-    found = REGULARIZATION_LOSSES.get(get_default_graph(), [])
+    found = _effects.graph_table(get_default_graph(), "regularization_losses", list)
     return [t for t in found if scope is None or t.name.startswith(scope)]
 
 

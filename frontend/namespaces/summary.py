@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import time
-import weakref
 
 from ...ir.errors import FragflowError
 from ...ir.graph import Graph, get_default_graph
@@ -28,9 +27,8 @@ from .. import event_file as _events, ops as _ops, side_effects as _effects
 from ..tensor import Tensor
 from ._missing import install as _install
 
-# {graph: [summary values, in creation order]}: what merge_all merges
-_SUMMARIES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_PARTS = weakref.WeakKeyDictionary()        # {graph: {summary value: [(needs, finish)]}}
+# per graph: "summaries" [summary ops, in creation order] (what merge_all merges) and
+# "summary_parts" {summary value: [(needs, finish)]}
 
 
 def _tag(name) -> str:
@@ -50,12 +48,12 @@ def _summary_op(kind, name, tensor, encode) -> Tensor:
         return encode(tag, arrays[0])
     parts = [((tensor.value,), finish)]
     _register(graph, op, parts)
-    _SUMMARIES.setdefault(graph, []).append(op)
+    _effects.graph_table(graph, "summaries", list).append(op)
     return op
 
 
 def _register(graph, op, parts) -> None:
-    _PARTS.setdefault(graph, {})[op.value] = parts
+    _effects.graph_table(graph, "summary_parts")[op.value] = parts
     needs = [need for part_needs, _ in parts for need in part_needs]
 
     def finish(arrays):
@@ -89,7 +87,7 @@ def merge(inputs, collections=None, name=None) -> Tensor:
     graph = inputs[0].graph
     parts = []
     for t in inputs:
-        found = _PARTS.get(graph, {}).get(t.value)
+        found = _effects.graph_table(graph, "summary_parts").get(t.value)
         if found is None:
             raise FragflowError(f"summary.merge: {t!r} is not a summary op (summary.scalar, "
                                 f"histogram or merge)")
@@ -104,7 +102,7 @@ def merge(inputs, collections=None, name=None) -> Tensor:
 def merge_all(key=None, scope=None, name=None):
     """Every summary op of the default graph made so far, merged (None if there is
     none, as TF1)."""
-    made = _SUMMARIES.get(get_default_graph(), [])
+    made = list(_effects.graph_table(get_default_graph(), "summaries", list))
     if scope:
         made = [t for t in made if t.name.startswith(scope)]
     return merge(made, name=name) if made else None

@@ -324,3 +324,32 @@ def test_get_variable_regularizer_reaches_get_regularization_loss(g):
     tf.get_variable("v", initializer=np.float32([3]), regularizer=lambda v: tf.nn.l2_loss(v))
     total = numpy_session(g).run(tf.losses.get_regularization_loss())
     np.testing.assert_allclose(total, 0.01 * 5 + 9 / 2, rtol=1e-6)
+
+
+def test_variable_scope_default_name_is_made_unique():
+    graph = tf.Graph()
+    with graph.as_default():
+        for _ in range(2):
+            with tf.variable_scope(None, default_name="block"):
+                tf.get_variable("w", [1])
+        assert [v.name for v in tf.global_variables()] == ["block/w", "block_1/w"]
+
+
+def test_a_graph_with_tf1_state_is_freed_when_dropped():
+    import gc
+    import weakref
+    graph = tf.Graph()
+    with graph.as_default():
+        with tf.variable_scope("s"):
+            w = tf.get_variable("w", [2])
+        with tf.control_dependencies([tf.assign_add(w, [1.0, 1.0])]):
+            y = w * 2.0
+        tf.summary.scalar("m", tf.reduce_mean(y))
+        merged = tf.summary.merge_all()
+    sess = numpy_session(graph)
+    sess.run([y, merged])
+    sess.close()
+    ref = weakref.ref(graph)
+    del graph, w, y, merged, sess
+    gc.collect()
+    assert ref() is None
