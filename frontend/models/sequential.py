@@ -248,6 +248,15 @@ class Sequential:
             for name, w in by_name.items():
                 self.session.set(w, data[name])
 
+    def save(self, filepath, *args, **kwargs):
+        """Keras's model.save writes the architecture too, which fragflow does not: say
+        what to use instead."""
+        raise FragflowError(f"model.save({str(filepath)!r}): fragflow saves weights only: "
+                            f"model.save_weights(path) (.npz, by variable name) and "
+                            f"load_weights into a model built the same way, or "
+                            f"ff.onnx.export(...) for the whole model (docs/TENSORFLOW.md, "
+                            f"'Symbols')")
+
     def summary(self, print_fn=print) -> None:
         """A table of the layers: name, type, output shape, parameters."""
         if self.input is None:

@@ -56,6 +56,8 @@ HINTS = {
     "random_flip_left_right": "augment with numpy before feeding (or ff.image.flip_left_right)",
     "random_crop": "augment with numpy before feeding",
     "ctc_loss": "nothing: no CTC loss",
+    "load_model": "a model built again in code, then model.load_weights(path); or "
+                  "ff.onnx.load (docs/ONNX.md)",
     "ModelCheckpoint": "model.save_weights(path) in a keras.callbacks.LambdaCallback",
     "reduce_euclidean_norm": "ff.norm(x, axis=...)",
     "matrix_diag": "ff.linalg.diag",
@@ -78,7 +80,7 @@ def missing(module_name: str, name: str, names) -> AttributeError:
     if hint is not None and hint.startswith("nothing"):
         text += f"; not supported in fragflow{hint[len('nothing'):]}"
     elif hint is not None:
-        text += f"; fragflow's spelling: {hint}"
+        text += f"; in fragflow: {hint}"
     else:
         close = close_names(name, names)
         if close:

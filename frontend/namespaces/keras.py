@@ -18,38 +18,82 @@ from ._missing import install as _install
 Input, Model, Sequential = _models.Input, _models.Model, _models.Sequential
 
 
-def _sgd(learning_rate=0.01, momentum=0.0, nesterov=False, name="SGD"):
+class _Namespace(_types.SimpleNamespace):
+    """keras.optimizers, keras.losses, ...: a missing name says what to use and points
+    at docs/TENSORFLOW.md, as the modules' do."""
+
+    def __init__(self, public_name, **names):
+        super().__init__(**names)
+        object.__setattr__(self, "_public_name", public_name)
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        from ._missing import missing
+        public = [k for k in vars(self) if not k.startswith("_")]
+        raise missing(object.__getattribute__(self, "_public_name"), name, public)
+
+    def __dir__(self):
+        return sorted(k for k in vars(self) if not k.startswith("_"))
+
+    def __repr__(self):
+        return f"<namespace {object.__getattribute__(self, '_public_name')}>"
+
+
+def _learning_rate(learning_rate, kwargs, default, what):
+    """Keras's older lr= beside learning_rate= (other unknown keywords are errors)."""
+    lr = kwargs.pop("lr", None)
+    if kwargs:
+        import inspect
+
+        from ..operands import _unexpected
+        names = [p for p in inspect.signature(globals()["_" + what.lower()]).parameters
+                 if p != "kwargs"] + ["lr"]
+        raise _unexpected(f"keras.optimizers.{what}", next(iter(kwargs)), names)
+    if learning_rate is None:
+        learning_rate = default if lr is None else lr
+    return learning_rate
+
+
+def _sgd(learning_rate=None, momentum=0.0, nesterov=False, name="SGD", **kwargs):
     """keras.optimizers.SGD: plain or momentum gradient descent."""
+    learning_rate = _learning_rate(learning_rate, kwargs, 0.01, 'SGD')
     if momentum:
         return _optim.Momentum(learning_rate, momentum, use_nesterov=nesterov, name=name)
     return _optim.SGD(learning_rate, name=name)
 
 
-def _adam(learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7, name="Adam"):
+def _adam(learning_rate=None, beta_1=0.9, beta_2=0.999, epsilon=1e-7, name="Adam", **kwargs):
     """keras.optimizers.Adam (TF1's update; Keras's argument names and defaults)."""
+    learning_rate = _learning_rate(learning_rate, kwargs, 0.001, 'Adam')
     return _optim.Adam(learning_rate, beta_1, beta_2, epsilon, name=name)
 
 
-def _adamax(learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7, name="Adamax"):
+def _adamax(learning_rate=None, beta_1=0.9, beta_2=0.999, epsilon=1e-7, name="Adamax", **kwargs):
+    learning_rate = _learning_rate(learning_rate, kwargs, 0.001, 'Adamax')
     return _optim.Adamax(learning_rate, beta_1, beta_2, epsilon, name=name)
 
 
-def _rmsprop(learning_rate=0.001, rho=0.9, momentum=0.0, epsilon=1e-7, centered=False,
-             name="RMSprop"):
+def _rmsprop(learning_rate=None, rho=0.9, momentum=0.0, epsilon=1e-7, centered=False,
+             name="RMSprop", **kwargs):
+    learning_rate = _learning_rate(learning_rate, kwargs, 0.001, 'RMSprop')
     return _optim.RMSProp(learning_rate, rho, momentum, epsilon, centered=centered, name=name)
 
 
-def _adagrad(learning_rate=0.001, initial_accumulator_value=0.1, name="Adagrad"):
+def _adagrad(learning_rate=None, initial_accumulator_value=0.1, name="Adagrad", **kwargs):
+    learning_rate = _learning_rate(learning_rate, kwargs, 0.001, 'Adagrad')
     return _optim.Adagrad(learning_rate, initial_accumulator_value, name=name)
 
 
-def _adadelta(learning_rate=0.001, rho=0.95, epsilon=1e-7, name="Adadelta"):
+def _adadelta(learning_rate=None, rho=0.95, epsilon=1e-7, name="Adadelta", **kwargs):
+    learning_rate = _learning_rate(learning_rate, kwargs, 0.001, 'Adadelta')
     return _optim.Adadelta(learning_rate, rho, epsilon, name=name)
 
 
-optimizers = _types.SimpleNamespace(SGD=_sgd, Adam=_adam, Adamax=_adamax, RMSprop=_rmsprop,
-                                    Adagrad=_adagrad, Adadelta=_adadelta)
-losses = _types.SimpleNamespace(
+optimizers = _Namespace("fragflow.keras.optimizers", SGD=_sgd, Adam=_adam, Adamax=_adamax,
+                        RMSprop=_rmsprop, Adagrad=_adagrad, Adadelta=_adadelta)
+losses = _Namespace(
+    "fragflow.keras.losses",
     SparseCategoricalCrossentropy=_models.SparseCategoricalCrossentropy,
     CategoricalCrossentropy=_models.CategoricalCrossentropy,
     BinaryCrossentropy=_models.BinaryCrossentropy,
@@ -61,7 +105,7 @@ losses = _types.SimpleNamespace(
     mean_squared_error=_models.mean_squared_error,
     mean_absolute_error=_models.mean_absolute_error)
 
-models = _types.SimpleNamespace(Sequential=Sequential, Model=Model)
+models = _Namespace("fragflow.keras.models", Sequential=Sequential, Model=Model)
 
 
 def _to_categorical(y, num_classes=None, dtype="float32"):
@@ -74,13 +118,13 @@ def _to_categorical(y, num_classes=None, dtype="float32"):
 
 def _callbacks():
     from ..models import callbacks as _cb
-    return _types.SimpleNamespace(Callback=_cb.Callback, TensorBoard=_cb.TensorBoard,
-                                  LambdaCallback=_cb.LambdaCallback,
-                                  EarlyStopping=_cb.EarlyStopping)
+    return _Namespace("fragflow.keras.callbacks", Callback=_cb.Callback,
+                      TensorBoard=_cb.TensorBoard, LambdaCallback=_cb.LambdaCallback,
+                      EarlyStopping=_cb.EarlyStopping)
 
 
 callbacks = _callbacks()
-utils = _types.SimpleNamespace(to_categorical=_to_categorical)
+utils = _Namespace("fragflow.keras.utils", to_categorical=_to_categorical)
 
 __all__ = ["Input", "Model", "Sequential", "layers", "models", "optimizers", "initializers",
            "losses", "callbacks", "utils"]

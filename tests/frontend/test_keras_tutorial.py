@@ -183,3 +183,29 @@ def test_keras_loss_object_gives_the_mean():
     expected = np.mean([np.log1p(np.exp(-2.0)), np.log(2.0)])
     np.testing.assert_allclose(tf.Session(g, backend="numpy").run(loss), expected,
                                rtol=1e-6)
+
+
+def test_keras_namespaces_say_what_is_missing_and_where():
+    with pytest.raises(AttributeError, match=r"fragflow\.keras\.models' has no attribute "
+                                             r"'load_model'; in fragflow: .*load_weights"):
+        tf.keras.models.load_model
+    with pytest.raises(AttributeError, match=r"keras\.optimizers' has no attribute 'Nadam'"
+                                             r".*docs/TENSORFLOW\.md"):
+        tf.keras.optimizers.Nadam
+    assert "Adam" in dir(tf.keras.optimizers) and "_public_name" not in dir(tf.keras.losses)
+
+
+def test_keras_optimizers_take_the_older_lr_and_catch_typos():
+    assert tf.keras.optimizers.Adam(lr=0.01)._learning_rate == 0.01
+    assert tf.keras.optimizers.Adam()._learning_rate == 0.001
+    assert tf.keras.optimizers.SGD()._learning_rate == 0.01
+    with pytest.raises(TypeError, match=r"keras\.optimizers\.Adam\(\) got an unexpected "
+                                        r"keyword 'learnig_rate'; did you mean "
+                                        r"'learning_rate'\?"):
+        tf.keras.optimizers.Adam(learnig_rate=0.1)
+
+
+def test_model_save_says_to_save_weights():
+    model = tf.keras.Sequential([tf.keras.layers.Dense(1)], backend="numpy")
+    with pytest.raises(tf.FragflowError, match=r"save_weights.*ff\.onnx\.export"):
+        model.save("model.h5")
