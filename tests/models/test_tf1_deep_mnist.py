@@ -112,10 +112,11 @@ with tf.Session() as sess:
     restored_accuracy = accuracy.eval(feed_dict={x: test_x, y_: test_y, keep_prob: 1.0})
     print('restored accuracy %g' % restored_accuracy)
 """
-# TensorFlow's own figure for this script was not measured here (TensorFlow is not
-# installed in this environment). fragflow's run on llvmpipe: test accuracy 0.946 on
-# the 297 held-out digits.
-MIN_TEST_ACCURACY = 0.9
+# TensorFlow 2.21 (CPU, tf.compat.v1 with disable_v2_behavior) on this script:
+# test accuracy 0.966, 0.949, 0.956 (tf.set_random_seed 0, 1, 2). fragflow on GL
+# (ff.initializers.set_seed 0, 1, 2): 0.953, 0.936, 0.956. The bound is TensorFlow's
+# lowest less 0.03.
+MIN_TEST_ACCURACY = 0.92
 
 
 def test_tf1_deep_mnist_script_trains_saves_restores_and_logs(gl, tmp_path, capsys):
