@@ -143,6 +143,7 @@ class Layer:
             raise AttrError(f"{type(self).__name__} got unexpected arguments "
                             f"{', '.join(sorted(kwargs))}")
         self._requested_name = name
+        self._scope_name = None          # TF1's tf.layers.* in a variable_scope: 'scope/name'
         self._source = user_location()     # its ops point here when a model builds them
         self.name = name or _snake(type(self).__name__)
         self.trainable = trainable
@@ -187,7 +188,7 @@ class Layer:
         if not self.built:
             self._claim_name(graph)
             self.graph = graph
-            with graph.as_default(), graph.name_scope(self.name), \
+            with graph.as_default(), graph.name_scope(self._scope()), \
                     _built_at(graph, self._source, sys._getframe(1)):
                 self.build(tuple(x.shape))
             self.built = True
@@ -195,15 +196,23 @@ class Layer:
             raise FragflowError(f"layer '{self.name}' was built in graph "
                                 f"'{self.graph.name}'; it cannot be called on a tensor of "
                                 f"graph '{graph.name}'")
-        with graph.as_default(), graph.name_scope(self.name), \
+        with graph.as_default(), graph.name_scope(self._scope()), \
                 _built_at(graph, self._source, sys._getframe(1)):
             out = self.call(x, training=bool(training))
         if isinstance(out, Tensor):      # what ff.Model(inputs, outputs) replays
             CALLS.setdefault(graph, {}).setdefault(out.value, []).append((self, x.value))
         return out
 
+    def _scope(self) -> str:
+        """The name scope of its ops: its name (under the caller's scope), or for a TF1
+        layer made in a variable_scope, that scope's absolute path."""
+        return self._scope_name + "/" if self._scope_name else self.name
+
     def _claim_name(self, graph):
         taken = _NAMES.setdefault(graph, set())
+        if self._scope_name is not None:      # unique by its full path (_tf1_layer)
+            taken.add(self._scope_name)
+            return
         if self._requested_name is not None:
             if self.name in taken:
                 raise FragflowError(f"a layer named '{self.name}' already exists in graph "
@@ -641,48 +650,102 @@ GlobalAveragePooling2D, GlobalMaxPooling2D = GlobalAveragePool2D, GlobalMaxPool2
 # Each call makes a new layer (named "dense", "dense_1", ... in the input's graph) and
 # applies it: the Variables are made on the spot, as TF1's. kernel_initializer=None is
 # TF1's default, glorot_uniform.
+#
+# Inside tf.variable_scope, a layer is named by the scope ("gen/h1/kernel"), and with
+# reuse=True / tf.AUTO_REUSE a layer of the same name made before in that scope is
+# called again (its variables shared), as TF1's layers do through get_variable.
+def _tf1_layer(make, name, reuse=None):
+    """The layer a TF1 functional call uses: make(name), or under a variable_scope (or
+    with reuse=) the one of that scope and name."""
+    from ..ir.graph import get_default_graph
+    from .side_effects import graph_table
+    from .tf1 import AUTO_REUSE, VariableScope, VariableScopeError, get_variable_scope
+    scope = get_variable_scope()
+    if reuse is True or reuse is AUTO_REUSE:
+        scope = VariableScope(scope.name, reuse)
+    reuse = scope.reuse is True or scope.reuse is AUTO_REUSE
+    table = graph_table(get_default_graph(), "tf1_layers")      # {'scope/name': layer}
+    if not scope.name and not (reuse and name):
+        layer = make(name)                  # named under the name scope, as before
+        if name is not None:
+            table.setdefault(name, layer)       # for a later reuse=True
+        return layer
+    if name is None:
+        if scope.reuse is True:
+            raise VariableScopeError(
+                f"a tf.layers layer in variable_scope '{scope.name}' with reuse=True needs "
+                f"name=... (fragflow reuses the layer of that name)")
+        layer = make(None)
+        full, base, i = f"{scope.name}/{layer.name}", f"{scope.name}/{layer.name}", 0
+        while full in table:
+            i += 1
+            full = f"{base}_{i}"
+    else:
+        full = f"{scope.name}/{name}" if scope.name else name
+        if full in table:
+            if reuse:
+                return table[full]
+            raise VariableScopeError(
+                f"layer {full} already exists, disallowed. Did you mean to set reuse=True "
+                f"or reuse=tf.AUTO_REUSE in variable_scope?")
+        if scope.reuse is True:
+            raise VariableScopeError(
+                f"layer {full} does not exist. Did you mean to set reuse=tf.AUTO_REUSE in "
+                f"variable_scope?")
+        layer = make(name)
+    layer._scope_name = full
+    table[full] = layer
+    return layer
+
+
 def dense(inputs, units, activation=None, use_bias=True, kernel_initializer=None,
-          bias_initializer="zeros", trainable=True, name=None):
+          bias_initializer="zeros", trainable=True, name=None, reuse=None):
     """activation(inputs @ kernel + bias) by a new Dense layer (tf.layers.dense)."""
-    return Dense(units, activation, use_bias, kernel_initializer or "glorot_uniform",
-                 bias_initializer, trainable=trainable, name=name)(inputs)
+    return _tf1_layer(lambda n: Dense(units, activation, use_bias,
+                                      kernel_initializer or "glorot_uniform",
+                                      bias_initializer, trainable=trainable, name=n),
+                      name, reuse)(inputs)
 
 
 def conv2d(inputs, filters, kernel_size, strides=(1, 1), padding="valid",
            data_format="channels_last", dilation_rate=(1, 1), activation=None,
            use_bias=True, kernel_initializer=None, bias_initializer="zeros",
-           trainable=True, name=None):
+           trainable=True, name=None, reuse=None):
     """A new Conv2D layer applied to NHWC inputs (tf.layers.conv2d)."""
     _channels_last(data_format)
-    return Conv2D(filters, kernel_size, strides, padding, dilation_rate, activation,
-                  use_bias, kernel_initializer or "glorot_uniform", bias_initializer,
-                  trainable=trainable, name=name)(inputs)
+    return _tf1_layer(lambda n: Conv2D(filters, kernel_size, strides, padding, dilation_rate,
+                                       activation, use_bias,
+                                       kernel_initializer or "glorot_uniform",
+                                       bias_initializer, trainable=trainable, name=n),
+                      name, reuse)(inputs)
 
 
 def max_pooling2d(inputs, pool_size, strides, padding="valid", data_format="channels_last",
                   name=None):
     """Max pooling of NHWC inputs (tf.layers.max_pooling2d)."""
     _channels_last(data_format)
-    return MaxPool2D(pool_size, strides, padding, name=name)(inputs)
+    return _tf1_layer(lambda n: MaxPool2D(pool_size, strides, padding, name=n), name)(inputs)
 
 
 def average_pooling2d(inputs, pool_size, strides, padding="valid",
                       data_format="channels_last", name=None):
     """Average pooling of NHWC inputs (tf.layers.average_pooling2d)."""
     _channels_last(data_format)
-    return AveragePool2D(pool_size, strides, padding, name=name)(inputs)
+    return _tf1_layer(lambda n: AveragePool2D(pool_size, strides, padding, name=n),
+                      name)(inputs)
 
 
 def flatten(inputs, name=None):
     """(N, d1, d2, ...) -> (N, d1 * d2 * ...) (tf.layers.flatten)."""
-    return Flatten(name=name)(inputs)
+    return _tf1_layer(lambda n: Flatten(name=n), name)(inputs)
 
 
 def dropout(inputs, rate=0.5, noise_shape=None, seed=None, training=False, name=None):
     """Dropout when training is true, else the inputs (tf.layers.dropout). training is
     a Python bool, or a bool tensor (TF1's is_training placeholder): then both are
     built and ff.where picks one per run."""
-    return _by_training(Dropout(rate, noise_shape, seed, name=name), inputs, training)
+    layer = _tf1_layer(lambda n: Dropout(rate, noise_shape, seed, name=n), name)
+    return _by_training(layer, inputs, training)
 
 
 def _by_training(layer, inputs, training):
@@ -698,14 +761,16 @@ def _by_training(layer, inputs, training):
 
 
 def batch_normalization(inputs, axis=-1, momentum=0.99, epsilon=0.001, center=True,
-                        scale=True, training=False, trainable=True, name=None):
+                        scale=True, training=False, trainable=True, name=None, reuse=None):
     """A new BatchNormalization layer (tf.layers.batch_normalization). training (a
     Python bool, or a scalar bool tensor as dropout's) selects batch statistics.
     fragflow has no UPDATE_OPS collection: to keep moving averages, make an
     ff.layers.BatchNormalization and fetch its .updates with the training step
     (ff.optim.group(step, *layer.updates))."""
-    layer = BatchNormalization(axis=axis, momentum=momentum, epsilon=epsilon, center=center,
-                               scale=scale, trainable=trainable, name=name)
+    layer = _tf1_layer(lambda n: BatchNormalization(axis=axis, momentum=momentum,
+                                                    epsilon=epsilon, center=center,
+                                                    scale=scale, trainable=trainable, name=n),
+                       name, reuse)
     return _by_training(layer, inputs, training)
 
 

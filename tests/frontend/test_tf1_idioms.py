@@ -353,3 +353,61 @@ def test_a_graph_with_tf1_state_is_freed_when_dropped():
     del graph, w, y, merged, sess
     gc.collect()
     assert ref() is None
+
+
+# -- tf.layers in variable scopes (GAN-style sharing) ----------------------------------------
+def test_tf_layers_share_variables_through_variable_scope_reuse(g):
+    def discriminator(x, reuse=False):
+        with tf.variable_scope("discriminator", reuse=reuse):
+            h = tf.layers.dense(x, 8, activation=tf.nn.relu, name="h1")
+            return tf.layers.dense(h, 1, name="out")
+
+    def generator(z):
+        with tf.variable_scope("generator"):
+            h = tf.layers.dense(z, 8, activation=tf.nn.relu, name="h1")   # same layer name
+            return tf.layers.dense(h, 4, name="out")
+
+    real = tf.placeholder(tf.float32, [None, 4])
+    z = tf.placeholder(tf.float32, [None, 2])
+    d_real = discriminator(real)
+    d_fake = discriminator(generator(z), reuse=True)
+    names = sorted(v.name for v in tf.trainable_variables())
+    assert names == ["discriminator/h1/bias", "discriminator/h1/kernel",
+                     "discriminator/out/bias", "discriminator/out/kernel",
+                     "generator/h1/bias", "generator/h1/kernel",
+                     "generator/out/bias", "generator/out/kernel"]
+    # the same discriminator: equal outputs for equal inputs
+    sess = tf.Session(g, backend="numpy", passes=[])
+    data = np.random.default_rng(0).normal(size=(3, 4)).astype(np.float32)
+    zs = np.random.default_rng(1).normal(size=(3, 2)).astype(np.float32)
+    out_real, out_fake = sess.run([d_real, d_fake], {real: data, z: zs})
+    w = {v.name: sess.run(v) for v in tf.trainable_variables()}
+
+    def dense(x, scope, relu):
+        y = x @ w[f"{scope}/kernel"] + w[f"{scope}/bias"]
+        return np.maximum(y, 0) if relu else y
+    gen = dense(dense(zs, "generator/h1", True), "generator/out", False)
+    np.testing.assert_allclose(out_real, dense(dense(data, "discriminator/h1", True),
+                                               "discriminator/out", False), rtol=1e-5)
+    np.testing.assert_allclose(out_fake, dense(dense(gen, "discriminator/h1", True),
+                                               "discriminator/out", False), rtol=1e-5)
+
+
+def test_tf_layers_in_a_scope_without_reuse_refuse_a_second_layer_of_the_name(g):
+    x = tf.placeholder(tf.float32, [None, 3])
+    with tf.variable_scope("net"):
+        tf.layers.dense(x, 2, name="fc")
+    with pytest.raises(tf.FragflowError, match="net/fc already exists.*reuse=True"):
+        with tf.variable_scope("net"):
+            tf.layers.dense(x, 2, name="fc")
+    with pytest.raises(ValueError, match="net/other does not exist"):
+        with tf.variable_scope("net", reuse=True):
+            tf.layers.dense(x, 2, name="other")
+    with tf.variable_scope("net", reuse=tf.AUTO_REUSE):
+        tf.layers.dense(x, 2, name="fc")
+        tf.layers.dense(x, 2, name="new")
+    assert sorted(v.name for v in tf.trainable_variables()) == [
+        "net/fc/bias", "net/fc/kernel", "net/new/bias", "net/new/kernel"]
+    tf.layers.dense(x, 2, name="fc")                      # outside the scope: its own
+    y = tf.layers.dense(x, 2, name="fc", reuse=True)      # and reused by reuse=
+    assert len(tf.trainable_variables()) == 6 and y.shape == (None, 2)
