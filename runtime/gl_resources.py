@@ -335,9 +335,10 @@ class LinkedShaderCache:
     evict() deletes, so a shader get() returned stays valid until the caller evicts."""
 
     def __init__(self, section=None, limits=None, max_idle: int = MAX_IDLE_SHADERS):
-        from ..codegen.limits import DESKTOP
+        from ..codegen.limits import Limits
         self.gl = section if section is not None else get_context().section
-        self.limits = DESKTOP if limits is None else limits   # the vertex shader's dialect
+        # the vertex shader's dialect: the context's unless given
+        self.limits = Limits.from_context(get_context().info()) if limits is None else limits
         self.max_idle = max_idle
         self._shaders: OrderedDict = OrderedDict()    # source -> id, least recent first
         self._pins: dict = {}                         # source -> plans launching it
