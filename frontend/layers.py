@@ -763,15 +763,21 @@ def _by_training(layer, inputs, training):
 def batch_normalization(inputs, axis=-1, momentum=0.99, epsilon=0.001, center=True,
                         scale=True, training=False, trainable=True, name=None, reuse=None):
     """A new BatchNormalization layer (tf.layers.batch_normalization). training (a
-    Python bool, or a scalar bool tensor as dropout's) selects batch statistics.
-    fragflow has no UPDATE_OPS collection: to keep moving averages, make an
-    ff.layers.BatchNormalization and fetch its .updates with the training step
-    (ff.optim.group(step, *layer.updates))."""
+    Python bool, or a scalar bool tensor as dropout's) selects batch statistics. The
+    moving-average assigns go to tf.GraphKeys.UPDATE_OPS, as TF1's: run them with the
+    step (`with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):`
+    around minimize)."""
     layer = _tf1_layer(lambda n: BatchNormalization(axis=axis, momentum=momentum,
                                                     epsilon=epsilon, center=center,
                                                     scale=scale, trainable=trainable, name=n),
                        name, reuse)
-    return _by_training(layer, inputs, training)
+    before = len(layer.updates)
+    out = _by_training(layer, inputs, training)
+    if len(layer.updates) > before:        # TF1's UPDATE_OPS: run them with the step
+        from .tf1 import GraphKeys, add_to_collection
+        for update in layer.updates[before:]:
+            add_to_collection(GraphKeys.UPDATE_OPS, update)
+    return out
 
 
 def _channels_last(data_format):

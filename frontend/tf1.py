@@ -31,7 +31,8 @@ __all__ = ["variable_scope", "get_variable", "get_variable_scope", "VariableScop
            "GPUOptions", "TensorShape", "set_random_seed", "disable_eager_execution",
            "disable_v2_behavior", "enable_eager_execution", "executing_eagerly",
            "VariableScopeError", "compat", "size", "rank", "count_nonzero",
-           "bool", "float32", "int32"]
+           "GraphKeys", "get_collection", "get_collection_ref", "add_to_collection",
+           "add_to_collections", "bool", "float32", "int32"]
 
 
 class VariableScopeError(FragflowError, ValueError):
@@ -355,6 +356,62 @@ def get_regularization_loss(scope=None, name="total_regularization_loss"):
 def get_regularization_losses(scope=None) -> list:
     found = _effects.graph_table(get_default_graph(), "regularization_losses", list)
     return [t for t in found if scope is None or t.name.startswith(scope)]
+
+
+# -- collections ----------------------------------------------------------------------------
+class GraphKeys:
+    """TF1's collection names. GLOBAL_VARIABLES, TRAINABLE_VARIABLES,
+    REGULARIZATION_LOSSES and SUMMARIES are read from the graph; UPDATE_OPS holds the
+    moving-average assigns of tf.layers.batch_normalization(training=...); any other
+    key holds what add_to_collection put there."""
+    GLOBAL_VARIABLES = VARIABLES = "variables"
+    TRAINABLE_VARIABLES = "trainable_variables"
+    LOCAL_VARIABLES = "local_variables"
+    MODEL_VARIABLES = "model_variables"
+    UPDATE_OPS = "update_ops"
+    REGULARIZATION_LOSSES = "regularization_losses"
+    LOSSES = "losses"
+    SUMMARIES = "summaries"
+    TRAIN_OP = "train_op"
+
+
+def _collection(graph, key) -> list:
+    from .variables import global_variables, trainable_variables
+    if key == GraphKeys.GLOBAL_VARIABLES:
+        return global_variables(graph)
+    if key == GraphKeys.TRAINABLE_VARIABLES:
+        return trainable_variables(graph=graph)
+    added = list(_effects.graph_table(graph, "collections").get(key, []))
+    if key == GraphKeys.REGULARIZATION_LOSSES:
+        return list(_effects.graph_table(graph, "regularization_losses", list)) + added
+    if key == GraphKeys.SUMMARIES:
+        return list(_effects.graph_table(graph, "summaries", list)) + added
+    return added
+
+
+def get_collection(key, scope=None) -> list:
+    """The items of collection key in the default graph (a new list); scope keeps those
+    whose name starts with it (a regular expression, as TF1)."""
+    import re
+    items = _collection(get_default_graph(), key)
+    if scope is None:
+        return items
+    pattern = re.compile(scope)
+    return [x for x in items if pattern.match(getattr(x, "name", "") or "")]
+
+
+def get_collection_ref(key) -> list:
+    """The list that add_to_collection appends to (not the graph-derived collections)."""
+    return _effects.graph_table(get_default_graph(), "collections").setdefault(key, [])
+
+
+def add_to_collection(name, value) -> None:
+    get_collection_ref(name).append(value)
+
+
+def add_to_collections(names, value) -> None:
+    for name in ([names] if isinstance(names, str) else names):
+        add_to_collection(name, value)
 
 
 # -- sessions and compat -------------------------------------------------------------------

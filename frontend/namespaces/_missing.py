@@ -8,10 +8,6 @@ import difflib
 # knows it lacks, each with what to use instead (docs/TENSORFLOW.md lists them all). A
 # name here never gets a "close match": tf.data is not fragflow.atan.
 HINTS = {
-    "GraphKeys": "nothing: fragflow has no collections (ff.trainable_variables(), "
-                 "a layer's .updates)",
-    "get_collection": "ff.global_variables() / ff.trainable_variables()",
-    "add_to_collection": "nothing: fragflow has no collections; keep a Python list",
     "cond": "ff.where (both branches are computed)",
     "case": "ff.where on each branch's result (both computed); no tf.case",
     "switch_case": "ff.where on each branch's result (all computed); no tf.switch_case",

@@ -411,3 +411,37 @@ def test_tf_layers_in_a_scope_without_reuse_refuse_a_second_layer_of_the_name(g)
     tf.layers.dense(x, 2, name="fc")                      # outside the scope: its own
     y = tf.layers.dense(x, 2, name="fc", reuse=True)      # and reused by reuse=
     assert len(tf.trainable_variables()) == 6 and y.shape == (None, 2)
+
+
+# -- collections ------------------------------------------------------------------------------
+def test_update_ops_of_batch_normalization_run_through_control_dependencies(g):
+    x = tf.placeholder(tf.float32, [None, 3])
+    h = tf.layers.batch_normalization(x, training=True, name="bn")
+    loss = tf.reduce_mean(tf.square(h))
+    update_ops = tf.get_collection(tf.GraphKeys.UPDATE_OPS)
+    assert len(update_ops) == 2
+    with tf.control_dependencies(update_ops):
+        train = tf.train.GradientDescentOptimizer(0.1).minimize(loss)
+    sess = numpy_session(g)
+    data = np.random.default_rng(0).normal(2.0, 3.0, size=(16, 3)).astype(np.float32)
+    sess.run(loss, {x: data})                                   # no step: no update
+    moving = [v for v in tf.global_variables() if "moving_mean" in v.name][0]
+    np.testing.assert_array_equal(sess.run(moving), np.zeros(3))
+    sess.run(train, {x: data})
+    np.testing.assert_allclose(sess.run(moving), 0.01 * data.astype(np.float64).mean(0),
+                               rtol=1e-5)
+
+
+def test_collections_of_variables_losses_and_user_items(g):
+    with tf.variable_scope("a"):
+        w = tf.get_variable("w", [1], regularizer=tf.nn.l2_loss)
+    tf.Variable(0, name="step", trainable=False)
+    assert [v.name for v in tf.get_collection(tf.GraphKeys.TRAINABLE_VARIABLES)] == ["a/w"]
+    assert len(tf.get_collection(tf.GraphKeys.GLOBAL_VARIABLES)) == 2
+    assert len(tf.get_collection(tf.GraphKeys.REGULARIZATION_LOSSES)) == 1
+    tf.add_to_collection("mine", w)
+    tf.add_to_collections(["mine", "other"], 3)
+    assert tf.get_collection("mine") == [w, 3] and tf.get_collection("other") == [3]
+    assert tf.get_collection("nothing") == []
+    assert [v.name for v in tf.get_collection(tf.GraphKeys.GLOBAL_VARIABLES, scope="a/")] == \
+        ["a/w"]
