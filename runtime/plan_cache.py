@@ -109,9 +109,10 @@ def _attr_text(value, h) -> str:
     raise Uncacheable(f"an attr of type {type(value).__name__}")
 
 
-def plan_key(graph, fetches, feed_types: dict, limits: tuple) -> str:
+def plan_key(graph, fetches, feed_types: dict, limits) -> str:
     """The hash naming the entry of (graph, fetches, feed types) on a device with
-    these limits; Uncacheable when the graph has what the key cannot describe."""
+    these limits (codegen/limits.py's Limits: the dialect and every limit lowering
+    reads, by its repr); Uncacheable when the graph has what the key cannot describe."""
     h = hashlib.blake2b(digest_size=20)
     index = {}
     # numpy's and Python's versions: constant folding runs the numpy references

@@ -160,3 +160,15 @@ def test_fewer_draw_buffers_compute_the_same(gl, monkeypatch, draw_buffers):
                 assert_matches(got[0], expected[0], rtol=1e-4, atol=1e-4, what=name)
         finally:
             sess.close()
+
+
+def test_the_plan_cache_key_holds_the_dialect_and_every_limit():
+    from fragflow.runtime.plan_cache import plan_key
+    g, fetches, feeds = _matmul()
+    key = [f.value for f in fetches], {f.value: f.value.type for f in feeds}
+    keys = {plan_key(g, *key, limits) for limits in (
+        DESKTOP, Limits.webgl2(max_texture_size=16384, max_draw_buffers=8),
+        Limits(max_draw_buffers=4), Limits(max_texture_units=32),
+        Limits(max_texture_size=4096), Limits(max_loop_iterations=1 << 20))}
+    assert len(keys) == 6
+    assert plan_key(g, *key, Limits()) == plan_key(g, *key, DESKTOP)
