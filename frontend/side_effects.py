@@ -195,12 +195,26 @@ def finish(results: list, effects: list, values: list) -> list:
 
 # -- tf.print / tf.Print ----------------------------------------------------------------
 def format_value(array, summarize) -> str:
+    """An array as TensorFlow prints one: numbers as %g, rows in brackets, the first and
+    last `summarize` entries of a long axis around '...' (summarize None or < 0: all)."""
     array = np.asarray(array)
-    if array.ndim == 0:
-        return str(array.item())
-    threshold = sys.maxsize if summarize is None or summarize < 0 else summarize * 2
-    with np.printoptions(threshold=threshold, edgeitems=max(summarize or 3, 1)):
-        return np.array2string(array, separator=" ")
+
+    def number(v):
+        if array.dtype.kind == "f":
+            return f"{float(v):.6g}"
+        return str(v.item() if hasattr(v, "item") else v)
+
+    def rows(a, depth):
+        if a.ndim == 0:
+            return number(a)
+        n = a.shape[0]
+        keep = n if summarize is None or summarize < 0 or n <= 2 * summarize else summarize
+        parts = [rows(a[i], depth + 1) for i in range(keep)]
+        if keep < n:
+            parts += ["..."] + [rows(a[i], depth + 1) for i in range(n - keep, n)]
+        sep = " " if a.ndim == 1 else "\n" + " " * (depth + 1)
+        return "[" + sep.join(parts) + "]"
+    return rows(array, 0)
 
 
 def printer(items, needs, output_stream, sep, end, summarize):

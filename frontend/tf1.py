@@ -291,7 +291,7 @@ def Print(input_, data, message=None, first_n=None, summarize=None, name=None): 
         count[0] += 1
         if first_n is None or first_n < 0 or count[0] <= first_n:
             parts = [_effects.format_value(a, summarize or 3) for a in arrays]
-            parts = [p if np.ndim(a) else f"[{p}]" for p, a in zip(parts, arrays)]
+            parts = [p if np.ndim(a) else f"[{p}]" for p, a in zip(parts, arrays)]   # TF's
             sys.stderr.write((message or "") + "".join(parts) + "\n")
         return None
     _effects.register_effect(out.value, _effects.Effect(needs, finish))

@@ -278,7 +278,7 @@ def test_tf_print_prints_when_run(g, capsys):
     sess = numpy_session(g)
     out = sess.run(y, {x: np.float32([1, 2, 3])})
     np.testing.assert_array_equal(out, [2, 4, 6])
-    assert capsys.readouterr().out == "x is [1. 2. 3.]\n"
+    assert capsys.readouterr().out == "x is [1 2 3]\n"       # TensorFlow 2.21's text
     sess.run(x * 1.0, {x: np.float32([1, 2, 3])})
     assert capsys.readouterr().out == ""
 
@@ -290,7 +290,17 @@ def test_tf_Print_is_an_identity_that_prints(g, capsys):  # noqa: N802
     sess = numpy_session(g)
     np.testing.assert_array_equal(sess.run(z, {x: np.float32([1, 2])}), [10, 20])
     np.testing.assert_array_equal(sess.run(z, {x: np.float32([3, 4])}), [30, 40])
-    assert capsys.readouterr().err == "debug: [1. 2.][3.0]\n"
+    assert capsys.readouterr().err == "debug: [1 2][3]\n"    # TensorFlow 2.21's text
+
+
+def test_tf_print_formats_as_tensorflow_does(g, capsys):
+    # the expected lines are what TensorFlow 2.21 (tf.compat.v1) printed for this graph
+    x = tf.placeholder(tf.float32, [None])
+    sess = numpy_session(g)
+    sess.run(tf.print("x is", x, [1, 2], output_stream="stdout"),
+             {x: np.float32([1, 2.5, 3, 4, 5, 6, 7])})
+    sess.run(tf.print(tf.constant(3), tf.constant([[1, 2], [3, 4]]), output_stream="stdout"))
+    assert capsys.readouterr().out == "x is [1 2.5 3 ... 5 6 7] [1, 2]\n3 [[1 2]\n [3 4]]\n"
 
 
 def test_math_divide_no_nan_is_zero_where_the_divisor_is(g):
