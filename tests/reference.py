@@ -78,3 +78,10 @@ def fed_placeholders(arrays):
     holders = [ff.placeholder(v.shape, v.dtype.name, name=f"in{i}")
                for i, v in enumerate(values)]
     return holders, dict(zip(holders, values))
+
+
+def version_line() -> str:
+    """The first line of every generated shader on this process's GL context:
+    '#version 330 core' on desktop GL, '#version 300 es' on OpenGL ES (make test-gles)."""
+    from fragflow.runtime.device import Device
+    return Device.get().limits.version_line

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import fragflow as ff
+from tests.reference import version_line
 
 from cli_targets import run_cli, target
 
@@ -49,7 +50,7 @@ def test_one_file_per_kernel_in_run_order_each_compiling(gl, capsys, tmp_path):
     assert names == ["00_k0_dense_matmul.frag", "01_k1_square.frag", "02_k2_mean.frag"]
     for path in paths:
         text = open(path, encoding="utf-8").read()
-        assert text.startswith("#version 330 core\n// fragflow kernel ")
+        assert text.startswith(f"{version_line()}\n// fragflow kernel ")
         compile_on_gl(path)
         if shutil.which("glslangValidator"):
             glslang(path)
@@ -105,14 +106,14 @@ def test_each_file_is_the_kernel_source_header_included(gl, tmp_path):
     assert len(paths) == len(kernels)
     for path, kernel in zip(paths, kernels):
         assert open(path, encoding="utf-8").read() == kernel.source
-        assert kernel.source.startswith(f"#version 330 core\n// fragflow kernel {kernel.name}")
+        assert kernel.source.startswith(f"{version_line()}\n// fragflow kernel {kernel.name}")
 
 
 def test_one_kernel_by_name_or_node_and_unknown_names_list_the_kernels(gl, capsys):
     code, out, err = run_cli(capsys, "shaders", target("dense"), "--feed-shape", "x=5,4",
                              "--kernel", "square")
     assert code == 0, err
-    assert out.count("#version 330 core") == 1
+    assert out.count(version_line()) == 1
     assert "// fragflow kernel k1_square: square" in out
     assert "x0 <- dense/relu : f32[5,3]" in out
     code, out, err = run_cli(capsys, "shaders", target("dense"), "--feed-shape", "x=5,4",

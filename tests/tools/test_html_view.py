@@ -9,6 +9,8 @@ from urllib.parse import quote
 
 import pytest
 
+from tests.reference import version_line
+
 from cli_targets import program, run_cli, target
 
 CHROMIUM = "/usr/bin/chromium"
@@ -48,7 +50,7 @@ def test_page_holds_every_node_its_kernel_and_the_fused_outline(gl, capsys, tmp_
     assert [k["name"] for k in kernels] == ["k0_dense_matmul", "k1_square", "k2_mean"]
     for name in ("dense/matmul", "dense/add", "dense/relu"):
         assert data["nodes"][name]["kernel"] == 0
-    assert kernels[0]["source"].startswith("#version 330 core\n// fragflow kernel "
+    assert kernels[0]["source"].startswith(f"{version_line()}\n// fragflow kernel "
                                            "k0_dense_matmul")
     assert "fused kernel k0_dense_matmul" in text                # the outline's label
     assert data["nodes"]["b"]["note"].startswith("a constant")
@@ -97,7 +99,7 @@ def test_in_chromium_a_click_shows_the_kernels_glsl(gl, capsys, tmp_path):
         assert glsl, dom[-3000:]
         shader = html.unescape(glsl.group(1))
         kernel = "k0_dense_matmul" if name == "dense/add" else "k1_square"
-        assert shader.startswith(f"#version 330 core\n// fragflow kernel {kernel}")
+        assert shader.startswith(f"{version_line()}\n// fragflow kernel {kernel}")
         assert "void main()" in shader
         assert re.search(rf'<g class="node selected" data-node="{name}"', dom)
     dom, console = chromium_dom(path, "select=b", tmp_path)           # no kernel of its own
