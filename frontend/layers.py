@@ -140,8 +140,7 @@ class Layer:
 
     def __init__(self, name=None, trainable=True, input_shape=None, **kwargs):
         if kwargs:
-            raise AttrError(f"{type(self).__name__} got unexpected arguments "
-                            f"{', '.join(sorted(kwargs))}")
+            raise _unexpected_argument(type(self), sorted(kwargs)[0])
         self._requested_name = name
         self._scope_name = None          # TF1's tf.layers.* in a variable_scope: 'scope/name'
         self._source = user_location()     # its ops point here when a model builds them
@@ -243,6 +242,21 @@ class Layer:
 
     def __repr__(self):
         return f"<ff.layers.{type(self).__name__} '{self.name}'>"
+
+
+def _unexpected_argument(cls, key):
+    """'Dense() got an unexpected keyword 'unit'; did you mean 'units'?': the keywords
+    of the layer's __init__ and its bases' (a FragflowError that is a TypeError)."""
+    import inspect
+
+    from .operands import _unexpected
+    names = []
+    for klass in cls.__mro__:
+        init = vars(klass).get("__init__")
+        if init is not None:
+            names += [p for p in inspect.signature(init).parameters
+                      if p not in ("self", "kwargs", "kw") and p not in names]
+    return _unexpected(f"layers.{cls.__name__}", key, names)
 
 
 @contextlib.contextmanager

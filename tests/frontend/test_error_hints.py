@@ -94,3 +94,12 @@ def test_fetch_from_a_graph_of_another_name_does_not_claim_the_same_name():
     with pytest.raises(tf.FetchError) as err:
         tf.Session(b, backend="numpy").run(x)
     assert "same name" not in str(err.value)
+
+
+def test_misspelt_layer_keyword_suggests_the_right_one():
+    with pytest.raises(TypeError, match=r"layers\.Conv2D\(\) got an unexpected keyword "
+                                        r"'activaton'; did you mean 'activation'\?") as err:
+        tf.keras.layers.Conv2D(8, 3, activaton="relu")
+    assert isinstance(err.value, tf.FragflowError)
+    with pytest.raises(tf.FragflowError, match=r"'input_shap'.*'input_shape'"):
+        tf.keras.layers.Dense(4, input_shap=(3,))
