@@ -118,6 +118,9 @@ __all__ = list(_frontend_all) + [
 
 # TensorFlow's dtype names are module attributes too; __all__ once each, dir(ff) its API
 __all__ = list(dict.fromkeys(__all__ + ["float32", "int32", "bool_"]))
+# tf.print and tf.bool are attributes, kept out of `from fragflow import *`, which would
+# otherwise replace the builtins print and bool in the importing module
+__all__ = [name for name in __all__ if name not in ("print", "bool")]
 
 
 def _register_namespaces() -> None:

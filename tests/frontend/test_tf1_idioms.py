@@ -455,3 +455,10 @@ def test_collections_of_variables_losses_and_user_items(g):
     assert tf.get_collection("nothing") == []
     assert [v.name for v in tf.get_collection(tf.GraphKeys.GLOBAL_VARIABLES, scope="a/")] == \
         ["a/w"]
+
+
+def test_star_import_keeps_the_builtins_print_and_bool():
+    namespace: dict = {}
+    exec("from fragflow import *", namespace)
+    assert "print" not in namespace and "bool" not in namespace
+    assert callable(tf.print) and tf.bool == "bool"
