@@ -48,6 +48,8 @@ def elementwise():
             "exp_log": ff.exp(a) - ff.log(ff.abs(a)),
             "sqrt_tanh": ff.sqrt(ff.abs(a)) + ff.tanh(a),
             "sigmoid": ff.sigmoid(a),
+            "exp": ff.exp(a),
+            "softplus_elu": ff.nn.softplus(a) + ff.nn.elu(a),
             "max": ff.maximum(a, c),
             "where": ff.where(ff.greater(a, b), a, -b * c),
             "greater": ff.greater(a, c),

@@ -93,7 +93,7 @@ unary_op("round", FLOAT, np.round, glsl="roundEven({0})", grad=_zero_gradient,
          tf="tf.math.round", doc="Round half to even.")      # as TensorFlow
 
 # -- exponentials, logarithms, roots --------------------------------------------------
-unary_op("exp", FLOAT, np.exp, glsl="exp({0})", grad=lambda x, y, dy: mul(dy, y),
+unary_op("exp", FLOAT, np.exp, glsl="ff_exp_nan({0})", grad=lambda x, y, dy: mul(dy, y),
          tf="tf.math.exp", doc="e**x.")
 unary_op("log", FLOAT, np.log, glsl="ff_log({0})", grad=lambda x, y, dy: div(dy, x),
          tf="tf.math.log", doc="Natural log (NaN below 0).")
@@ -161,7 +161,7 @@ unary_op("relu6", NUMERIC, _keep_nan(lambda x: np.clip(x, 0, 6)),
          tf="tf.nn.relu6", arg="features",
          doc="min(max(features, 0), 6); NaN stays NaN. float32 or int32.")
 unary_op("sigmoid", FLOAT, lambda x: (1.0 / (1.0 + np.exp(-x))).astype(x.dtype),
-         glsl="(1.0 / (1.0 + exp(-{0})))", grad=lambda x, y, dy: mul(dy, mul(y, sub(1.0, y))),
+         glsl="ff_sigmoid({0})", grad=lambda x, y, dy: mul(dy, mul(y, sub(1.0, y))),
          tf="tf.math.sigmoid", doc="1 / (1 + e**-x).")
 unary_op("softplus", FLOAT, lambda x: np.logaddexp(np.zeros_like(x), x),
          glsl="ff_softplus({0})", grad=lambda x, y, dy: mul(dy, unary("sigmoid", x)),
