@@ -5,7 +5,13 @@ A kernel's header comment (what it computes, for whom, from which textures) is r
 from its record, once, by templates/kernel_header.glsl.j2: `kernel.source`,
 `fn.dump_shaders` and `fragflow shaders` all show that one header, and a record changed
 with dataclasses.replace (a stitch kernel's extra input, a blocked kernel's layers)
-gets its header rendered afresh."""
+gets its header rendered afresh.
+
+A node lowered to several kernels (a blocked matmul or conv and its stitch, packing
+kernels, a tree of reduction passes) gives each of them the same nodes; the record
+tells them apart by what they write (`Kernel.part`): a value between the node's kernels
+('<value>#blocks', '<value>#panel_b', '<node>:r0'), or the node's value itself. The
+header says which kernel computes which node from that (`Kernel.computes`)."""
 from __future__ import annotations
 
 import re
@@ -65,6 +71,30 @@ def records_of(nodes) -> tuple:
     return tuple(out)
 
 
+def node_value(value: str) -> str:
+    """The graph value a value between the kernels of one node belongs to:
+    'y#blocks', 'y#panel_b' -> 'y'; 'sum:r0' -> 'sum'; a graph value ('y', 'top:1') is
+    itself.
+
+    >>> node_value("d/relu#blocks"), node_value("sum:r1"), node_value("top_k:1")
+    ('d/relu', 'sum', 'top_k:1')
+    """
+    base = value.split("#", 1)[0]
+    head, sep, tail = base.rpartition(":")
+    return head if sep and not tail.isdigit() else base
+
+
+# Kernel.part: its place among the kernels one node is lowered to
+PARTS = {
+    "": "the node's one kernel",
+    "targets": "writes render targets that its stitch reads",
+    "stitch": "reads a blocked kernel's render targets and writes the node's value",
+    "blocks": "writes render targets that its readers read in place (no stitch)",
+    "pass": "writes a value a later kernel of the node reads",
+    "last": "finishes the node from values earlier kernels of it wrote",
+}
+
+
 @dataclass(frozen=True)
 class Kernel:
     name: str             # unique in its lowered graph, e.g. "k2_dense_matmul"
@@ -105,6 +135,37 @@ class Kernel:
         return tuple(NodeRecord(name, self.op, self.scope if len(self.nodes) == 1 else
                                 name.rpartition("/")[0], self.location or "")
                      for name in self.nodes or (self.name,))
+
+    @property
+    def part(self) -> str:
+        """Its place among the kernels its node is lowered to, from what it reads and
+        writes (a key of PARTS): "" where it is the only one."""
+        out = self.output.value
+        base = node_value(out)
+        if out != base:
+            if out.endswith("#blocks") and self.output_layers:
+                return "blocks" if getattr(self.output.layout, "blocking", None) \
+                    is not None else "targets"
+            return "pass"
+        parts = [b.value for b in self.inputs
+                 if b.value != base and node_value(b.value) == base]
+        if any(v.endswith("#blocks") for v in parts):
+            return "stitch"
+        return "last" if parts else ""
+
+    @property
+    def computes(self) -> tuple:
+        """The NodeRecords whose results this kernel writes: all of them for a node's
+        one kernel, a stitch-free blocked kernel and a tree's last pass; for a blocked
+        kernel and its stitch, the head (the product) is the blocked kernel's when an
+        epilogue follows it, which the stitch applies; passes before the last compute
+        none (their values are partial)."""
+        records, part = self.node_records, self.part
+        if part == "targets":
+            return records[:1] if len(records) > 1 else ()
+        if part == "stitch":
+            return records[1:] or records
+        return () if part == "pass" else records
 
     @property
     def outputs(self) -> tuple:
@@ -152,6 +213,8 @@ def _header_context(kernel, user_line: int) -> dict:
     ops = [n.op if n.op == n.user_op else f"{n.op} '{n.user_op}'" for n in nodes]
     lhs = [f"{n.name} = {op}" for n, op in zip(nodes, ops)]
     width = max(map(len, lhs))
+    computed = kernel.computes
+    marked = kernel.part in ("targets", "stitch") and len(nodes) > 1
     bind = [{"sampler": b.sampler, "value": b.value, "type": _type(b.layout),
              "texels": _texels(b.layout)} for b in kernel.inputs]
     outs = [{"sampler": b.sampler, "value": b.value, "type": _type(b.layout),
@@ -159,12 +222,68 @@ def _header_context(kernel, user_line: int) -> dict:
             for i, b in enumerate(kernel.outputs)]
     return {"kernel": kernel, "user_line": user_line, "inputs": bind, "outputs": outs,
             "nodes": [{"lhs": text.ljust(width), "scope": n.scope or "(root)",
-                       "source": n.source} for n, text in zip(nodes, lhs)],
-            "fused": len(nodes) > 1,
+                       "source": n.source, "here": marked and n in computed}
+                      for n, text in zip(nodes, lhs)],
+            "fused": len(nodes) > 1, "part": kernel.part, "roles": _roles(kernel),
             "params": ", ".join(f"{key}={_shown(value)}"
                                 for key, value in kernel.params.items()),
             "uniforms": [(name, glsl_type, repr(value))
                          for name, (glsl_type, value) in kernel.uniforms.items()]}
+
+
+def _named(records) -> str:
+    """"matmul 'd/matmul'", "add 'd/add' and relu 'd/relu'"."""
+    names = [f"{n.user_op} '{n.name}'" for n in records]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def _roles(kernel) -> list:
+    """The header's lines on which kernel of a node's lowering computes which node
+    (Kernel.part, Kernel.computes); none for a node's one kernel."""
+    part, records = kernel.part, kernel.node_records
+    out = kernel.output.value
+    value = node_value(out)
+    if part == "targets":
+        head = records[0]
+        lines = [f"computes {'the product of ' if head.op == 'matmul' else ''}"
+                 f"{_named(records[:1])} into {kernel.output_layers} render targets "
+                 f"(the layers of '{out}'), not its value;"]
+        rest = records[1:]
+        if rest:
+            lines.append(f"its stitch, the kernel that reads '{out}' and writes "
+                         f"'{value}', computes {_named(rest)}")
+        else:
+            lines.append(f"its stitch, the kernel that reads '{out}', gathers them into "
+                         f"'{value}'")
+        return lines
+    if part == "stitch":
+        blocks = next(b.value for b in kernel.inputs if b.value.endswith("#blocks")
+                      and node_value(b.value) == value)
+        head = records[0]
+        rest = records[1:]
+        lines = [f"the stitch of {_named([head])}: gathers its result from the render "
+                 f"targets in '{blocks}' (written by the blocked kernel before it)"]
+        lines.append(f"computes {_named(rest)} and writes '{value}'" if rest else
+                     f"and writes it into '{value}'")
+        return lines
+    if part == "blocks":
+        return [f"computes {_named(records)} into {kernel.output_layers} render targets "
+                f"(the layers of '{out}'),",
+                f"which the kernels reading it read in place: no stitch, '{value}' itself "
+                f"is never written"]
+    number, count = kernel.params.get("pass_number"), kernel.params.get("pass_count")
+    step = f" (pass {number} of {count})" if number and count else ""
+    if part == "pass":
+        return [f"one step of {_named(records)}{step}: writes '{out}', which a later "
+                f"kernel of the same node reads;",
+                f"the kernel that writes '{value}' finishes it"]
+    if part == "last":
+        parts = [b.value for b in kernel.inputs
+                 if b.value != value and node_value(b.value) == value]
+        read = " and ".join(f"'{v}'" for v in parts)
+        return [f"finishes {_named(records)}{step} from {read} (written by earlier "
+                f"kernels of the same node) and writes '{value}'"]
+    return []
 
 
 def _with_header(kernel) -> str:

@@ -133,3 +133,142 @@ def test_fusion_report_and_shader_files_name_a_kernel_alike(gl, tmp_path):
     for name in named:
         assert any(f.endswith("_" + name.replace("/", "_") + ".frag") for f in files), \
             (name, files)
+
+
+# --- a node lowered to several kernels: which kernel computes which node ---------------
+
+MEMBERS = (NodeRecord("d/matmul", "matmul", "d", "m.py:1"),
+           NodeRecord("d/add", "add", "d", "m.py:1"),
+           NodeRecord("d/relu", "relu", "d", "m.py:1"))
+
+
+def _part(output, inputs=(), layers=0, implements=MEMBERS, params=None, layout=None):
+    layout = layout or Layout((64,), "float32", 4, 4)
+    return _kernel(op="fused_matmul", nodes=tuple(n.name for n in implements),
+                   implements=implements, output=Binding("ff_out", output, layout),
+                   inputs=tuple(Binding(f"x{i}", v, layout) for i, v in enumerate(inputs)),
+                   output_layers=layers, params=params or {})
+
+
+def test_a_blocked_kernel_and_its_stitch_say_which_computes_which_node():
+    main = _part("d/relu#blocks", ("x", "w"), layers=8)
+    stitch = _part("d/relu", ("d/relu#blocks", "b"))
+    assert (main.part, stitch.part) == ("targets", "stitch")
+    assert main.computes == MEMBERS[:1] and stitch.computes == MEMBERS[1:]
+    head, tail = _header(main.source), _header(stitch.source)
+    for text in (head, tail):
+        assert "fused into one kernel" not in text
+        assert "implements 3 nodes with the other kernels of their lowering" in text
+    assert "// computes the product of matmul 'd/matmul' into 8 render targets (the " \
+        "layers of 'd/relu#blocks'), not its value;\n" in head
+    assert "// its stitch, the kernel that reads 'd/relu#blocks' and writes 'd/relu', " \
+        "computes add 'd/add' and relu 'd/relu'\n" in head
+    assert re.search(r"//   d/matmul = matmul +scope 'd'  m.py:1  \[computed here\]\n", head)
+    assert re.search(r"//   d/relu = relu +scope 'd'  m.py:1\n", head)
+    assert "// the stitch of matmul 'd/matmul': gathers its result from the render " \
+        "targets in 'd/relu#blocks'" in tail
+    assert "// computes add 'd/add' and relu 'd/relu' and writes 'd/relu'\n" in tail
+    assert re.search(r"//   d/matmul = matmul +scope 'd'  m.py:1\n", tail)
+    assert re.search(r"//   d/add = add +scope 'd'  m.py:1  \[computed here\]\n", tail)
+    # a product with no epilogue: the stitch only gathers it, and so computes it
+    plain = (NodeRecord("m", "matmul", "", "m.py:2"),)
+    main, stitch = _part("m#blocks", ("x",), 4, plain), _part("m", ("m#blocks",), 0, plain)
+    assert main.computes == () and stitch.computes == plain
+    assert "its stitch, the kernel that reads 'm#blocks', gathers them into 'm'" in \
+        main.source
+
+
+def test_passes_stitch_free_kernels_and_one_kernel_nodes_say_so_too():
+    total = (NodeRecord("sum", "sum", "", "m.py:4"),)
+    first = _part("sum:r0", ("x",), implements=total,
+                  params={"pass_number": 1, "pass_count": 2})
+    last = _part("sum", ("sum:r0",), implements=total,
+                 params={"pass_number": 2, "pass_count": 2})
+    assert (first.part, last.part, first.computes, last.computes) == \
+        ("pass", "last", (), total)
+    assert "// one step of sum 'sum' (pass 1 of 2): writes 'sum:r0', which a later " \
+        "kernel of the same node reads;\n// the kernel that writes 'sum' finishes it\n" in \
+        first.source
+    assert "// finishes sum 'sum' (pass 2 of 2) from 'sum:r0' (written by earlier " \
+        "kernels of the same node) and writes 'sum'\n" in last.source
+    from fragflow.codegen.matmul import Blocking, BlocksLayout
+    left = BlocksLayout((64,), "float32", 4, 4, Blocking(batch=1, m=8, n=8, rows=4, cols=2))
+    free = _part("d/relu#blocks", ("x", "w", "b"), 8, layout=left)
+    assert free.part == "blocks" and free.computes == MEMBERS
+    assert "// computes matmul 'd/matmul', add 'd/add' and relu 'd/relu' into 8 render " \
+        "targets (the layers of 'd/relu#blocks'),\n// which the kernels reading it read " \
+        "in place: no stitch, 'd/relu' itself is never written\n" in free.source
+    # a reader of those targets is a node's one kernel, not a part of d/relu's
+    reader = _kernel(inputs=(Binding("ff_blocks", "d/relu#blocks", left),))
+    assert reader.part == "" and "fused into one kernel" not in reader.source
+    assert "// implements 1 node:\n" in reader.source
+
+
+def _lowered(build, shape):
+    from fragflow.codegen.lower import lower
+    from fragflow.runtime.driver import optimize
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder(ff.float32, shape, name="x")
+        y = build(x)
+    return lower(optimize(g, [y.value], {x.value: x.value.type}).graph, 16384).kernels
+
+
+def _ones(*shape):
+    return ff.constant(np.ones(shape, np.float32) * 0.01)
+
+
+LOWERINGS = {
+    # (build, input shape, the head node, its epilogue's nodes)
+    "matmul": (lambda x: ff.relu(ff.matmul(x, _ones(64, 64)) + 1.0), (64, 64),
+               "h/matmul", ("h/add", "h/relu")),
+    "packed matmul": (lambda x: ff.relu(ff.matmul(x, _ones(256, 256)) + 1.0), (256, 256),
+                      "h/matmul", ("h/add", "h/relu")),
+    "conv2d": (lambda x: ff.relu(ff.nn.conv2d(x, _ones(3, 3, 16, 32), strides=1,
+                                              padding="SAME") + 1.0),
+               (1, 32, 32, 16), "h/conv2d", ("h/add", "h/relu")),
+    "depthwise": (lambda x: ff.relu(ff.nn.depthwise_conv2d(
+        x, _ones(3, 3, 32, 1), strides=[1, 1, 1, 1], padding="SAME") + 1.0),
+        (1, 64, 64, 32), "h/depthwise_conv2d", ("h/add", "h/relu")),
+}
+
+
+def test_lowered_blocked_kernels_and_stitches_name_what_each_computes():
+    for label, (build, shape, head, epilogue) in LOWERINGS.items():
+        def scoped(x, build=build):
+            with ff.name_scope("h"):
+                return build(x)
+        kernels = _lowered(scoped, shape)
+        parts = [k.part for k in kernels]
+        assert parts[-2:] == ["targets", "stitch"], (label, parts)
+        assert all(p == "pass" for p in parts[:-2]), (label, parts)     # packing kernels
+        main, stitch = kernels[-2:]
+        assert [n.name for n in main.computes] == [head], label
+        assert tuple(n.name for n in stitch.computes) == epilogue, label
+        text = _header(main.source)
+        assert "fused into one kernel" not in text, label
+        assert re.search(rf"// computes .*'{head}' into {main.output_layers} render "
+                         rf"targets", text), (label, text)
+        assert f"its stitch, the kernel that reads '{main.output.value}' and writes " \
+            f"'{stitch.output.value}', computes add 'h/add' and relu 'h/relu'" in text
+        assert re.search(rf"//   {head} = \w+ +scope 'h'  \S+  \[computed here\]", text)
+        tail = _header(stitch.source)
+        assert f"from the render targets in '{main.output.value}'" in tail, label
+        assert re.search(r"//   h/relu = relu +scope 'h'  \S+  \[computed here\]", tail)
+        assert not re.search(rf"//   {head} = .*computed here", tail), label
+
+
+def test_a_reduction_tree_names_its_passes_and_the_one_that_finishes():
+    kernels = _lowered(lambda x: ff.reduce_sum(x), (1000, 1000))
+    assert len(kernels) >= 2 and [k.part for k in kernels] == \
+        ["pass"] * (len(kernels) - 1) + ["last"]
+    count = len(kernels)
+    for number, kernel in enumerate(kernels, 1):
+        text = _header(kernel.source)
+        if number < count:
+            assert f"// one step of sum 'sum' (pass {number} of {count}): writes " \
+                f"'{kernel.output.value}'" in text
+            assert kernel.computes == ()
+        else:
+            assert f"// finishes sum 'sum' (pass {count} of {count}) from 'sum:r" in text
+            assert [n.name for n in kernel.computes] == ["sum"]
