@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import fragflow as ff
+from fragflow.codegen.kernel import node_value
 from fragflow.codegen.lower import VIEW_OPS
 from fragflow.passes import DEFAULT_PIPELINE
 from fragflow.passes.manager import REQUIRED_PASSES
@@ -104,9 +105,10 @@ def concrete_types(target: Target, feed_shapes=None) -> dict:
 
 
 def kernel_of(graph, kernels) -> dict:
-    """{node name: index of the kernel that computes it} for the nodes of graph (the
-    user's graph or one after any pass): a kernel computes the nodes it lists (a fused
-    kernel lists every node folded into it) and the node of its output value."""
+    """{node name: index of the first kernel of it} for the nodes of graph (the
+    user's graph or one after any pass): a kernel runs for the nodes it lists (a fused
+    kernel lists every node folded into it) and the node of its output value. A node
+    lowered to several kernels has more: node_kernels says which one computes it."""
     out = {}
     for index, kernel in enumerate(kernels):
         names = list(kernel.nodes) + [kernel.output.value.partition(":")[0]]
@@ -114,6 +116,30 @@ def kernel_of(graph, kernels) -> dict:
             if name in graph:
                 out.setdefault(name, index)
     return out
+
+
+def node_kernels(graph, kernels) -> dict:
+    """{node name: (index of the kernel that computes it, [index of every kernel of
+    it, in run order])} for the nodes of graph: a node lowered to several kernels (a
+    blocked matmul and its stitch, a tree of reduction passes) is computed by the one
+    writing its result, as the kernel record says (Kernel.computes): the stitch for
+    an epilogue's nodes, the blocked kernel for the product before it, a tree's last
+    pass."""
+    first = kernel_of(graph, kernels)
+    every, computing = {}, {}
+    for index, kernel in enumerate(kernels):
+        value = node_value(kernel.output.value).partition(":")[0]
+        for name in dict.fromkeys(list(kernel.nodes) + [value]):
+            if name in graph:
+                every.setdefault(name, []).append(index)
+        for record in kernel.computes:
+            if record.name in graph:
+                computing[record.name] = index
+        if kernel.part in ("", "stitch", "last") and value in graph and \
+                value not in computing:
+            computing[value] = index
+    return {name: (computing.get(name, index), every.get(name, [index]))
+            for name, index in first.items()}
 
 
 def node_notes(graph, kernels, compiled_graph=None, pruned_names=None) -> dict:

@@ -3,17 +3,22 @@
 The graph is drawn as SVG here in Python (tools/layout.py places the nodes): nodes
 coloured by op family, the nodes of each fused kernel outlined, edges labelled with the
 types they carry. The page's script only reacts: clicking a node shows its attributes,
-inputs, outputs, scope and source line, and the GLSL of the kernel that computes it.
-Opening the page with #select=<node name> shows a node the same way; #click=<node name>
-clicks it."""
+inputs, outputs, scope and source line, and the GLSL of the kernel that computes it
+(for a node lowered to several kernels, the one writing its result, as the kernel
+record says: a stitch for its epilogue, a reduction's last pass), then the node's other
+kernels. The page opens scrolled to the graph's inputs (a large graph's canvas is
+wider than the window); "fit to view" scales the whole graph into it. Opening the page
+with #select=<node name> shows a node the same way; #click=<node name> clicks it."""
 from __future__ import annotations
 
 import html
 import json
 
+from fragflow.codegen.kernel import PARTS, node_value
 from fragflow.ir.dot import FAMILY_COLORS, OTHER_COLOR, family_of
 from fragflow.ir.printer import format_attr, format_steps
 
+from .compiled import node_kernels
 from .layout import NODE_H, NODE_W, layered_layout
 
 
@@ -40,20 +45,30 @@ def node_record(node, types: dict) -> dict:
 def render_page(graph, *, title: str, kernels=(), shader_texts=(), kernel_index=None,
                 notes=None, types=None, subtitle: str = "", problem: str = "") -> str:
     """kernels: run order; shader_texts: the .frag text of each; kernel_index: {node
-    name: kernel index}; notes: {node name: why it has no kernel}; types: {value name:
-    concrete type text}; problem: why there are no kernels (shown on the page)."""
+    name: kernel index} (tools/compiled.py kernel_of; the page shows the kernel that
+    computes each node, node_kernels); notes: {node name: why it has no kernel};
+    types: {value name: concrete type text}; problem: why there are no kernels (shown
+    on the page)."""
     types, notes, kernel_index = types or {}, notes or {}, kernel_index or {}
-    groups = {}
+    lowering = node_kernels(graph, kernels)
     for name, index in kernel_index.items():
-        groups.setdefault(index, []).append(name)
-    outlined = {kernels[i].name: names for i, names in groups.items() if len(names) > 1}
+        lowering.setdefault(name, (index, [index]))
+    groups = {}       # the nodes of one lowering (a fused kernel, or it and its stitch)
+    for name, (_, every) in lowering.items():
+        groups.setdefault(tuple(every), []).append(name)
+    outlined = {" + ".join(kernels[i].name for i in every): names
+                for every, names in groups.items() if len(names) > 1}
     layout = layered_layout(graph, outlined)
     data = {
         "graph": graph.name,
-        "nodes": {n.name: {**node_record(n, types), "kernel": kernel_index.get(n.name),
+        "nodes": {n.name: {**node_record(n, types),
+                           "kernel": lowering.get(n.name, (None,))[0],
+                           "kernels": lowering.get(n.name, (None, []))[1],
                            "note": notes.get(n.name, "")} for n in graph.nodes},
         "kernels": [{"name": k.name, "op": k.op, "nodes": list(k.nodes),
-                     "source": text} for k, text in zip(kernels, shader_texts)],
+                     "computes": [r.name for r in k.computes], "part": k.part,
+                     "role": PARTS[k.part], "source": text}
+                    for k, text in zip(kernels, shader_texts)],
         "problem": problem,
     }
     svg = _svg(graph, layout, outlined, types)
@@ -62,17 +77,28 @@ def render_page(graph, *, title: str, kernels=(), shader_texts=(), kernel_index=
         for family, color in FAMILY_COLORS.items()
         if any(family_of(n.op) == family for n in graph.nodes))
     kernel_list = "".join(
-        f'<li><a href="#select={html.escape(_url(k.output.value.partition(":")[0]))}" '
+        f'<li><a href="#select={html.escape(_url(_shown_node(k, graph)))}" '
         f'data-kernel="{i}">{i:02d} {html.escape(k.name)}</a> '
         f'<span class="dim">{html.escape(k.op)}</span></li>'
-        for i, k in enumerate(kernels)
-        if k.output.value.partition(":")[0] in graph or any(n in graph for n in k.nodes))
+        for i, k in enumerate(kernels) if _shown_node(k, graph) in graph)
     return _PAGE.format(
         title=html.escape(title), subtitle=html.escape(subtitle),
         legend=legend, svg=svg,
         kernels=kernel_list or '<li class="dim">none</li>',
         problem=(f'<p class="problem">{html.escape(problem)}</p>' if problem else ""),
         data=_script_json(data), css=_CSS, js=_JS, error_hook=_ERROR_HOOK)
+
+
+def _shown_node(kernel, graph) -> str:
+    """The node a kernel's entry in the list selects: the node of the value it writes
+    or finishes, else (a kernel before its node's last: a blocked product, packing, a
+    reduction pass) the first node it computes or runs for ('d/matmul' for a blocked
+    'd/relu#blocks'), else the node of the value it works towards ('sum' for 'sum:r0')."""
+    value = node_value(kernel.output.value).partition(":")[0]
+    if kernel.part in ("", "stitch", "last", "blocks") and value in graph:
+        return value
+    names = [n.name for n in kernel.computes] + list(kernel.nodes)
+    return next((n for n in names if n in graph), value)
 
 
 def _url(name: str) -> str:
@@ -103,8 +129,8 @@ def _svg(graph, layout, outlined, types) -> str:
         x1, y1 = max(xs) + NODE_W / 2 + 10, max(ys) + NODE_H / 2 + 10
         parts.append(f'<g class="group"><rect x="{x0:.1f}" y="{y0:.1f}" '
                      f'width="{x1 - x0:.1f}" height="{y1 - y0:.1f}" rx="10"/>'
-                     f'<text x="{x0 + 8:.1f}" y="{y0 + 14:.1f}">fused kernel '
-                     f'{html.escape(label)}</text></g>')
+                     f'<text x="{x0 + 8:.1f}" y="{y0 + 14:.1f}">fused kernel'
+                     f'{"s" if " + " in label else ""} {html.escape(label)}</text></g>')
     drawn = set()
     for node in graph.nodes:
         for v in node.inputs:
@@ -121,12 +147,17 @@ def _svg(graph, layout, outlined, types) -> str:
             mx, my = (sx + dx) / 2, (sy + dy) / 2
             parts.append(f'<g class="edge"><path d="{path}" marker-end="url(#arrow)"/>'
                          f'<text x="{mx:.1f}" y="{my:.1f}">{html.escape(label)}</text></g>')
+    # where the page opens: the graph's inputs (placeholders), else its top row
+    inputs = {n.name for n in graph.nodes if n.op == "placeholder"} or \
+        {name for name, (_, y) in pos.items() if y == min(p[1] for p in pos.values())}
     for node in graph.nodes:
         x, y = pos[node.name]
+        mark = ' data-input="1"' if node.name in inputs else ""
         color = FAMILY_COLORS.get(family_of(node.op), OTHER_COLOR)
         out = ", ".join(types.get(v.name, str(v.type)) for v in node.outputs)
         parts.append(
-            f'<g class="node" data-node="{html.escape(node.name)}" tabindex="0">'
+            f'<g class="node" data-node="{html.escape(node.name)}" data-x="{x:.0f}" '
+            f'data-y="{y:.0f}"{mark} tabindex="0">'
             f'<title>{html.escape(node.name)} = {html.escape(node.op)}'
             f'{"  " + html.escape(node.source) if node.source else ""}</title>'
             f'<rect x="{x - NODE_W / 2:.1f}" y="{y - NODE_H / 2:.1f}" width="{NODE_W}" '
@@ -179,6 +210,8 @@ g.edge text { font: 10px monospace; fill: #555; text-anchor: middle;
               paint-order: stroke; stroke: #fff; stroke-width: 3px; }
 g.group rect { fill: none; stroke: #3060c0; stroke-width: 1.5; stroke-dasharray: 6 4; }
 g.group text { font: 11px monospace; fill: #3060c0; }
+#canvas.fit svg { width: 100%; height: auto; }
+details.other-kernel summary { font-family: monospace; cursor: pointer; margin: 4px 0; }
 #kernels { font-family: monospace; font-size: 12px; padding-left: 18px; list-style: none; }
 """
 
@@ -230,12 +263,47 @@ _JS = r"""
       return;
     }
     var kernel = data.kernels[node.kernel];
-    var others = kernel.nodes.filter(function (n) { return n !== name; });
-    add(details, 'h2', 'kernel #' + node.kernel + ' ' + kernel.name + ' : ' + kernel.op);
+    var computes = kernel.computes.length ? kernel.computes : kernel.nodes;
+    var others = computes.filter(function (n) { return n !== name; });
+    add(details, 'h2', 'kernel #' + node.kernel + ' ' + kernel.name + ' : ' + kernel.op)
+      .id = 'kernel-name';
+    if (kernel.part) add(details, 'p', 'it ' + kernel.role, 'dim');
     if (others.length) add(details, 'p', 'the same kernel computes: ' + others.join(', '),
                            'dim');
     add(details, 'pre', kernel.source).id = 'glsl';
+    var rest = (node.kernels || []).filter(function (k) { return k !== node.kernel; });
+    if (!rest.length) return;
+    add(details, 'h2', 'the other kernels of this node, in run order');
+    rest.forEach(function (k) {
+      var other = data.kernels[k];
+      var box = add(details, 'details', null, 'other-kernel');
+      box.setAttribute('data-kernel', String(k));
+      add(box, 'summary', 'kernel #' + k + ' ' + other.name + ' : ' + other.op + ' (it ' +
+          other.role + ')');
+      add(box, 'pre', other.source);
+    });
   }
+
+  // open on the graph's inputs: a large graph's canvas is far wider than the window
+  var canvas = document.getElementById('canvas');
+  function showInputs() {
+    var marks = document.querySelectorAll('g.node[data-input]');
+    if (!marks.length || canvas.classList.contains('fit')) return;
+    var xs = [], ys = [];
+    for (var m = 0; m < marks.length; m++) {
+      xs.push(Number(marks[m].getAttribute('data-x')));
+      ys.push(Number(marks[m].getAttribute('data-y')));
+    }
+    var middle = (Math.min.apply(null, xs) + Math.max.apply(null, xs)) / 2;
+    canvas.scrollLeft = Math.max(0, middle - canvas.clientWidth / 2);
+    canvas.scrollTop = Math.max(0, Math.min.apply(null, ys) - 80);
+    canvas.setAttribute('data-ff-view', [canvas.scrollLeft, canvas.scrollTop,
+                                         canvas.clientWidth, canvas.clientHeight].join(','));
+  }
+  document.getElementById('fit').addEventListener('click', function () {
+    canvas.classList.toggle('fit');
+    showInputs();
+  });
 
   var nodes = document.querySelectorAll('g.node');
   for (var i = 0; i < nodes.length; i++) {
@@ -262,6 +330,7 @@ _JS = r"""
     select(name);
   }
   window.addEventListener('hashchange', fromHash);
+  showInputs();
   fromHash();
   document.body.setAttribute('data-ff-ready', '1');
 })();
@@ -276,7 +345,8 @@ _PAGE = """<!DOCTYPE html>
 <style>{css}</style>
 </head>
 <body>
-<header><h1>{title}</h1><span class="dim">{subtitle}</span><br>{legend}</header>
+<header><h1>{title}</h1><span class="dim">{subtitle}</span>
+<button id="fit" type="button">fit to view</button><br>{legend}</header>
 <main>
 <div id="canvas">
 {svg}

@@ -104,3 +104,88 @@ def test_in_chromium_a_click_shows_the_kernels_glsl(gl, capsys, tmp_path):
         assert re.search(rf'<g class="node selected" data-node="{name}"', dom)
     dom, console = chromium_dom(path, "select=b", tmp_path)           # no kernel of its own
     assert console == [] and 'id="no-kernel">a constant' in dom
+
+
+# --- a node lowered to several kernels; a graph wider than the window ------------------
+
+def test_a_node_shows_the_kernel_that_computes_it_and_lists_its_others(gl, capsys, tmp_path):
+    _, text = page(capsys, tmp_path, "heavy")
+    data = page_data(text)
+    kernels, nodes = data["kernels"], data["nodes"]
+    parts = [k["part"] for k in kernels]
+    stitch, main = parts.index("stitch"), parts.index("targets")
+    assert main < stitch and kernels[stitch]["name"].startswith("k0s_layer_matmul")
+    # the epilogue's nodes: the stitch writes them; the product: the blocked kernel
+    for name in ("layer/add", "layer/relu"):
+        assert nodes[name]["kernel"] == stitch, (name, nodes[name])
+        assert name in kernels[stitch]["computes"]
+    assert nodes["layer/matmul"]["kernel"] == main
+    assert kernels[main]["computes"] == ["layer/matmul"]
+    lowering = list(range(stitch + 1))                # packing kernels, blocked, stitch
+    for name in ("layer/matmul", "layer/add", "layer/relu"):
+        assert nodes[name]["kernels"] == lowering, (name, nodes[name])
+    assert nodes["head/sum"]["kernels"] == [nodes["head/sum"]["kernel"]]
+    outline = " + ".join(kernels[i]["name"] for i in lowering)
+    assert f"fused kernels {html.escape(outline)}</text>" in text
+    assert "// computes the product of matmul 'layer/matmul' into" in kernels[main]["source"]
+
+
+def wide_target(tmp_path):
+    """A graph some 5000 px wide (eight branches a block), its one input at the top."""
+    path = tmp_path / "wide.py"
+    path.write_text(
+        "import fragflow as ff\n\n\n"
+        "def wide():\n"
+        "    g = ff.Graph('wide')\n"
+        "    with g.as_default():\n"
+        "        x = ff.placeholder((4, 8), name='x')\n"
+        "        h = x\n"
+        "        for i in range(4):\n"
+        "            with ff.name_scope(f'block{i}'):\n"
+        "                h = ff.add_n([ff.tanh(h * float(j + 1) + float(i))\n"
+        "                              for j in range(8)])\n"
+        "    return h\n", encoding="utf-8")
+    out = tmp_path / "wide.html"
+    return f"{path}:wide", out
+
+
+def test_the_page_marks_the_graphs_inputs_to_open_on(gl, capsys, tmp_path):
+    source, out = wide_target(tmp_path)
+    code, _, err = run_cli(capsys, "dump", source, "--format", "html", "-o", out)
+    assert code == 0, err
+    text = out.read_text(encoding="utf-8")
+    width = float(re.search(r'<svg [^>]*width="(\d+)"', text).group(1))
+    marked = re.findall(r'<g class="node" data-node="([^"]+)" data-x="(\d+)" '
+                        r'data-y="(\d+)" data-input="1"', text)
+    assert [m[0] for m in marked] == ["x"], marked
+    assert width > 3000 and 0.25 * width < float(marked[0][1]) < 0.75 * width
+
+
+@pytest.mark.skipif(not os.path.exists(CHROMIUM),
+                    reason="Chromium is not installed (Debian: apt-get install chromium)")
+def test_in_chromium_a_stitched_node_shows_its_stitch_and_a_wide_graph_its_input(
+        gl, capsys, tmp_path):
+    path, text = page(capsys, tmp_path, "heavy")
+    kernels = page_data(text)["kernels"]
+    stitch = next(k for k in kernels if k["part"] == "stitch")
+    others = [k for k in kernels if k is not stitch and "layer/relu" in k["nodes"]]
+    dom, console = chromium_dom(path, "click=" + quote("layer/relu", safe=""), tmp_path)
+    assert console == [] and 'data-ff-errors="' not in dom, console
+    assert re.search(r'<h2 id="kernel-name">kernel #\d+ ' + re.escape(stitch["name"]), dom)
+    shader = html.unescape(re.search(r'<pre id="glsl">(.*?)</pre>', dom, re.S).group(1))
+    assert shader.startswith(f"{version_line()}\n// fragflow kernel {stitch['name']}")
+    listed = re.findall(r'<details class="other-kernel" data-kernel="(\d+)"><summary>'
+                        r'kernel #\d+ ([^ ]+) ', dom)
+    assert [name for _, name in listed] == [k["name"] for k in others], listed
+    # a graph far wider than the window opens with its input in view
+    source, out = wide_target(tmp_path)
+    code, _, err = run_cli(capsys, "dump", source, "--format", "html", "-o", out)
+    assert code == 0, err
+    dom, console = chromium_dom(out, "", tmp_path)
+    assert console == [] and 'data-ff-errors="' not in dom, console
+    left, top, width, height = map(float, re.search(
+        r'id="canvas" data-ff-view="([\d.,]+)"', dom).group(1).split(","))
+    x, y = (float(v) for v in re.search(
+        r'data-node="x" data-x="(\d+)" data-y="(\d+)"', dom).groups())
+    assert left > 0 and left < x < left + width and top <= y < top + height, \
+        (left, top, width, height, x, y)
