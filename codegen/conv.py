@@ -361,6 +361,15 @@ def _blocked_depthwise(g, context, x, w, out, layouts, prefix, extra, epilogue, 
                     uses.setdefault((py * sy + ky * dy, px * sx + kx * dx), []).append(
                         (py * cols + px, ky * kw + kx))
     footprint = [(fy, fx, pairs) for (fy, fx), pairs in sorted(uses.items())]
+    # WebGL (ES): one block row's footprint is a loop over the filter rows, its columns
+    # unrolled, not the whole footprint unrolled: SwiftShader compiles each shader at its
+    # first draw, in time that grows with the code. The same reads, in the same order.
+    row_loop = active().es and rows == 1
+    if row_loop:
+        common_extra = dict(row_loop=True, kh=kh, kw=kw, dil_y=dy, row_uses=[
+            (fx, [(j, tap) for j, tap in pairs]) for fy, fx, pairs in footprint if fy == 0])
+    else:
+        common_extra = {}
     max_size = matmul._max_texture_size(layouts, out)
     blocks, names = matmul.target_operands(block, out, max_size, layouts)
     if x_blocks is not None:
@@ -369,7 +378,7 @@ def _blocked_depthwise(g, context, x, w, out, layouts, prefix, extra, epilogue, 
                   footprint_rows=sorted({fy for fy, _, _ in footprint}),
                   footprint_cols=sorted({fx for _, fx, _ in footprint}),
                   x_blocks=x_blocks and x_blocks.blocking,
-                  **_helpers(x_blocks, [w] + list(extra)))
+                  **_helpers(x_blocks, [w] + list(extra)), **common_extra)
     if free:
         # the epilogue runs here and the readers read the targets
         blocks, names = _stitch_free_targets(blocks, names, block, "depthwise", layouts,

@@ -119,6 +119,7 @@ def convolutions():
     with g.as_default():
         x = ff.placeholder((2, 9, 11, 3), "float32", name="x")
         y = ff.placeholder((1, 16, 16, 32), "float32", name="y")
+        z = ff.placeholder((1, 24, 24, 32), "float32", name="z")
         w1 = ff.constant(rng.standard_normal((3, 3, 3, 8)).astype(np.float32))
         w2 = ff.constant(rng.standard_normal((1, 1, 32, 64)).astype(np.float32))
         w3 = ff.constant(rng.standard_normal((3, 3, 32, 48)).astype(np.float32))
@@ -129,11 +130,14 @@ def convolutions():
             "pointwise": ff.relu(ff.conv2d(y, w2)),
             "wide": ff.conv2d(y, w3, padding="SAME"),
             "depthwise": ff.depthwise_conv2d(y, dw, strides=[1, 2, 2, 1], padding="SAME"),
+            # blocked (codegen/conv.py), its footprint rows a loop in the ES dialect
+            "depthwise_blocked": ff.relu6(ff.depthwise_conv2d(z, dw, padding="SAME") + 0.5),
             "max_pool": ff.max_pool2d(x, 2, 2, "VALID"),
             "avg_pool": ff.avg_pool(y, 3, 2, "SAME"),
         }
     feeds = {x: rng.standard_normal((2, 9, 11, 3)).astype(np.float32),
-             y: rng.standard_normal((1, 16, 16, 32)).astype(np.float32)}
+             y: rng.standard_normal((1, 16, 16, 32)).astype(np.float32),
+             z: rng.standard_normal((1, 24, 24, 32)).astype(np.float32)}
     return Case(g, fetches, feeds, rtol=1e-4, atol=1e-4)
 
 
