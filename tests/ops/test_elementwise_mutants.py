@@ -4,7 +4,7 @@ limits written for the mutants that `make mutation` found alive
 graph as built: pow's gradient in the exponent is 0 where the base is not positive
 (TensorFlow's convention), prelu's pieces on both sides of 0 and between -1 and 1,
 where's gradient to the branch it took; int32 constants up to 2^31 - 1; a range
-longer than 2^31 - 1 elements is refused."""
+longer than 2^31 - 1 elements is refused; linspace ends at stop exactly."""
 import numpy as np
 import pytest
 
@@ -69,3 +69,14 @@ def test_a_range_past_two_to_the_31_elements_is_refused():
         with pytest.raises(ff.ShapeError, match="too long"):
             ff.range(0, 2 ** 31)
 
+
+
+def test_linspace_ends_exactly_at_stop():
+    # start + 11 * step in float64 is 2.2e-16 here, not 0: the last value is stop itself
+    g = ff.Graph()
+    with g.as_default():
+        y = ff.linspace(-10 / 7, 0.0, 12)
+    with reference_session(g) as sess:
+        out = sess.run(y)
+    assert out[-1] == 0.0 and out[0] == np.float32(-10 / 7)
+    np.testing.assert_allclose(out, np.linspace(np.float32(-10 / 7), 0.0, 12), atol=1e-7)
