@@ -57,3 +57,9 @@ def test_two_transposes_merge_into_their_composition():
         lambda x: ff.transpose(ff.transpose(x, (1, 2, 0)), (1, 2, 0)), value)
     np.testing.assert_array_equal(actual, expected)
     np.testing.assert_array_equal(actual, value.transpose(2, 0, 1))
+
+
+def test_a_constant_base_to_a_fed_power_is_not_rewritten():
+    value = np.array(3.0, np.float32)          # 0.5 ** 3: the base is in POWERS, not x
+    actual, expected = _after_the_passes(lambda x: ff.pow(0.5, x), value)
+    assert actual == expected == np.float32(0.125)
