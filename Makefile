@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test test-ray lint demo bench install clean onnx-conformance bench-browser test-gles test-zink
+.PHONY: test test-ray lint demo bench install clean onnx-conformance bench-browser mutation test-gles test-zink
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -50,6 +50,20 @@ $(BROWSER_BENCH)/node_modules/.package-lock.json: $(BROWSER_BENCH)/package.json 
 
 bench-browser: $(STAMP) $(BROWSER_BENCH)/node_modules/.package-lock.json   # BENCH_BROWSER_ARGS="--only matmul,sum --json out.json"
 	$(BIN)/python $(BROWSER_BENCH)/bench.py $(BENCH_BROWSER_ARGS)
+
+# Issue 23: mutation testing (cosmic-ray, tests/mutation/run.py) over a seeded sample of
+# the mutants of passes/, ir/ops/ and codegen's kernel selection, in a copy under
+# build/mutation/ (the checkout is never mutated); prints the fraction killed and writes
+# build/mutation/survivors.txt. Tens of minutes: not part of `make test`.
+# MUTATION_ARGS="--sample 400 --seed 7 --budget 20"; FRAGFLOW_MUTATION_SEED sets the seed.
+MUTATION_STAMP := $(VENV)/.mutation-installed
+
+$(MUTATION_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e ".[mutation]"
+	touch $(MUTATION_STAMP)
+
+mutation: $(MUTATION_STAMP)
+	nice -n 10 $(BIN)/python tests/mutation/run.py $(MUTATION_ARGS)
 
 # The whole suite on an OpenGL ES 3.0 context (FRAGFLOW_GL=egl-es; Mesa gives ES 3.2
 # unless MESA_GLES_VERSION_OVERRIDE caps it): kernels in GLSL ES 3.00 (docs/RUNTIME.md).
