@@ -1,0 +1,67 @@
+"""fuse_updates at its limits: a group reading exactly as many textures as the kernel
+may bind is fused, one more is kept apart (with the reason); a group of 41 steps (more
+than one elementwise group's 32, within the update's 64) is fused, one of 71 is not.
+Values against the graph as built."""
+import numpy as np
+
+import fragflow as ff
+from fragflow.runtime.driver import optimize
+
+
+def _momentum_of_two():
+    g = ff.Graph()
+    with g.as_default():
+        w1 = ff.Variable(np.linspace(-1, 1, 6, dtype=np.float32).reshape(3, 2), name="w1")
+        w2 = ff.Variable(np.float32([0.5, -2.0]), name="w2")
+        loss = ff.reduce_sum(ff.square(w1)) + ff.reduce_sum(ff.square(w2))
+        step = ff.optim.Momentum(0.1, 0.9).minimize(loss)
+    return g, step, (w1, w2)
+
+
+def _sin_chain(depth):
+    g = ff.Graph()
+    with g.as_default():
+        w = ff.Variable(np.float32([0.3, -0.2, 0.0, 1.0, -1.5]), name="w")
+        h = w
+        for _ in range(depth):
+            h = ff.sin(h) * 1.5
+        step = ff.optim.Momentum(0.1, 0.9).minimize(ff.reduce_sum(h))
+    return g, step, (w,)
+
+
+def _fused_updates(g, step, **options):
+    compiled = optimize(g, [step.value], {}, **options)
+    return [n for n in compiled.graph.nodes if n.op == "fused_update"], compiled.fusion_report
+
+
+def _trains_as_built(g, step, variables):
+    """Two steps with the whole pipeline against two on the graph as built."""
+    with ff.Session(g, backend="numpy", passes=[]) as ref, \
+            ff.Session(g, backend="numpy") as full:
+        for _ in range(2):
+            ref.run(step)
+            full.run(step)
+        for v in variables:
+            np.testing.assert_allclose(full.run(v), ref.run(v), rtol=1e-6, atol=1e-7)
+
+
+def test_a_group_at_the_texture_limit_is_fused_and_one_past_it_kept_apart():
+    g, step, _ = _momentum_of_two()
+    fused, _ = _fused_updates(g, step, max_texture_units=5)
+    assert [len(n.inputs) for n in fused] == [5, 5]
+    fused, report = _fused_updates(g, step, max_texture_units=4)
+    assert fused == []
+    assert any("would read 5 textures, more than the 4 it may bind" in line
+               for line in report), report
+
+
+def test_an_update_group_of_41_steps_is_fused_and_one_of_71_kept_apart():
+    g, step, variables = _sin_chain(8)
+    fused, _ = _fused_updates(g, step)
+    assert [len(n.attrs["steps"]) for n in fused] == [41]
+    _trains_as_built(g, step, variables)
+    g, step, variables = _sin_chain(14)
+    fused, report = _fused_updates(g, step)
+    assert fused == []
+    assert any("would have 71 steps" in line for line in report), report
+    _trains_as_built(g, step, variables)
