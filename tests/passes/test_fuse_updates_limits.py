@@ -65,3 +65,31 @@ def test_an_update_group_of_41_steps_is_fused_and_one_of_71_kept_apart():
     assert fused == []
     assert any("would have 71 steps" in line for line in report), report
     _trains_as_built(g, step, variables)
+
+
+def test_a_small_shared_value_is_recomputed_in_each_group_and_a_big_one_computed_once():
+    """tanh(x) * 2 feeds both variables' updates: up to RECOMPUTED_UP_TO (16) elements
+    each group's kernel recomputes it (6 ops a group), above it one kernel computes it
+    for both (4 ops a group)."""
+    for size, ops in ((16, 6), (17, 4), (20, 4)):
+        g = ff.Graph()
+        with g.as_default():
+            x = ff.placeholder((size,), name="x")
+            w1 = ff.Variable(np.linspace(-1, 1, size, dtype=np.float32), name="w1")
+            w2 = ff.Variable(np.full(size, 0.5, np.float32), name="w2")
+            common = ff.tanh(x) * 2.0
+            loss = ff.reduce_sum(w1 * common) + ff.reduce_sum(w2 * common)
+            step = ff.optim.Momentum(0.1, 0.9).minimize(loss)
+        compiled = optimize(g, [step.value], {x.value: x.value.type})
+        lines = [line for line in compiled.fusion_report if line.startswith("one kernel")]
+        assert lines == [f"one kernel updates 'w1/Momentum/momentum', 'w1' ({ops} ops)",
+                         f"one kernel updates 'w2/Momentum/momentum', 'w2' ({ops} ops)"], \
+            (size, compiled.fusion_report)
+        xb = np.linspace(-3, 3, size, dtype=np.float32)
+        with ff.Session(g, backend="numpy", passes=[]) as ref, \
+                ff.Session(g, backend="numpy") as full:
+            for _ in range(2):
+                ref.run(step, {x: xb})
+                full.run(step, {x: xb})
+            for v in (w1, w2):
+                np.testing.assert_allclose(full.run(v), ref.run(v), rtol=1e-6, atol=1e-7)
