@@ -23,6 +23,7 @@ import fragflow as ff
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import train_digits  # noqa: E402  (the model, the data, the single-process baseline)
+from optional import require  # noqa: E402  (what to install)
 
 
 def build():
@@ -48,19 +49,6 @@ def fit_batches(x, y, batch_size, epochs, seed=0):
         batches += [(x[idx], y[idx]) for idx in
                     np.split(order, steps)]
     return batches
-
-
-def require(script, packages, extra):
-    """Exit with what to install when an optional package is missing (instead of a
-    ModuleNotFoundError traceback)."""
-    import importlib.util
-    missing = [pip for module, pip in packages.items()
-               if importlib.util.find_spec(module) is None]
-    if missing:
-        verb = "is" if len(missing) == 1 else "are"
-        sys.exit(f"{script} needs {', '.join(missing)}, which {verb} "
-                 f"not installed here: pip install {' '.join(missing)} "
-                 f"(or pip install -e \".[{extra}]\")")
 
 
 def main():

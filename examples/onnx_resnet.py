@@ -17,19 +17,8 @@ import time
 
 import numpy as np
 
-
-def require(script, packages, extra):
-    """Exit with what to install when an optional package is missing (instead of a
-    ModuleNotFoundError traceback)."""
-    import importlib.util
-    missing = [pip for module, pip in packages.items()
-               if importlib.util.find_spec(module) is None]
-    if missing:
-        verb = "is" if len(missing) == 1 else "are"
-        sys.exit(f"{script} needs {', '.join(missing)}, which {verb} "
-                 f"not installed here: pip install {' '.join(missing)} "
-                 f"(or pip install -e \".[{extra}]\")")
-
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from optional import require  # noqa: E402  (what to install; before torch below)
 
 if __name__ == "__main__":
     require("examples/onnx_resnet.py", {"torch": "torch", "onnx": "onnx",

@@ -19,6 +19,9 @@ import numpy as np
 
 import fragflow as ff
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from optional import require  # noqa: E402  (what to install)
+
 L = ff.layers
 
 
@@ -59,19 +62,6 @@ def step_time(model, xb, yb, runs=10):
         fn(xb, yb)
         times.append(time.perf_counter() - start)
     return statistics.median(times), fn
-
-
-def require(script, packages, extra):
-    """Exit with what to install when an optional package is missing (instead of a
-    ModuleNotFoundError traceback)."""
-    import importlib.util
-    missing = [pip for module, pip in packages.items()
-               if importlib.util.find_spec(module) is None]
-    if missing:
-        verb = "is" if len(missing) == 1 else "are"
-        sys.exit(f"{script} needs {', '.join(missing)}, which {verb} "
-                 f"not installed here: pip install {' '.join(missing)} "
-                 f"(or pip install -e \".[{extra}]\")")
 
 
 def main():
