@@ -77,7 +77,8 @@ def read_model(onnx, model, max_bytes: int):
     try:
         proto.ParseFromString(data)
     except Exception as err:     # noqa: BLE001 -- protobuf's DecodeError and its kin
-        raise OnnxImportError(f"{_short(label)!r} is not an ONNX model: protobuf cannot "
+        given = f"{_short(label)!r}" if base is not None else "the bytes given"
+        raise OnnxImportError(f"{given} is not an ONNX model: protobuf cannot "
                               f"decode it ({type(err).__name__}: {_short(err)})") from None
     _load_external_data(onnx, proto, base, max_bytes - len(data))
     return proto, label
