@@ -14,6 +14,7 @@ free textures and grew from 143 MB to 1,180 MB RSS. Every method that touches GL
 enters the context's section itself (re-entrant, so nesting in a plan's is cheap)."""
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -259,6 +260,10 @@ def _text(log) -> str:
 
 
 def _compile(kind, source: str, name: str, user_code=None) -> int:
+    log_path = os.environ.get("FRAGFLOW_SHADER_LOG")
+    if log_path:        # one line per shader compiled: its sha256, its kernel's name
+        with open(log_path, "a", encoding="utf-8") as f:
+            f.write(f"{hashlib.sha256(source.encode()).hexdigest()} {name}\n")
     shader = GL.glCreateShader(kind)
     GL.glShaderSource(shader, source)
     GL.glCompileShader(shader)
