@@ -122,6 +122,8 @@ class Kernel:
     # paths, reduction passes, epilogue steps: codegen/common.py decisions), printable
     template: str = ""
     params: dict = field(default_factory=dict)
+    # the strategy of its family's table that chose it ("conv.direct"; codegen/strategy.py)
+    strategy: str = ""
 
     def __post_init__(self):
         if HEADER_END in self.source:

@@ -35,6 +35,8 @@ from . import (
 from .kernel import LoweredGraph
 from .layout import layout_for
 from .limits import DESKTOP, Limits, lowering_with
+from .schedule import facts_with, schedule
+from .tuning import Tuning, tuning_with
 
 # Ops that keep row-major order: their output is the same texture, seen another way.
 VIEW_OPS = frozenset(name for name, opdef in all_ops().items() if opdef.kind == "view")
@@ -58,18 +60,22 @@ LOWERINGS = {
 
 
 def lower(graph: Graph, limits: Limits | int | None = None,
-          max_texture_units: int | None = None) -> LoweredGraph:
+          max_texture_units: int | None = None, tuning: Tuning | None = None) -> LoweredGraph:
     """limits: the dialect and the device's limits (codegen/limits.py; a context's:
     `Limits.from_context(info)`); None: GL 3.3 core's. The older form
     lower(graph, max_texture_size, max_texture_units=None) means desktop GL with those.
-    The families read them as `active()` while this runs."""
+    tuning: the knobs kernel choice follows (codegen/tuning; None: the llvmpipe
+    profile). The scheduling step (codegen/schedule.py) runs first; the families read
+    the limits, the tuning and its facts as their modules' `active()` while this runs."""
     if limits is None or isinstance(limits, int):
         limits = Limits(max_texture_size=limits or DESKTOP.max_texture_size,
                         max_texture_units=DEFAULT_TEXTURE_UNITS if max_texture_units is None
                         else max_texture_units)
     elif max_texture_units is not None:
         raise FragflowError("lower(graph, limits): max_texture_units is in the Limits")
-    with lowering_with(limits):
+    tuning = Tuning() if tuning is None else tuning
+    with lowering_with(limits), tuning_with(tuning), \
+            facts_with(schedule(graph, limits, tuning)):
         return _lower(graph, limits)
 
 

@@ -9,6 +9,7 @@
 
 See README.md and docs/ARCHITECTURE.md.
 """
+from .codegen.tuning import Tuning, TuningError  # kernel choice's knobs (docs/ARCHITECTURE.md)
 from .frontend import *  # noqa: F401,F403
 from .frontend import (
     CompiledFunction,
@@ -111,7 +112,8 @@ __all__ = list(_frontend_all) + [
     "Graph", "get_default_graph", "reset_default_graph", "dump", "save_graph", "gl_info",
     "devices",
     "load_graph", "fused", "Session", "CompiledFunction", "Tensor", "Variable", "TensorType",
-    "DTYPES", "FragflowError", "AttrError", "BackendError", "DTypeError", "FeedError",
+    "DTYPES", "Tuning", "TuningError", "FragflowError", "AttrError", "BackendError",
+    "DTypeError", "FeedError",
     "FetchError", "GradientError", "GraphError", "NumericsError", "SerializationError",
     "SessionClosedError", "ShaderCompileError", "ShapeError", "TensorTooLargeError",
 ]

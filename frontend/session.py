@@ -10,6 +10,7 @@ import zipfile
 
 import numpy as np
 
+from ..codegen.tuning import Tuning, TuningError
 from ..ir.errors import FeedError, FetchError, FragflowError, SerializationError, SessionClosedError
 from ..ir.graph import Graph, Value, get_default_graph
 from ..ir.ops.state import RUN_COUNTER
@@ -46,7 +47,7 @@ class Session:
 
     def __init__(self, graph: Graph | None = None, backend: str = "gl", passes=None,
                  disable_passes=(), dump_passes: str | None = None, debug: bool = False,
-                 device: int | None = None, *, config=None, target=None):
+                 device: int | None = None, *, config=None, target=None, tuning=None):
         # TF1's tf.Session(target='', graph=None, config=tf.ConfigProto(...)): a target
         # string first means no graph; config is accepted and ignored (ff.ConfigProto)
         if isinstance(graph, str):
@@ -58,7 +59,13 @@ class Session:
             disable_passes = tuple(disable_passes) + ("fuse_epilogues", "fuse_updates",
                                                      "fuse_elementwise")
         self._pass_args = dict(passes=passes, disable=disable_passes, dump_dir=dump_passes)
-        PassManager(**self._pass_args)          # unknown pass names fail here, not later
+        if tuning is not None:      # the knobs of kernel choice (ff.Tuning); else the device's
+            if not isinstance(tuning, Tuning):
+                raise TuningError(f"Session(tuning=...) takes an ff.Tuning, not "
+                                  f"{type(tuning).__name__}")
+            self._pass_args["tuning"] = tuning
+        # unknown pass names fail here, not later
+        PassManager(**{k: v for k, v in self._pass_args.items() if k != "tuning"})
         # device: an index from ff.devices(). One process has one GL context: the
         # first GL session fixes its device; asking another later raises BackendError.
         self._backend = get_backend(backend, device=device)   # unknown names fail here

@@ -99,12 +99,20 @@ class GLBackend:
         (codegen/limits.py's Limits; the plan cache's key holds them)."""
         return self.device.limits
 
-    def build_plan(self, graph, variables, variable_values: dict, lowered_graph=None):
-        """lowered_graph: graph already lowered (the plan cache's), else lower(graph)."""
+    @property
+    def tuning(self):
+        """The device's Tuning (codegen/tuning: its profile, FRAGFLOW_TUNING applied)."""
+        return self.device.tuning
+
+    def build_plan(self, graph, variables, variable_values: dict, lowered_graph=None,
+                   tuning=None):
+        """lowered_graph: graph already lowered (the plan cache's), else lower(graph)
+        with `tuning` (None: the device's)."""
         from ..codegen import lower
         from .gl_plan import GLPlan
         if lowered_graph is None:
-            lowered_graph = lower(graph, self.device.limits)
+            lowered_graph = lower(graph, self.device.limits,
+                                  tuning=self.device.tuning if tuning is None else tuning)
         plan = GLPlan(lowered_graph, variables, variable_values)
         self.device.shaders.pin(plan.kernels)    # its shaders stay while it lives
         return plan

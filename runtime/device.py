@@ -29,6 +29,9 @@ class Device:
         from .gl_resources import LinkedShaderCache, TexturePool
         # the dialect and limits lowering plans with (codegen/limits.py)
         self.limits = Limits.from_context(self.context.info())
+        from ..codegen.tuning import Tuning
+        # the knobs kernel choice follows on this device (codegen/tuning)
+        self.tuning = Tuning.for_device(self.context.info())
         self.max_texture_size = self.limits.max_texture_size
         self.pool = TexturePool(self.gl)
         self.shaders = LinkedShaderCache(self.gl, self.limits)

@@ -54,14 +54,15 @@ def optimize(graph: Graph, fetches, feed_types: dict, passes=None, disable=(),
 
 
 def compile(graph: Graph, fetches, feed_types: dict, backend="gl", variables=None,
-            passes=None, disable=(), dump_dir: str | None = None):
+            passes=None, disable=(), dump_dir: str | None = None, tuning=None):
     """A plan computing fetches (Values of graph) from feeds of the given types.
 
     backend: a backend of runtime/backend.py or its name ("gl", "numpy"). variables: the
     store the plan's variables live in (a Session's, across its plans); None: a new one
     of the backend's, which the caller releases (plan.variables.release()). The plan's
     feeds are keyed by plan.feed_names[value] (and "run_counter", the run's index, which
-    random ops draw from); give it back with backend.release_plan(plan)."""
+    random ops draw from); give it back with backend.release_plan(plan). tuning: the
+    knobs the GL backend's kernel choice follows (codegen/tuning; None: the device's)."""
     if isinstance(backend, str):
         backend = get_backend(backend)
     fetches = list(fetches)         # read by the plan cache's key, then by prune
@@ -72,8 +73,10 @@ def compile(graph: Graph, fetches, feed_types: dict, backend="gl", variables=Non
         # placeholder in the compiled graph, but its texture is made on first use
         initial = {n.name: n.attrs["initial_value"] for n in graph.nodes
                    if n.op == "variable"}
+        if tuning is None:
+            tuning = getattr(backend, "tuning", None)   # the device's (GL)
         key = _plan_cache_key(graph, fetches, feed_types, backend, passes, disable,
-                              dump_dir)
+                              dump_dir, tuning)
         entry = plan_cache.load(key) if key else None
         if entry is not None:
             try:
@@ -85,7 +88,8 @@ def compile(graph: Graph, fetches, feed_types: dict, backend="gl", variables=Non
                               stacklevel=2)
         optimized = optimize(graph, fetches, feed_types, passes, disable, dump_dir,
                              backend.max_texture_units, backend.max_draw_buffers)
-        plan = backend.build_plan(optimized.graph, variables, initial)
+        plan = backend.build_plan(optimized.graph, variables, initial,
+                                  **({"tuning": tuning} if backend.name == "gl" else {}))
         if key:
             numbers = {node: i for i, node in enumerate(graph.nodes)}
             plan_cache.store(key, plan.lowered_graph,
@@ -99,7 +103,8 @@ def compile(graph: Graph, fetches, feed_types: dict, backend="gl", variables=Non
         return plan
 
 
-def _plan_cache_key(graph, fetches, feed_types, backend, passes, disable, dump_dir):
+def _plan_cache_key(graph, fetches, feed_types, backend, passes, disable, dump_dir,
+                    tuning=None):
     """The plan cache's key for this compile, or None where the cache is not used: off
     (FRAGFLOW_PLAN_CACHE), the numpy backend, a pipeline of the caller's, passes being
     dumped, or a graph the key cannot describe."""
@@ -107,7 +112,7 @@ def _plan_cache_key(graph, fetches, feed_types, backend, passes, disable, dump_d
             or disable or dump_dir or os.environ.get("FRAGFLOW_DUMP_PASSES")):
         return None
     try:
-        return plan_cache.plan_key(graph, fetches, feed_types, backend.limits)
+        return plan_cache.plan_key(graph, fetches, feed_types, backend.limits, tuning)
     except plan_cache.Uncacheable:
         return None
 

@@ -109,14 +109,16 @@ def _attr_text(value, h) -> str:
     raise Uncacheable(f"an attr of type {type(value).__name__}")
 
 
-def plan_key(graph, fetches, feed_types: dict, limits) -> str:
+def plan_key(graph, fetches, feed_types: dict, limits, tuning=None) -> str:
     """The hash naming the entry of (graph, fetches, feed types) on a device with
     these limits (codegen/limits.py's Limits: the dialect and every limit lowering
-    reads, by its repr); Uncacheable when the graph has what the key cannot describe."""
+    reads, by its repr) lowered with this tuning (codegen/tuning: every knob);
+    Uncacheable when the graph has what the key cannot describe."""
     h = hashlib.blake2b(digest_size=20)
     index = {}
     # numpy's and Python's versions: constant folding runs the numpy references
-    lines = [f"fragflow plan {FORMAT} {code_fingerprint()} {limits!r} numpy "
+    lines = [f"fragflow plan {FORMAT} {code_fingerprint()} {limits!r} "
+             f"{tuning.key() if tuning is not None else None} numpy "
              f"{np.__version__} {sys.version}",
              repr(sorted((k, v) for k, v in os.environ.items() if k.startswith("FRAGFLOW_")
                          and k != "FRAGFLOW_PLAN_CACHE"))]

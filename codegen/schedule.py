@@ -1,0 +1,83 @@
+"""The scheduling step between the passes and lowering: the facts about the whole
+compiled graph that kernel choices depend on, worked out once and handed to every
+strategy (codegen/strategy.py) instead of each family scanning the graph, or leaving
+notes for another family's lowering, as it goes.
+
+- `readers`: value name -> the nodes that read it, in graph order
+- `fetched`: the names of the graph's outputs (read back; they need their own texture)
+- `blocks`: value name -> how its producer leaves it in its render targets for its
+  readers instead of stitching it into one texture (decided by the families'
+  planners, e.g. codegen/conv.py's, from readers and the tuning); readers look here.
+
+`schedule(graph, limits, tuning)` computes them; lower() makes them `active()`.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+# planners: (graph, facts, limits, tuning) -> {value name: decision}; the families
+# register theirs here (codegen/lower.py imports them)
+PLANNERS: list = []
+
+
+@dataclass(frozen=True)
+class Facts:
+    readers: Mapping = field(default_factory=dict)
+    fetched: frozenset = frozenset()
+    blocks: Mapping = field(default_factory=dict)
+
+    def readers_of(self, value) -> tuple:
+        """The nodes reading a value (a Value or its name)."""
+        return self.readers.get(getattr(value, "name", value), ())
+
+    def read_only_by(self, value, reads) -> bool:
+        """Whether the value is not fetched, has readers, and reads(reader, value) holds
+        for each: the condition for leaving it in its producer's render targets."""
+        name = getattr(value, "name", value)
+        readers = self.readers_of(name)
+        return name not in self.fetched and bool(readers) and \
+            all(reads(n, value) for n in readers)
+
+
+def graph_facts(graph) -> Facts:
+    """readers and fetched values of a graph (no planner decisions)."""
+    readers: dict = {}
+    for node in graph.nodes:
+        seen = set()
+        for v in node.inputs:
+            if v.name not in seen:
+                seen.add(v.name)
+                readers.setdefault(v.name, []).append(node)
+    return Facts(readers=MappingProxyType({k: tuple(v) for k, v in readers.items()}),
+                 fetched=frozenset(v.name for v in graph.outputs))
+
+
+def schedule(graph, limits, tuning) -> Facts:
+    facts = graph_facts(graph)
+    blocks: dict = {}
+    for planner in PLANNERS:
+        blocks.update(planner(graph, facts, limits, tuning))
+        facts = Facts(facts.readers, facts.fetched, MappingProxyType(dict(blocks)))
+    return facts
+
+
+EMPTY = Facts()
+_active: contextvars.ContextVar = contextvars.ContextVar("fragflow_facts", default=EMPTY)
+
+
+def active() -> Facts:
+    """The facts of the lowering in progress (none outside one)."""
+    return _active.get()
+
+
+@contextlib.contextmanager
+def facts_with(facts: Facts):
+    token = _active.set(facts)
+    try:
+        yield facts
+    finally:
+        _active.reset(token)

@@ -1,0 +1,166 @@
+"""Every knob that steers which kernel a node gets, in one frozen record per device kind.
+
+A `Tuning` holds one section per kernel family (`conv`, `matmul`, `reduce`: the frozen
+dataclasses of codegen/tuning/<family>.py) and the strategy names to prefer or leave out.
+Its profiles:
+
+- "llvmpipe": Mesa's CPU rasterisers (llvmpipe, lavapipe under zink, softpipe): 64x64
+  tiles shaded by a few threads, a texel fetch costing about as much as a few ALU ops,
+  a dependent draw ~30-90 us. Every figure in it was measured (docs/PERFORMANCE.md).
+- "gpu": a discrete or integrated GPU: thousands of lanes, cheap launches, fetches
+  through a cache; the defaults follow its vendors' guides until one is measured.
+- "webgl": a browser's WebGL2 (ANGLE over D3D, Metal, GL or Vulkan; SwiftShader where
+  there is no GPU): the GPU profile with WebGL2's guarantees (4 render targets).
+
+`Tuning.for_device(info)` picks one from a context's renderer string when the device is
+made; `FRAGFLOW_TUNING` overrides it for experiments (a profile name, and/or
+"section.field=value" pairs: `FRAGFLOW_TUNING="gpu,matmul.packed_min_macs=1024"`);
+`ff.Session(g, tuning=...)` overrides both. Lowering reads the active one
+(`active()`, set by codegen/lower.py for its run) and the plan cache keys on it.
+
+>>> t = Tuning.named("llvmpipe")
+>>> t.profile, t == Tuning(), t.with_(prefer=("conv.direct",)).prefer
+('llvmpipe', True, ('conv.direct',))
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+import os
+from dataclasses import dataclass, field
+
+from ...ir.errors import FragflowError
+from . import conv as _conv, matmul as _matmul, reduce as _reduce
+from .conv import ConvTuning
+from .matmul import MatmulTuning
+from .reduce import ReduceTuning
+
+PROFILES = ("llvmpipe", "gpu", "webgl")
+SECTIONS = {"conv": _conv, "matmul": _matmul, "reduce": _reduce}
+
+# renderer strings of the CPU rasterisers the llvmpipe profile was measured on
+_CPU_RENDERERS = ("llvmpipe", "lavapipe", "softpipe", "swiftshader")
+
+
+class TuningError(FragflowError):
+    """A Tuning, a profile name or a FRAGFLOW_TUNING setting that does not exist."""
+
+
+@dataclass(frozen=True)
+class Tuning:
+    profile: str = "llvmpipe"
+    conv: ConvTuning = field(default_factory=ConvTuning)
+    matmul: MatmulTuning = field(default_factory=MatmulTuning)
+    reduce: ReduceTuning = field(default_factory=ReduceTuning)
+    # strategy names ("conv.direct", "matmul.packed") tried before the rest of their
+    # family's table where they apply, and names never tried
+    prefer: tuple = ()
+    exclude: tuple = ()
+
+    def __post_init__(self):
+        if self.profile not in PROFILES:
+            raise TuningError(f"unknown tuning profile {self.profile!r}; use one of "
+                              f"{', '.join(PROFILES)}")
+        for name in ("prefer", "exclude"):
+            value = getattr(self, name)
+            if isinstance(value, str) or not all(isinstance(v, str) for v in value):
+                raise TuningError(f"Tuning.{name} must be a tuple of strategy names, "
+                                  f"not {value!r}")
+            object.__setattr__(self, name, tuple(value))
+
+    @classmethod
+    def named(cls, profile: str) -> Tuning:
+        """The profile's defaults ("llvmpipe", "gpu", "webgl")."""
+        if profile not in PROFILES:
+            raise TuningError(f"unknown tuning profile {profile!r}; use one of "
+                              f"{', '.join(PROFILES)}")
+        return cls(profile=profile, **{name: module.PROFILES[profile]
+                                       for name, module in SECTIONS.items()})
+
+    @classmethod
+    def for_device(cls, info: dict) -> Tuning:
+        """The profile for a context (GLContext.info()): llvmpipe's for Mesa's and
+        Google's CPU rasterisers, the GPU's otherwise; then FRAGFLOW_TUNING."""
+        renderer = str(info.get("renderer", "")).lower()
+        cpu = any(name in renderer for name in _CPU_RENDERERS)
+        return cls.named("llvmpipe" if cpu else "gpu").from_env()
+
+    def from_env(self, text: str | None = None) -> Tuning:
+        """This tuning with FRAGFLOW_TUNING (or `text`) applied: comma-separated items,
+        each a profile name or section.field=value."""
+        text = os.environ.get("FRAGFLOW_TUNING", "") if text is None else text
+        tuning = self
+        for item in filter(None, (part.strip() for part in text.split(","))):
+            if "=" not in item:
+                tuning = Tuning.named(item)
+                continue
+            name, _, raw = item.partition("=")
+            tuning = tuning.with_({name.strip(): _parse(raw.strip(), name)})
+        return tuning
+
+    def with_(self, changes: dict | None = None, **fields) -> Tuning:
+        """A copy with some knobs changed: dotted names in `changes`
+        ({"matmul.blocked_min_macs": 1}), sections as dicts or top-level fields as
+        keywords (prefer=("conv.direct",), conv={"split_rows": False})."""
+        updates = dict(fields)
+        for dotted, value in (changes or {}).items():
+            section, _, knob = dotted.partition(".")
+            if not knob:
+                updates[section] = value
+                continue
+            updates.setdefault(section, {})
+            if not isinstance(updates[section], dict):
+                raise TuningError(f"Tuning: {section} given both whole and by field")
+            updates[section][knob] = value
+        out = {}
+        for name, value in updates.items():
+            if name not in self.__dataclass_fields__:
+                raise TuningError(f"Tuning has no section or field {name!r}; it has "
+                                  f"{', '.join(self.__dataclass_fields__)}")
+            if isinstance(value, dict):
+                section = getattr(self, name)
+                known = {f.name for f in dataclasses.fields(section)}
+                for knob in value:
+                    if knob not in known:
+                        raise TuningError(f"Tuning.{name} has no knob {knob!r}; it has "
+                                          f"{', '.join(sorted(known)) or 'none'}")
+                value = dataclasses.replace(section, **value)
+            out[name] = value
+        return dataclasses.replace(self, **out)
+
+    def key(self) -> str:
+        """The whole record as text (the plan cache's key)."""
+        return repr(self)
+
+
+def _parse(raw: str, name: str):
+    lowered = raw.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    for kind in (int, float):
+        try:
+            return kind(raw)
+        except ValueError:
+            pass
+    raise TuningError(f"FRAGFLOW_TUNING: {name}={raw!r} is not a number or true/false")
+
+
+LLVMPIPE = Tuning()
+
+_active: contextvars.ContextVar = contextvars.ContextVar("fragflow_tuning", default=LLVMPIPE)
+
+
+def active() -> Tuning:
+    """The tuning of the lowering in progress (the llvmpipe profile outside one)."""
+    return _active.get()
+
+
+@contextlib.contextmanager
+def tuning_with(tuning: Tuning):
+    """Make `tuning` the active one for the block (lower() wraps itself in this)."""
+    token = _active.set(tuning)
+    try:
+        yield tuning
+    finally:
+        _active.reset(token)
