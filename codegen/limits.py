@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from ..ir.errors import FragflowError
 from ..ir.program_loops import LLVMPIPE_LOOP_LIMIT
+from . import tuning as _tuning
 
 DIALECTS = ("330", "300 es")
 
@@ -115,6 +116,24 @@ _active: contextvars.ContextVar = contextvars.ContextVar("fragflow_limits", defa
 def active() -> Limits:
     """The limits of the lowering in progress (DESKTOP outside one)."""
     return _active.get()
+
+
+def loop_trips() -> int:
+    """The loop iterations one kernel may plan for: the active limits' loop_trips, or
+    the active Tuning's max_loop_trips where that is smaller (tests shrink it to reach
+    the unrolled paths with small inputs)."""
+    cap = _tuning.active().max_loop_trips
+    return min(cap, active().loop_trips) if cap else active().loop_trips
+
+
+def unroll_for(trips: int) -> int:
+    """The smallest power-of-two unroll that runs `trips` steps in <= loop_trips() loop
+    iterations (1 for short loops: unrolled code costs JIT time)."""
+    unroll = 1
+    budget = loop_trips()
+    while trips > budget * unroll:
+        unroll *= 2
+    return unroll
 
 
 @contextlib.contextmanager

@@ -8,28 +8,7 @@ from ..ir.types import normalize_axes
 from . import reduce_tree, scan
 from .common import make_kernel, operands, output_operand
 from .environment import glsl_float
-from .limits import DESKTOP, active
-
-# A fragment may run Limits.max_loop_iterations loop iterations in all (llvmpipe ends
-# them after 65535 without an error): keep a kernel's iterations well below that
-# (Limits.loop_trips, half of it) by unrolling loop bodies. LOOP_TRIPS caps it further
-# (tests shrink it to reach the unrolled paths with small inputs).
-LOOP_TRIPS = DESKTOP.loop_trips
-
-
-def loop_trips() -> int:
-    """The loop iterations one kernel may plan for on the active limits."""
-    return min(LOOP_TRIPS, active().loop_trips)
-
-
-def unroll_for(trips: int) -> int:
-    """The smallest power-of-two unroll that runs `trips` steps in <= loop_trips() loop
-    iterations (1 for short loops: unrolled code costs JIT time)."""
-    unroll = 1
-    budget = loop_trips()
-    while trips > budget * unroll:
-        unroll *= 2
-    return unroll
+from .limits import loop_trips, unroll_for  # noqa: F401 - until the families import limits
 
 
 def reduction_kernel(node, x, out, axes, reduce_op: str, prefix: str, kernel_op=None):

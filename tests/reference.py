@@ -13,12 +13,13 @@ def reference_session(graph, **options):
     return ff.Session(graph, backend="numpy", passes=[], **options)
 
 
-def run_both(graph, fetches, feed_dict=None):
+def run_both(graph, fetches, feed_dict=None, tuning=None):
     """(GL results with every pass and kernel, the numpy executor's on the graph as
-    built) for the same fetches and feeds."""
+    built) for the same fetches and feeds. tuning: the GL side's ff.Tuning (a strategy
+    preferred or left out, a knob changed); None: the device's."""
     with reference_session(graph) as ref_sess:
         ref = ref_sess.run(fetches, feed_dict)
-    with ff.Session(graph) as gl_sess:
+    with ff.Session(graph, tuning=tuning) as gl_sess:
         out = gl_sess.run(fetches, feed_dict)
     return out, ref
 

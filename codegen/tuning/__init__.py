@@ -57,6 +57,10 @@ class Tuning:
     # family's table where they apply, and names never tried
     prefer: tuple = ()
     exclude: tuple = ()
+    # the most loop iterations one kernel plans for (codegen/limits.py loop_trips);
+    # None: the device's limit's half (Limits.loop_trips). Tests shrink it to reach
+    # unrolled paths with small inputs.
+    max_loop_trips: int | None = None
 
     def __post_init__(self):
         if self.profile not in PROFILES:
@@ -68,6 +72,11 @@ class Tuning:
                 raise TuningError(f"Tuning.{name} must be a tuple of strategy names, "
                                   f"not {value!r}")
             object.__setattr__(self, name, tuple(value))
+        trips = self.max_loop_trips
+        if trips is not None and (not isinstance(trips, int) or isinstance(trips, bool)
+                                  or trips < 1):
+            raise TuningError(f"Tuning.max_loop_trips must be a positive int or None, "
+                              f"not {trips!r}")
 
     @classmethod
     def named(cls, profile: str) -> Tuning:

@@ -11,17 +11,18 @@ import numpy as np
 import pytest
 
 import fragflow as ff
-from fragflow.codegen import reduce as reduce_codegen
+from fragflow.codegen.limits import unroll_for
+from fragflow.codegen.tuning import tuning_with
 from tests.reference import assert_matches, run_both
 
 RTOL = 1e-4
 inf, nan = np.inf, np.nan
 
 
-def check_all(graph, fetches, feed_dict, expected=None, scales=None):
+def check_all(graph, fetches, feed_dict, expected=None, scales=None, tuning=None):
     """GL against the numpy executor for every fetch, and against expected[label]
     (independent formulas) where given."""
-    out, ref = run_both(graph, fetches, feed_dict)
+    out, ref = run_both(graph, fetches, feed_dict, tuning)
     scales = scales or {}
     for label in fetches:
         assert_matches(out[label], ref[label], rtol=RTOL, scale=scales.get(label),
@@ -145,10 +146,10 @@ def test_softmax_over_a_single_class_and_a_long_axis(gl):
     assert (out["softmax one"] == 1).all()
 
 
-def test_unrolled_loops_give_the_same_results(gl, monkeypatch):
+def test_unrolled_loops_give_the_same_results(gl):
     """Axes longer than llvmpipe's loop limit unroll their loop bodies; force that
-    path on short axes by lowering the limit."""
-    monkeypatch.setattr(reduce_codegen, "LOOP_TRIPS", 8)
+    path on short axes by lowering the loop budget (Tuning.max_loop_trips)."""
+    tuning = ff.Tuning().with_(max_loop_trips=8)
     rng = np.random.default_rng(3)
     data = rng.standard_normal((5, 37)).astype(np.float32)
     ints = rng.integers(-9, 9, (37, 5)).astype(np.int32)
@@ -161,14 +162,16 @@ def test_unrolled_loops_give_the_same_results(gl, monkeypatch):
                    "cumsum contiguous": ff.cumsum(x, 1, reverse=True),
                    "cumsum strided": ff.cumsum(x, 0, exclusive=True),
                    "cumsum int strided": ff.cumsum(xi, 0)}
-    assert reduce_codegen.unroll_for(37) > 1
+    with tuning_with(tuning):
+        assert unroll_for(37) > 1
     check_all(g, fetches, {x: data, xi: ints},
               {"softmax": np_softmax(data, -1), "log_softmax": np_log_softmax(data, 0),
                "logsumexp": np_logsumexp(data, 1),
                "cumsum strided": np_cumsum(data, 0, True, False),
                "cumsum int strided": np_cumsum(ints, 0, False, False)},
               {"cumsum contiguous": np_cumsum(np.abs(data), 1, False, True),
-               "cumsum strided": np_cumsum(np.abs(data), 0, True, False)})
+               "cumsum strided": np_cumsum(np.abs(data), 0, True, False)},
+              tuning=tuning)
 
 
 # --- reduce_logsumexp ------------------------------------------------------------------

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 import fragflow as ff
-from fragflow.codegen import reduce as reduce_codegen, reduce_tree, scan
+from fragflow.codegen import reduce_tree, scan
+from fragflow.codegen.limits import DESKTOP
 from tests.gradcheck import check_gradients
 from tests.reference import assert_matches, run_both
 
@@ -80,7 +81,7 @@ def test_every_pass_reads_a_bounded_window_and_the_tree_ends(shape, axes):
     for step, out_groups in steps:
         assert step.window <= max(reduce_tree.WINDOW_MAX, 1)
         # a fragment's loop iterations stay far below llvmpipe's 65535
-        assert step.window + 8 <= reduce_codegen.LOOP_TRIPS
+        assert step.window + 8 <= DESKTOP.loop_trips
         assert step.outer * step.length * step.inner <= size
         assert math.prod(s for s, _ in out_groups) == step.out_size
     final_size = math.prod(d for a, d in enumerate(shape) if a not in axes)
