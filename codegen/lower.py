@@ -58,6 +58,9 @@ LOWERINGS = {
     "update": update.lower_node,
 }
 
+# the families' scheduling decisions that span nodes (codegen/schedule.py), in order
+PLANNERS = ()
+
 
 def lower(graph: Graph, limits: Limits | int | None = None,
           max_texture_units: int | None = None, tuning: Tuning | None = None) -> LoweredGraph:
@@ -75,7 +78,7 @@ def lower(graph: Graph, limits: Limits | int | None = None,
         raise FragflowError("lower(graph, limits): max_texture_units is in the Limits")
     tuning = Tuning() if tuning is None else tuning
     with lowering_with(limits), tuning_with(tuning), \
-            facts_with(schedule(graph, limits, tuning)):
+            facts_with(schedule(graph, limits, tuning, PLANNERS)):
         return _lower(graph, limits)
 
 

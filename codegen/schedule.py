@@ -9,7 +9,7 @@ notes for another family's lowering, as it goes.
   readers instead of stitching it into one texture (decided by the families'
   planners, e.g. codegen/conv.py's, from readers and the tuning); readers look here.
 
-`schedule(graph, limits, tuning)` computes them; lower() makes them `active()`.
+`schedule(graph, limits, tuning, planners)` computes them; lower() makes them `active()`.
 """
 from __future__ import annotations
 
@@ -19,9 +19,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-# planners: (graph, facts, limits, tuning) -> {value name: decision}; the families
-# register theirs here (codegen/lower.py imports them)
-PLANNERS: list = []
 
 
 @dataclass(frozen=True)
@@ -56,10 +53,13 @@ def graph_facts(graph) -> Facts:
                  fetched=frozenset(v.name for v in graph.outputs))
 
 
-def schedule(graph, limits, tuning) -> Facts:
+def schedule(graph, limits, tuning, planners=()) -> Facts:
+    """The graph's facts, with the decisions of `planners`: functions (graph, facts,
+    limits, tuning) -> {value name: decision} (codegen/lower.py's PLANNERS), each
+    seeing the decisions of those before it."""
     facts = graph_facts(graph)
     blocks: dict = {}
-    for planner in PLANNERS:
+    for planner in planners:
         blocks.update(planner(graph, facts, limits, tuning))
         facts = Facts(facts.readers, facts.fetched, MappingProxyType(dict(blocks)))
     return facts
