@@ -93,3 +93,42 @@ def test_a_small_shared_value_is_recomputed_in_each_group_and_a_big_one_computed
                 full.run(step, {x: xb})
             for v in (w1, w2):
                 np.testing.assert_allclose(full.run(v), ref.run(v), rtol=1e-6, atol=1e-7)
+
+
+def test_int32_updates_are_not_fused():
+    """Only float32 updates share a kernel: two one-element int32 counters (which
+    would group as one-element updates) stay two assigns, and count on GL as built."""
+    g = ff.Graph()
+    with g.as_default():
+        a = ff.Variable(np.int32([3]), name="a")
+        b = ff.Variable(np.int32([-7]), name="b")
+        step = ff.group(ff.assign(a, a + 2), ff.assign(b, b * 3 - 1))
+    fused, report = _fused_updates(g, step)
+    assert fused == [] and not any(line.startswith("one kernel") for line in report), report
+    with ff.Session(g) as sess:
+        for _ in range(3):
+            sess.run(step)
+        assert sess.run(a).tolist() == [9] and sess.run(b).tolist() == [-7 * 27 - 13]
+
+
+def test_a_reader_between_the_groups_ops_keeps_the_group_apart():
+    """u = r1 + 1 reads w1's new value r1 and is made before r2 (the group's last op,
+    which reads r1): fusing would compute r1 after u's 'add' needs it, so the updates
+    are kept apart and u sees r1."""
+    g = ff.Graph()
+    with g.as_default():
+        w1 = ff.Variable(np.float32([1, -2, 3, 0, 5]), name="w1")
+        w2 = ff.Variable(np.float32([0.5, 0.5, -1, 2, 4]), name="w2")
+        r1 = w1 * 0.9
+        u = ff.identity(r1 + 1.0, name="u")
+        r2 = w2 * r1
+        step = ff.group(ff.assign(w1, r1), ff.assign(w2, r2))
+    compiled = optimize(g, [step.value, u.value], {})
+    fused = [n for n in compiled.graph.nodes if n.op == "fused_update"]
+    assert fused == []
+    assert "kept the updates of 'w1', 'w2' apart: 'add' reads a new value before the " \
+        "group's last op" in compiled.fusion_report, compiled.fusion_report
+    with ff.Session(g) as sess:
+        got = sess.run([u, step])[0]
+    np.testing.assert_allclose(got, np.float32([1, -2, 3, 0, 5]) * np.float32(0.9) + 1,
+                               rtol=1e-6)

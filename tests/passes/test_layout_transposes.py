@@ -104,3 +104,20 @@ def test_a_fetched_transpose_is_kept():
         y = ff.exp(t)
     ops, _ = compare(g, [t, y], {x: randn(2, 3, 4)})
     assert ops.count("transpose") == 1, ops
+
+
+def test_the_pass_stops_after_16_rounds(monkeypatch):
+    """A round that rewrites something is followed by another; the pass stops after 16
+    (its compile time is bounded whatever the graph). A round that always rewrites
+    runs exactly 16 times."""
+    from fragflow.passes import layout_transposes
+    rounds = []
+
+    def busy_round(graph, report):
+        rounds.append(1)
+        report.append("rewrote something")
+        return graph
+    monkeypatch.setattr(layout_transposes, "_one_round", busy_round)
+    g = ff.Graph()
+    layout_transposes.remove_layout_transposes(g, [])
+    assert len(rounds) == 16
