@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from .common import make_kernel, operands, output_operand
-from .reduce_tree import DIRECT_SOFTMAX_WORK, TreeBuilder, tree_reduce
+from .reduce_tree import TreeBuilder, knobs, tree_reduce
 
 
 def lower_node(node, layouts, prefix):
@@ -23,7 +23,7 @@ def lower_node(node, layouts, prefix):
     rows = math.prod(shape[:-1])
     grad = node.op.endswith("_grad")
     context = {"grad": grad, "classes": classes}
-    if rows * classes * classes <= DIRECT_SOFTMAX_WORK:
+    if rows * classes * classes <= knobs().direct_softmax_work:
         return make_kernel("loss.glsl.j2", prefix, node.op, [node], ins, out,
                            kind="direct", **context)
     builder = TreeBuilder(node, prefix, node.op, layouts)

@@ -40,34 +40,16 @@ from dataclasses import dataclass
 
 from ..ir.ops.reduce import identity_of
 from ..ir.types import TensorType
-from . import reduce as _limits  # LOOP_TRIPS / unroll_for, read when used
+from . import tuning as _tuning
 from .common import make_kernel
 from .environment import glsl_float, glsl_int
 from .kernel import Binding
 from .layout import Layout, affine_index
-from .limits import active
+from .limits import active, unroll_for
 from .operands import Operand
 
-MIN_FRAGMENTS = 16384       # four full 64x64 tiles
-WINDOW_MIN = 256            # a pass reduces its axis at least this much (4x along rows)
-WINDOW_MAX = 4096           # the most elements one output element reduces in a pass
-SMALL_WORK = 1 << 16        # elements a single pass reduces without splitting the axis
-MIN_UNROLL = 4              # the hot loops' bodies, unrolled (llvmpipe's loop overhead)
-ROW_TEXELS = 2048           # the widest intermediate texture (layout.py's rows)
-SCRATCH_ROWS = 8            # the rows an intermediate texture has when it can (scratch_layout)
-TWO_TILES = 128             # texels wide: two of llvmpipe's 64 x 64 tiles
-LOD_FETCH = True         # pass sources read with textureLod (templates/reduce_tree.glsl.j2 load)
-COLUMN_TARGETS = 8          # render targets of a first pass down columns (1: none), at
-                            # most the device's draw buffers (codegen/limits.py)
-ROW_RUNS = True             # texel passes step along rows in texture coordinates (row_run)
-ROW_RUN_UNROLL = 8          # their loop bodies, unrolled
-WHOLE_TEXELS = True         # passes along rows read whole texels into lane partials (texel_pass)
 # the reductions whose passes may keep lane partials (the order of their operands is free)
 LANE_PARTIAL_OPS = ("sum", "prod", "max", "min", "sumexp")
-SOFTMAX_PARTIALS = True     # softmax along 4-aligned rows keeps lane partials (softmax_kernels)
-# softmax whose elements times its axis length stay under this: one kernel whose
-# elements each walk their slice (three launches cost more than that walk)
-DIRECT_SOFTMAX_WORK = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -93,29 +75,25 @@ class Pass:
         return "strided4" if self.inner % 4 == 0 else "strided"
 
 
-# Column sums to a small output (at most FEW_OUTPUTS elements, a fragment a texel)
-# down a long axis that one pass would take: windows of SPLIT_FEW_WINDOW (two
-# passes), not a few fragments walking the whole axis alone, one texel a row.
-SPLIT_FEW = True
-FEW_OUTPUTS = 64
-SPLIT_FEW_LENGTH = 2048
-SPLIT_FEW_WINDOW = 64
+def knobs(tuning=None):
+    """The reduce section of `tuning` (a Tuning; None: the active one)."""
+    return (_tuning.active() if tuning is None else tuning).reduce
 
 
-def choose_window(outer: int, length: int, inner: int) -> int:
+def choose_window(outer: int, length: int, inner: int, tuning=None) -> int:
     """The window of a pass over outer x length x inner (see the module docstring)."""
+    t = knobs(tuning)
     kept = outer * inner
-    if length <= WINDOW_MAX and (kept >= 4 * MIN_FRAGMENTS or length * kept <= SMALL_WORK
-                                 or length <= WINDOW_MIN):
-        if SPLIT_FEW and inner > 1 and kept <= FEW_OUTPUTS and length >= SPLIT_FEW_LENGTH:
-            return SPLIT_FEW_WINDOW  # a few fragments would walk the whole axis alone
+    if length <= t.window_max and (kept >= 4 * t.min_fragments
+                                   or length * kept <= t.small_work or length <= t.window_min):
+        if t.split_few and inner > 1 and kept <= t.few_outputs and \
+                length >= t.split_few_length:
+            return t.split_few_window  # a few fragments would walk the whole axis alone
         return length
-    window = length * kept // (4 * MIN_FRAGMENTS)
-    # Measured on llvmpipe (process CPU time, the shared machine's load disturbs it
-    # least): along rows windows of 1024 (a fragment reads 1024 texels) beat 256 by
-    # ~10%; down columns (a new row each step) 256 beat 64 and 1024.
-    least = WINDOW_MIN * 4 if inner == 1 else WINDOW_MIN
-    window = min(WINDOW_MAX, max(least, window))
+    window = length * kept // (4 * t.min_fragments)
+    # along rows a fragment reads 4x the least window (docs/PERFORMANCE.md)
+    least = t.window_min * 4 if inner == 1 else t.window_min
+    window = min(t.window_max, max(least, window))
     window -= window % 4                         # whole texels along contiguous rows
     return min(window, length)
 
@@ -134,7 +112,7 @@ def groups_of(shape, axes) -> list:
     return groups
 
 
-def plan(shape, axes, whole_texels: bool = False) -> list:
+def plan(shape, axes, whole_texels: bool = False, tuning=None) -> list:
     """[(Pass, group sizes and kinds of its output)] reducing `axes` of `shape`,
     innermost reduced run first; one pass of window 1 (a copy) when nothing is
     reduced (every reduced axis has length 1).
@@ -142,17 +120,19 @@ def plan(shape, axes, whole_texels: bool = False) -> list:
     whole_texels: the reduction does not care which partial result an element goes
     into (sum, prod, max, min: not argmax's first position), so a pass along a
     4-aligned row that does not finish it (see texel_pass) keeps four partials per
-    window, one per lane."""
+    window, one per lane. tuning: a Tuning (None: the active one)."""
+    t = knobs(tuning)
     groups = groups_of(shape, axes)
     passes = []
     while any(reduced for _, reduced in groups):
         g = max(i for i, (_, reduced) in enumerate(groups) if reduced)
         outer = math.prod(size for size, _ in groups[:g])
         inner = math.prod(size for size, _ in groups[g + 1:])
-        step = Pass(outer, groups[g][0], inner, choose_window(outer, groups[g][0], inner))
+        step = Pass(outer, groups[g][0], inner,
+                    choose_window(outer, groups[g][0], inner, tuning))
         groups = [list(grp) for grp in groups]
         groups[g][0] = step.out_length
-        if whole_texels and WHOLE_TEXELS and texel_pass(step) is not None:
+        if whole_texels and t.whole_texels and texel_pass(step) is not None:
             step = texel_pass(step)
             groups[g][0] = step.out_length * 4       # the lanes' partials, still reduced
         out_groups = [tuple(grp) for grp in groups]
@@ -173,26 +153,25 @@ def texel_pass(step: Pass) -> Pass | None:
     step's (whose four lanes read four windows of W/4 texels each), as one
     contiguous run of W texels into four partial results, one per lane, which the
     next pass reduces with the rest; the output is as large as step's. One run per
-    fragment instead of four: ~20% less CPU for a 4M-element sum's first pass,
-    measured on llvmpipe. None where that does not apply."""
+    fragment instead of four. None where that does not apply."""
     if step.inner != 1 or step.length % 4 or step.out_length < 2:
         return None
     return Pass(step.outer, step.length // 4, 4, step.window)
 
 
 def scratch_layout(shape, dtype: str, like: Layout) -> Layout:
-    """A texture for a value between passes: about SCRATCH_ROWS texels tall where it
-    can be, yet at least TWO_TILES wide once that leaves 4 rows (llvmpipe shades 4x4
-    blocks and splits a pass into 64x64 tiles over its threads: a pass writing 1024
-    texels as 128 x 8 took ~9% less CPU than as 256 x 4, 2 x 512 ~17% more, and 64 x 16
-    runs on one thread), rows of a power of two texels (cheap index arithmetic), no
-    wider or taller than `like` allows."""
+    """A texture for a value between passes: about scratch_rows texels tall where it
+    can be, yet at least scratch_min_width wide once that leaves 4 rows (llvmpipe
+    shades 4x4 blocks and splits a pass into 64x64 tiles over its threads), rows of a
+    power of two texels (cheap index arithmetic), no wider or taller than `like`
+    allows."""
+    t = knobs()
     size = math.prod(shape)
     texels = max(1, -(-size // 4))
     cap = max(like.width, like.height, 1)
     width = 1
-    while (width * SCRATCH_ROWS < texels or width < TWO_TILES <= texels // 4) and \
-            width < ROW_TEXELS:
+    while (width * t.scratch_rows < texels or width < t.scratch_min_width <= texels // 4) \
+            and width < t.scratch_row_texels:
         width *= 2
     width = min(width, cap)
     return Layout(tuple(shape), dtype, width, -(-texels // width))
@@ -302,13 +281,14 @@ def tree_reduce(builder: TreeBuilder, x: Operand, out: Operand, axes, op: str,
     return out
 
 
-def column_targets(step: Pass, src: Operand, op: str) -> int:
+def column_targets(step: Pass, src: Operand, op: str, tuning=None) -> int:
     """Render targets for a first pass down 4-aligned columns: K adjacent column texels
     per fragment (K * 16 contiguous bytes a row), or 1 where that does not apply."""
-    if COLUMN_TARGETS < 2 or step.mode != "strided4" or src.dtype != "float32" or \
+    wanted = knobs(tuning).column_targets
+    if wanted < 2 or step.mode != "strided4" or src.dtype != "float32" or \
             op not in ("sum", "max", "min", "prod", "sumexp") or step.out_length < 2:
         return 1
-    k = min(COLUMN_TARGETS, active().max_draw_buffers)
+    k = min(wanted, active().max_draw_buffers)
     while k > 1 and ((step.inner // 4) % k or src.layout.width % k):
         k //= 2
     return k
@@ -348,6 +328,7 @@ def emit_pass(builder: TreeBuilder, bound: dict, target: Operand, step: Pass, op
                           type=layered.type)
     src = layered or next(iter(bound.values()))
     trips = step.window + 8
+    t = knobs()
     run = row_run(step, src, layered is None)
     defaults = dict(axis_length=1, values=None, shift=None, shift_index=None,
                     shift_partials=False, slice_max=None, finish_op="", count=1,
@@ -357,13 +338,13 @@ def emit_pass(builder: TreeBuilder, bound: dict, target: Operand, step: Pass, op
                 rop=op, mode=step.mode, outer=step.outer, length=step.length,
                 inner=step.inner, window=step.window, out_length=step.out_length,
                 out_size=step.out_size, layered=layered,
-                lod_fetch=LOD_FETCH, row_run=run,
+                lod_fetch=t.lod_fetch, row_run=run,
                 lane_blocks=lane_blocks(layered.layout if layered is not None else
                                         target.layout if context["targets"] > 1 else None),
                 aligned=step.length % 4 == 0 and step.window % 4 == 0,
                 init=_init(op, (context.get("values") or src).dtype),
-                unroll=max(ROW_RUN_UNROLL if run else MIN_UNROLL if step.window >= 16 else 1,
-                           _limits.unroll_for(trips)),
+                unroll=max(t.row_run_unroll if run else t.min_unroll if step.window >= 16
+                           else 1, unroll_for(trips)),
                 **context)
     kernel = builder.kernels[-1]
     if layered is not None:        # bound first, as a sampler2DArray the prologue skips
@@ -375,16 +356,16 @@ def emit_pass(builder: TreeBuilder, bound: dict, target: Operand, step: Pass, op
     return target
 
 
-def row_run(step: Pass, src: Operand, plain_source: bool) -> str:
+def row_run(step: Pass, src: Operand, plain_source: bool, tuning=None) -> str:
     """How a pass reading whole consecutive texels (strided4 with inner 4: a
     texel_pass) can step along the rows of its source (a plain 2D texture whose width
     is a power of two) in texture coordinates, exactly: "within" when every window
     lies in one row (the width a multiple of the window), "rows" when every window is
     whole rows (the window a multiple of the width); windows start at multiples of
-    the window. "" otherwise (a wrap test and an int to float conversion per texel:
-    ~10% more CPU, llvmpipe, a 4M-element sum's first pass)."""
+    the window. "" otherwise (a wrap test and an int to float conversion per texel)."""
     width, window = src.layout.width, step.window
-    if not (ROW_RUNS and LOD_FETCH and plain_source and step.mode == "strided4" and
+    t = knobs(tuning)
+    if not (t.row_runs and t.lod_fetch and plain_source and step.mode == "strided4" and
             step.inner == 4 and width & (width - 1) == 0 and
             (step.outer == 1 or step.length % window == 0)):
         return ""
@@ -449,19 +430,20 @@ def softmax_kernels(node, x: Operand, out: Operand, axis: int, prefix: str,
     builder = TreeBuilder(node, prefix, node.op, layouts)
     shape = x.layout.shape
     inner = math.prod(shape[axis + 1:])
-    if math.prod(shape) * shape[axis] <= DIRECT_SOFTMAX_WORK:
+    t = knobs()
+    if math.prod(shape) * shape[axis] <= t.direct_softmax_work:
         # small (a classifier's logits): one kernel, each element walking its slice
         builder.add("reduce_tree.glsl.j2", [x], out, kind="softmax_direct", rop=node.op,
                     values=None, log=node.op == "log_softmax", length=shape[axis],
-                    inner=inner, unroll=_limits.unroll_for(shape[axis]))
+                    inner=inner, unroll=unroll_for(shape[axis]))
         return builder.kernels
     kept = tuple(d for a, d in enumerate(shape) if a != axis)
-    partials = SOFTMAX_PARTIALS and inner == 1 and shape[axis] % 4 == 0 and \
+    partials = t.softmax_partials and inner == 1 and shape[axis] % 4 == 0 and \
         shape[axis] >= 8
     if partials:
         # rows of whole texels: their max and sum of exp as four lane partials per row
         # (one texel), each pass reading one run of texels (texel_pass); the normalize
-        # kernel folds them. (1024, 1000): -23% CPU for the max, -19% for a sum.
+        # kernel folds them.
         rows = math.prod(kept)
         view = (rows, shape[axis] // 4, 4)
         x_view = dataclasses.replace(x, layout=dataclasses.replace(x.layout, shape=view))

@@ -2,29 +2,27 @@
 reduce_tree pass).
 
 An element's running sum walks back to the start of its slice, which costs a long axis
-its length per element. Instead the axis is cut into blocks of BLOCK elements:
+its length per element. Instead the axis is cut into blocks of B elements (the tuning's
+scan_block_contiguous, or scan_block_strided: a contiguous axis sums whole texels, a
+quarter of the fetches of a strided one, whose lanes fetch one element at a time):
 
-    block sums   one tree pass (window BLOCK) sums each block;
+    block sums   one tree pass (window B) sums each block;
     offsets      the exclusive running sums of the block sums (the same scan, again,
-                 over an axis BLOCK times shorter, down to one block);
+                 over an axis B times shorter, down to one block);
     final        each element's running sum within its block, plus its block's offset.
 
 Reversed scans reverse each step (the offset of a block is the sum of the blocks after
-it). An element walks at most BLOCK elements, so each kernel's loops stay far below
+it). An element walks at most B elements, so each kernel's loops stay far below
 llvmpipe's 65535 iterations for any axis length.
 """
 from __future__ import annotations
 
 import math
 
-from . import reduce as _limits
 from .layout import affine_index, strides
+from .limits import unroll_for
 from .operands import Operand
-from .reduce_tree import Pass, TreeBuilder, bind_inputs, emit_pass
-
-# Elements per block: a contiguous axis sums whole texels (a quarter of the fetches of
-# a strided one, whose lanes fetch one element at a time).
-BLOCK = {"contiguous": 64, "strided": 16}
+from .reduce_tree import Pass, TreeBuilder, bind_inputs, emit_pass, knobs
 
 
 def cumsum_kernels(node, x: Operand, out: Operand, axis: int, exclusive: bool,
@@ -40,7 +38,8 @@ def scan(builder: TreeBuilder, x: Operand, out: Operand, axis: int, exclusive: b
     shape = x.layout.shape
     length = shape[axis]
     outer, inner = math.prod(shape[:axis]), math.prod(shape[axis + 1:])
-    block = BLOCK["contiguous" if inner == 1 else "strided"]
+    t = knobs()
+    block = t.scan_block_contiguous if inner == 1 else t.scan_block_strided
     if length <= block:
         return _final(builder, x, out, axis, exclusive, reverse, length, None)
     step = Pass(outer, length, inner, block)
@@ -67,4 +66,4 @@ def _final(builder, x, out, axis, exclusive, reverse, block, offsets):
                        contiguous=contiguous, exclusive=exclusive, reverse=reverse,
                        block=block, blocks=-(-shape[axis] // block),
                        offsets=bound[offsets.value] if offsets is not None else None,
-                       unroll=_limits.unroll_for(trips), **along)
+                       unroll=unroll_for(trips), **along)

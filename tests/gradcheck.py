@@ -42,10 +42,11 @@ def numeric_gradient(graph, y, x, feeds: dict, eps: float = 1e-4) -> np.ndarray:
 
 
 def check_gradients(build, inputs: dict, backend="gl", rtol=1e-3, atol=1e-4,
-                    second_order=False, seed=0):
+                    second_order=False, seed=0, tuning=None):
     """build(*placeholders) -> tensor f. Checks d sum(f * r)/dx (r random, so every
     output element matters) for every input against finite differences; with
-    second_order, also d sum(grad * r2)/dx against differences of the gradient."""
+    second_order, also d sum(grad * r2)/dx against differences of the gradient.
+    tuning: the analytic side's ff.Tuning (None: the device's)."""
     rng = np.random.default_rng(seed)
     g = ff.Graph("gradcheck")
     with g.as_default():
@@ -64,7 +65,7 @@ def check_gradients(build, inputs: dict, backend="gl", rtol=1e-3, atol=1e-4,
                 z = z + t
             second = ff.gradients(z, list(xs.values()), unconnected="zero")
     feeds = {xs[k]: np.asarray(v, np.float32) for k, v in inputs.items()}
-    with ff.Session(g, backend=backend) as sess:
+    with ff.Session(g, backend=backend, tuning=tuning) as sess:
         # one run: random ops (dropout) draw the same values for both orders, as in the
         # finite differences (run 0)
         fetched = sess.run(grads + (second if second_order else []), feeds)

@@ -1,13 +1,59 @@
-"""The reduce family's knobs (codegen/reduce*.py): one field per knob, the llvmpipe
-profile's value as its default; PROFILES gives each device kind's."""
+"""The reduce family's knobs (codegen/reduce*.py, codegen/scan.py; codegen/loss.py reads
+direct_softmax_work): one field per knob, the llvmpipe profile's value as its default;
+PROFILES gives each device kind's. docs/PERFORMANCE.md has what each was measured at."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
 class ReduceTuning:
-    pass
+    # a pass's windows keep its output at this many fragments or more (four 64x64 tiles)
+    min_fragments: int = 16384
+    # a pass reduces its axis at least this much (4x along rows), at most window_max
+    window_min: int = 256
+    window_max: int = 4096
+    # elements a single pass reduces without splitting the axis
+    small_work: int = 1 << 16
+    # the hot loops' bodies, unrolled (a loop's overhead per iteration)
+    min_unroll: int = 4
+    # an intermediate texture: rows of at most scratch_row_texels texels, about
+    # scratch_rows rows tall, yet scratch_min_width wide once that leaves 4 rows
+    scratch_row_texels: int = 2048
+    scratch_rows: int = 8
+    scratch_min_width: int = 128
+    # pass sources read with textureLod at texel centres instead of texelFetch
+    lod_fetch: bool = True
+    # render targets of a first pass down columns (1: none; at most the device's)
+    column_targets: int = 8
+    # texel passes step along rows in texture coordinates (reduce_tree.row_run), their
+    # loop bodies unrolled row_run_unroll times
+    row_runs: bool = True
+    row_run_unroll: int = 8
+    # passes along rows read whole texels into lane partials (reduce_tree.texel_pass)
+    whole_texels: bool = True
+    # softmax along 4-aligned rows keeps its max and sum as lane partials
+    softmax_partials: bool = True
+    # softmax (and the loss) whose elements times its axis stay under this: one kernel
+    # whose elements each walk their slice
+    direct_softmax_work: int = 1 << 16
+    # column sums to at most few_outputs elements down split_few_length rows or more:
+    # windows of split_few_window (two passes), not a few fragments walking the axis
+    split_few: bool = True
+    few_outputs: int = 64
+    split_few_length: int = 2048
+    split_few_window: int = 64
+    # cumsum's blocks (codegen/scan.py): along a contiguous axis, along a strided one
+    scan_block_contiguous: int = 64
+    scan_block_strided: int = 16
 
 
-PROFILES = {"llvmpipe": ReduceTuning(), "gpu": ReduceTuning(), "webgl": ReduceTuning()}
+LLVMPIPE = ReduceTuning()
+# A GPU runs tens of thousands of fragments at once: a first pass of 16K fragments
+# would leave most lanes idle, so windows shrink until it has 64K.
+GPU = dataclasses.replace(LLVMPIPE, min_fragments=1 << 16)
+# WebGL2 runs on the same GPUs; its 4 draw buffers cap column_targets through Limits.
+WEBGL = GPU
+
+PROFILES = {"llvmpipe": LLVMPIPE, "gpu": GPU, "webgl": WEBGL}

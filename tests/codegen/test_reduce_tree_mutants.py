@@ -1,31 +1,35 @@
 """codegen/reduce_tree.py's pass planning, written for the mutants that `make mutation`
 found alive (tests/mutation/run.py): the window of a long reduction along rows (at
-least 4 x WINDOW_MIN), the render targets of a first pass down columns when
-COLUMN_TARGETS allows two, and a texel pass that steps whole rows. Hand values from
+least 4 x window_min), the render targets of a first pass down columns when the
+tuning's column_targets allows two, and a texel pass that steps whole rows. Hand values from
 the rules in the module's docstrings."""
 from types import SimpleNamespace
 
+import fragflow as ff
 from fragflow.codegen import reduce_tree
 from fragflow.codegen.reduce_tree import Pass
+from fragflow.codegen.tuning.reduce import ReduceTuning
+
+WINDOW_MIN = ReduceTuning().window_min
 
 
 def test_a_long_row_reduction_takes_windows_of_four_times_window_min():
     # 2^20 elements to 1: the fragments would want windows of 16; rows take 1024
-    assert reduce_tree.choose_window(1, 1 << 20, 1) == 4 * reduce_tree.WINDOW_MIN
+    assert reduce_tree.choose_window(1, 1 << 20, 1) == 4 * WINDOW_MIN
     # down columns the least window is WINDOW_MIN itself
-    assert reduce_tree.choose_window(1, 1 << 20, 4) == reduce_tree.WINDOW_MIN
+    assert reduce_tree.choose_window(1, 1 << 20, 4) == WINDOW_MIN
 
 
 def source(width, dtype="float32"):
     return SimpleNamespace(dtype=dtype, layout=SimpleNamespace(width=width))
 
 
-def test_two_column_targets_when_column_targets_is_two(monkeypatch):
-    monkeypatch.setattr(reduce_tree, "COLUMN_TARGETS", 2)
+def test_two_column_targets_when_column_targets_is_two():
     step = Pass(outer=1, length=4096, inner=8, window=256)   # two column texels
-    assert reduce_tree.column_targets(step, source(8), "sum") == 2
-    monkeypatch.setattr(reduce_tree, "COLUMN_TARGETS", 1)   # "1: none"
-    assert reduce_tree.column_targets(step, source(8), "sum") == 1
+    two = ff.Tuning().with_({"reduce.column_targets": 2})
+    assert reduce_tree.column_targets(step, source(8), "sum", two) == 2
+    one = ff.Tuning().with_({"reduce.column_targets": 1})    # "1: none"
+    assert reduce_tree.column_targets(step, source(8), "sum", one) == 1
 
 
 def test_a_window_of_whole_rows_steps_rows():

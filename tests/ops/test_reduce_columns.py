@@ -8,25 +8,26 @@ import pytest
 
 import fragflow as ff
 from fragflow.codegen import reduce_tree
-from tests.ops.test_reduce_tree import shrink_windows
+from tests.ops.test_reduce_tree import SHRUNK
 from tests.reference import assert_matches, run_both
 
 RTOL = 1e-4
 
 
 @pytest.fixture
-def small_windows(monkeypatch):
-    """Windows of 4-8 elements: a few hundred rows take a tree of column passes."""
-    shrink_windows(monkeypatch)
+def small_windows():
+    """The tuning of windows of 4-8 elements: a few hundred rows take a tree of column
+    passes."""
+    return SHRUNK
 
 
-def column_kernels(shape, axis):
+def column_kernels(shape, axis, tuning=None):
     """The kernels of a sum over axis of a float tensor of shape."""
     g = ff.Graph()
     with g.as_default():
         x = ff.placeholder(shape, name="x")
         y = ff.sum(x, axis=axis)
-    with ff.Session(g) as sess:
+    with ff.Session(g, tuning=tuning) as sess:
         fn = sess.compile([y], feeds=[x])
         fn(np.zeros(shape, np.float32))
         return fn.kernels
@@ -63,7 +64,7 @@ def test_column_sums_in_lane_blocks_match_numpy(gl, small_windows):
                    "softmax": ff.softmax(x, 1), "log_softmax": ff.log_softmax(z, 0),
                    "nan sum": ff.sum(z, 0), "nan max": ff.max(z, 0),
                    "batch and rows": ff.sum(x, (0, 1))}
-    out, ref = run_both(g, fetches, {x: batch, z: wide})
+    out, ref = run_both(g, fetches, {x: batch, z: wide}, tuning=small_windows)
     scales = {"sum": np.abs(batch).sum(1), "mean": np.abs(batch).mean(1, keepdims=True),
               "batch and rows": np.abs(batch).sum((0, 1))}
     for label in fetches:
@@ -74,7 +75,7 @@ def test_column_sums_in_lane_blocks_match_numpy(gl, small_windows):
     # batch: targets 64 x 4 texels; wide: 64 x 3 made 40 x 4; (37, 32): 10 texels, 4 x 3
     for shape, axis, blocks in ((batch.shape, 1, True), (wide.shape, 0, True),
                                 ((37, 32), 0, False)):
-        first, second = column_kernels(shape, axis)[:2]
+        first, second = column_kernels(shape, axis, small_windows)[:2]
         assert first.output_layers > 1
         assert ("xy.y >> 1" in first.source) == ("block_position" in second.source) == blocks
 

@@ -1,5 +1,5 @@
-"""Column reductions to a small output down a long axis (codegen/reduce_tree.py
-SPLIT_FEW: at most FEW_OUTPUTS outputs, at least SPLIT_FEW_LENGTH rows) run as two
+"""Column reductions to a small output down a long axis (the tuning's reduce.split_few:
+at most few_outputs outputs, at least split_few_length rows) run as two
 passes of windows instead of a few fragments walking every row: W13's conv1 bias
 gradient, a sum over 4096 rows of 8. On GL against the numpy reference executor: sum,
 mean, max, min, prod, argmax / argmin (ties: the first wins), logsumexp; rows that the
@@ -10,17 +10,18 @@ import pytest
 
 import fragflow as ff
 from fragflow.codegen import reduce_tree
+from fragflow.codegen.tuning.reduce import ReduceTuning
 from tests.reference import assert_matches, run_both
 
 
-def _run(build, x):
+def _run(build, x, tuning=None):
     g = ff.Graph()
     with g.as_default():
         xp = ff.placeholder(x.shape, x.dtype, name="x")
         y = build(xp)
-    with ff.Session(g) as sess:
+    with ff.Session(g, tuning=tuning) as sess:
         kernels = sess.compile([y], feeds=[xp]).kernels
-    out, ref = run_both(g, {"y": y}, {xp: x})
+    out, ref = run_both(g, {"y": y}, {xp: x}, tuning=tuning)
     scale = float(np.max(np.abs(np.nan_to_num(ref["y"], posinf=0, neginf=0)), initial=0))
     assert_matches(out["y"], ref["y"], rtol=1e-4, atol=1e-4 * (1 + scale))
     return kernels
@@ -73,10 +74,11 @@ def test_bias_gradient_sum_like(gl):
 @pytest.mark.parametrize("rows, cols, splits", [(4096, 8, True), (1024, 8, False),
                                                 (4096, 1, False), (4096, 128, False)])
 def test_which_plans_split(rows, cols, splits):
-    assert (reduce_tree.choose_window(1, rows, cols) == reduce_tree.SPLIT_FEW_WINDOW) == splits
+    window = ReduceTuning().split_few_window
+    assert (reduce_tree.choose_window(1, rows, cols) == window) == splits
 
 
-def test_off_keeps_one_pass(gl, monkeypatch):
-    monkeypatch.setattr(reduce_tree, "SPLIT_FEW", False)
+def test_off_keeps_one_pass(gl):
+    off = ff.Tuning().with_({"reduce.split_few": False})
     x = np.random.default_rng(1).standard_normal((4096, 8)).astype(np.float32)
-    assert len(_run(lambda xp: ff.reduce_sum(xp, axis=0), x)) == 1
+    assert len(_run(lambda xp: ff.reduce_sum(xp, axis=0), x, off)) == 1

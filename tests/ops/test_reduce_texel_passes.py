@@ -18,21 +18,16 @@ from fragflow.codegen.layout import layout_for
 from fragflow.codegen.operands import Operand
 from fragflow.ir.types import TensorType
 from tests.gradcheck import check_gradients
-from tests.ops.test_reduce_tree import (
-    REDUCTIONS,
-    check_all,
-    kernels_of,
-    scale_of,
-    shrink_windows,
-)
+from tests.ops.test_reduce_tree import REDUCTIONS, SHRUNK, check_all, kernels_of, scale_of
 
 inf, nan = np.inf, np.nan
 
 
 @pytest.fixture
-def small_windows(monkeypatch):
-    """Windows of 8 texels: small inputs take texel passes, row runs and trees."""
-    shrink_windows(monkeypatch)
+def small_windows():
+    """The tuning of windows of 8 texels: small inputs take texel passes, row runs and
+    trees."""
+    return SHRUNK
 
 
 def first_pass(shape, axes):
@@ -113,9 +108,9 @@ def test_reductions_through_texel_passes(gl, small_windows):
             fetches[f"softmax {name}"] = ff.softmax(x, axis)
             fetches[f"argmax {name}"] = ff.argmax(x, axis)
             holders[name] = x
-    check_all(g, fetches, feeds, scales)
+    check_all(g, fetches, feeds, scales, tuning=small_windows)
     # the first pass of a row sum keeps four lane partials per window
-    kernels = kernels_of(g, fetches["sum fit"], holders["fit"])
+    kernels = kernels_of(g, fetches["sum fit"], holders["fit"], small_windows)
     assert len(kernels) == 2 and kernels[0].output.layout.shape == (2, 2, 4)
 
 
@@ -139,7 +134,7 @@ def test_nan_infinities_and_int32_through_texel_passes(gl, small_windows):
         fetches["log_softmax"] = ff.log_softmax(x, 1)
         fetches.update({f"{op} int {axis}": fn(xi, axis=axis)
                         for op, fn in REDUCTIONS.items() for axis in (None, 1)})
-    out = check_all(g, fetches, {x: data, xi: ints})
+    out = check_all(g, fetches, {x: data, xi: ints}, tuning=small_windows)
     assert np.isnan(out["max 1"][[0, 4]]).all() and out["max 1"][1] == inf
     assert np.isnan(out["sum 1"][3]) and out["logsumexp"][2] == -inf
 
@@ -188,4 +183,5 @@ def test_softmax_rows_reduce_into_lane_partials(gl):
 
 def test_softmax_gradients_through_lane_partials(gl, small_windows):
     x = np.random.default_rng(33).standard_normal((3, 16)).astype(np.float32)
-    check_gradients(lambda t: ff.softmax(t, 1) * ff.log_softmax(t, -1), {"x": x})
+    check_gradients(lambda t: ff.softmax(t, 1) * ff.log_softmax(t, -1), {"x": x},
+                    tuning=small_windows)

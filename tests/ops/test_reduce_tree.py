@@ -4,8 +4,8 @@ than llvmpipe's 65,535 loop iterations, sizes not a multiple of 4, 1-element axe
 batches, every kind of pass (contiguous rows, 4-aligned columns, other strides),
 NaN / inf inputs, int32; gradients against finite differences.
 
-Trees of small tensors: `small_windows` shrinks the planner's windows so that a 5x37
-tensor takes as many passes as a long axis does (cheap to run, cheap to differentiate
+Trees of small tensors: the `small_windows` tuning shrinks the planner's windows so that
+a 5x37 tensor takes as many passes as a long axis does (cheap to run, cheap to differentiate
 numerically). Every distinct kernel costs a shader compile (~80 ms): graphs are few
 and hold many fetches.
 """
@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 
 import fragflow as ff
-from fragflow.codegen import reduce_tree, scan
+from fragflow.codegen import reduce_tree
 from fragflow.codegen.limits import DESKTOP
+from fragflow.codegen.tuning.reduce import ReduceTuning
 from tests.gradcheck import check_gradients
 from tests.reference import assert_matches, run_both
 
@@ -26,21 +27,19 @@ REDUCTIONS = {"sum": ff.sum, "mean": ff.mean, "max": ff.max, "min": ff.min,
               "prod": ff.prod}
 
 
-def shrink_windows(monkeypatch):
-    """The planner's windows at 4-8 elements and no single-pass shortcuts, so that
-    small inputs take trees (the reduction tests' small_windows fixtures)."""
-    monkeypatch.setattr(reduce_tree, "WINDOW_MIN", 4)
-    monkeypatch.setattr(reduce_tree, "WINDOW_MAX", 8)
-    monkeypatch.setattr(reduce_tree, "SMALL_WORK", 8)
-    monkeypatch.setattr(reduce_tree, "MIN_FRAGMENTS", 4)
-    monkeypatch.setattr(reduce_tree, "DIRECT_SOFTMAX_WORK", 0)
+# The planner's windows at 4-8 elements and no single-pass shortcuts, so that small
+# inputs take trees (the reduction tests' small_windows fixtures).
+SHRUNK = ff.Tuning().with_({"reduce.window_min": 4, "reduce.window_max": 8,
+                            "reduce.small_work": 8, "reduce.min_fragments": 4,
+                            "reduce.direct_softmax_work": 0})
 
 
 @pytest.fixture
-def small_windows(monkeypatch):
-    """Windows of 4-8 elements and no single-pass shortcuts: small inputs take trees."""
-    shrink_windows(monkeypatch)
-    monkeypatch.setattr(scan, "BLOCK", {"contiguous": 8, "strided": 4})
+def small_windows():
+    """The tuning of windows of 4-8 elements, no single-pass shortcuts and cumsum
+    blocks of 8 (4 strided): small inputs take trees."""
+    return SHRUNK.with_({"reduce.scan_block_contiguous": 8,
+                         "reduce.scan_block_strided": 4})
 
 
 def scale_of(op, data, axis, keepdims=False):
@@ -52,17 +51,17 @@ def scale_of(op, data, axis, keepdims=False):
         return fn(np.abs(data.astype(np.float64)), axis=axis, keepdims=keepdims)
 
 
-def check_all(graph, fetches, feed_dict, scales=None):
-    out, ref = run_both(graph, fetches, feed_dict)
+def check_all(graph, fetches, feed_dict, scales=None, tuning=None):
+    out, ref = run_both(graph, fetches, feed_dict, tuning=tuning)
     for label in fetches:
         assert_matches(out[label], ref[label], rtol=RTOL,
                        scale=(scales or {}).get(label), what=label)
     return out
 
 
-def kernels_of(graph, fetch, x):
+def kernels_of(graph, fetch, x, tuning=None):
     """The kernels a session runs for fetch, fed zeros for placeholder x."""
-    with ff.Session(graph) as sess:
+    with ff.Session(graph, tuning=tuning) as sess:
         fn = sess.compile([fetch], feeds=[x])
         fn(np.zeros(x.shape, np.float32))
         return fn.kernels
@@ -79,7 +78,7 @@ def test_every_pass_reads_a_bounded_window_and_the_tree_ends(shape, axes):
     steps = reduce_tree.plan(shape, axes)
     size = math.prod(shape)
     for step, out_groups in steps:
-        assert step.window <= max(reduce_tree.WINDOW_MAX, 1)
+        assert step.window <= max(ReduceTuning().window_max, 1)
         # a fragment's loop iterations stay far below llvmpipe's 65535
         assert step.window + 8 <= DESKTOP.loop_trips
         assert step.outer * step.length * step.inner <= size
@@ -91,7 +90,7 @@ def test_every_pass_reads_a_bounded_window_and_the_tree_ends(shape, axes):
 
 def test_a_long_reduction_splits_into_passes_and_a_short_one_does_not():
     long = reduce_tree.plan((4 << 20,), (0,))
-    assert len(long) >= 2 and long[0][0].window >= reduce_tree.WINDOW_MIN
+    assert len(long) >= 2 and long[0][0].window >= ReduceTuning().window_min
     # enough fragments in the first pass to spread over llvmpipe's threads
     assert long[0][0].out_size // 4 >= 1024
     assert len(reduce_tree.plan((3, 5, 7), (0, 2))) == 2      # one pass per reduced run
@@ -148,9 +147,9 @@ def test_column_passes_into_render_targets(gl, small_windows):
                    "batch sum": ff.sum(z, 1), "batch max": ff.max(z, (0, 1))}
     out = check_all(g, fetches, {x: data, z: batch},
                     {"sum": scale_of("sum", data, 0), "batch sum": scale_of("sum", batch, 1),
-                     "mean": scale_of("mean", data, 0, True)})
+                     "mean": scale_of("mean", data, 0, True)}, tuning=small_windows)
     np.testing.assert_allclose(out["max"], data.max(0))
-    kernels = kernels_of(g, fetches["sum"], x)
+    kernels = kernels_of(g, fetches["sum"], x, small_windows)
     assert kernels[0].output_layers > 1 and kernels[1].inputs[0].value == \
         kernels[0].output.value
 
@@ -172,7 +171,7 @@ def test_int32_and_prod_trees(gl, small_windows):
         fetches.update({f"{op} int columns": getattr(ff, op)(xc, axis=0)
                         for op in ("sum", "mean", "max", "argmax", "argmin")})
         fetches.update({f"prod axis={axis}": ff.prod(xp, axis=axis) for axis in (None, 0, 1)})
-    check_all(g, fetches, {xi: ints, xc: columns, xp: near_one})
+    check_all(g, fetches, {xi: ints, xc: columns, xp: near_one}, tuning=small_windows)
 
 
 def test_one_element_axes_keepdims_and_batches(gl, small_windows):
@@ -190,7 +189,8 @@ def test_one_element_axes_keepdims_and_batches(gl, small_windows):
         fetches["logsumexp (1, 3)"] = ff.reduce_logsumexp(x, axis=(1, 3), keepdims=True)
     out = check_all(g, fetches, {x: data},
                     {f"sum {a} {k}": scale_of("sum", data, a, k)
-                     for a in ((1,), (1, 3), (0, 2), (2, 3), None) for k in (False, True)})
+                     for a in ((1,), (1, 3), (0, 2), (2, 3), None) for k in (False, True)},
+                    tuning=small_windows)
     assert out["sum (1, 3) True"].shape == (3, 1, 37, 1)
     assert (out["argmax over 1"] == 0).all()
 
@@ -215,7 +215,7 @@ def test_nan_and_infinities_across_passes(gl, small_windows):
         fetches["logsumexp 0"] = ff.reduce_logsumexp(x, axis=0)
         fetches["softmax 1"] = ff.softmax(x, 1)
         fetches["log_softmax 0"] = ff.log_softmax(x, 0)
-    out = check_all(g, fetches, {x: data})
+    out = check_all(g, fetches, {x: data}, tuning=small_windows)
     assert np.isnan(out["max axis=1"][[0, 4]]).all() and out["max axis=1"][1] == inf
     assert out["argmax 1"][4] == 0 and out["argmax 1"][5] == 10
     assert out["logsumexp 1"][2] == -inf and np.isnan(out["softmax 1"][[0, 1, 2, 3, 4]]).all()
@@ -328,7 +328,7 @@ def test_cumsum_infinities_and_nan_cross_blocks(gl, small_windows):
         x = ff.placeholder(data.shape, name="x")
         fetches = {f"{e} {r}": ff.cumsum(x, 1, e, r) for e in (False, True)
                    for r in (False, True)}
-    out = check_all(g, fetches, {x: data})
+    out = check_all(g, fetches, {x: data}, tuning=small_windows)
     assert out["False False"][0, 36] == inf and np.isnan(out["False False"][1, 36])
     assert not np.isnan(out["False False"][2, :20]).any()
 
@@ -357,10 +357,13 @@ def test_tools_see_every_kernel_of_a_node(gl, tmp_path):
 def test_gradients_through_trees_match_finite_differences(gl, small_windows):
     rng = np.random.default_rng(15)
     x = rng.standard_normal((5, 37)).astype(np.float32)
-    check_gradients(lambda t: ff.softmax(t, 1) * ff.reduce_logsumexp(t, 0), {"x": x})
-    check_gradients(lambda t: ff.log_softmax(t, 0) + ff.mean(t, 1, keepdims=True), {"x": x})
-    check_gradients(lambda t: ff.max(t, 1) + ff.sum(t * t, 0)[:5], {"x": x})
-    check_gradients(lambda t: ff.cumsum(t, 1) * ff.cumsum(t, 0, True, True), {"x": x})
+    small = {"tuning": small_windows}
+    check_gradients(lambda t: ff.softmax(t, 1) * ff.reduce_logsumexp(t, 0), {"x": x}, **small)
+    check_gradients(lambda t: ff.log_softmax(t, 0) + ff.mean(t, 1, keepdims=True), {"x": x},
+                    **small)
+    check_gradients(lambda t: ff.max(t, 1) + ff.sum(t * t, 0)[:5], {"x": x}, **small)
+    check_gradients(lambda t: ff.cumsum(t, 1) * ff.cumsum(t, 0, True, True), {"x": x},
+                    **small)
 
 
 def test_gradient_graphs_reduce_with_trees(gl):
