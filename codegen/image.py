@@ -12,7 +12,7 @@ import math
 from ..ir.ops.image import resize_scale
 from .common import make_kernel, operands, output_operand
 from .environment import glsl_float
-from .reduce import unroll_for
+from .limits import unroll_for
 
 
 def _axis(in_size: int, out_size: int, node, kind: str) -> dict:

@@ -39,41 +39,21 @@ from dataclasses import dataclass, replace
 
 from ..ir.errors import TensorTooLargeError
 from ..ir.types import TensorType
+from . import limits, tuning as _tuning
 from .common import make_kernel, operands, output_operand
 from .kernel import Binding
 from .layout import Layout, affine_index, layout_for, strides
-from .limits import active
+from .limits import unroll_for
 from .operands import Operand
-from .reduce import unroll_for
+from .tuning.matmul import MatmulTuning
 
-# Fewest multiply-adds (batch * M * N * K) for which the blocked kernel and its stitch
-# (two launches) beat the one-kernel path; below it the launch dominates.
-BLOCKED_MIN_MACS = 1 << 17
-MAX_TARGETS = 8          # at most (GL 3.3 guarantees 8 draw buffers); see max_targets()
-# llvmpipe's threads take 64x64 tiles: a blocked kernel's targets span at least this
-# many where they have the fragments (2 threads here; 4 tiles balance them)
-MIN_TILES = 4
-# A product with fewer blocks than this splits K (each split at least SPLIT_MIN_K long)
-# so that its fragments fill several of llvmpipe's 64x64 tiles (one thread each).
-SPLIT_FRAGMENTS = 1024
-SPLIT_MIN_K = 128
-SPLIT_MAX = 16           # the stitch reads every split's partial sum
-# Fewest multiply-adds for which packing both operands into panels (two more launches)
-# pays: each fragment then reads adjacent texels, in order (see packed_kernels).
-PACKED_MIN_MACS = 1 << 22
-PACKED_OFFSETS = True
-# The blocked kernel's step with B's rows whole texels: B's 4 rows as a mat4 times A's
-# texel, one update of each accumulator a step instead of 4 (64x256 @ 256x32, CPU per
-# kernel: 140 -> 125 us)
-MAT_STEPS = True
-# B's panel holds 4 k of one column a texel ("columns": acc += a * mat4(4 columns))
-# even where its rows are whole texels ("k": acc += a[j] * texel, 4 updates of each
-# accumulator per step): W3's packed kernel, in-process, process CPU, 155-157 ->
-# 134-137 ms (its pack 3.1 -> 4.9 ms: 4 element reads a texel), the sums in another
-# order (max |error| vs float64 2.1e-4 -> 1.1e-4).
-PACKED_B_COLUMNS = True
-PLAIN_LOD_FETCH = True
-PACKED_UNROLL = 4
+# until conv reads tuning.matmul: the llvmpipe profile's thresholds
+BLOCKED_MIN_MACS = MatmulTuning.blocked_min_macs
+PACKED_MIN_MACS = MatmulTuning.packed_min_macs
+
+
+def _knobs() -> MatmulTuning:
+    return _tuning.active().matmul
 
 
 def _pow2(n: int) -> bool:
@@ -132,9 +112,9 @@ class Blocking:
 
 
 def max_targets() -> int:
-    """Render targets a blocked kernel may write: MAX_TARGETS, never more than the
-    device's draw buffers (codegen/limits.py; ES 3.0 and WebGL2 guarantee 4)."""
-    return min(MAX_TARGETS, active().max_draw_buffers)
+    """Render targets a blocked kernel may write: the tuning's max_targets, never more
+    than the device's draw buffers (codegen/limits.py; ES 3.0 and WebGL2 guarantee 4)."""
+    return min(_knobs().max_targets, limits.active().max_draw_buffers)
 
 
 def choose_blocking(batch: int, m: int, n: int) -> Blocking:
@@ -174,11 +154,12 @@ def target_operands(blocking, out: Operand, max_texture_size: int, layouts: dict
         # its lanes idle; 4 rows of a quarter of the width cost the same fragments
         width = -(-blocking.fragments // 16) * 4
         layout = Layout(ttype.shape, "float32", width, -(-blocking.fragments // width))
-    elif _tiles(layout) < MIN_TILES and blocking.fragments >= MIN_TILES * 64 * 4:
+    elif _tiles(layout) < (tiles := _knobs().min_tiles) and \
+            blocking.fragments >= tiles * 64 * 4:
         # llvmpipe gives each thread whole 64x64 tiles: a squarish texture of a few
-        # thousand fragments is one or two tiles; rows of MIN_TILES * 64 texels (at
-        # least 4 tall) spread the same fragments over MIN_TILES tiles
-        width = min(MIN_TILES * 64, -(-blocking.fragments // 4))
+        # thousand fragments is one or two tiles; rows of min_tiles * 64 texels (at
+        # least 4 tall) spread the same fragments over min_tiles tiles
+        width = min(tiles * 64, -(-blocking.fragments // 4))
         layout = Layout(ttype.shape, "float32", width, -(-blocking.fragments // width))
     name = f"{out.value}#blocks"
     layouts[name] = layout
@@ -257,6 +238,14 @@ def stitch_kernel(blocks, out, prefix, op, nodes, extra=(), epilogue=None, **con
                    + kernel.inputs)
 
 
+def _splits(blocking, k: int) -> int:
+    """How many parts K splits into: few blocks and a long K split it among fragments
+    so that llvmpipe's threads share it."""
+    knobs = _knobs()
+    return max(1, min(-(-knobs.split_fragments // blocking.fragments_per_split),
+                      k // knobs.split_min_k, knobs.split_max))
+
+
 def _dims(node, a, out):
     """(transpose_a, transpose_b, batch shape, M, N, K) of out = a @ b."""
     ta, tb = node.attrs["transpose_a"], node.attrs["transpose_b"]
@@ -275,9 +264,7 @@ def blocked_matmul(node, a, b, out, prefix, layouts, extra=(), epilogue=None,
     if ta and m % 4 == 0 and blocking.rows == 4:
         # A stored [K, M]: one texel holds 4 consecutive rows at one k
         blocking = replace(blocking, interleaved=True)
-    # few blocks and a long K: split K among fragments so llvmpipe's threads share it
-    splits = max(1, min(-(-SPLIT_FRAGMENTS // blocking.fragments_per_split),
-                        k // SPLIT_MIN_K, SPLIT_MAX))
+    splits = _splits(blocking, k)
     k_chunk = -(-(-(-k // splits)) // 4) * 4 if splits > 1 else k    # a multiple of 4
     blocking = replace(blocking, splits=-(-k // k_chunk))
     max_size = _max_texture_size(layouts, out)
@@ -295,7 +282,7 @@ def blocked_matmul(node, a, b, out, prefix, layouts, extra=(), epilogue=None,
     main = blocked_kernel("matmul_blocked.glsl.j2", prefix, op, nodes, bound, blocks, names,
                           blocking, ta=ta, tb=tb, k=k, a_batch=a_batch, b_batch=b_batch,
                           a_texels=a_texels, b_mode=b_mode, k_chunk=k_chunk,
-                          mat_steps=MAT_STEPS,
+                          mat_steps=_knobs().mat_steps,
                           unroll=unroll_for(k_chunk // 4))
     stitch = stitch_kernel(blocks, out, prefix + "s", op, nodes, extra, epilogue,
                            mapping="matmul", blocking=blocking, aligned=n % 4 == 0)
@@ -316,7 +303,7 @@ def b_panel(blocking, k, n, tb, batch, k4, batch_stride=None) -> Panel:
     common = dict(batch=batch, groups=blocking.col_slab, slab=blocking.col_slab,
                   lanes=4 * blocking.cols, k4=k4,
                   batch_stride=k * n if batch_stride is None else batch_stride)
-    if tb or n % 4 or PACKED_B_COLUMNS:
+    if tb or n % 4 or _knobs().packed_b_columns:
         return Panel("columns", rows=n, cols=k, row_stride=k if tb else 1,
                      col_stride=1 if tb else n, **common)
     return Panel("k", rows=k, cols=n, row_stride=n, col_stride=1, **common)
@@ -335,9 +322,7 @@ def packed_kernels(prefix, op, nodes, layouts, out, blocking, a_panel, a_source,
     if b_layout is None or (a_panel is not None and a_layout is None):
         return None
     k4 = b_panel_.k4
-    # few blocks and a long K: split K among fragments so llvmpipe's threads share it
-    splits = max(1, min(-(-SPLIT_FRAGMENTS // blocking.fragments_per_split),
-                        k4 * 4 // SPLIT_MIN_K, SPLIT_MAX))
+    splits = _splits(blocking, k4 * 4)
     q_chunk = -(-k4 // splits)
     blocking = replace(blocking, splits=-(-k4 // q_chunk))
     kernels = []
@@ -353,14 +338,14 @@ def packed_kernels(prefix, op, nodes, layouts, out, blocking, a_panel, a_source,
                              prefix + "b", op, nodes)
     kernels.append(pack_b)
     blocks, targets = target_operands(blocking, out, max_size, layouts)
-    unroll = max(unroll_for(q_chunk), PACKED_UNROLL)
+    knobs = _knobs()
+    unroll = max(unroll_for(q_chunk), knobs.packed_unroll)
     # textureLodOffset for the texels after the first of a row run (their coordinates
     # worked out once): B's 4 CT texels of a step; A's R texels of a step (packed) or
-    # its rows' `unroll` steps (in place). A run must not cross a texture row. CPU time
-    # of W3's packed kernel (1024^3, in-process): 185 ms -> 175 (unroll 4 as well)
-    b_offsets = PACKED_OFFSETS and 4 * blocking.cols <= 8 and \
+    # its rows' `unroll` steps (in place). A run must not cross a texture row.
+    b_offsets = knobs.packed_offsets and 4 * blocking.cols <= 8 and \
         _pow2(b_layout.width) and b_layout.width % (4 * blocking.cols) == 0
-    a_offsets = PACKED_OFFSETS and (
+    a_offsets = knobs.packed_offsets and (
         _pow2(a_layout.width) and a_layout.width % blocking.rows == 0 and blocking.rows <= 8
         if a_panel is not None else
         unroll <= 8 and _pow2(a_source.layout.width) and
@@ -383,7 +368,7 @@ def packed_matmul(node, a, b, out, prefix, layouts, extra=(), epilogue=None,
     for a product too small to pay for the two packing launches."""
     nodes = nodes or [node]
     ta, tb, batch_shape, m, n, k = _dims(node, a, out)
-    if out.layout.size * k < PACKED_MIN_MACS:
+    if out.layout.size * k < _knobs().packed_min_macs:
         return None
     blocking = choose_blocking(math.prod(batch_shape), m, n)
     k4 = -(-k // 4)
@@ -410,7 +395,8 @@ def _max_texture_size(layouts, out) -> int:
 
 def use_blocked(a, b, out, k) -> bool:
     return (out.layout.dtype == "float32" and a.layout.dtype == "float32"
-            and b.layout.dtype == "float32" and out.layout.size * k >= BLOCKED_MIN_MACS)
+            and b.layout.dtype == "float32" and
+            out.layout.size * k >= _knobs().blocked_min_macs)
 
 
 def matmul_kernel(node, a, b, out, prefix, extra=(), epilogue=None, op="matmul",
@@ -447,20 +433,8 @@ def matmul_kernel(node, a, b, out, prefix, extra=(), epilogue=None, op="matmul",
                        b_step=b_step, k=k, columns_in_texels=columns_in_texels,
                        rows_in_texels=rows_in_texels, epilogue=epilogue,
                        unroll=unroll_for(k // 4 if rows_in_texels else k),
-                       lod_fetch=PLAIN_LOD_FETCH and rows_in_texels and
+                       lod_fetch=_knobs().plain_lod_fetch and rows_in_texels and
                        a.dtype == b.dtype == "float32")
-
-
-# One-kernel products whose output texels are not 4 columns of one B texel (N % 4 != 0,
-# or B transposed) read their operands 4 k a texel (templates/matmul_lanes.glsl.j2)
-# instead of each lane fetching an element of A and of B per k (texelFetch, 8 fetches
-# per k a fragment): W13's dense layers, a run each with a readback (in-process,
-# minima; 64x32 @ 32x12 on the old vec4 path: 53-56 us): 64x32 @ 32x10 209 -> 91 us,
-# 64x10 @ (32x10)^T 145 -> 52, (64x32)^T @ 64x10 194 -> 89. Not above
-# BLOCKED_MIN_MACS: 64x32 @ (256x32)^T one kernel 188-259 us vs blocked + stitch 179.
-LANES = True
-# its loop's trips: at most half a kernel's loop budget (16384 of llvmpipe's 65535)
-LANES_LOOP_SHARE = 2
 
 
 def lanes_path(ta, tb, batch, m, n, k, a, b, out) -> dict | None:
@@ -469,10 +443,11 @@ def lanes_path(ta, tb, batch, m, n, k, a, b, out) -> dict | None:
     N % 4 != 0, N >= 3: each k's 4 lanes read 4 consecutive floats of B's row) with A
     as runs (not transposed) or strided (transposed); path "runs" (B transposed, A
     not, N % 4 == 0 or N >= 3: every lane's row and column are runs along K)."""
-    if not LANES or math.prod(batch) != 1 or len(a.layout.shape) != 2 or \
+    knobs = _knobs()
+    if not knobs.lanes or math.prod(batch) != 1 or len(a.layout.shape) != 2 or \
             len(b.layout.shape) != 2 or \
             {a.dtype, b.dtype, out.layout.dtype} != {"float32"} or \
-            -(-k // 4) > active().loop_trips // LANES_LOOP_SHARE:
+            -(-k // 4) > limits.loop_trips() // knobs.lanes_loop_share:
         return None
     if not tb and n % 4 and n >= 3:
         return dict(path="window", a_mode="strided" if ta else "runs",

@@ -4,7 +4,7 @@ Every kernel is a gather: an output element works out which input element(s) it
 reads. The scatter-like ops (gather_grad, gather_nd_grad, unsorted_segment_sum,
 mirror_pad_grad) loop, per output element, over the candidate inputs that could map
 to it; top_k_rank counts, per element, the elements that sort before it. Loops are
-unrolled (codegen/reduce.py unroll_for) so that a fragment's four elements stay under
+unrolled (codegen/limits.py unroll_for) so that a fragment's four elements stay under
 llvmpipe's limit of 65535 loop iterations per fragment.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ from ..ir.types import normalize_axes
 from .common import make_kernel, operands, output_operand
 from .environment import glsl_float, glsl_int
 from .layout import affine_index, broadcast_index, strides
-from .reduce import loop_trips, unroll_for
+from .limits import loop_trips, unroll_for
 
 LANES = 4           # output elements per fragment: each runs its own loops
 

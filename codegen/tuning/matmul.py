@@ -1,8 +1,9 @@
 """The matmul family's knobs (codegen/matmul.py; the conv family reads the thresholds
 too): one field per knob, the llvmpipe profile's value as its default; PROFILES gives
-each device kind's."""
+each device kind's. docs/PERFORMANCE.md has what each was measured at."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 
@@ -13,6 +14,39 @@ class MatmulTuning:
     blocked_min_macs: int = 1 << 17
     # multiply-adds from which it packs its operands into panels first
     packed_min_macs: int = 1 << 22
+    # render targets of a blocked kernel, at most (never more than the device's draw
+    # buffers: codegen/limits.py)
+    max_targets: int = 8
+    # a blocked kernel's targets span at least this many 64x64 tiles where they have
+    # the fragments (llvmpipe gives each thread whole tiles)
+    min_tiles: int = 4
+    # a product with fewer blocks than split_fragments splits K among fragments, each
+    # split split_min_k long or more, at most split_max splits (the stitch reads each)
+    split_fragments: int = 1024
+    split_min_k: int = 128
+    split_max: int = 16
+    # the packed kernel reads a row run's later texels with textureLodOffset
+    packed_offsets: bool = True
+    # the blocked kernel's step with B's rows whole texels: B's 4 rows as a mat4
+    mat_steps: bool = True
+    # B's panel holds 4 k of one column a texel even where its rows are whole texels
+    packed_b_columns: bool = True
+    # the one-kernel product reads whole texels with textureLod, not texelFetch
+    plain_lod_fetch: bool = True
+    # the packed kernel's loop body, unrolled at least this many times
+    packed_unroll: int = 4
+    # one-kernel products whose output texels are not 4 columns of one B texel read
+    # both operands 4 k a texel (templates/matmul_lanes.glsl.j2) ...
+    lanes: bool = True
+    # ... where its loop takes at most 1 / lanes_loop_share of a kernel's loop budget
+    lanes_loop_share: int = 2
 
 
-PROFILES = {"llvmpipe": MatmulTuning(), "gpu": MatmulTuning(), "webgl": MatmulTuning()}
+LLVMPIPE = MatmulTuning()
+# A GPU keeps tens of thousands of fragments in flight, not llvmpipe's few threads:
+# K is split until the blocks give it 16K fragments.
+GPU = dataclasses.replace(LLVMPIPE, split_fragments=1 << 14)
+# WebGL2 runs on the same GPUs; its 4 draw buffers cap max_targets through Limits.
+WEBGL = GPU
+
+PROFILES = {"llvmpipe": LLVMPIPE, "gpu": GPU, "webgl": WEBGL}

@@ -1,6 +1,6 @@
 """codegen/matmul.py's kernel choice at its thresholds, written for the mutants that
 `make mutation` found alive (tests/mutation/run.py): use_blocked takes float32
-products of at least BLOCKED_MIN_MACS multiply-adds, counted as outputs x k, and
+products of at least blocked_min_macs multiply-adds (Tuning.matmul), counted as outputs x k, and
 lanes_path leaves a sum longer than its share of the loop budget to the element
 loop. Hand values from those rules, on operand records as codegen sees them."""
 import math
@@ -8,6 +8,9 @@ from types import SimpleNamespace
 
 from fragflow.codegen import matmul
 from fragflow.codegen.limits import active
+from fragflow.codegen.tuning import Tuning
+
+KNOBS = Tuning().matmul                   # the llvmpipe profile's, active outside lowering
 
 
 def operand(shape, dtype="float32"):
@@ -16,14 +19,14 @@ def operand(shape, dtype="float32"):
 
 
 def test_blocked_from_blocked_min_macs_products_on():
-    k = matmul.BLOCKED_MIN_MACS // (64 * 64)          # 64 x 64 outputs, k products each
+    k = KNOBS.blocked_min_macs // (64 * 64)          # 64 x 64 outputs, k products each
     a, b, out = operand((64, k)), operand((k, 64)), operand((64, 64))
     assert matmul.use_blocked(a, b, out, k)
     assert not matmul.use_blocked(a, b, out, k - 1)
 
 
 def test_blocked_only_for_float32_operands():
-    k = matmul.BLOCKED_MIN_MACS // (64 * 64)
+    k = KNOBS.blocked_min_macs // (64 * 64)
     out = operand((64, 64))
     for a_dtype, b_dtype in (("float32", "float32"), ("int32", "float32"),
                              ("float32", "int32")):
@@ -37,7 +40,7 @@ def _lanes(k):
 
 
 def test_lanes_take_a_sum_within_their_share_of_the_loop_budget():
-    trips = active().loop_trips // matmul.LANES_LOOP_SHARE   # texels of k one fragment reads
+    trips = active().loop_trips // KNOBS.lanes_loop_share   # texels of k one fragment reads
     assert _lanes(33)["path"] == "window"
     assert _lanes(4 * trips)["path"] == "window"
     assert _lanes(4 * trips + 1) is None

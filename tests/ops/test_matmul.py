@@ -20,10 +20,10 @@ def operand(rng, shape, dtype):
     return rng.integers(-20, 21, shape).astype(np.int32)
 
 
-def check(cases, seed):
+def check(cases, seed, tuning=None):
     """cases: [(label, a_shape, a_dtype, b_shape, b_dtype, transpose_a, transpose_b)].
     Every case is one fetch of one graph; each is compared with the numpy executor and
-    its float results also with numpy's matmul in float64."""
+    its float results also with numpy's matmul in float64. tuning: the GL side's."""
     rng = np.random.default_rng(seed)
     g = ff.Graph()
     fetches, feeds, plain = {}, {}, {}
@@ -36,7 +36,7 @@ def check(cases, seed):
             fetches[label] = ff.matmul(a, b, transpose_a=ta, transpose_b=tb)
             plain[label] = (np.swapaxes(av, -1, -2) if ta else av,
                             np.swapaxes(bv, -1, -2) if tb else bv)
-    out, ref = run_both(g, fetches, feeds)
+    out, ref = run_both(g, fetches, feeds, tuning)
     worst = 0.0
     for label, (av, bv) in plain.items():
         scale = np.abs(av.astype(np.float64)) @ np.abs(bv.astype(np.float64))

@@ -1,14 +1,14 @@
 """The packed matmul (codegen/matmul.py packed_kernels: both operands packed into
 panels, the windows of a convolution into A's, then a blocked kernel reading adjacent
 texels and the stitch) on GL against the numpy reference executor and float64 numpy.
-The blocked tests' awkward cases run again here with the size thresholds lowered to 1,
-so that every product and every plain convolution takes the packed path: M, N, K not
-multiples of 4 or of the block, one row or column, long K (split among fragments;
-past llvmpipe's 65535 loop iterations), transposes, batches with broadcasting, x @ x
-with NaN and inf, fused bias and activations, channels not in fours, strides,
-dilations, padding, 1x1 filters; convolution gradients against finite differences
-(the input gradient runs as a packed convolution; matmul's gradients are matmuls with
-transposes, which the shapes above cover)."""
+The blocked tests' awkward cases run again here with the size thresholds lowered to 1
+(the `tuning` fixture), so that every product and every plain convolution takes the
+packed path: M, N, K not multiples of 4 or of the block, one row or column, long K
+(split among fragments; past llvmpipe's 65535 loop iterations), transposes, batches
+with broadcasting, x @ x with NaN and inf, fused bias and activations, channels not in
+fours, strides, dilations, padding, 1x1 filters; convolution gradients against finite
+differences (the input gradient runs as a packed convolution; matmul's gradients are
+matmuls with transposes, which the shapes above cover)."""
 import numpy as np
 import pytest
 
@@ -30,8 +30,15 @@ from tests.ops.test_matmul_blocked import (  # noqa: F401
 from tests.reference import assert_matches
 
 
+@pytest.fixture
+def tuning():
+    """Every product packed."""
+    return ff.Tuning().with_({"matmul.blocked_min_macs": 1, "matmul.packed_min_macs": 1})
+
+
 @pytest.fixture(autouse=True)
 def always_packed(monkeypatch):
+    # until conv reads tuning.matmul and its own knobs from the Tuning
     monkeypatch.setattr(blocked, "BLOCKED_MIN_MACS", 1)
     monkeypatch.setattr(blocked, "PACKED_MIN_MACS", 1)
     monkeypatch.setattr(convolutions, "PACKED_MIN_INPUT", 1)
@@ -39,6 +46,7 @@ def always_packed(monkeypatch):
 
 
 def test_big_products_take_the_packed_path(gl, monkeypatch):
+    # until conv reads the Tuning: its thresholds back to the llvmpipe profile's
     monkeypatch.setattr(blocked, "BLOCKED_MIN_MACS", 1 << 17)
     monkeypatch.setattr(blocked, "PACKED_MIN_MACS", 1 << 22)
     monkeypatch.setattr(convolutions, "PACKED_MIN_INPUT", 1 << 19)
@@ -68,7 +76,7 @@ def test_big_products_take_the_packed_path(gl, monkeypatch):
         assert_matches(got, want, rtol=1e-5, atol=1e-4)
 
 
-def test_panels_of_odd_sizes_split_k_and_long_k(gl):
+def test_panels_of_odd_sizes_split_k_and_long_k(gl, tuning):
     # more rows and columns than one block group, none in fours, with a batch: the
     # panels' zero padding past ROWS / COLS must not leak into the results; few blocks
     # and a long K split K (the stitch adds the splits), A packed or read in place
@@ -79,7 +87,8 @@ def test_panels_of_odd_sizes_split_k_and_long_k(gl):
            ("split", (8, 3001), "float32", (3001, 12), "float32", False, False),
            ("split_t", (3000, 8), "float32", (5, 3000), "float32", True, True),
            ("split_in_place", (2, 8, 3000), "float32", (3000, 12), "float32", False, False),
-           ("long", (3, 70001), "float32", (70001, 2), "float32", False, False)], seed=11)
+           ("long", (3, 70001), "float32", (70001, 2), "float32", False, False)], seed=11,
+          tuning=tuning)
 
 
 @pytest.mark.parametrize("activation", ["relu", "relu6", "leaky_relu"])
@@ -100,7 +109,7 @@ def test_conv_bias_activation(gl, activation):
     (33, 44, 20, True),       # A packed (transposed): its R texels a run
     (5, 2052, 12, False),     # K split among fragments, chunks of the unroll
 ])
-def test_row_runs_read_with_offsets(gl, m, k, n, ta):
+def test_row_runs_read_with_offsets(gl, tuning, m, k, n, ta):
     """The packed kernel reads the texels after the first of a row run (B's step, A's
     unrolled steps or packed rows) with textureLodOffset where the runs stay in one
     texture row; GL against float64 numpy either way."""
@@ -112,7 +121,7 @@ def test_row_runs_read_with_offsets(gl, m, k, n, ta):
     with g.as_default():
         a, b = ff.placeholder(av.shape, name="a"), ff.placeholder(bv.shape, name="b")
         y = ff.matmul(a, b, transpose_a=ta)
-    with ff.Session(g) as sess:
+    with ff.Session(g, tuning=tuning) as sess:
         fn = sess.compile([y], feeds=[a, b])
         main = [kk for kk in fn.kernels if kk.op == "matmul" and "packed" in kk.source]
         assert main and "textureLodOffset" in main[0].source
