@@ -21,7 +21,7 @@ silent non-fusion is a known pain of TensorFlow's remapper."""
 from __future__ import annotations
 
 from ..ir.ops.fused import CONV_HEADS, HEADS, bias_sum_dims
-from ..ir.ops.registry import get_op
+from ..ir.ops.registry import ops_where
 from .rewrite import consumers, rebuild
 from .split_wide import DEFAULT_TEXTURE_UNITS
 
@@ -30,7 +30,8 @@ MAX_STEPS = 32
 # stitch kernel that reads them all and applies the epilogue (codegen/matmul.py,
 # MAX_TARGETS): an epilogue's operands are bound after those 8 textures.
 HEAD_TEXTURES = 8
-NOT_STEPS = {"fill", "range", "linspace", "assign"}    # no operands / writes state
+# the ops a fused_elementwise kernel may hold as steps (OpDef.pointwise)
+STEPS = ops_where(lambda opdef: opdef.pointwise)
 # A bias's gradient (sum_like over the leading axes) takes an epilogue (its optimizer
 # update) where one fragment can walk its rows: at most SUM_LIKE_ROWS rows and
 # SUM_LIKE_WORK elements; longer sums stay reduction trees (and the update a kernel of
@@ -45,8 +46,7 @@ EPILOGUE_VIEWS = frozenset({"reshape", "reshape_like"})
 
 
 def fusable(node) -> bool:
-    return get_op(node.op).family == "elementwise" and node.op not in NOT_STEPS \
-        and len(node.outputs) == 1 and len(node.inputs) > 0
+    return node.op in STEPS and len(node.outputs) == 1 and len(node.inputs) > 0
 
 
 def _why_not(value, group: set, users: dict, fetched: set):

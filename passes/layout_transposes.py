@@ -19,17 +19,31 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir.ops.registry import get_op
+from ..ir.ops.reduce import identity_of
+from ..ir.ops.registry import ops_where
 from ..ir.ops.shape import transpose_perm
-from .rewrite import rebuild
+from .rewrite import consumers, rebuild
 
 MAX_ROUNDS = 16
-NOT_POINTWISE = {"fill", "range", "linspace"}
-REDUCTIONS = {"sum", "mean", "max", "min", "prod"}
+# the ops a transpose moves past: pointwise ones (OpDef.pointwise), and the reductions
+# over `axis` that have an identity (ir/ops/reduce.py identity_of: sum, mean, max, min,
+# prod), whose reduction of T_P(x) is x's over the axes P moves them to
+POINTWISE = ops_where(lambda opdef: opdef.pointwise)
+
+
+def _has_identity(opdef) -> bool:
+    try:
+        identity_of(opdef.name, "float32")
+    except KeyError:
+        return False
+    return opdef.family == "reduce" and "keepdims" in opdef.attrs
+
+
+REDUCTIONS = ops_where(_has_identity)
 
 
 def _pointwise(op: str) -> bool:
-    return get_op(op).family == "elementwise" and op not in NOT_POINTWISE
+    return op in POINTWISE
 
 
 def _inverse(perm):
@@ -64,21 +78,13 @@ class _Names:
             k += 1
 
 
-def _readers(graph):
-    readers: dict = {}
-    for node in graph.nodes:
-        for v in node.inputs:
-            readers.setdefault(v, []).append(node)
-    return readers
-
-
 def _reader_ok(node) -> bool:
     return node.op in ("transpose", "concat") or _pointwise(node.op) or \
         node.op in REDUCTIONS
 
 
 def _one_round(graph, report):
-    readers = _readers(graph)
+    readers = consumers(graph)
     fetched = set(graph.outputs)
     names = _Names(graph)
 

@@ -14,7 +14,6 @@ from ..ir.ops.shape import transpose_perm
 from .rewrite import consumers, rebuild
 
 FOLD_LIMIT = 1 << 16          # elements: bigger results stay computed on the GPU
-NEVER_FOLD_FAMILIES = {"random", "state"}
 
 
 def _constant(value):
@@ -24,9 +23,10 @@ def _constant(value):
 
 def _foldable(node, inputs) -> bool:
     """Whether node becomes a constant: its inputs are all constants, or it is
-    zeros_like/ones_like (only the shape matters), and its result is static and small."""
+    zeros_like/ones_like (only the shape matters), and its result is static and small.
+    Stateful ops (feeds, variables, assign, the random ops) never are."""
     opdef = get_op(node.op)
-    if (opdef.stateful or opdef.family in NEVER_FOLD_FAMILIES or len(node.outputs) != 1
+    if (opdef.stateful or len(node.outputs) != 1
             or not node.outputs[0].type.is_static
             or node.outputs[0].type.size > FOLD_LIMIT):
         return False

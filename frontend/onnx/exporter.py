@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir.ops.conv import padding_arg, spatial_arg
+from ...ir.ops.registry import all_ops
 from ...ir.ops.shape import transpose_perm
 from ..tensor import Tensor
 from .errors import OnnxExportError, require_onnx
@@ -20,18 +21,10 @@ OPSET = 18
 INT_MAX = np.iinfo(np.int64).max
 EXPORT_RULES: dict = {}
 
-UNARY = {"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh", "exp": "Exp", "log": "Log",
-         "sqrt": "Sqrt", "abs": "Abs", "neg": "Neg", "floor": "Floor", "ceil": "Ceil",
-         "reciprocal": "Reciprocal", "sin": "Sin", "cos": "Cos", "tan": "Tan",
-         "asin": "Asin", "acos": "Acos", "atan": "Atan", "sinh": "Sinh", "cosh": "Cosh",
-         "asinh": "Asinh", "acosh": "Acosh", "atanh": "Atanh", "erf": "Erf", "sign": "Sign",
-         "round": "Round", "softplus": "Softplus", "logical_not": "Not",
-         "identity": "Identity", "is_nan": "IsNaN", "is_inf": "IsInf", "elu": "Elu",
-         "selu": "Selu", "stop_gradient": "Identity"}
-BINARY = {"add": "Add", "sub": "Sub", "mul": "Mul", "pow": "Pow", "maximum": "Max",
-          "minimum": "Min", "equal": "Equal", "less": "Less", "greater": "Greater",
-          "less_equal": "LessOrEqual", "greater_equal": "GreaterOrEqual",
-          "logical_and": "And", "logical_or": "Or"}
+# the ops whose record names their ONNX op type (OpDef.onnx) and that take no attributes:
+# one node of that type on the same operands
+SIMPLE = {name: opdef.onnx.op_type for name, opdef in all_ops().items()
+          if opdef.onnx is not None and not opdef.attrs}
 REDUCE = {"sum": "ReduceSum", "mean": "ReduceMean", "max": "ReduceMax", "min": "ReduceMin",
           "prod": "ReduceProd", "logsumexp": "ReduceLogSumExp"}
 
@@ -100,7 +93,7 @@ def _simple(onnx_op):
     return lambda w, node, x: w.one(onnx_op, x, _name(node))
 
 
-for _op, _onnx in {**UNARY, **BINARY}.items():
+for _op, _onnx in SIMPLE.items():
     EXPORT_RULES[_op] = _simple(_onnx)
 
 

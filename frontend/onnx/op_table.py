@@ -18,6 +18,7 @@ import numpy as np
 
 import fragflow.frontend as F
 
+from ...ir.ops.registry import all_ops
 from .. import ops_nn_extra as NN  # gelu, hard_swish, layer/instance normalization
 from . import grid_sample as GS, pool_taps, recurrent, resize as R, spectral
 from .importer import Init
@@ -66,16 +67,13 @@ def _input_or_attr(ctx, inputs, index, attrs, name, what, default=None):
 
 
 # -- elementwise ------------------------------------------------------------------------
-UNARY = {"Relu": F.relu, "Sigmoid": F.sigmoid, "Tanh": F.tanh, "Exp": F.exp, "Log": F.log,
-         "Sqrt": F.sqrt, "Abs": F.abs, "Neg": F.neg, "Floor": F.floor, "Ceil": F.ceil,
-         "Reciprocal": F.reciprocal, "Sin": F.sin, "Cos": F.cos, "Tan": F.tan,
-         "Asin": F.asin, "Acos": F.acos, "Atan": F.atan, "Sinh": F.sinh, "Cosh": F.cosh,
-         "Asinh": F.asinh, "Acosh": F.acosh, "Atanh": F.atanh, "Erf": F.erf,
-         "Sign": F.sign, "Round": F.round, "Softplus": F.softplus, "Not": F.logical_not,
-         "Identity": F.identity, "IsNaN": F.is_nan}
-BINARY = {"Add": F.add, "Sub": F.sub, "Mul": F.mul, "Pow": F.pow, "Equal": F.equal,
-          "Less": F.less, "Greater": F.greater, "LessOrEqual": F.less_equal,
-          "GreaterOrEqual": F.greater_equal, "And": F.logical_and, "Or": F.logical_or}
+# The ONNX op types that op records name (OpDef.onnx) and read back as their op, by
+# operand count: ONNX type -> the fragflow function of that op.
+_READ_BACK = {opdef.onnx.op_type: opdef for opdef in all_ops().values()
+              if opdef.onnx is not None and not opdef.onnx.imported_by and not opdef.attrs}
+UNARY = {t: getattr(F, opdef.name) for t, opdef in _READ_BACK.items() if opdef.num_inputs == 1}
+BINARY = {t: getattr(F, opdef.name) for t, opdef in _READ_BACK.items()
+          if opdef.num_inputs == 2}
 
 
 def _unary_rule(fn):

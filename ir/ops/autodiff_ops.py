@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import DTypeError, ShapeError
 from ..types import TensorType, broadcast_shapes, format_shape
 from .common import apply
-from .registry import REQUIRED, OpDef, register
+from .registry import REQUIRED, Onnx, OpDef, register
 from .shape import check_slice_spec
 
 
@@ -62,6 +62,7 @@ register(OpDef("reshape_like", "autodiff_ops", _reshape_like_type,
 register(OpDef("stop_gradient", "autodiff_ops", lambda types, attrs: types[0],
                lambda arrays, attrs: arrays[0], num_inputs=1,
                no_gradient="it stops gradients: that is its job", tf="tf.stop_gradient",
+               onnx=Onnx("Identity", imported_by="Identity's rule, as an identity"),
                kind="view"))
 
 

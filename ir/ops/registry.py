@@ -4,9 +4,10 @@ ir/ops/<family>/).
 An OpDef is the one record of an op: its attrs (with defaults), its type inference, its
 numpy reference, and the facts the other layers read instead of keeping lists of op
 names: its kind (source, view or kernel), its gradient rule or the reason it has none,
-its GLSL expression (elementwise ops), TensorFlow's name for it and the argument of its
-generated frontend function. Rules and kernels not held here are found by the op's name
-(passes/autodiff/<family>.py, codegen/templates/<family>.glsl.j2).
+its GLSL expression (elementwise ops), whether it is pointwise, TensorFlow's and ONNX's
+names for it and the argument of its generated frontend function. Rules and kernels not
+held here are found by the op's family (passes/autodiff/<family>.py,
+codegen/<family>.py, codegen/templates/<family>.glsl.j2; FAMILIES lists the families).
 """
 from __future__ import annotations
 
@@ -19,6 +20,22 @@ from ..types import TensorType
 REQUIRED = object()   # an attr default meaning "must be given"
 
 KINDS = ("source", "view", "kernel")
+
+# The op families, in registration order (ir/ops/<family>.py registers them on import;
+# fused and update after the ops they fuse). A family's lowering is codegen/<family>.py's
+# lower_node and its gradient rules are in passes/autodiff/<family>.py, where those exist.
+FAMILIES = ("conv", "elementwise", "autodiff_ops", "image", "matmul", "random", "reduce",
+            "shape", "state", "structure", "loss", "fused", "program", "update")
+
+
+@dataclass(frozen=True)
+class Onnx:
+    """An op's ONNX name. The exporter writes the op as one `op_type` node of the same
+    operands (frontend/onnx/exporter.py); the importer reads `op_type` back as this op
+    (frontend/onnx/op_table.py) unless `imported_by` names the importer's own rule for
+    it and why (attributes this op lacks, a variadic form, another op of that name)."""
+    op_type: str
+    imported_by: str = ""
 
 
 @dataclass(frozen=True)
@@ -46,6 +63,14 @@ class OpDef:
     # templates/elementwise_ops.glsl.j2 (where the GLSL depends on the type)
     glsl: str = ""
     tf: str = "—"                     # TensorFlow's name (its raw op name for internal ones)
+    # ONNX's name (an Onnx; a str s means Onnx(s)): derives the ONNX exporter's and
+    # importer's tables; None: written by a rule of its own there, or not at all
+    onnx: Onnx | None = None
+    # pointwise: output element i from element i of each (broadcast) operand, with at
+    # least one operand. Fusion chains these into one kernel (passes/fusion.py) and
+    # layout_transposes moves transposes past them; fill, range, linspace (no operands,
+    # computed from the index) are not.
+    pointwise: bool = False
     # the argument name of the generated frontend function ff.<name>(<arg>, name=None)
     # ("x", TensorFlow's "features"); "": written by hand, or internal
     wrapper_arg: str = ""
@@ -60,6 +85,10 @@ class OpDef:
             raise GraphError(f"op '{self.name}': kind must be one of {KINDS}, not {self.kind!r}")
         if self.no_gradient:
             object.__setattr__(self, "differentiable", False)
+        if isinstance(self.onnx, str):
+            object.__setattr__(self, "onnx", Onnx(self.onnx))
+        if self.pointwise and self.num_inputs == 0:
+            raise GraphError(f"op '{self.name}': pointwise, so it needs operands")
 
     def check_attrs(self, given: dict) -> dict:
         unknown = set(given) - set(self.attrs)
@@ -106,3 +135,8 @@ def get_op(name: str) -> OpDef:
 
 def all_ops() -> dict:
     return dict(_REGISTRY)
+
+
+def ops_where(fact: Callable) -> frozenset:
+    """The names of the registered ops whose record satisfies fact(opdef)."""
+    return frozenset(name for name, opdef in _REGISTRY.items() if fact(opdef))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..registry import OpDef, register
+from ..registry import Onnx, OpDef, register
 from .builders import add, binary, div, mul, neg, square, sub, unary, unbroadcast, where
 from .type_rules import ANY, BOOL, FLOAT, NUMERIC, binary_rule, promoted
 
@@ -61,17 +61,19 @@ def _div(arrays, attrs):
 
 
 _COMPARISON = "its result is bool"
+_VARIADIC = "variadic, the rule of Sum, Mean, Max and Min"
 _INTEGER = "integer valued: zero gradient almost everywhere, none in TensorFlow"
 
 def binary_op(name, dtypes, reference, *, out=None, glsl="", grad=None, no_gradient="",
-              tf="—", doc=""):
+              tf="—", onnx=None, doc=""):
     """Registers a two-input elementwise op: dtypes the accepted (promoted) dtypes, out
     the output dtype (default: the promoted one), reference(arrays, attrs), glsl of the
     operands {0} and {1} ("" for a macro in templates/elementwise_ops.glsl.j2), grad a
-    rule(node, dy) -> [da, db] or no_gradient why there is none."""
+    rule(node, dy) -> [da, db] or no_gradient why there is none; onnx: ONNX's name
+    (OpDef.onnx)."""
     return register(OpDef(name, "elementwise", binary_rule(dtypes, out), reference,
                           num_inputs=2, glsl=glsl, gradient=grad, no_gradient=no_gradient,
-                          tf=tf, doc=doc))
+                          tf=tf, onnx=onnx, doc=doc, pointwise=True))
 
 
 # -- gradient rules ----------------------------------------------------------------------
@@ -131,13 +133,15 @@ def _pairwise(fn):
 
 
 binary_op("add", NUMERIC, _arith(np.add), glsl="({0} + {1})",
-          grad=_partials(lambda n, dy: dy, lambda n, dy: dy), tf="tf.math.add", doc="x + y.")
+          grad=_partials(lambda n, dy: dy, lambda n, dy: dy), tf="tf.math.add", onnx="Add",
+          doc="x + y.")
 binary_op("sub", NUMERIC, _arith(np.subtract), glsl="({0} - {1})",
           grad=_partials(lambda n, dy: dy, lambda n, dy: neg(dy)), tf="tf.math.subtract",
+          onnx="Sub",
           doc="x - y.")
 binary_op("mul", NUMERIC, _arith(np.multiply), glsl="({0} * {1})",
           grad=_partials(lambda n, dy: mul(dy, n.inputs[1]), lambda n, dy: mul(dy, n.inputs[0])),
-          tf="tf.math.multiply", doc="x * y.")
+          tf="tf.math.multiply", onnx="Mul", doc="x * y.")
 binary_op("div", NUMERIC, _div, out="float32", glsl="({0} / {1})",
           grad=_partials(lambda n, dy: div(dy, n.inputs[1]),
                          lambda n, dy: neg(div(mul(dy, n.inputs[0]), square(n.inputs[1])))),
@@ -149,30 +153,31 @@ binary_op("mod", NUMERIC, _pairwise(_mod), tf="tf.math.floormod",
           grad=_partials(lambda n, dy: dy,
                          lambda n, dy: neg(mul(dy, binary("floor_div", *n.inputs)))),
           doc="Floor modulo: the result has y's sign (TensorFlow's floormod).")
-binary_op("pow", NUMERIC, _pairwise(_pow), grad=_pow_gradient, tf="tf.math.pow",
+binary_op("pow", NUMERIC, _pairwise(_pow), grad=_pow_gradient, tf="tf.math.pow", onnx="Pow",
           doc="x ** y.")
 binary_op("maximum", NUMERIC, _arith(np.maximum), grad=_select("greater_equal"),
-          tf="tf.math.maximum",
+          tf="tf.math.maximum", onnx=Onnx("Max", imported_by=_VARIADIC),
           doc="Elementwise max; NaN propagates.")
 binary_op("minimum", NUMERIC, _arith(np.minimum), grad=_select("less_equal"),
-          tf="tf.math.minimum",
+          tf="tf.math.minimum", onnx=Onnx("Min", imported_by=_VARIADIC),
           doc="Elementwise min; NaN propagates.")
 binary_op("equal", ANY, _arith(np.equal), out="bool", no_gradient=_COMPARISON,
-          tf="tf.math.equal", doc="x == y.")
+          tf="tf.math.equal", onnx="Equal", doc="x == y.")
 binary_op("not_equal", ANY, _arith(np.not_equal), out="bool", no_gradient=_COMPARISON,
           tf="tf.math.not_equal", doc="x != y.")
 binary_op("less", NUMERIC, _arith(np.less), out="bool", no_gradient=_COMPARISON,
-          tf="tf.math.less", doc="x < y.")
+          tf="tf.math.less", onnx="Less", doc="x < y.")
 binary_op("less_equal", NUMERIC, _arith(np.less_equal), out="bool", no_gradient=_COMPARISON,
-          tf="tf.math.less_equal", doc="x <= y.")
+          tf="tf.math.less_equal", onnx="LessOrEqual", doc="x <= y.")
 binary_op("greater", NUMERIC, _arith(np.greater), out="bool", no_gradient=_COMPARISON,
-          tf="tf.math.greater", doc="x > y.")
+          tf="tf.math.greater", onnx="Greater", doc="x > y.")
 binary_op("greater_equal", NUMERIC, _arith(np.greater_equal), out="bool",
-          no_gradient=_COMPARISON, tf="tf.math.greater_equal", doc="x >= y.")
+          no_gradient=_COMPARISON, tf="tf.math.greater_equal", onnx="GreaterOrEqual", doc="x >= y.")
 binary_op("logical_and", BOOL, _arith(np.logical_and), out="bool",
-          no_gradient="bool in and out", tf="tf.math.logical_and", doc="x and y (bool).")
+          no_gradient="bool in and out", tf="tf.math.logical_and", onnx="And",
+          doc="x and y (bool).")
 binary_op("logical_or", BOOL, _arith(np.logical_or), out="bool",
-          no_gradient="bool in and out", tf="tf.math.logical_or", doc="x or y (bool).")
+          no_gradient="bool in and out", tf="tf.math.logical_or", onnx="Or", doc="x or y (bool).")
 # the math family
 binary_op("atan2", FLOAT, _arith(np.arctan2), glsl="ff_atan2({0}, {1})",
           grad=_atan2_gradient, tf="tf.math.atan2",

@@ -30,7 +30,7 @@ def _where_gradient(node, dy):
 
 
 register(OpDef("where", "elementwise", _where_type, _where_ref, num_inputs=3,
-               gradient=_where_gradient, tf="tf.where",
+               gradient=_where_gradient, tf="tf.where", pointwise=True,
                doc="x where cond is true, else y, broadcasting all three."))
 
 def _add_n_type(types, attrs):
@@ -58,6 +58,7 @@ def _add_n_ref(arrays, attrs):
 
 
 register(OpDef("add_n", "elementwise", _add_n_type, _add_n_ref, tf="tf.math.add_n",
+               pointwise=True,
                gradient=lambda node, dy: [unbroadcast(dy, x) for x in node.inputs],
                doc="The sum of several tensors of one shape (TensorFlow's add_n)."))
 
@@ -97,6 +98,6 @@ def _clip_by_value_gradient(node, dy):
 
 
 register(OpDef("clip_by_value", "elementwise", _clip_type, _clip_ref, num_inputs=3,
-               gradient=_clip_by_value_gradient, tf="tf.clip_by_value",
+               gradient=_clip_by_value_gradient, tf="tf.clip_by_value", pointwise=True,
                doc="min(max(t, clip_value_min), clip_value_max), as TensorFlow: "
                    "maximum(minimum(t, max), min)."))
