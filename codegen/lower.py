@@ -13,25 +13,14 @@ kernel name; make each name unique, e.g. "k<N>.p<i>_<node>" for the passes befor
 last and "k<N>_<node>" for the last, which is the name a single kernel would have."""
 from __future__ import annotations
 
+from importlib import import_module
+from importlib.util import find_spec
+
 from ..ir.errors import FragflowError, TooManyInputsError
 from ..ir.graph import Graph
-from ..ir.ops.registry import all_ops, get_op
+from ..ir.ops.registry import FAMILIES, all_ops, get_op
 from ..passes.split_wide import DEFAULT_TEXTURE_UNITS
-from . import (
-    autodiff_ops,
-    conv,
-    elementwise,
-    fused,
-    image,
-    loss,
-    matmul,
-    program,
-    random,
-    reduce,
-    shape,
-    structure,
-    update,
-)
+from . import elementwise  # lower_copy, an assign's copy kernel
 from .kernel import LoweredGraph
 from .layout import layout_for
 from .limits import DESKTOP, Limits, lowering_with
@@ -41,22 +30,10 @@ from .tuning import Tuning, tuning_with
 # Ops that keep row-major order: their output is the same texture, seen another way.
 VIEW_OPS = frozenset(name for name, opdef in all_ops().items() if opdef.kind == "view")
 
-# op family (ir/ops/<family>.py) -> lowering of one node to a Kernel
-LOWERINGS = {
-    "elementwise": elementwise.lower_node,
-    "reduce": reduce.lower_node,
-    "matmul": matmul.lower_node,
-    "shape": shape.lower_node,
-    "autodiff_ops": autodiff_ops.lower_node,
-    "conv": conv.lower_node,
-    "structure": structure.lower_node,
-    "image": image.lower_node,
-    "loss": loss.lower_node,
-    "random": random.lower_node,
-    "fused": fused.lower_node,
-    "program": program.lower_node,
-    "update": update.lower_node,
-}
+# op family (ir/ops/<family>.py) -> lowering of one node to a Kernel: the lower_node of
+# codegen/<family>.py (imported in name order); a family without one (state) has no kernels
+LOWERINGS = {family: import_module(f"{__package__}.{family}").lower_node
+             for family in sorted(FAMILIES) if find_spec(f"{__package__}.{family}")}
 
 # the families' scheduling decisions that span nodes (codegen/schedule.py), in order
 PLANNERS = ()
