@@ -13,7 +13,7 @@ Paths of the sums of products (a fragment computes one RGBA texel = 4 outputs):
 
 Float conv2d with COUT % 4 == 0 that is small, or sums few products per output
 (MobileNet's stem and first pointwise layers), runs as the direct kernel
-(templates/conv_direct.glsl.j2, see DIRECT_MAX_DEPTH): one fragment per output texel,
+(templates/conv_direct.glsl.j2, see ConvTuning.direct_max_depth): one fragment per output texel,
 the fused epilogue inside, no stitch.
 
 Big enough 2D float ones (see blocked_conv) run as a blocked kernel plus the stitch of
@@ -24,8 +24,8 @@ their footprint read once), conv2d_backprop_filter as the transposed windows tim
 (4 input channels x 8 output channels, the batch split among fragments when the filter
 is small). Stride-1 input gradients are convolutions (passes/conv_lowering.py). A
 plain convolution with a big input runs as im2col into the packed matmul's panel and
-that matmul (see PACKED_MIN_INPUT). A blocked conv2d read only by direct depthwise
-kernels runs without its stitch (see STITCH_FREE): it applies the epilogue itself and
+that matmul (see ConvTuning.packed_min_input). A blocked conv2d read only by direct depthwise
+kernels runs without its stitch (see ConvTuning.stitch_free): it applies the epilogue itself and
 they read its render targets.
 
 Pools and their gradients with C % 4 == 0 run four channels a fragment (codegen/pool.py).
@@ -46,11 +46,11 @@ import numpy as np
 
 from ..ir.errors import FragflowError
 from ..ir.ops import conv as _conv
-from . import depthwise as depthwise_kernels, matmul, pool
+from . import depthwise as depthwise_kernels, matmul, pool, tuning as _tuning
 from .common import make_kernel, operands, output_operand
 from .layout import strides
-from .limits import active
-from .reduce import loop_trips, unroll_for
+from .limits import active, loop_trips, unroll_for
+from .tuning.conv import ConvTuning
 
 
 @dataclass(frozen=True)
@@ -82,29 +82,14 @@ class PixelBlock:
         return self.rows * self.cols
 
 
-# A plain convolution whose input has this many elements or more (2 MB: past a core's
-# L2) runs as im2col + the packed matmul (codegen/matmul.py), on the reasoning that the
-# direct kernel's windows then miss the cache as an unpacked matmul's rows were
-# measured to (not yet measured for convolutions). Below it the direct kernel wins:
-# W4's (1x64x64x32) im2col pack alone took ~35% of the packed path's time.
-PACKED_MIN_INPUT = 1 << 19
-# The blocked conv2d's channel step as 4 filter rows in a mat4 times the pixel's texel
-# (one update of each accumulator a step, not 4; as the packed matmul's "columns"
-# panels): MobileNet's pointwise kernels 5-10% faster (per kernel, in-process, e.g.
-# 6x6x128->128 160 -> 146 us, 3x3x256->256 211 -> 190).
-MAT_STEPS = True
-# Depthwise filters up to this many taps run blocked (its loops are unrolled in Jinja:
-# a bigger window makes a long shader for little gain).
-BLOCKED_DEPTHWISE_TAPS = 49
-# A filter gradient splits its batch until it has about this many fragments (a small
-# filter has few blocks: one llvmpipe tile, one thread, for the whole sum).
-FILTER_GRADIENT_FRAGMENTS = 1024
-# ... splitting an image's output rows too where one image a split leaves fewer
-# (W13's conv1 filter gradient, 64x8x8x1 -> 3x3x1x8: 192 fragments, one llvmpipe
-# tile, one thread; split by rows too, 768 fragments on two tiles: filter gradient
-# + stitch with a readback, in-process medians 560 -> 463 us; a target of 2048 or 4096
-# fragments was slower, its stitch adding up more splits)
-SPLIT_ROWS = True
+
+
+def _knobs() -> ConvTuning:
+    return _tuning.active().conv
+
+
+def _min_macs() -> int:
+    return _tuning.active().matmul.blocked_min_macs
 
 
 def blocked_conv(node, g, context, inputs, out, layouts, prefix, extra, epilogue, op,
@@ -121,19 +106,19 @@ def blocked_conv(node, g, context, inputs, out, layouts, prefix, extra, epilogue
     x, w = inputs
     x_blocks = blocks_view(layouts, x.value)
     if context["depthwise"]:
-        free = DEPTHWISE_STITCH_FREE and depthwise_stitch_free(node, g)
-        if out.layout.size * taps < matmul.BLOCKED_MIN_MACS and not free and \
+        free = _knobs().depthwise_stitch_free and depthwise_stitch_free(node, g)
+        if out.layout.size * taps < _min_macs() and not free and \
                 x_blocks is None:
             return None
         return _blocked_depthwise(g, context, x, w, out, layouts, prefix, extra, epilogue,
                                   op, nodes, taps, free)
-    if out.layout.size * taps * g["C"] < matmul.BLOCKED_MIN_MACS and x_blocks is None:
+    if out.layout.size * taps * g["C"] < _min_macs() and x_blocks is None:
         return None
     blocking = matmul.choose_blocking(1, g["N"] * g["out_count"], g["COUT"])
     k = taps * g["C"]
     if not g.get("skip_padding") and \
-            g["N"] * math.prod(g["in_size"]) * g["C"] >= PACKED_MIN_INPUT and \
-            out.layout.size * k >= matmul.PACKED_MIN_MACS and x_blocks is None:
+            g["N"] * math.prod(g["in_size"]) * g["C"] >= _knobs().packed_min_input and \
+            out.layout.size * k >= _tuning.active().matmul.packed_min_macs and x_blocks is None:
         # im2col into A's panel (each window read once, padding zeros), the filter
         # [taps * C, COUT] into B's, then the packed matmul kernel and its stitch
         k4 = -(-k // 4)
@@ -148,12 +133,12 @@ def blocked_conv(node, g, context, inputs, out, layouts, prefix, extra, epilogue
     fours = g["C"] % 4 == 0
     if x_blocks is not None:
         x = _blocks_operand(x, layouts)
-    common = dict(g=g, xs=context["xs"], channels_in_fours=fours, mat_steps=MAT_STEPS,
+    common = dict(g=g, xs=context["xs"], channels_in_fours=fours, mat_steps=_knobs().mat_steps,
                   x_blocks=x_blocks and x_blocks.blocking,
                   unroll=unroll_for(taps * g["C"] // (4 if fours else 1)),
                   **_helpers(x_blocks, [w] + list(extra)))
     max_size = matmul._max_texture_size(layouts, out)
-    if STITCH_FREE and stitch_free(node):
+    if _knobs().stitch_free and stitch_free(node):
         # the epilogue runs here and the readers read the targets (see stitch_free)
         blocking = stitch_free_blocking(g)
         blocks, names = matmul.target_operands(blocking, out, max_size, layouts)
@@ -172,27 +157,6 @@ def blocked_conv(node, g, context, inputs, out, layouts, prefix, extra, epilogue
     return [main, stitch]
 
 
-# A blocked conv2d whose every reader is a depthwise kernel (MobileNet's pointwise
-# layers but the last) runs no stitch: it applies its epilogue itself and the
-# depthwise kernels (direct or blocked) read its render targets
-# (templates/blocks_texel.glsl.j2). A stitch costs a dependent launch on llvmpipe
-# (~30-40 us each at MobileNet's sizes, per kernel, synchronised); reading the targets
-# costs the depthwise kernel ~5 us and the epilogue the blocked kernel ~10 us.
-STITCH_FREE = True
-# Likewise a depthwise conv read only by conv2d kernels runs blocked (whatever its
-# size) without its stitch, and the conv2d kernels read its targets.
-DEPTHWISE_STITCH_FREE = True
-# Its targets are layers BLOCKS_WIDTH texels wide (wider where a layer would be taller
-# than the GPU allows), the fragments in their order. Measured on llvmpipe (blocked
-# 1x1 conv, per kernel): 12x12x64->64 16x18 147 us, 72x4 156, 8x36 175; 6x6x128->128
-# 16x9 162, 36x4 160, 32x5 200, 64x3 253; 3x3x128->256 16x6 115, 24x4 125, 32x3 139.
-BLOCKS_WIDTH = 16
-# A stitch-free conv2d with C % 4 == 0 and at least this many products per output
-# runs blocked rather than direct (per kernel, in-process, 1x1 + bias + relu6 read by
-# a direct depthwise: 12x12x32->64 150 -> 109 us, 24x24x32->32 277 -> 248,
-# 24x24x16->32 229 -> 184; 48x48x8->16 level, 192 / 189; MobileNet's stem, 3x3x3,
-# 483 -> 549 us: its direct kernel reads whole window rows).
-BLOCKED_FIRST_DEPTH = 16
 
 
 def _graph_of(node):
@@ -244,9 +208,9 @@ def _helpers(x_blocks, others) -> dict:
 
 
 def _stitch_free_targets(blocks, names, blocking, mapping, layouts, max_size):
-    """The targets of a stitch-free kernel: layers BLOCKS_WIDTH texels wide (wider where
+    """The targets of a stitch-free kernel: layers blocks_width texels wide (wider where
     they would be too tall), registered as a BlocksLayout for the readers."""
-    width = BLOCKS_WIDTH
+    width = _knobs().blocks_width
     while -(-blocking.fragments // width) > max_size:
         width *= 2
     layout = matmul.BlocksLayout(blocks.layout.shape, "float32", width,
@@ -268,7 +232,7 @@ def reads_depthwise_blocks(node, value) -> bool:
     if len(x.shape) != 4 or not x.is_static or not w.is_static:
         return False
     return x.shape[3] % 4 == 0 and x.dtype == w.dtype == "float32" and \
-        x.size < PACKED_MIN_INPUT and (_blocked_anyway(node) or stitch_free(node))
+        x.size < _knobs().packed_min_input and (_blocked_anyway(node) or stitch_free(node))
 
 
 def _blocked_anyway(node) -> bool:
@@ -278,14 +242,15 @@ def _blocked_anyway(node) -> bool:
     x, w, out = node.inputs[0].type, node.inputs[1].type, node.outputs[0].type
     taps, c = w.shape[0] * w.shape[1], x.shape[3]
     macs = out.size * taps * c
-    return macs >= matmul.BLOCKED_MIN_MACS and not _direct_fits(taps, c, out.shape[-1], macs)
+    return macs >= _min_macs() and \
+        not _direct_fits(taps, c, out.shape[-1], macs)
 
 
 def depthwise_stitch_free(node, g) -> bool:
     """Whether the depthwise conv `node` runs blocked and leaves its result in its
     render targets: multiplier 1, C % 4 == 0, a filter the blocked kernel unrolls, not
     a fetched value, and read only by conv2d kernels that read the targets."""
-    if g["M"] != 1 or g["C"] % 4 or math.prod(g["ksize"]) > BLOCKED_DEPTHWISE_TAPS:
+    if g["M"] != 1 or g["C"] % 4 or math.prod(g["ksize"]) > _knobs().blocked_depthwise_taps:
         return False
     return _read_only_by(node, reads_depthwise_blocks)
 
@@ -297,7 +262,7 @@ def _blocked_filter_gradient(g, context, inputs, out, layouts, prefix, op, nodes
     per pixel where C % 4 == 0), templates/conv_filter_blocked.glsl.j2; None where that
     does not apply."""
     pixels = g["N"] * g["out_count"]
-    if context["depthwise"] or out.layout.size * pixels < matmul.BLOCKED_MIN_MACS:
+    if context["depthwise"] or out.layout.size * pixels < _min_macs():
         return None
     taps = math.prod(g["ksize"])
     # rows: the 4 input channels of one texel of x (so at most 2 column texels)
@@ -307,14 +272,14 @@ def _blocked_filter_gradient(g, context, inputs, out, layouts, prefix, op, nodes
                                min(2, -(-g["COUT"] // 4), matmul.max_targets() // 4),
                                interleaved=True)
     # few blocks (a small filter): split the batch among more fragments
-    per_split = -(-g["N"] // min(g["N"], -(-FILTER_GRADIENT_FRAGMENTS //
+    per_split = -(-g["N"] // min(g["N"], -(-_knobs().filter_gradient_fragments //
                                           blocking.fragments_per_split)))
     out_h, out_w = g["out_size"]
     # one image a split and still few fragments (conv1 of W13: 9 x 8 filter, 3 blocks):
     # split each image's output rows too
     row_splits = 1
-    if SPLIT_ROWS and per_split == 1:
-        row_splits = min(out_h, -(-FILTER_GRADIENT_FRAGMENTS //
+    if _knobs().split_rows and per_split == 1:
+        row_splits = min(out_h, -(-_knobs().filter_gradient_fragments //
                                   (blocking.fragments_per_split * g["N"])))
     rows_per = -(-out_h // row_splits)
     row_splits = -(-out_h // rows_per)
@@ -342,7 +307,7 @@ def _blocked_depthwise(g, context, x, w, out, layouts, prefix, extra, epilogue, 
                        taps, free=False):
     c, mult = g["C"], g["M"]
     x_blocks = blocks_view(layouts, x.value)
-    if not ((mult == 1 and c % 4 == 0) or mult % 4 == 0) or taps > BLOCKED_DEPTHWISE_TAPS:
+    if not ((mult == 1 and c % 4 == 0) or mult % 4 == 0) or taps > _knobs().blocked_depthwise_taps:
         if x_blocks is not None or free:
             raise FragflowError(f"{nodes[0].where()}: the blocked depthwise kernel cannot "
                                 f"run it but it was planned to (codegen/conv.py)")
@@ -394,54 +359,25 @@ def _blocked_depthwise(g, context, x, w, out, layouts, prefix, extra, epilogue, 
     return [main, stitch]
 
 
-# Plain float 2D convolutions with whole output texels (COUT % 4 == 0) run as the
-# direct kernel (templates/conv_direct.glsl.j2: one fragment per output texel, the
-# epilogue inside, no stitch) when they are too small for the blocked kernel (it beats
-# conv.glsl.j2's generic loop there: 4x4x64->64 1x1 189 vs 222 us, 5x5x12->8 3x3 245 vs
-# 271 us), or when a fragment's sum is short (taps x C <= DIRECT_MAX_DEPTH) and the
-# product has fewer than DIRECT_MAX_MACS multiply-adds. A direct fragment fetches 0.31
-# texels per multiply-add (C % 4 == 0) against the blocked kernel's 0.09, but saves the
-# stitch's launch and its read and write of the output: measured on
-# llvmpipe (process CPU, conv + bias + relu6, in-process A/B, blocked + stitch -> direct):
-# MobileNet 0.25 at 96x96's stem 96x96x3->8 3x3/2 1532 -> 1079 us, pointwise 48x48x8->16
-# 543 -> 420, 24x24x16->32 389 -> 331, 24x24x32->32 512 -> 475, 12x12x32->64 318 -> 306;
-# with C = 64 or more it loses (12x12x64->64 399 -> 494, 6x6x128->128 392 -> 523), the
-# fragments' long serial sums. Short sums still won at 2M multiply-adds (64x64x16->32
-# 2097 -> 1974 us, 96x96x3->8 3x3 3295 -> 2890); bigger ones were not measured.
-DIRECT_MAX_DEPTH = 32
-DIRECT_MAX_MACS = 1 << 21
-# Filters up to this many taps (unrolled in Jinja); channel loops of up to
-# DIRECT_INLINE_STEPS steps are unrolled too.
-DIRECT_MAX_TAPS = 49
-DIRECT_INLINE_STEPS = 8
-# With C % 4 != 0 (and no dilation along x), a window row of up to DIRECT_ROW_FLOATS
-# floats is read as whole texels and each tap's channels picked from them, instead of
-# a fetch per channel: MobileNet's stem (96x96x3->8 3x3/2, 27 fetches of x -> 9)
-# 710 -> 561 us, 32x32x3->8 3x3 381 -> 331, 16x16x5->8 3x3 248 -> 222 (process CPU,
-# in-process A/B).
-ROW_READS = True
-DIRECT_ROW_FLOATS = 16
-LITERAL_WEIGHTS = True
-ALIGNED_PICKS = True
 
 
 def direct_kernel(g, context, inputs, out, prefix, op, nodes, extra=(), epilogue=None,
                   w_value=None):
     """The direct kernel (conv_direct.glsl.j2) of a float conv2d with COUT % 4 == 0 that
-    is small or sums few products per output (see DIRECT_MAX_DEPTH), else None."""
+    is small or sums few products per output (see ConvTuning.direct_max_depth), else None."""
     taps = math.prod(g["ksize"])
     x, w = inputs
     if context["depthwise"] or {out.dtype, x.dtype, w.dtype} != {"float32"} or \
             not _direct_fits(taps, g["C"], g["COUT"], out.size * taps * g["C"]):
         return None
     row = g["ksize"][1] * g["C"]          # a window row's floats, contiguous in x
-    row_texels = (-(-(row + 3) // 4) if ROW_READS and g["C"] % 4 and
-                  g["dilations"][1] == 1 and row <= DIRECT_ROW_FLOATS else 0)
+    row_texels = (-(-(row + 3) // 4) if _knobs().row_reads and g["C"] % 4 and
+                  g["dilations"][1] == 1 and row <= _knobs().direct_row_floats else 0)
     literals = _weight_literals(w_value, g) if row_texels else None
     return make_kernel("conv_direct.glsl.j2", prefix, op, nodes, [x, w] + list(extra),
                        out, g=g, xs=context["xs"], epilogue=epilogue, epilogue_vec4=True,
-                       inline_steps=DIRECT_INLINE_STEPS, row_texels=row_texels,
-                       w_literals=literals, aligned_picks=ALIGNED_PICKS)
+                       inline_steps=_knobs().direct_inline_steps, row_texels=row_texels,
+                       w_literals=literals, aligned_picks=_knobs().aligned_picks)
 
 
 def _direct_fits(taps: int, c: int, cout: int, macs: int) -> bool:
@@ -449,34 +385,26 @@ def _direct_fits(taps: int, c: int, cout: int, macs: int) -> bool:
     cout output channels and macs products in all (direct_kernel; _blocked_anyway asks
     the same of a graph node)."""
     steps = -(-c // 4) if c % 4 == 0 else c
-    if cout % 4 or taps > DIRECT_MAX_TAPS or taps * steps > loop_trips() or \
-            macs >= DIRECT_MAX_MACS:
+    if cout % 4 or taps > _knobs().direct_max_taps or taps * steps > loop_trips() or \
+            macs >= _knobs().direct_max_macs:
         return False
     # past BLOCKED_MIN_MACS, a deep sum per output is the blocked kernel's: its fewer
     # fetches pay for its stitch
-    return macs < matmul.BLOCKED_MIN_MACS or taps * c <= DIRECT_MAX_DEPTH
+    return macs < _min_macs() or taps * c <= _knobs().direct_max_depth
 
 
-# A constant filter of at most this many output channel texels (and rows of taps x C
-# <= DIRECT_ROW_FLOATS per window row) is written into the direct kernel's source as
-# literals: no weight fetches (MobileNet's stem, 27 of its 36 fetches per texel).
-LITERAL_MAX_C4 = 4
 
 
 def _weight_literals(w_value, g):
     """[filter row k][c4] -> a GLSL vec4 literal of the weights' exact bits, for a
     constant filter (w_value: its array, or None) with few output channel texels."""
-    if w_value is None or g["COUT"] // 4 > LITERAL_MAX_C4:
+    if w_value is None or g["COUT"] // 4 > _knobs().literal_max_c4:
         return None
     bits = np.ascontiguousarray(w_value, np.float32).reshape(-1, g["COUT"]).view(np.uint32)
     return [["vec4(" + ", ".join(f"uintBitsToFloat(0x{int(b):08x}u)" for b in row[4 * c:4 * c + 4])
              + ")" for c in range(g["COUT"] // 4)] for row in bits]
 
 
-# A fragment runs at most Limits.max_loop_iterations (llvmpipe: 65535); window ops
-# whose loops would come within WINDOW_MARGIN of it (60000 of 65535) are refused with an
-# error rather than silently cut short.
-WINDOW_MARGIN = 5535
 
 
 def _geometry(win: _conv.Window, **extra) -> dict:
@@ -555,7 +483,7 @@ def lower_node(node, layouts, prefix, extra=(), epilogue=None, kernel_op=None,
                  "dilation_grad": taps * (taps + 1) if context["wrt"] == "input"
                  else x_shape[0] * g["out_count"] * (taps + 1)}[kind]
         most = active().max_loop_iterations
-        if 4 * trips > most - WINDOW_MARGIN:
+        if 4 * trips > active().window_trips:
             raise FragflowError(
                 f"{node.where()}: its kernel would loop {4 * trips} times per fragment, "
                 f"too near the {most} a fragment may run (llvmpipe's limit); use a "
@@ -569,7 +497,7 @@ def lower_node(node, layouts, prefix, extra=(), epilogue=None, kernel_op=None,
         if fast is not None:
             return fast
     x_blocks = blocks_view(layouts, inputs[0].value) if kind == "conv" else None
-    dw_free = kind == "conv" and depthwise and d == 2 and DEPTHWISE_STITCH_FREE and \
+    dw_free = kind == "conv" and depthwise and d == 2 and _knobs().depthwise_stitch_free and \
         len(inputs) == 2 and depthwise_stitch_free(node, g)
     if kind == "conv" and depthwise and d == 2 and len(inputs) == 2 and not dw_free:
         direct = depthwise_kernels.direct_kernel(g, context, inputs, out, prefix,
@@ -578,17 +506,17 @@ def lower_node(node, layouts, prefix, extra=(), epilogue=None, kernel_op=None,
         if direct is not None:
             return direct
     # a conv2d big enough for the blocked kernel runs blocked where no stitch follows
-    # (see BLOCKED_FIRST_DEPTH)
-    blocked_first = kind == "conv" and not depthwise and d == 2 and STITCH_FREE and \
-        g["C"] % 4 == 0 and math.prod(g["ksize"]) * g["C"] >= BLOCKED_FIRST_DEPTH and \
-        out.layout.size * math.prod(g["ksize"]) * g["C"] >= matmul.BLOCKED_MIN_MACS and \
+    # (see ConvTuning.blocked_first_depth)
+    blocked_first = kind == "conv" and not depthwise and d == 2 and _knobs().stitch_free and \
+        g["C"] % 4 == 0 and math.prod(g["ksize"]) * g["C"] >= _knobs().blocked_first_depth and \
+        out.layout.size * math.prod(g["ksize"]) * g["C"] >= _min_macs() and \
         out.dtype == "float32" and stitch_free(node)
     blocked_first = blocked_first or (x_blocks is not None and not depthwise)
     if kind == "conv" and d == 2 and len(inputs) == 2 and not blocked_first:
         filter_node = node.inputs[1].node
         direct = direct_kernel(g, context, inputs, out, prefix, kernel_op or node.op,
                                nodes or [node], extra, epilogue,
-                               filter_node.attrs["value"] if LITERAL_WEIGHTS and
+                               filter_node.attrs["value"] if _knobs().literal_weights and
                                filter_node.op == "constant" else None)
         if direct is not None:
             return direct

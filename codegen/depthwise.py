@@ -17,21 +17,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from . import matmul
+from . import tuning as _tuning
 from .common import make_kernel
 from .operands import Operand
 
-# Texels read with textureLod at their centre (templates/lod_texel.glsl.j2) rather than
-# texelFetch: llvmpipe's texelFetch looks up the level's size lane by lane.
-LOD_FETCH = True
-# Filters up to this many taps (the taps are unrolled in Jinja).
-DIRECT_MAX_TAPS = 49
-BLOCKED_TAPS = 49        # codegen/conv.py BLOCKED_DEPTHWISE_TAPS, the blocked kernel's
-
 
 def _direct_applies(taps: int, c: int, mult: int, dtype: str, out_size: int) -> bool:
-    return ((mult == 1 and c % 4 == 0) or mult % 4 == 0) and taps <= DIRECT_MAX_TAPS and \
-        dtype == "float32" and out_size * taps < matmul.BLOCKED_MIN_MACS
+    tuning = _tuning.active()
+    return ((mult == 1 and c % 4 == 0) or mult % 4 == 0) and \
+        taps <= tuning.conv.depthwise_direct_max_taps and dtype == "float32" and \
+        out_size * taps < tuning.matmul.blocked_min_macs
 
 
 def reads_blocks(node, value) -> bool:
@@ -45,11 +40,13 @@ def reads_blocks(node, value) -> bool:
             any(v is value for v in node.inputs[1:]):
         return False
     x, w, out = node.inputs[0].type, node.inputs[1].type, node.outputs[0].type
+    knobs = _tuning.active().conv
     if len(x.shape) != 4 or len(w.shape) != 4 or not x.is_static or not w.is_static:
         return False
     return w.shape[3] == 1 and x.shape[3] % 4 == 0 and \
         x.dtype == w.dtype == out.dtype == "float32" and \
-        w.shape[0] * w.shape[1] <= min(DIRECT_MAX_TAPS, BLOCKED_TAPS)
+        w.shape[0] * w.shape[1] <= min(knobs.depthwise_direct_max_taps,
+                                       knobs.blocked_depthwise_taps)
 
 
 @dataclass
@@ -67,7 +64,7 @@ def direct_kernel(g: dict, context: dict, inputs, out, prefix: str, op: str, nod
     taps = math.prod(g["ksize"])
     x, w = inputs
     view = (layouts or {}).get(f"{x.value}#blocks")
-    blocks = view.blocking if isinstance(view, matmul.BlocksLayout) else None
+    blocks = getattr(view, "blocking", None)
     if not _direct_applies(taps, g["C"], g["M"], out.dtype, out.size):
         return None             # the blocked kernel's (it reads the targets too)
     if blocks is not None:
@@ -78,4 +75,5 @@ def direct_kernel(g: dict, context: dict, inputs, out, prefix: str, op: str, nod
     helpers = {"fetch_helpers": {b.sampler for b in bound[1:]}} if blocks else {}
     return make_kernel("depthwise_direct.glsl.j2", prefix, op, nodes, bound,
                        out, g=g, xs=context["xs"], epilogue=epilogue, epilogue_vec4=True,
-                       lod_fetch=LOD_FETCH, x_blocks=blocks, **helpers)
+                       lod_fetch=_tuning.active().conv.depthwise_lod_fetch,
+                       x_blocks=blocks, **helpers)

@@ -35,6 +35,8 @@ from ..ir.program_loops import LLVMPIPE_LOOP_LIMIT
 from . import tuning as _tuning
 
 DIALECTS = ("330", "300 es")
+# the loop iterations a window op's kernel keeps clear of max_loop_iterations
+WINDOW_MARGIN = 5535
 
 # What the shaders need declared in GLSL ES (it has no default precision for float in
 # fragment shaders nor for any sampler). highp int explicitly: indices reach 2^24 and more.
@@ -101,6 +103,12 @@ class Limits:
         """A kernel's loop budget: half of max_loop_iterations (32768 of 65535), so a
         loop's setup and the lanes around it stay well inside the limit."""
         return (self.max_loop_iterations + 1) // 2
+
+    @property
+    def window_trips(self) -> int:
+        """The most loop iterations a window op's kernel (a pool, dilation2d) may run:
+        max_loop_iterations less WINDOW_MARGIN (60000 of 65535); more is refused."""
+        return self.max_loop_iterations - WINDOW_MARGIN
 
     def key(self) -> tuple:
         """The fields as a tuple (the plan cache's key)."""

@@ -24,14 +24,12 @@ import math
 from dataclasses import replace
 
 from ..ir.types import TensorType
+from . import tuning as _tuning
 from .common import make_kernel
 from .layout import layout_for
 from .operands import Operand
 
 KINDS = ("pool", "pool_grad", "pool_grad_grad", "avg_pool_grad")
-# Windows up to this many taps are unrolled here; bigger ones (rare) take the generic
-# path rather than a very long shader.
-MAX_TAPS = 64
 
 
 def border_checks(g) -> list:
@@ -51,7 +49,8 @@ def vec4_kernel(kind, g, context, inputs, out, prefix, op, nodes, layouts=None):
     in `layouts`); None where neither applies (dilated or very big windows, C % 4 != 0
     for the other kinds): the generic kernel of templates/conv.glsl.j2."""
     if kind not in KINDS or any(d != 1 for d in g["dilations"]) or \
-            math.prod(g["ksize"]) > MAX_TAPS or out.layout.dtype != "float32":
+            math.prod(g["ksize"]) > _tuning.active().conv.pool_max_taps or \
+            out.layout.dtype != "float32":
         return None
     if g["C"] % 4 and (kind != "pool_grad" or layouts is None):
         return None

@@ -1,13 +1,66 @@
-"""The conv family's knobs (codegen/conv*.py): one field per knob, the llvmpipe
-profile's value as its default; PROFILES gives each device kind's."""
+"""The conv family's knobs (codegen/conv.py, depthwise.py, pool.py; the thresholds in
+blocks of multiply-adds are matmul's: `tuning.matmul.blocked_min_macs`,
+`packed_min_macs`): one field per knob, the llvmpipe profile's value as its default;
+PROFILES gives each device kind's. docs/PERFORMANCE.md has what each was measured at."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
 class ConvTuning:
-    pass
+    # a plain convolution whose input has this many elements or more runs as im2col
+    # into the packed matmul's panel (past a core's L2 the windows miss the cache)
+    packed_min_input: int = 1 << 19
+    # the blocked conv2d's channel step as 4 filter rows in a mat4 times a texel
+    mat_steps: bool = True
+    # depthwise filters up to this many taps run blocked (its loops unrolled in Jinja)
+    blocked_depthwise_taps: int = 49
+    # a filter gradient splits its batch until it has about this many fragments ...
+    filter_gradient_fragments: int = 1024
+    # ... and an image's output rows too where one image a split leaves fewer
+    split_rows: bool = True
+    # a blocked conv2d read only by depthwise kernels leaves its result in its render
+    # targets (no stitch), and a depthwise conv read only by conv2d kernels likewise
+    stitch_free: bool = True
+    depthwise_stitch_free: bool = True
+    # such targets are layers this many texels wide (wider where they would be too tall)
+    blocks_width: int = 16
+    # a stitch-free conv2d with C % 4 == 0 and this many products per output or more
+    # runs blocked rather than direct
+    blocked_first_depth: int = 16
+    # the direct conv2d (one fragment per output texel): sums of up to direct_max_depth
+    # products per output past blocked_min_macs, fewer than direct_max_macs in all,
+    # filters up to direct_max_taps taps, channel loops of up to direct_inline_steps
+    # steps unrolled
+    direct_max_depth: int = 32
+    direct_max_macs: int = 1 << 21
+    direct_max_taps: int = 49
+    direct_inline_steps: int = 8
+    # with C % 4 != 0, window rows of up to direct_row_floats floats read as whole
+    # texels (row_reads), a constant filter of up to literal_max_c4 output texels
+    # written into the source (literal_weights), channels picked aligned
+    row_reads: bool = True
+    direct_row_floats: int = 16
+    literal_weights: bool = True
+    literal_max_c4: int = 4
+    aligned_picks: bool = True
+    # the direct depthwise kernel: filters up to this many taps (unrolled), its texels
+    # read with textureLod at their centres rather than texelFetch
+    depthwise_direct_max_taps: int = 49
+    depthwise_lod_fetch: bool = True
+    # pools four channels a fragment: windows up to this many taps (unrolled)
+    pool_max_taps: int = 64
 
 
-PROFILES = {"llvmpipe": ConvTuning(), "gpu": ConvTuning(), "webgl": ConvTuning()}
+LLVMPIPE = ConvTuning()
+# A GPU's texelFetch is a plain load (llvmpipe looks up the level's size lane by lane,
+# which textureLod avoids), and its thousands of lanes want a filter gradient's sum
+# split among more fragments than llvmpipe's two threads do.
+GPU = dataclasses.replace(LLVMPIPE, depthwise_lod_fetch=False,
+                          filter_gradient_fragments=4096)
+# WebGL2 runs on the same GPUs; its 4 draw buffers come from Limits, not from here.
+WEBGL = GPU
+
+PROFILES = {"llvmpipe": LLVMPIPE, "gpu": GPU, "webgl": WEBGL}

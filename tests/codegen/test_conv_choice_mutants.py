@@ -1,18 +1,20 @@
 """codegen/conv.py's kernel choice, written for the mutants that `make mutation` found
 alive (tests/mutation/run.py): which conv2d the direct kernel takes (_direct_fits: its
 loop budget, DIRECT_MAX_DEPTH inclusive), which runs blocked whoever reads it
-(_blocked_anyway: from BLOCKED_MIN_MACS on), and that a conv2d reading a value as its
+(_blocked_anyway: from blocked_min_macs on), and that a conv2d reading a value as its
 filter does not read it from a depthwise kernel's render targets. Hand values from
 those rules, on graph nodes built with the public API."""
 import fragflow as ff
-from fragflow.codegen import conv, matmul
-from fragflow.codegen.reduce import loop_trips
+from fragflow.codegen import conv
+from fragflow.codegen.limits import loop_trips
+
+KNOBS = ff.Tuning()
 
 
 def test_direct_kernel_takes_a_sum_of_direct_max_depth_products():
-    macs = matmul.BLOCKED_MIN_MACS       # deep enough for the blocked kernel's stitch
+    macs = KNOBS.matmul.blocked_min_macs      # deep enough for the blocked kernel's stitch
     taps = 4                             # a 2 x 2 filter
-    c = conv.DIRECT_MAX_DEPTH // taps    # taps x c = DIRECT_MAX_DEPTH: still direct
+    c = KNOBS.conv.direct_max_depth // taps   # taps x c = DIRECT_MAX_DEPTH: still direct
     assert conv._direct_fits(taps, c, 8, macs)
     assert not conv._direct_fits(taps, c + 4, 8, macs)
     assert conv._direct_fits(taps, c + 4, 8, macs - 1)   # small: direct whatever its depth

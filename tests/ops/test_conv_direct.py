@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 import fragflow as ff
-from fragflow.codegen import conv
 from tests.gradcheck import check_gradients
 from tests.reference import assert_matches, compiled_kernels, normal, run_both
+
+KNOBS = ff.Tuning().conv
 
 
 def is_direct(kernel):
@@ -78,8 +79,8 @@ def test_which_convolutions_run_direct(gl):
     def conv_kernels(x_shape, w_shape):
         w = normal(rng, *w_shape)
         return compiled_kernels(lambda xp: ff.conv2d(xp, ff.constant(w), padding="SAME"), [x_shape])
-    # short sums (taps x C <= DIRECT_MAX_DEPTH) run direct even past the blocked size
-    assert 3 * 3 * 3 <= conv.DIRECT_MAX_DEPTH
+    # short sums (taps x C <= direct_max_depth) run direct even past the blocked size
+    assert 3 * 3 * 3 <= KNOBS.direct_max_depth
     assert is_direct(conv_kernels((1, 64, 64, 3), (3, 3, 3, 8))[0])
     # long sums of a big product: blocked + stitch
     big = conv_kernels((1, 12, 12, 64), (1, 1, 64, 64))
@@ -107,7 +108,7 @@ def test_gradients_through_the_direct_kernel(gl):
     ((1, 5, 5, 3), (3, 3, 3, 20), dict(padding="SAME")),                 # 5: fetched
 ])
 def test_constant_filters_written_into_the_source(gl, x_shape, w_shape, kwargs):
-    """A constant filter with at most LITERAL_MAX_C4 output channel texels is written
+    """A constant filter with at most literal_max_c4 output channel texels is written
     into the window-row kernel as literals of its exact bits (NaN, inf, -0, a
     denormal kept). NaN and inf weights only without padding: the direct kernel skips
     taps in the padding, where the reference multiplies them by zero (NaN)."""
@@ -124,7 +125,7 @@ def test_constant_filters_written_into_the_source(gl, x_shape, w_shape, kwargs):
         y = ff.relu6(ff.conv2d(xp, ff.constant(w), **kwargs) + 0.5)
     with ff.Session(g) as sess:
         (kernel,) = sess.compile([y], feeds=[xp]).kernels
-    literal = w_shape[-1] // 4 <= conv.LITERAL_MAX_C4
+    literal = w_shape[-1] // 4 <= KNOBS.literal_max_c4
     main = kernel.source.split("void main()")[1]
     assert is_direct(kernel) and ("vec4(uintBitsToFloat(0x" in main) == literal
     assert (f"tx_{kernel.inputs[1].sampler}(" in main) != literal       # weight fetches

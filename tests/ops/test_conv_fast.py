@@ -12,18 +12,11 @@ import numpy as np
 import pytest
 
 import fragflow as ff
-from fragflow.codegen import conv, matmul as blocked
 from tests.gradcheck import check_gradients
 from tests.reference import assert_matches, normal, run_both
 
-DIRECT_MAX_MACS = conv.DIRECT_MAX_MACS      # the direct conv2d's own (the fixture: 0)
-
-
-@pytest.fixture(autouse=True)
-def always_blocked(monkeypatch):
-    monkeypatch.setattr(blocked, "BLOCKED_MIN_MACS", 1)
-    # small ones would run direct (tests/ops/test_conv_direct.py)
-    monkeypatch.setattr(conv, "DIRECT_MAX_MACS", 0)
+# every size blocked; small ones would run direct (tests/ops/test_conv_direct.py)
+BLOCKED = ff.Tuning().with_({"matmul.blocked_min_macs": 1, "conv.direct_max_macs": 0})
 
 
 def _run(build, arrays, rtol=1e-5):
@@ -32,16 +25,14 @@ def _run(build, arrays, rtol=1e-5):
     with g.as_default():
         feeds = {ff.placeholder(a.shape, name=f"in{i}"): a for i, a in enumerate(arrays)}
         fetches = build(*feeds)
-    out, ref = run_both(g, fetches, feeds)
+    out, ref = run_both(g, fetches, feeds, tuning=BLOCKED)
     for label in fetches:
         scale = float(np.max(np.abs(np.nan_to_num(ref[label])), initial=0.0))
         assert_matches(out[label], ref[label], rtol=rtol, atol=1e-5 * (1 + scale), what=label)
     return g
 
 
-def test_w4_sized_convolutions_take_the_blocked_path(gl, monkeypatch):
-    monkeypatch.setattr(blocked, "BLOCKED_MIN_MACS", 1 << 17)
-    monkeypatch.setattr(conv, "DIRECT_MAX_MACS", DIRECT_MAX_MACS)
+def test_w4_sized_convolutions_take_the_blocked_path(gl):
     rng = np.random.default_rng(0)
     x = normal(rng, 1, 32, 32, 16)
     g = ff.Graph()
@@ -115,7 +106,7 @@ def test_fused_bias_activation(gl, depthwise, activation):
         xp = ff.placeholder(x.shape, name="x")
         y = getattr(ff, activation)(conv(xp, ff.constant(w), padding="SAME")
                                     + ff.constant(b))
-    with ff.Session(g) as sess:           # bias and activation run in the stitch
+    with ff.Session(g, tuning=BLOCKED) as sess:    # bias and activation in the stitch
         ops = [k.op for k in sess.compile([y], feeds=[xp]).kernels]
     name = "depthwise_conv2d" if depthwise else "conv2d"
     assert ops == [f"fused_{name}", f"fused_{name}_stitch"], ops
@@ -126,10 +117,10 @@ def test_gradients_against_finite_differences(gl):
     # stride 1: the input gradient runs as a (blocked) convolution too
     check_gradients(lambda x, w: ff.tanh(ff.conv2d(x, w, padding="SAME")),
                     {"x": rng.standard_normal((1, 5, 6, 4)),
-                     "w": rng.standard_normal((3, 3, 4, 4))})
+                     "w": rng.standard_normal((3, 3, 4, 4))}, tuning=BLOCKED)
     check_gradients(lambda x, w: ff.depthwise_conv2d(x, w, strides=2, padding="SAME") ** 2,
                     {"x": rng.standard_normal((1, 6, 5, 4)),
-                     "w": rng.standard_normal((3, 3, 4, 1))})
+                     "w": rng.standard_normal((3, 3, 4, 1))}, tuning=BLOCKED)
 
 
 @pytest.mark.parametrize("x_shape, dy_shape, ksize, kwargs", [
@@ -155,7 +146,7 @@ def test_filter_gradient_shapes(gl, x_shape, dy_shape, ksize, kwargs):
         return {"dw": wrap(_conv.conv_backprop_filter("conv2d", xp.value, dyp.value, ksize,
                                                        **kwargs))}
     g = _run(build, [x, dy], rtol=1e-4)
-    with ff.Session(g) as sess:
+    with ff.Session(g, tuning=BLOCKED) as sess:
         placeholders = [n.outputs[0] for n in g.nodes if n.op == "placeholder"]
         dw = [n.outputs[0] for n in g.nodes if n.op == "conv2d_backprop_filter"]
         ops = [k.op for k in sess.compile([wrap(v) for v in dw],

@@ -9,16 +9,12 @@ import numpy as np
 import pytest
 
 import fragflow as ff
-from fragflow.codegen import conv, matmul
 from tests.reference import assert_matches, run_both
 
-
-@pytest.fixture(autouse=True)
-def always_blocked(monkeypatch):
-    monkeypatch.setattr(matmul, "BLOCKED_MIN_MACS", 1)
+BLOCKED = ff.Tuning().with_({"matmul.blocked_min_macs": 1})
 
 
-def _filter_gradient(x_shape, w_shape, strides, padding, nan=False):
+def _filter_gradient(x_shape, w_shape, strides, padding, nan=False, tuning=BLOCKED):
     rng = np.random.default_rng(sum(x_shape) + sum(w_shape) + strides)
     x = rng.standard_normal(x_shape).astype(np.float32)
     w = rng.standard_normal(w_shape).astype(np.float32)
@@ -32,9 +28,9 @@ def _filter_gradient(x_shape, w_shape, strides, padding, nan=False):
         dyp = ff.placeholder(dy.shape, name="dy")
         dw = ff.gradients([y], [wp], grad_ys=[dyp])[0]
     feeds = {xp: x, wp: w, dyp: dy}
-    with ff.Session(g) as sess:
+    with ff.Session(g, tuning=tuning) as sess:
         kernels = sess.compile([dw], feeds=list(feeds)).kernels
-    out, ref = run_both(g, {"dw": dw}, feeds)
+    out, ref = run_both(g, {"dw": dw}, feeds, tuning=tuning)
     scale = float(np.max(np.abs(np.nan_to_num(ref["dw"])), initial=0.0))
     assert_matches(out["dw"], ref["dw"], rtol=1e-4, atol=1e-4 * (1 + scale))
     return kernels
@@ -54,9 +50,9 @@ def test_row_splits_match_numpy(gl, x_shape, w_shape, strides, padding):
     assert "rsplit" in kernels[0].source, "expected a split by output rows"
 
 
-def test_without_row_splits_the_same(gl, monkeypatch):
-    monkeypatch.setattr(conv, "SPLIT_ROWS", False)
-    kernels = _filter_gradient((8, 7, 5, 1), (3, 3, 1, 8), 1, "SAME")
+def test_without_row_splits_the_same(gl):
+    kernels = _filter_gradient((8, 7, 5, 1), (3, 3, 1, 8), 1, "SAME",
+                               tuning=BLOCKED.with_({"conv.split_rows": False}))
     assert "rsplit" not in kernels[0].source
 
 

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 import fragflow as ff
-from fragflow.codegen import conv, depthwise, matmul
 from tests.reference import assert_matches, run_both
 
 
@@ -25,20 +24,27 @@ def _filter(rng, shape):
     return w
 
 
-def _check(build, arrays, marker=None, ops=None):
+GENERIC = ff.Tuning().with_({"conv.direct_max_taps": 0, "conv.depthwise_direct_max_taps": 0,
+                            "conv.blocked_depthwise_taps": 0})
+BLOCKED = ff.Tuning().with_({"matmul.blocked_min_macs": 1, "conv.direct_max_macs": 0,
+                            "conv.depthwise_direct_max_taps": 0})
+TUNINGS = {"direct": None, "generic": GENERIC, "blocked": BLOCKED}
+
+
+def _check(build, arrays, marker=None, ops=None, tuning=None):
     """GL against numpy for build(*placeholders); the reference must have NaN at the
     border next to finite values (what skipping the padding got wrong)."""
     g = ff.Graph()
     with g.as_default():
         feeds = {ff.placeholder(a.shape, name=f"in{i}"): a for i, a in enumerate(arrays)}
         y = build(*feeds)
-    with ff.Session(g) as sess:
+    with ff.Session(g, tuning=tuning) as sess:
         kernels = sess.compile([y], feeds=list(feeds)).kernels
     if marker is not None:
         assert any(marker in k.source for k in kernels), [k.op for k in kernels]
     if ops is not None:
         assert [k.op for k in kernels] == ops, [k.op for k in kernels]
-    out, ref = run_both(g, {"y": y}, feeds)
+    out, ref = run_both(g, {"y": y}, feeds, tuning=tuning)
     assert np.isnan(ref["y"]).any() and np.isfinite(ref["y"]).any()
     finite = np.abs(ref["y"][np.isfinite(ref["y"])])
     assert_matches(out["y"], ref["y"], rtol=1e-5, atol=1e-5 * (1 + finite.max(initial=0)))
@@ -77,25 +83,23 @@ def test_direct_conv2d_literal_weights(gl):
     ((2, 7, 9, 3), (3, 3, 3, 8)),        # vec4 with scalar input
     ((2, 7, 6, 3), (3, 3, 3, 5)),        # scalar lanes (COUT % 4 != 0)
 ])
-def test_generic_conv2d(gl, monkeypatch, x_shape, w_shape):
-    monkeypatch.setattr(conv, "DIRECT_MAX_TAPS", 0)
+def test_generic_conv2d(gl, x_shape, w_shape):
     rng = np.random.default_rng(sum(x_shape))
     x, w = _conv_case(rng, x_shape, w_shape)
     _check(lambda xp, wp: ff.conv2d(xp, wp, strides=2, padding="SAME"), [x, w],
-           ops=["conv2d"])
+           ops=["conv2d"], tuning=ff.Tuning().with_({"conv.direct_max_taps": 0}))
 
 
 @pytest.mark.parametrize("x_shape, w_shape", [
     ((2, 7, 9, 8), (3, 3, 8, 8)),        # channels in fours
     ((2, 9, 7, 3), (3, 3, 3, 5)),        # neither
 ])
-def test_blocked_conv2d(gl, monkeypatch, x_shape, w_shape):
-    monkeypatch.setattr(matmul, "BLOCKED_MIN_MACS", 1)
-    monkeypatch.setattr(conv, "DIRECT_MAX_MACS", 0)
+def test_blocked_conv2d(gl, x_shape, w_shape):
     rng = np.random.default_rng(sum(x_shape) + 1)
     x, w = _conv_case(rng, x_shape, w_shape)
     _check(lambda xp, wp: ff.conv2d(xp, wp, strides=2, padding="SAME"), [x, w],
-           ops=["conv2d", "conv2d_stitch"])
+           ops=["conv2d", "conv2d_stitch"],
+           tuning=ff.Tuning().with_({"matmul.blocked_min_macs": 1, "conv.direct_max_macs": 0}))
 
 
 @pytest.mark.parametrize("x_shape, w_shape, path", [
@@ -107,17 +111,15 @@ def test_blocked_conv2d(gl, monkeypatch, x_shape, w_shape):
     ((2, 7, 9, 8), (3, 3, 8, 1), "blocked"),
 ])
 @pytest.mark.parametrize("strides", [1, 2])
-def test_depthwise_conv2d(gl, monkeypatch, x_shape, w_shape, path, strides):
-    if path == "generic":
-        monkeypatch.setattr(depthwise, "DIRECT_MAX_TAPS", 0)
-        monkeypatch.setattr(conv, "BLOCKED_DEPTHWISE_TAPS", 0)
-    if path == "blocked":
-        monkeypatch.setattr(matmul, "BLOCKED_MIN_MACS", 1)
+def test_depthwise_conv2d(gl, x_shape, w_shape, path, strides):
+    tuning = {"direct": None, "blocked": ff.Tuning().with_({"matmul.blocked_min_macs": 1}),
+              "generic": ff.Tuning().with_({"conv.depthwise_direct_max_taps": 0,
+                                            "conv.blocked_depthwise_taps": 0})}[path]
     rng = np.random.default_rng(sum(x_shape) + strides)
     x, w = _conv_case(rng, x_shape, w_shape)
     kernels = _check(
         lambda xp, wp: ff.depthwise_conv2d(xp, wp, strides=strides, padding="SAME"),
-        [x, w], marker="direct depthwise:" if path == "direct" else None)
+        [x, w], marker="direct depthwise:" if path == "direct" else None, tuning=tuning)
     assert (len(kernels) == 2) == (path == "blocked"), [k.op for k in kernels]
 
 
@@ -127,12 +129,10 @@ def test_depthwise_conv2d(gl, monkeypatch, x_shape, w_shape, path, strides):
     ((2, 7, 9, 8), 8, True),
     ((2, 7, 9, 3), 5, True),
 ])
-def test_conv2d_backprop_filter_with_non_finite_dy(gl, monkeypatch, x_shape, dy_channels,
-                                                   blocked):
+def test_conv2d_backprop_filter_with_non_finite_dy(gl, x_shape, dy_channels, blocked):
     """dw[tap] sums x (0 in the padding) times dy: NaN / inf in dy at a border output
     makes the taps whose window there reaches into the padding NaN."""
-    if blocked:
-        monkeypatch.setattr(matmul, "BLOCKED_MIN_MACS", 1)
+    tuning = ff.Tuning().with_({"matmul.blocked_min_macs": 1}) if blocked else None
     rng = np.random.default_rng(sum(x_shape) + dy_channels)
     x = rng.standard_normal(x_shape).astype(np.float32)
     w = rng.standard_normal((3, 3, x_shape[-1], dy_channels)).astype(np.float32)
@@ -144,7 +144,7 @@ def test_conv2d_backprop_filter_with_non_finite_dy(gl, monkeypatch, x_shape, dy_
     def build(xp, wp, dyp):
         y = ff.conv2d(xp, wp, strides=2, padding="SAME")
         return ff.gradients([y], [wp], grad_ys=[dyp])[0]
-    kernels = _check(build, [x, w, dy])
+    kernels = _check(build, [x, w, dy], tuning=tuning)
     ops = [k.op for k in kernels]
     assert ops[0] == "conv2d_backprop_filter" and (len(ops) == 2) == blocked, ops
 
@@ -159,18 +159,10 @@ def test_conv3d(gl):
 @pytest.mark.parametrize("path", ["direct", "generic", "blocked"])
 @pytest.mark.parametrize("x_shape", [(2, 1, 1, 8), (2, 1, 6, 8), (2, 5, 1, 3)])
 @pytest.mark.parametrize("depthwise_conv", [False, True])
-def test_taps_that_only_land_on_padding(gl, monkeypatch, path, x_shape, depthwise_conv):
+def test_taps_that_only_land_on_padding(gl, path, x_shape, depthwise_conv):
     """A 1-pixel image side: the taps off its row or column read padding for every
     output, a constant the compiler sees (Mesa folds 0 * w to 0 unless the 0 is hidden
     from it). NaN at such a tap of one channel, inf at another."""
-    if path == "generic":
-        monkeypatch.setattr(conv, "DIRECT_MAX_TAPS", 0)
-        monkeypatch.setattr(depthwise, "DIRECT_MAX_TAPS", 0)
-        monkeypatch.setattr(conv, "BLOCKED_DEPTHWISE_TAPS", 0)
-    if path == "blocked":
-        monkeypatch.setattr(matmul, "BLOCKED_MIN_MACS", 1)
-        monkeypatch.setattr(conv, "DIRECT_MAX_MACS", 0)
-        monkeypatch.setattr(depthwise, "DIRECT_MAX_TAPS", 0)
     c = x_shape[-1]        # (a depthwise C % 4 != 0 runs the generic kernel whatever path)
     rng = np.random.default_rng(sum(x_shape) + len(path))
     x = rng.standard_normal(x_shape).astype(np.float32)
@@ -178,14 +170,13 @@ def test_taps_that_only_land_on_padding(gl, monkeypatch, path, x_shape, depthwis
     w[0, 0, 0, 0] = np.nan               # row 0 (or column 0): padding only
     w[(2, 2, c - 1, w.shape[-1] - 1)] = np.inf
     op = ff.depthwise_conv2d if depthwise_conv else ff.conv2d
-    _check(lambda xp, wp: op(xp, wp, padding="SAME"), [x, w])
+    _check(lambda xp, wp: op(xp, wp, padding="SAME"), [x, w], tuning=TUNINGS[path])
 
 
 @pytest.mark.parametrize("x_shape", [(2, 1, 1, 8), (2, 1, 6, 3)])
 @pytest.mark.parametrize("blocked", [False, True])
-def test_filter_gradient_taps_that_only_land_on_padding(gl, monkeypatch, x_shape, blocked):
-    if blocked:
-        monkeypatch.setattr(matmul, "BLOCKED_MIN_MACS", 1)
+def test_filter_gradient_taps_that_only_land_on_padding(gl, x_shape, blocked):
+    tuning = ff.Tuning().with_({"matmul.blocked_min_macs": 1}) if blocked else None
     rng = np.random.default_rng(sum(x_shape) + blocked)
     x = rng.standard_normal(x_shape).astype(np.float32)
     w = rng.standard_normal((3, 3, x_shape[-1], 8)).astype(np.float32)
@@ -195,7 +186,7 @@ def test_filter_gradient_taps_that_only_land_on_padding(gl, monkeypatch, x_shape
 
     def build(xp, wp, dyp):
         return ff.gradients([ff.conv2d(xp, wp, padding="SAME")], [wp], grad_ys=[dyp])[0]
-    _check(build, [x, w, dy])
+    _check(build, [x, w, dy], tuning=tuning)
 
 
 @pytest.mark.parametrize("path", ["direct", "generic", "blocked"])
@@ -205,17 +196,14 @@ def test_filter_gradient_taps_that_only_land_on_padding(gl, monkeypatch, x_shape
     ((2, 7, 6, 8), (3, 3, 8, 3), "VALID"),           # dy's channels 3: scalar reads
     ((1, 1, 5, 4), (3, 3, 4, 4), "SAME"),            # 1-pixel side
 ])
-def test_input_gradient_as_a_conv_skips_its_padding(gl, monkeypatch, path, x_shape,
-                                                     w_shape, padding):
+def test_input_gradient_as_a_conv_skips_its_padding(gl, path, x_shape, w_shape, padding):
     """passes/conv_lowering.py runs a stride-1 input gradient as a conv2d of dy with the
     filter turned, padding_taps "skip": its padding taps stand for products that do not
     exist, so a NaN weight reaches only the positions its products land on
     (conv2d_backprop_input's reference: the numpy executor on the graph as built)."""
-    if path == "generic":
-        monkeypatch.setattr(conv, "DIRECT_MAX_TAPS", 0)
-    if path == "blocked":
-        monkeypatch.setattr(matmul, "BLOCKED_MIN_MACS", 1)
-        monkeypatch.setattr(conv, "DIRECT_MAX_MACS", 0)
+    tuning = {"direct": None, "generic": ff.Tuning().with_({"conv.direct_max_taps": 0}),
+              "blocked": ff.Tuning().with_({"matmul.blocked_min_macs": 1,
+                                            "conv.direct_max_macs": 0})}[path]
     rng = np.random.default_rng(sum(x_shape) + len(path))
     x = rng.standard_normal(x_shape).astype(np.float32)
     w = rng.standard_normal(w_shape).astype(np.float32)
@@ -229,7 +217,7 @@ def test_input_gradient_as_a_conv_skips_its_padding(gl, monkeypatch, path, x_sha
         (dx,) = ff.gradients([y], [xp], grad_ys=[up])
     feeds = {xp: x, wp: w, up: rng.standard_normal(tuple(y.shape)).astype(np.float32)}
     want = ff.Session(g, backend="numpy", passes=["verify"]).run(dx, feeds)
-    with ff.Session(g) as sess:
+    with ff.Session(g, tuning=tuning) as sess:
         fn = sess.compile([dx], feeds=list(feeds))
         assert "conv2d" in [k.op for k in fn.kernels]       # lowered
         got = sess.run(dx, feeds)

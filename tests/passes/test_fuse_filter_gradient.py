@@ -9,8 +9,11 @@ import numpy as np
 import pytest
 
 import fragflow as ff
-from fragflow.codegen import matmul
 from tests.reference import assert_matches
+
+
+def _tuning(blocked):
+    return ff.Tuning().with_({"matmul.blocked_min_macs": 1 if blocked else 1 << 40})
 
 
 def _step_kernels(sess, fetches, feeds):
@@ -23,9 +26,8 @@ def _step_kernels(sess, fetches, feeds):
     ((16, 4, 4, 8), (3, 3, 8, 16), 1),         # W13's conv2 shape (image splits)
     ((3, 7, 5, 3), (3, 2, 3, 5), 2),           # awkward channels, stride 2
 ])
-def test_sgd_update_in_the_filter_gradient_kernel(gl, monkeypatch, blocked, x_shape,
-                                                 w_shape, strides):
-    monkeypatch.setattr(matmul, "BLOCKED_MIN_MACS", 1 if blocked else 1 << 40)
+def test_sgd_update_in_the_filter_gradient_kernel(gl, blocked, x_shape, w_shape, strides):
+    tuning = ff.Tuning().with_({"matmul.blocked_min_macs": 1 if blocked else 1 << 40})
     rng = np.random.default_rng(sum(x_shape) + sum(w_shape))
     x = rng.standard_normal(x_shape).astype(np.float32)
     g = ff.Graph()
@@ -35,7 +37,8 @@ def test_sgd_update_in_the_filter_gradient_kernel(gl, monkeypatch, blocked, x_sh
         y = ff.conv2d(xp, w, strides=strides, padding="SAME")
         loss = ff.reduce_mean(ff.square(y - 0.5))
         step = ff.optim.SGD(0.1).minimize(loss)
-    gl_sess, ref = ff.Session(g), ff.Session(g, backend="numpy", passes=[])
+    gl_sess = ff.Session(g, tuning=tuning)
+    ref = ff.Session(g, backend="numpy", passes=[])
     ops = _step_kernels(gl_sess, [step, loss], [xp])
     assert "fused_conv2d_backprop_filter" + ("_stitch" if blocked else "") in ops, ops
     assert "fused(mul,sub)" not in ops, ops                         # no update kernel
@@ -47,8 +50,8 @@ def test_sgd_update_in_the_filter_gradient_kernel(gl, monkeypatch, blocked, x_sh
 
 
 @pytest.mark.parametrize("blocked", [True, False])
-def test_fused_filter_gradient_with_nan_dy_matches_unfused(gl, monkeypatch, blocked):
-    monkeypatch.setattr(matmul, "BLOCKED_MIN_MACS", 1 if blocked else 1 << 40)
+def test_fused_filter_gradient_with_nan_dy_matches_unfused(gl, blocked):
+    tuning = _tuning(blocked)
     rng = np.random.default_rng(7)
     x = rng.standard_normal((4, 6, 6, 4)).astype(np.float32)
     w0 = rng.standard_normal((3, 3, 4, 8)).astype(np.float32)
@@ -61,11 +64,11 @@ def test_fused_filter_gradient_with_nan_dy_matches_unfused(gl, monkeypatch, bloc
         dw = ff.gradients([ff.conv2d(xp, w, padding="SAME")], [w], grad_ys=[dyp])[0]
         new_w = w - 0.1 * dw
     feeds = {xp: x, dyp: dy, w: w0}
-    with ff.Session(g) as sess:
+    with ff.Session(g, tuning=tuning) as sess:
         ops = _step_kernels(sess, [new_w], list(feeds))
         got = sess.run(new_w, feeds)
     assert ops[0] == "fused_conv2d_backprop_filter", ops
-    with ff.Session(g, passes=["verify"]) as plain:
+    with ff.Session(g, passes=["verify"], tuning=tuning) as plain:
         want = plain.run(new_w, feeds)
     assert np.isnan(want).any()
     assert_matches(got, want, rtol=1e-5, atol=1e-4)
