@@ -35,9 +35,7 @@ STEPS = ops_where(lambda opdef: opdef.pointwise)
 # A bias's gradient (sum_like over the leading axes) takes an epilogue (its optimizer
 # update) where one fragment can walk its rows: at most SUM_LIKE_ROWS rows and
 # SUM_LIKE_WORK elements; longer sums stay reduction trees (and the update a kernel of
-# its own). Measured on W13 (llvmpipe, profile): 64 rows of 10 and of 32, 0.09 and
-# 0.07 -> 0.03 ms; 1024 of 16, 0.08 -> 0.065 ms; but 4096 of 8 (two fragments walking
-# 4096 rows each) 0.15 -> 0.19 ms.
+# its own), which win once a fragment's walk is long (docs/PERFORMANCE.md).
 SUM_LIKE_WORK = 1 << 16
 SUM_LIKE_ROWS = 1024
 # views an epilogue passes through: row-major order kept, so element i of the head's

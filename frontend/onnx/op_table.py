@@ -30,6 +30,8 @@ TO_NHWC, TO_NCHW = (0, 2, 3, 1), (0, 3, 1, 2)
 def rule(*op_types):
     def decorator(fn):
         for t in op_types:
+            if t in RULES:      # e.g. a record's onnx= naming a type a rule reads
+                raise ValueError(f"two import rules for ONNX's {t}")
             RULES[t] = fn
         return fn
     return decorator
