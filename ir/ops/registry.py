@@ -79,6 +79,8 @@ class OpDef:
     # hidden_attrs are left out of the braces (provenance and bookkeeping)
     printer: Callable | None = None
     hidden_attrs: tuple = ()
+    # a reduction's record (ir/ops/reduce.py Reduction: its combine, finish step, shift)
+    reduction: object = None
 
     def __post_init__(self):
         if self.kind not in KINDS:
