@@ -34,11 +34,12 @@ Padding: a tap on the padding adds 0 * w (NaN for a NaN or inf weight, as the
 reference and TensorFlow), the 0 hidden from the compiler (pad0 in the templates:
 Mesa folds a constant 0 * w to 0); a conv2d with padding_taps "skip" (an input
 gradient written as a convolution, passes/conv_lowering.py) adds nothing there
-(g["skip_padding"]). conv2d_backprop_filter takes an epilogue too (an optimizer's
+(g.skip_padding). conv2d_backprop_filter takes an epilogue too (an optimizer's
 update of the filter, passes/fusion.py), applied by its stitch or generic kernel.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, replace
 
@@ -99,7 +100,7 @@ def blocked_conv(node, g, context, inputs, out, layouts, prefix, extra, epilogue
     fragments compute 4 pixels x 8 output channels (codegen/matmul.py's blocking);
     a depthwise one computes 4 channels of 2 x 4 adjacent pixels, reading each input
     texel of their shared footprint once."""
-    taps = math.prod(g["ksize"])
+    taps = math.prod(g.ksize)
     if context["kind"] == "backprop_filter":
         return _blocked_filter_gradient(g, context, inputs, out, layouts, prefix, op, nodes,
                                         extra, epilogue)
@@ -112,30 +113,30 @@ def blocked_conv(node, g, context, inputs, out, layouts, prefix, extra, epilogue
             return None
         return _blocked_depthwise(g, context, x, w, out, layouts, prefix, extra, epilogue,
                                   op, nodes, taps, free)
-    if out.layout.size * taps * g["C"] < _min_macs() and x_blocks is None:
+    if out.layout.size * taps * g.C < _min_macs() and x_blocks is None:
         return None
-    blocking = matmul.choose_blocking(1, g["N"] * g["out_count"], g["COUT"])
-    k = taps * g["C"]
-    if not g.get("skip_padding") and \
-            g["N"] * math.prod(g["in_size"]) * g["C"] >= _knobs().packed_min_input and \
+    blocking = matmul.choose_blocking(1, g.N * g.out_count, g.COUT)
+    k = taps * g.C
+    if not g.skip_padding and \
+            g.N * math.prod(g.in_size) * g.C >= _knobs().packed_min_input and \
             out.layout.size * k >= _tuning.active().matmul.packed_min_macs and x_blocks is None:
         # im2col into A's panel (each window read once, padding zeros), the filter
         # [taps * C, COUT] into B's, then the packed matmul kernel and its stitch
         k4 = -(-k // 4)
         pa = matmul.Panel("rows", 1, blocking.slab, blocking.slab, blocking.rows, k4,
-                          blocking.m, k, conv=g, xs=tuple(context["xs"]))
-        pb = matmul.b_panel(blocking, k, g["COUT"], False, 1, k4)
+                          blocking.m, k, conv=g.as_dict(), xs=tuple(context["xs"]))
+        pb = matmul.b_panel(blocking, k, g.COUT, False, 1, k4)
         none = matmul.affine_index((1,), [0])
         packed = matmul.packed_kernels(prefix, op, nodes, layouts, out, blocking, pa, x,
                                        pb, w, none, none, extra, epilogue)
         if packed is not None:
             return packed
-    fours = g["C"] % 4 == 0
+    fours = g.C % 4 == 0
     if x_blocks is not None:
         x = _blocks_operand(x, layouts)
     common = dict(g=g, xs=context["xs"], channels_in_fours=fours, mat_steps=_knobs().mat_steps,
                   x_blocks=x_blocks and x_blocks.blocking,
-                  unroll=unroll_for(taps * g["C"] // (4 if fours else 1)),
+                  unroll=unroll_for(taps * g.C // (4 if fours else 1)),
                   **_helpers(x_blocks, [w] + list(extra)))
     max_size = matmul._max_texture_size(layouts, out)
     if _knobs().stitch_free and stitch_free(node):
@@ -153,7 +154,7 @@ def blocked_conv(node, g, context, inputs, out, layouts, prefix, extra, epilogue
         epilogue=None, **common)
     stitch = matmul.stitch_kernel(blocks, out, prefix + "s", op, nodes, extra, epilogue,
                                   mapping="matmul", blocking=blocking,
-                                  aligned=g["COUT"] % 4 == 0)
+                                  aligned=g.COUT % 4 == 0)
     return [main, stitch]
 
 
@@ -165,7 +166,7 @@ def _graph_of(node):
 
 def stitch_free_blocking(g) -> matmul.Blocking:
     """The blocking of a stitch-free conv2d: matmul's (4 pixels x 2 channel texels)."""
-    return matmul.choose_blocking(1, g["N"] * g["out_count"], g["COUT"])
+    return matmul.choose_blocking(1, g.N * g.out_count, g.COUT)
 
 
 def stitch_free(node) -> bool:
@@ -250,7 +251,7 @@ def depthwise_stitch_free(node, g) -> bool:
     """Whether the depthwise conv `node` runs blocked and leaves its result in its
     render targets: multiplier 1, C % 4 == 0, a filter the blocked kernel unrolls, not
     a fetched value, and read only by conv2d kernels that read the targets."""
-    if g["M"] != 1 or g["C"] % 4 or math.prod(g["ksize"]) > _knobs().blocked_depthwise_taps:
+    if g.M != 1 or g.C % 4 or math.prod(g.ksize) > _knobs().blocked_depthwise_taps:
         return False
     return _read_only_by(node, reads_depthwise_blocks)
 
@@ -261,29 +262,29 @@ def _blocked_filter_gradient(g, context, inputs, out, layouts, prefix, op, nodes
     4 (tap, input channel) rows per fragment (4 channels of a tap reading one texel of x
     per pixel where C % 4 == 0), templates/conv_filter_blocked.glsl.j2; None where that
     does not apply."""
-    pixels = g["N"] * g["out_count"]
+    pixels = g.N * g.out_count
     if context["depthwise"] or out.layout.size * pixels < _min_macs():
         return None
-    taps = math.prod(g["ksize"])
+    taps = math.prod(g.ksize)
     # rows: the 4 input channels of one texel of x (so at most 2 column texels)
     if matmul.max_targets() < 4:
         return None
-    blocking = matmul.Blocking(1, taps * g["C"], g["COUT"], 4,
-                               min(2, -(-g["COUT"] // 4), matmul.max_targets() // 4),
+    blocking = matmul.Blocking(1, taps * g.C, g.COUT, 4,
+                               min(2, -(-g.COUT // 4), matmul.max_targets() // 4),
                                interleaved=True)
     # few blocks (a small filter): split the batch among more fragments
-    per_split = -(-g["N"] // min(g["N"], -(-_knobs().filter_gradient_fragments //
+    per_split = -(-g.N // min(g.N, -(-_knobs().filter_gradient_fragments //
                                           blocking.fragments_per_split)))
-    out_h, out_w = g["out_size"]
+    out_h, out_w = g.out_size
     # one image a split and still few fragments (conv1 of W13: 9 x 8 filter, 3 blocks):
     # split each image's output rows too
     row_splits = 1
     if _knobs().split_rows and per_split == 1:
         row_splits = min(out_h, -(-_knobs().filter_gradient_fragments //
-                                  (blocking.fragments_per_split * g["N"])))
+                                  (blocking.fragments_per_split * g.N)))
     rows_per = -(-out_h // row_splits)
     row_splits = -(-out_h // rows_per)
-    blocking = replace(blocking, splits=-(-g["N"] // per_split) * row_splits)
+    blocking = replace(blocking, splits=-(-g.N // per_split) * row_splits)
     unroll = 1
     budget = loop_trips()
     while unroll < out_w and per_split * (1 + out_h * (1 + -(-out_w // unroll))) > budget:
@@ -295,29 +296,29 @@ def _blocked_filter_gradient(g, context, inputs, out, layouts, prefix, op, nodes
     main = matmul.blocked_kernel(
         "conv_filter_blocked.glsl.j2", prefix, op, nodes, list(inputs), blocks, names,
         blocking, g=g, xs=context["xs"], unroll=unroll, per_split=per_split,
-        row_splits=row_splits, rows_per=rows_per, fours=g["C"] % 4 == 0)
+        row_splits=row_splits, rows_per=rows_per, fours=g.C % 4 == 0)
     # the epilogue (an optimizer's update of the filter) runs in the stitch
     stitch = matmul.stitch_kernel(blocks, out, prefix + "s", op, nodes, extra, epilogue,
                                   mapping="matmul", blocking=blocking,
-                                  aligned=g["COUT"] % 4 == 0)
+                                  aligned=g.COUT % 4 == 0)
     return [main, stitch]
 
 
 def _blocked_depthwise(g, context, x, w, out, layouts, prefix, extra, epilogue, op, nodes,
                        taps, free=False):
-    c, mult = g["C"], g["M"]
+    c, mult = g.C, g.M
     x_blocks = blocks_view(layouts, x.value)
     if not ((mult == 1 and c % 4 == 0) or mult % 4 == 0) or taps > _knobs().blocked_depthwise_taps:
         if x_blocks is not None or free:
             raise FragflowError(f"{nodes[0].where()}: the blocked depthwise kernel cannot "
                                 f"run it but it was planned to (codegen/conv.py)")
         return None
-    out_h, out_w = g["out_size"]
+    out_h, out_w = g.out_size
     cols = min(4, out_w, matmul.max_targets())
     rows = min(matmul.max_targets() // cols, out_h)
-    block = PixelBlock(g["N"], out_h, out_w, g["COUT"] // 4, rows, cols)
-    kh, kw = g["ksize"]
-    (sy, sx), (dy, dx) = g["strides"], g["dilations"]
+    block = PixelBlock(g.N, out_h, out_w, g.COUT // 4, rows, cols)
+    kh, kw = g.ksize
+    (sy, sx), (dy, dx) = g.strides, g.dilations
     uses = {}
     for py in range(rows):
         for px in range(cols):
@@ -365,14 +366,14 @@ def direct_kernel(g, context, inputs, out, prefix, op, nodes, extra=(), epilogue
                   w_value=None):
     """The direct kernel (conv_direct.glsl.j2) of a float conv2d with COUT % 4 == 0 that
     is small or sums few products per output (see ConvTuning.direct_max_depth), else None."""
-    taps = math.prod(g["ksize"])
+    taps = math.prod(g.ksize)
     x, w = inputs
     if context["depthwise"] or {out.dtype, x.dtype, w.dtype} != {"float32"} or \
-            not _direct_fits(taps, g["C"], g["COUT"], out.size * taps * g["C"]):
+            not _direct_fits(taps, g.C, g.COUT, out.size * taps * g.C):
         return None
-    row = g["ksize"][1] * g["C"]          # a window row's floats, contiguous in x
-    row_texels = (-(-(row + 3) // 4) if _knobs().row_reads and g["C"] % 4 and
-                  g["dilations"][1] == 1 and row <= _knobs().direct_row_floats else 0)
+    row = g.ksize[1] * g.C          # a window row's floats, contiguous in x
+    row_texels = (-(-(row + 3) // 4) if _knobs().row_reads and g.C % 4 and
+                  g.dilations[1] == 1 and row <= _knobs().direct_row_floats else 0)
     literals = _weight_literals(w_value, g) if row_texels else None
     return make_kernel("conv_direct.glsl.j2", prefix, op, nodes, [x, w] + list(extra),
                        out, g=g, xs=context["xs"], epilogue=epilogue, epilogue_vec4=True,
@@ -398,20 +399,51 @@ def _direct_fits(taps: int, c: int, cout: int, macs: int) -> bool:
 def _weight_literals(w_value, g):
     """[filter row k][c4] -> a GLSL vec4 literal of the weights' exact bits, for a
     constant filter (w_value: its array, or None) with few output channel texels."""
-    if w_value is None or g["COUT"] // 4 > _knobs().literal_max_c4:
+    if w_value is None or g.COUT // 4 > _knobs().literal_max_c4:
         return None
-    bits = np.ascontiguousarray(w_value, np.float32).reshape(-1, g["COUT"]).view(np.uint32)
+    bits = np.ascontiguousarray(w_value, np.float32).reshape(-1, g.COUT).view(np.uint32)
     return [["vec4(" + ", ".join(f"uintBitsToFloat(0x{int(b):08x}u)" for b in row[4 * c:4 * c + 4])
-             + ")" for c in range(g["COUT"] // 4)] for row in bits]
+             + ")" for c in range(g.COUT // 4)] for row in bits]
 
 
 
 
-def _geometry(win: _conv.Window, **extra) -> dict:
-    return dict(in_size=list(win.in_size), ksize=list(win.ksize), strides=list(win.strides),
-                dilations=list(win.dilations), pad=[b for b, _ in win.pads],
-                out_size=list(win.out_size), tap_strides=list(strides(win.ksize)),
-                out_count=math.prod(win.out_size), **extra)
+@dataclass(frozen=True)
+class ConvGeometry:
+    """A window op's geometry, padding resolved to numbers: per spatial axis the input
+    and output sizes, the filter's taps, strides, dilations and leading padding (and the
+    taps' strides in the filter); the batch N, input channels C, the filter's last axis
+    M and the output channels COUT; whether padding taps add nothing (padding_taps
+    "skip"). The templates' `g`."""
+    in_size: list
+    ksize: list
+    strides: list
+    dilations: list
+    pad: list
+    out_size: list
+    tap_strides: list
+    out_count: int
+    N: int
+    C: int
+    M: int
+    COUT: int
+    skip_padding: bool = False
+
+    @classmethod
+    def of(cls, win: _conv.Window, **extra) -> ConvGeometry:
+        return cls(in_size=list(win.in_size), ksize=list(win.ksize),
+                   strides=list(win.strides), dilations=list(win.dilations),
+                   pad=[b for b, _ in win.pads], out_size=list(win.out_size),
+                   tap_strides=list(strides(win.ksize)),
+                   out_count=math.prod(win.out_size), **extra)
+
+    @property
+    def taps(self) -> int:
+        return math.prod(self.ksize)
+
+    def as_dict(self) -> dict:
+        """The fields as a dict (matmul.Panel's `conv`)."""
+        return dataclasses.asdict(self)
 
 
 def lower_node(node, layouts, prefix, extra=(), epilogue=None, kernel_op=None,
@@ -444,7 +476,7 @@ def lower_node(node, layouts, prefix, extra=(), epilogue=None, kernel_op=None,
         win = _conv.conv_window(x_shape, w_shape, attrs, d)
         c, m = x_shape[-1], w_shape[-1]
         cout = c * m if depthwise else m
-        g = _geometry(win, N=x_shape[0], C=c, M=m, COUT=cout,
+        g = ConvGeometry.of(win, N=x_shape[0], C=c, M=m, COUT=cout,
                       skip_padding=attrs.get("padding_taps") == "skip")
         context.update(xs=list(strides(x_shape)), ys=list(strides(
             (x_shape[0],) + win.out_size + (cout,))))
@@ -458,7 +490,7 @@ def lower_node(node, layouts, prefix, extra=(), epilogue=None, kernel_op=None,
             trips = taps * m
         else:
             context.update(vec4=m % 4 == 0)
-            trips = x_shape[0] * g["out_count"]
+            trips = x_shape[0] * g.out_count
         context["unroll"] = unroll_for(trips)
     else:
         if kind == "avg_pool_grad":
@@ -472,16 +504,16 @@ def lower_node(node, layouts, prefix, extra=(), epilogue=None, kernel_op=None,
         else:
             win = _conv.pool_window(x_shape, attrs, d)
             context["extremum"] = base[:3]
-        g = _geometry(win, N=x_shape[0], C=x_shape[-1], M=1, COUT=x_shape[-1])
+        g = ConvGeometry.of(win, N=x_shape[0], C=x_shape[-1], M=1, COUT=x_shape[-1])
         context.update(xs=list(strides(x_shape)), ys=list(strides(
             (x_shape[0],) + win.out_size + (x_shape[-1],))))
         # max/min pool gradients: a texel's 4 channels share their windows
-        context["vec4"] = kind == "pool_grad" and g["C"] % 4 == 0
+        context["vec4"] = kind == "pool_grad" and g.C % 4 == 0
         taps = math.prod(win.ksize)
         trips = {"pool": taps, "dilation": taps, "pool_grad_grad": taps,
                  "avg_pool_grad": taps, "pool_grad": taps * (taps + 1),
                  "dilation_grad": taps * (taps + 1) if context["wrt"] == "input"
-                 else x_shape[0] * g["out_count"] * (taps + 1)}[kind]
+                 else x_shape[0] * g.out_count * (taps + 1)}[kind]
         most = active().max_loop_iterations
         if 4 * trips > active().window_trips:
             raise FragflowError(
@@ -508,8 +540,8 @@ def lower_node(node, layouts, prefix, extra=(), epilogue=None, kernel_op=None,
     # a conv2d big enough for the blocked kernel runs blocked where no stitch follows
     # (see ConvTuning.blocked_first_depth)
     blocked_first = kind == "conv" and not depthwise and d == 2 and _knobs().stitch_free and \
-        g["C"] % 4 == 0 and math.prod(g["ksize"]) * g["C"] >= _knobs().blocked_first_depth and \
-        out.layout.size * math.prod(g["ksize"]) * g["C"] >= _min_macs() and \
+        g.C % 4 == 0 and math.prod(g.ksize) * g.C >= _knobs().blocked_first_depth and \
+        out.layout.size * math.prod(g.ksize) * g.C >= _min_macs() and \
         out.dtype == "float32" and stitch_free(node)
     blocked_first = blocked_first or (x_blocks is not None and not depthwise)
     if kind == "conv" and d == 2 and len(inputs) == 2 and not blocked_first:

@@ -55,17 +55,17 @@ class BlocksOperand(Operand):
     sampler_type = property(lambda self: "sampler2DArray")
 
 
-def direct_kernel(g: dict, context: dict, inputs, out, prefix: str, op: str, nodes,
+def direct_kernel(g, context: dict, inputs, out, prefix: str, op: str, nodes,
                   extra=(), epilogue=None, layouts=None):
     """The kernel of a float depthwise conv2d with whole output texels (multiplier 1 and
     C % 4 == 0, or multiplier % 4 == 0) too small for the blocked kernel, else None.
     Where the image's producer left it in its render targets (layouts holds a
     BlocksLayout for "<image>#blocks", see reads_blocks), the kernel reads them."""
-    taps = math.prod(g["ksize"])
+    taps = math.prod(g.ksize)
     x, w = inputs
     view = (layouts or {}).get(f"{x.value}#blocks")
     blocks = getattr(view, "blocking", None)
-    if not _direct_applies(taps, g["C"], g["M"], out.dtype, out.size):
+    if not _direct_applies(taps, g.C, g.M, out.dtype, out.size):
         return None             # the blocked kernel's (it reads the targets too)
     if blocks is not None:
         x = BlocksOperand(sampler=x.sampler, value=f"{x.value}#blocks", layout=view,

@@ -36,8 +36,8 @@ def border_checks(g) -> list:
     """checked[j][k]: whether offset k of the window along axis j falls outside the
     image for some output position (VALID pools: never)."""
     out = []
-    for size, k, s, pad, n in zip(g["in_size"], g["ksize"], g["strides"], g["pad"],
-                                  g["out_size"]):
+    for size, k, s, pad, n in zip(g.in_size, g.ksize, g.strides, g.pad,
+                                  g.out_size):
         out.append([not (t - pad >= 0 and (n - 1) * s - pad + t < size) for t in range(k)])
     return out
 
@@ -48,27 +48,27 @@ def vec4_kernel(kind, g, context, inputs, out, prefix, op, nodes, layouts=None):
     C % 4 != 0 (the argmaxes, then dy routed by them, the value between them registered
     in `layouts`); None where neither applies (dilated or very big windows, C % 4 != 0
     for the other kinds): the generic kernel of templates/conv.glsl.j2."""
-    if kind not in KINDS or any(d != 1 for d in g["dilations"]) or \
-            math.prod(g["ksize"]) > _tuning.active().conv.pool_max_taps or \
+    if kind not in KINDS or any(d != 1 for d in g.dilations) or \
+            math.prod(g.ksize) > _tuning.active().conv.pool_max_taps or \
             out.layout.dtype != "float32":
         return None
-    if g["C"] % 4 and (kind != "pool_grad" or layouts is None):
+    if g.C % 4 and (kind != "pool_grad" or layouts is None):
         return None
     checked = border_checks(g)
     taps = [(tap, ks, [j for j, k in enumerate(ks) if checked[j][k]])
-            for tap, ks in enumerate(itertools.product(*(range(k) for k in g["ksize"])))]
+            for tap, ks in enumerate(itertools.product(*(range(k) for k in g.ksize)))]
     image = context["xs"]              # element strides of the image (N, spatial.., C)
     pooled = context["ys"]             # ... and of the pool's output
-    common = dict(g=g, extremum=context["extremum"], C4=g["C"] // 4, taps=taps,
+    common = dict(g=g, extremum=context["extremum"], C4=g.C // 4, taps=taps,
                   checked=checked, xt=[s // 4 for s in image[:-1]],
                   yt=[s // 4 for s in pooled[:-1]], xs=image, ys=pooled)
     ops = context["ops"]
-    if g["C"] % 4:
+    if g.C % 4:
         # channels not in fours: four elements a fragment (templates/pool_lanes.glsl.j2)
         return _argmax_then_route("pool_lanes.glsl.j2", g, ops, out, prefix, op, nodes,
                                   layouts, common)
     if kind == "pool_grad" and layouts is not None and \
-            any(s < k for s, k in zip(g["strides"], g["ksize"])):
+            any(s < k for s, k in zip(g.strides, g.ksize)):
         return _argmax_then_route("pool_vec4.glsl.j2", g, ops, out, prefix, op, nodes,
                                   layouts, common)
     return make_kernel("pool_vec4.glsl.j2", prefix, op, nodes, inputs, out, ops=ops,
@@ -80,7 +80,7 @@ def _argmax_then_route(template, g, ops, out, prefix, op, nodes, layouts, common
     between them is registered in `layouts`."""
     # scanning every window that holds an element would read each window several
     # times (and, four elements a fragment, a window per lane): each argmax once
-    shape = (g["N"],) + tuple(g["out_size"]) + (g["C"],)
+    shape = (g.N,) + tuple(g.out_size) + (g.C,)
     name = f"{out.value}#argmax"
     layouts[name] = layout_for(TensorType(shape, "float32"),
                                max(out.layout.width, out.layout.height, 1024), name)
