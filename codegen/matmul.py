@@ -1,41 +1,29 @@
-"""Lowering matmul: a blocked kernel (templates/matmul_blocked.glsl.j2) and a stitch
-(templates/matmul_stitch.glsl.j2) for float products big enough to pay for the second
-launch, one kernel otherwise: templates/matmul.glsl.j2, or for 2-D float products whose
-output texels are not 4 columns at one B texel (N % 4 != 0, or B transposed)
-templates/matmul_lanes.glsl.j2, which reads both operands 4 k a texel (lanes_path).
+"""Lowering matmul: the first strategy of TABLE that takes the product (codegen/strategy.py).
 
-Why blocked: on llvmpipe a texel fetch (~1.5 ns) costs far more than the arithmetic
-it feeds, so speed is fetches per multiply-add. A fragment of the one-kernel path
-computes one texel (1 row x 4 columns) and fetches 5 texels per 16 multiply-adds; a
-blocked fragment computes R rows x CT column texels (4 x 2 by default, 32 results)
-and fetches R + 4 CT = 12 texels per 128 (0.09 per multiply-add instead of 0.31).
-Its results go to R * CT render targets (one draw; the layers of one array texture):
-target j = r * CT + h holds, for every fragment, the texel of row i0 + r * S and column
-texel c0 + h * NTC, where S and NTC are the slab heights (rows and column texels divided
-among the targets); with `interleaved` rows, row i0 * R + r. The stitch gathers every
-output texel from its layer with one fetch (no branch: llvmpipe runs both sides of a
-branch, so choosing among R * CT textures would fetch from all of them), adds up K
-splits where there are any, and applies a fused epilogue (bias, activation).
-
-Packed (products of PACKED_MIN_MACS multiply-adds or more; plain convolutions whose
-input is big, codegen/conv.py): a launch first copies B into a panel
-(templates/matmul_pack.glsl.j2) where the 4 CT texels that one fragment reads at a step
-of K are adjacent, zero past the edges, and one more A (its R texels adjacent) unless
-A's rows are runs of whole texels already (row-major, K % 4 == 0: read in place, measured
-level with its panel and one launch and one pass fewer); the blocked kernel
-(templates/matmul_packed.glsl.j2) then streams through both in order with an add per
-step and no bounds. Profiled on llvmpipe (perf, 1024x1024): unpacked, B's rows are 4 KB
-apart, a new page at every k, and the first load of B's texels took ~40% of the
-samples; packed, each fragment reads three sequential runs and the time is the fetch
-functions' instructions. 1.5x faster at 1024 (panels ~10% of it), level at 256.
-
-Blocked kernels read texels with textureLod (templates/lod_texel.glsl.j2): llvmpipe's
-texelFetch computes the level's size and offsets lane by lane, ~25% of the kernel.
+- matmul.packed: products of tuning.matmul.packed_min_macs multiply-adds or more (and
+  plain convolutions whose input is big, codegen/conv.py): B, and A unless its rows are
+  runs of whole texels already, copied into panels (templates/matmul_pack.glsl.j2)
+  whose texels one fragment reads in order, then the blocked kernel over them
+  (matmul_packed.glsl.j2) and the stitch.
+- matmul.blocked: float products of blocked_min_macs or more: a fragment computes R
+  rows x CT column texels (Blocking) into R * CT render targets, the layers of one
+  array texture (matmul_blocked.glsl.j2): fewer fetches per multiply-add, which is
+  what a product costs on llvmpipe. Target j = r * CT + h holds the texel of row
+  i0 + r * S and column texel c0 + h * NTC (S, NTC: the slab heights; `interleaved`:
+  row i0 * R + r). The stitch (matmul_stitch.glsl.j2) gathers each output texel from
+  its layer with one fetch, adds up K splits and applies a fused epilogue.
+- matmul.lanes: 2-D float products whose output texels are not 4 columns of one B
+  texel (N % 4 != 0, or B transposed) read both operands 4 k a texel (matmul_lanes).
+- matmul.plain: the element loop, any shape and dtype (matmul.glsl.j2).
+Blocked kernels read with textureLod (lod_texel.glsl.j2); docs/PERFORMANCE.md has
+what each strategy measured.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, replace
+from typing import Any
 
 from ..ir.errors import TensorTooLargeError
 from ..ir.types import TensorType
@@ -45,11 +33,8 @@ from .kernel import Binding
 from .layout import Layout, affine_index, layout_for, strides
 from .limits import unroll_for
 from .operands import Operand
+from .strategy import Site, Strategy, lower_with
 from .tuning.matmul import MatmulTuning
-
-# until conv reads tuning.matmul: the llvmpipe profile's thresholds
-BLOCKED_MIN_MACS = MatmulTuning.blocked_min_macs
-PACKED_MIN_MACS = MatmulTuning.packed_min_macs
 
 
 def _knobs() -> MatmulTuning:
@@ -67,6 +52,13 @@ def _batch_strides(operand_shape, batch_shape):
     own_strides = strides(operand_shape)[:-2]
     padded_strides = (0,) * (len(batch_shape) - len(own)) + tuple(own_strides)
     return [0 if d == 1 else s for d, s in zip(padded, padded_strides)]
+
+
+def _entry_strides(operand_shape, batch_shape):
+    """Strides of an operand's batch dims in matrices (not elements), per output batch
+    dim (0 where broadcast)."""
+    size = operand_shape[-1] * operand_shape[-2]
+    return [s // size for s in _batch_strides(operand_shape, batch_shape)]
 
 
 @dataclass(frozen=True)
@@ -143,10 +135,11 @@ def _tiles(layout) -> int:
     return -(-layout.width // 64) * -(-layout.height // 64)
 
 
-def target_operands(blocking, out: Operand, max_texture_size: int, layouts: dict) -> tuple:
+def target_operands(blocking, out: Operand, max_texture_size: int,
+                    layouts: dict | None = None) -> tuple:
     """(the blocks, render target names): the blocked kernel writes its targets into
     the layers of one array texture (value `<output>#blocks`, its per-layer layout
-    registered in `layouts`); the template names targets 1.. t1, t2, .."""
+    registered in `layouts` where given); the template names targets 1.. t1, t2, .."""
     ttype = TensorType((blocking.fragments * 4,), "float32")
     layout = layout_for(ttype, max_texture_size, f"{out.value}'s blocks")
     if layout.height < 4:
@@ -162,7 +155,8 @@ def target_operands(blocking, out: Operand, max_texture_size: int, layouts: dict
         width = min(tiles * 64, -(-blocking.fragments // 4))
         layout = Layout(ttype.shape, "float32", width, -(-blocking.fragments // width))
     name = f"{out.value}#blocks"
-    layouts[name] = layout
+    if layouts is not None:
+        layouts[name] = layout
     blocks = Operand(sampler="ff_blocks", value=name, layout=layout, type=str(ttype))
     names = [Operand(sampler=f"t{j}", value=name, layout=layout, type=str(ttype))
              for j in range(1, blocking.targets)]
@@ -238,62 +232,17 @@ def stitch_kernel(blocks, out, prefix, op, nodes, extra=(), epilogue=None, **con
                    + kernel.inputs)
 
 
-def _splits(blocking, k: int) -> int:
+def _max_texture_size(layouts, out) -> int:
+    """A texture size the context allows: the output's own sides, or GL 3.3's minimum
+    (targets hold about 1/R*CT of the output each, so they fit where it fits)."""
+    return max(out.layout.width, out.layout.height, 1024)
+
+
+def _splits(blocking, k: int, knobs: MatmulTuning) -> int:
     """How many parts K splits into: few blocks and a long K split it among fragments
     so that llvmpipe's threads share it."""
-    knobs = _knobs()
     return max(1, min(-(-knobs.split_fragments // blocking.fragments_per_split),
                       k // knobs.split_min_k, knobs.split_max))
-
-
-def _dims(node, a, out):
-    """(transpose_a, transpose_b, batch shape, M, N, K) of out = a @ b."""
-    ta, tb = node.attrs["transpose_a"], node.attrs["transpose_b"]
-    out_shape = out.layout.shape
-    k = a.layout.shape[-2] if ta else a.layout.shape[-1]
-    return ta, tb, out_shape[:-2], out_shape[-2], out_shape[-1], k
-
-
-def blocked_matmul(node, a, b, out, prefix, layouts, extra=(), epilogue=None,
-                   op="matmul", nodes=None) -> list:
-    """[blocked kernel, stitch kernel] for out = a @ b (see the module docstring)."""
-    nodes = nodes or [node]
-    ta, tb, batch_shape, m, n, k = _dims(node, a, out)
-    nb = math.prod(batch_shape)
-    blocking = choose_blocking(nb, m, n)
-    if ta and m % 4 == 0 and blocking.rows == 4:
-        # A stored [K, M]: one texel holds 4 consecutive rows at one k
-        blocking = replace(blocking, interleaved=True)
-    splits = _splits(blocking, k)
-    k_chunk = -(-(-(-k // splits)) // 4) * 4 if splits > 1 else k    # a multiple of 4
-    blocking = replace(blocking, splits=-(-k // k_chunk))
-    max_size = _max_texture_size(layouts, out)
-    blocks, names = target_operands(blocking, out, max_size, layouts)
-    a_batch = affine_index(batch_shape, _batch_strides(a.layout.shape, batch_shape))
-    b_batch = affine_index(batch_shape, _batch_strides(b.layout.shape, batch_shape))
-    a_texels = not ta and k % 4 == 0              # a row's 4 consecutive k in one texel
-    if not tb and n % 4 == 0:
-        b_mode = "rows"                           # B[k, 4 columns] is one texel
-    elif tb and k % 4 == 0:
-        b_mode = "cols"                           # B[4 k, column] is one texel
-    else:
-        b_mode = "scalar"
-    bound = [a, b] if a is not b else [a, _alias(a)]
-    main = blocked_kernel("matmul_blocked.glsl.j2", prefix, op, nodes, bound, blocks, names,
-                          blocking, ta=ta, tb=tb, k=k, a_batch=a_batch, b_batch=b_batch,
-                          a_texels=a_texels, b_mode=b_mode, k_chunk=k_chunk,
-                          mat_steps=_knobs().mat_steps,
-                          unroll=unroll_for(k_chunk // 4))
-    stitch = stitch_kernel(blocks, out, prefix + "s", op, nodes, extra, epilogue,
-                           mapping="matmul", blocking=blocking, aligned=n % 4 == 0)
-    return [main, stitch]
-
-
-def _entry_strides(operand_shape, batch_shape):
-    """Strides of an operand's batch dims in matrices (not elements), per output batch
-    dim (0 where broadcast)."""
-    size = operand_shape[-1] * operand_shape[-2]
-    return [s // size for s in _batch_strides(operand_shape, batch_shape)]
 
 
 def b_panel(blocking, k, n, tb, batch, k4, batch_stride=None) -> Panel:
@@ -309,40 +258,110 @@ def b_panel(blocking, k, n, tb, batch, k4, batch_stride=None) -> Panel:
     return Panel("k", rows=k, cols=n, row_stride=n, col_stride=1, **common)
 
 
-def packed_kernels(prefix, op, nodes, layouts, out, blocking, a_panel, a_source,
-                   b_panel_, b_source, a_batch, b_batch, extra=(), epilogue=None):
-    """[pack A, pack B, packed kernel, stitch] (templates/matmul_pack.glsl.j2,
-    matmul_packed.glsl.j2, matmul_stitch.glsl.j2), without pack A where `a_panel` is
-    None (A read in place: row-major, K % 4 == 0); None where a panel would not fit in
-    a texture of a size the context is known to allow."""
-    max_size = max(_max_texture_size(layouts, out), a_source.layout.width,
-                   a_source.layout.height, b_source.layout.width, b_source.layout.height)
-    b_layout = panel_layout(b_panel_, max_size)
-    a_layout = a_panel and panel_layout(a_panel, max_size)
-    if b_layout is None or (a_panel is not None and a_layout is None):
-        return None
-    k4 = b_panel_.k4
-    splits = _splits(blocking, k4 * 4)
-    q_chunk = -(-k4 // splits)
-    blocking = replace(blocking, splits=-(-k4 // q_chunk))
-    kernels = []
-    if a_panel is None:
-        pa = a_source
-    else:
-        layouts[f"{out.value}#panel_a"] = a_layout
-        pack_a, pa = pack_kernel(a_panel, a_layout, a_source, f"{out.value}#panel_a",
-                                 prefix + "a", op, nodes)
-        kernels.append(pack_a)
-    layouts[f"{out.value}#panel_b"] = b_layout
-    pack_b, pb = pack_kernel(b_panel_, b_layout, b_source, f"{out.value}#panel_b",
-                             prefix + "b", op, nodes)
-    kernels.append(pack_b)
-    blocks, targets = target_operands(blocking, out, max_size, layouts)
-    knobs = _knobs()
-    unroll = max(unroll_for(q_chunk), knobs.packed_unroll)
-    # textureLodOffset for the texels after the first of a row run (their coordinates
-    # worked out once): B's 4 CT texels of a step; A's R texels of a step (packed) or
-    # its rows' `unroll` steps (in place). A run must not cross a texture row.
+# -- the product and its site ------------------------------------------------------------
+@dataclass(frozen=True)
+class Product:
+    """out = a @ b as the strategies see it: operands, transposes, the output's batch
+    shape, M, N and K."""
+    a: Operand
+    b: Operand
+    out: Operand
+    ta: bool
+    tb: bool
+    batch: tuple
+    m: int
+    n: int
+    k: int
+
+    @classmethod
+    def of(cls, node, a, b, out) -> Product:
+        ta, tb = node.attrs["transpose_a"], node.attrs["transpose_b"]
+        shape = out.layout.shape
+        k = a.layout.shape[-2] if ta else a.layout.shape[-1]
+        return cls(a, b, out, ta, tb, tuple(shape[:-2]), shape[-2], shape[-1], k)
+
+    @property
+    def macs(self) -> int:
+        return self.out.layout.size * self.k
+
+    @property
+    def bound(self) -> list:
+        """The operands as the templates name them (inputs[0], inputs[1]); x @ x binds
+        one texture under both names."""
+        return [self.a, self.b] if self.a is not self.b else [self.a, _alias(self.a)]
+
+    def batch_index(self, operand, entries: bool = False):
+        """The operand's batch offset per output batch entry: in elements, or with
+        `entries` in matrices."""
+        rule = _entry_strides if entries else _batch_strides
+        return affine_index(self.batch, rule(operand.layout.shape, self.batch))
+
+
+@dataclass(frozen=True)
+class MatmulSite(Site):
+    """A matmul (or fused_matmul) being lowered, with its product."""
+    product: Product | None = None
+
+
+def matmul_site(node, a, b, out, prefix, extra=(), epilogue=None, op="matmul",
+                nodes=None, layouts=None) -> MatmulSite:
+    return MatmulSite(node, layouts or {}, prefix, tuple(extra), epilogue, op,
+                      tuple(nodes) if nodes else None, product=Product.of(node, a, b, out))
+
+
+def site_of(node, layouts, prefix) -> MatmulSite:
+    """The site of a matmul node (its operands and output from `layouts`)."""
+    ins = operands(node, layouts)
+    a, b = (ins[0], ins[0]) if len(ins) == 1 else ins
+    return matmul_site(node, a, b, output_operand(node.outputs[0], layouts), prefix,
+                       layouts=layouts)
+
+
+def _alias(op):
+    return Operand(sampler="x1", value=op.value, layout=op.layout, type=op.type, arg="a1")
+
+
+def use_blocked(a, b, out, k, knobs: MatmulTuning | None = None) -> bool:
+    """Float32 products of blocked_min_macs multiply-adds (outputs x k) or more."""
+    knobs = knobs or _knobs()
+    return (out.layout.dtype == "float32" and a.layout.dtype == "float32"
+            and b.layout.dtype == "float32" and out.layout.size * k >= knobs.blocked_min_macs)
+
+
+# -- matmul.packed -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class PackedPlan:
+    """The packed kernels of a product (packed_plan): its panels (A's None: read in
+    place) and their layouts, the blocking with its K splits, the loop's chunk of K
+    texels, unroll and which runs read with offsets."""
+    prefix: str
+    op: str
+    nodes: tuple
+    out: Operand
+    blocking: Blocking
+    a_panel: Panel | None
+    a_layout: Layout | None
+    a_source: Operand
+    b_panel: Panel
+    b_layout: Layout
+    b_source: Operand
+    a_batch: Any
+    b_batch: Any
+    q_chunk: int
+    unroll: int
+    a_offsets: bool
+    b_offsets: bool
+    max_size: int
+    extra: tuple = ()
+    epilogue: Any = None
+
+
+def _offsets(blocking, b_layout, a_panel, a_layout, a_source, unroll, k4, q_chunk,
+             knobs) -> tuple:
+    """(a_offsets, b_offsets): textureLodOffset for the texels after the first of a
+    row run (their coordinates worked out once): B's 4 CT texels of a step; A's R
+    texels of a step (packed) or its rows' `unroll` steps (in place). A run must not
+    cross a texture row."""
     b_offsets = knobs.packed_offsets and 4 * blocking.cols <= 8 and \
         _pow2(b_layout.width) and b_layout.width % (4 * blocking.cols) == 0
     a_offsets = knobs.packed_offsets and (
@@ -351,119 +370,259 @@ def packed_kernels(prefix, op, nodes, layouts, out, blocking, a_panel, a_source,
         unroll <= 8 and _pow2(a_source.layout.width) and
         a_source.layout.width % unroll == 0 and k4 % unroll == 0 and
         q_chunk % unroll == 0)
-    main = blocked_kernel("matmul_packed.glsl.j2", prefix, op, nodes,
+    return a_offsets, b_offsets
+
+
+def packed_plan(prefix, op, nodes, out, blocking, a_panel, a_source, b_panel_, b_source,
+                a_batch, b_batch, extra=(), epilogue=None) -> PackedPlan | None:
+    """The plan of the packed kernels, None where a panel would not fit in a texture of
+    a size the context is known to allow."""
+    max_size = max(_max_texture_size(None, out), a_source.layout.width,
+                   a_source.layout.height, b_source.layout.width, b_source.layout.height)
+    b_layout = panel_layout(b_panel_, max_size)
+    a_layout = a_panel and panel_layout(a_panel, max_size)
+    if b_layout is None or (a_panel is not None and a_layout is None):
+        return None
+    knobs = _knobs()
+    k4 = b_panel_.k4
+    q_chunk = -(-k4 // _splits(blocking, k4 * 4, knobs))
+    blocking = replace(blocking, splits=-(-k4 // q_chunk))
+    unroll = max(unroll_for(q_chunk), knobs.packed_unroll)
+    a_offsets, b_offsets = _offsets(blocking, b_layout, a_panel, a_layout, a_source,
+                                    unroll, k4, q_chunk, knobs)
+    return PackedPlan(prefix, op, tuple(nodes), out, blocking, a_panel, a_layout, a_source,
+                      b_panel_, b_layout, b_source, a_batch, b_batch, q_chunk, unroll,
+                      a_offsets, b_offsets, max_size, tuple(extra), epilogue)
+
+
+def _pack(plan: PackedPlan, side: str, panel, layout, source, layouts) -> tuple:
+    """(kernel, operand) packing operand `side` ("a" or "b") into its panel."""
+    name = f"{plan.out.value}#panel_{side}"
+    if layouts is not None:
+        layouts[name] = layout
+    return pack_kernel(panel, layout, source, name, plan.prefix + side, plan.op,
+                       list(plan.nodes))
+
+
+def emit_packed(plan: PackedPlan, layouts: dict | None = None) -> list:
+    """[pack A, pack B, packed kernel, stitch] (templates/matmul_pack.glsl.j2,
+    matmul_packed.glsl.j2, matmul_stitch.glsl.j2), without pack A where A is read in
+    place; the panels' and targets' layouts registered in `layouts` where given."""
+    kernels, pa = [], plan.a_source
+    if plan.a_panel is not None:
+        pack_a, pa = _pack(plan, "a", plan.a_panel, plan.a_layout, plan.a_source, layouts)
+        kernels.append(pack_a)
+    pack_b, pb = _pack(plan, "b", plan.b_panel, plan.b_layout, plan.b_source, layouts)
+    kernels.append(pack_b)
+    blocking, nodes = plan.blocking, list(plan.nodes)
+    blocks, targets = target_operands(blocking, plan.out, plan.max_size, layouts)
+    main = blocked_kernel("matmul_packed.glsl.j2", plan.prefix, plan.op, nodes,
                           [replace(pa, sampler="x0"), replace(pb, sampler="x1")], blocks,
-                          targets, blocking, k4=k4, q_chunk=q_chunk, a_batch=a_batch,
-                          b_batch=b_batch, b_kind=b_panel_.kind, a_in_place=a_panel is None,
-                          unroll=unroll, a_offsets=a_offsets, b_offsets=b_offsets)
-    stitch = stitch_kernel(blocks, out, prefix + "s", op, nodes, extra, epilogue,
-                           mapping="matmul", blocking=blocking,
+                          targets, blocking, k4=plan.b_panel.k4, q_chunk=plan.q_chunk,
+                          a_batch=plan.a_batch, b_batch=plan.b_batch,
+                          b_kind=plan.b_panel.kind, a_in_place=plan.a_panel is None,
+                          unroll=plan.unroll, a_offsets=plan.a_offsets,
+                          b_offsets=plan.b_offsets)
+    stitch = stitch_kernel(blocks, plan.out, plan.prefix + "s", plan.op, nodes, plan.extra,
+                           plan.epilogue, mapping="matmul", blocking=blocking,
                            aligned=blocking.n % 4 == 0)
     return kernels + [main, stitch]
 
 
-def packed_matmul(node, a, b, out, prefix, layouts, extra=(), epilogue=None,
-                  op="matmul", nodes=None):
-    """The kernels of out = a @ b through packed panels (see packed_kernels), or None
-    for a product too small to pay for the two packing launches."""
-    nodes = nodes or [node]
-    ta, tb, batch_shape, m, n, k = _dims(node, a, out)
-    if out.layout.size * k < _knobs().packed_min_macs:
+def packed_kernels(prefix, op, nodes, layouts, out, blocking, a_panel, a_source,
+                   b_panel_, b_source, a_batch, b_batch, extra=(), epilogue=None):
+    """emit_packed of packed_plan (codegen/conv.py's im2col path), or None where a
+    panel would not fit."""
+    plan = packed_plan(prefix, op, nodes, out, blocking, a_panel, a_source, b_panel_,
+                       b_source, a_batch, b_batch, extra, epilogue)
+    return None if plan is None else emit_packed(plan, layouts)
+
+
+def _packed(site: MatmulSite, facts, tuning) -> PackedPlan | None:
+    p = site.product
+    if not use_blocked(p.a, p.b, p.out, p.k, tuning.matmul) or \
+            p.macs < tuning.matmul.packed_min_macs:
         return None
-    blocking = choose_blocking(math.prod(batch_shape), m, n)
-    k4 = -(-k // 4)
-    a_entries = math.prod(a.layout.shape[:-2])
-    b_entries = math.prod(b.layout.shape[:-2])
-    if not ta and k % 4 == 0:
+    blocking = choose_blocking(math.prod(p.batch), p.m, p.n)
+    k4 = -(-p.k // 4)
+    if not p.ta and p.k % 4 == 0:
         pa = None               # A's rows are runs of whole texels already: read in place
     else:
-        pa = Panel("rows", a_entries, blocking.slab, blocking.slab, blocking.rows, k4, m,
-                   k, batch_stride=m * k, row_stride=1 if ta else k,
-                   col_stride=m if ta else 1)
-    pb = b_panel(blocking, k, n, tb, b_entries, k4)
-    a_batch = affine_index(batch_shape, _entry_strides(a.layout.shape, batch_shape))
-    b_batch = affine_index(batch_shape, _entry_strides(b.layout.shape, batch_shape))
-    return packed_kernels(prefix, op, nodes, layouts, out, blocking, pa, a, pb, b,
-                          a_batch, b_batch, extra, epilogue)
+        pa = Panel("rows", math.prod(p.a.layout.shape[:-2]), blocking.slab, blocking.slab,
+                   blocking.rows, k4, p.m, p.k, batch_stride=p.m * p.k,
+                   row_stride=1 if p.ta else p.k, col_stride=p.m if p.ta else 1)
+    pb = b_panel(blocking, p.k, p.n, p.tb, math.prod(p.b.layout.shape[:-2]), k4)
+    return packed_plan(site.prefix, site.op, site.named_nodes, p.out, blocking, pa, p.a,
+                       pb, p.b, p.batch_index(p.a, True), p.batch_index(p.b, True),
+                       site.extra, site.epilogue)
 
 
-def _max_texture_size(layouts, out) -> int:
-    """A texture size the context allows: the output's own sides, or GL 3.3's minimum
-    (targets hold about 1/R*CT of the output each, so they fit where it fits)."""
-    return max(out.layout.width, out.layout.height, 1024)
+# -- matmul.blocked ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class BlockedParams:
+    """The blocked kernel's choices: the blocking (its K splits), the chunk of K a
+    split sums, how A's and B's texels hold the operands, the loop."""
+    site: MatmulSite
+    blocking: Blocking
+    k_chunk: int
+    a_texels: bool              # a row's 4 consecutive k in one texel
+    b_mode: str                 # "rows": B[k, 4 columns] a texel; "cols": B[4 k, column]
+    mat_steps: bool
+    unroll: int
 
 
-def use_blocked(a, b, out, k) -> bool:
-    return (out.layout.dtype == "float32" and a.layout.dtype == "float32"
-            and b.layout.dtype == "float32" and
-            out.layout.size * k >= _knobs().blocked_min_macs)
+def _blocked(site: MatmulSite, facts, tuning) -> BlockedParams | None:
+    p = site.product
+    if not use_blocked(p.a, p.b, p.out, p.k, tuning.matmul):
+        return None
+    blocking = choose_blocking(math.prod(p.batch), p.m, p.n)
+    if p.ta and p.m % 4 == 0 and blocking.rows == 4:
+        # A stored [K, M]: one texel holds 4 consecutive rows at one k
+        blocking = replace(blocking, interleaved=True)
+    splits = _splits(blocking, p.k, tuning.matmul)
+    k_chunk = -(-(-(-p.k // splits)) // 4) * 4 if splits > 1 else p.k    # a multiple of 4
+    blocking = replace(blocking, splits=-(-p.k // k_chunk))
+    if not p.tb and p.n % 4 == 0:
+        b_mode = "rows"
+    elif p.tb and p.k % 4 == 0:
+        b_mode = "cols"
+    else:
+        b_mode = "scalar"
+    return BlockedParams(site, blocking, k_chunk, not p.ta and p.k % 4 == 0, b_mode,
+                         tuning.matmul.mat_steps, unroll_for(k_chunk // 4))
 
 
-def matmul_kernel(node, a, b, out, prefix, extra=(), epilogue=None, op="matmul",
-                  nodes=None, layouts=None):
-    """The kernels of a matmul; with an epilogue (codegen/fused.py), elementwise steps
-    are applied to each result before it is written, reading the extra operands.
-    Returns a list of kernels (blocked + stitch) or one kernel."""
-    ta, tb, batch, m, n, k = _dims(node, a, out)
-    if layouts is not None and use_blocked(a, b, out, k):
-        packed = packed_matmul(node, a, b, out, prefix, layouts, extra, epilogue, op,
-                               nodes)
-        if packed is not None:
-            return packed
-        return blocked_matmul(node, a, b, out, prefix, layouts, extra, epilogue, op, nodes)
-    lanes = lanes_path(ta, tb, batch, m, n, k, a, b, out)
-    if lanes is not None:
-        bound = [a, b] if a is not b else [a, _alias(a)]
-        return make_kernel("matmul_lanes.glsl.j2", prefix, op, nodes or [node],
-                           bound + list(extra), out, m_rows=m, n=n, k=k, epilogue=epilogue,
-                           **lanes)
-    out_shape = out.layout.shape
-    a_index = affine_index(out_shape, _batch_strides(a.layout.shape, batch)
-                           + [1 if ta else k, 0])
-    b_index = affine_index(out_shape, _batch_strides(b.layout.shape, batch)
-                           + [0, k if tb else 1])
-    a_step = m if ta else 1
-    b_step = 1 if tb else n
-    columns_in_texels = n % 4 == 0 and not tb
-    rows_in_texels = columns_in_texels and k % 4 == 0 and not ta
-    # The template names the operands inputs[0] and inputs[1]; x @ x binds one texture.
-    bound = [a, b] if a is not b else [a, _alias(a)]
-    return make_kernel("matmul.glsl.j2", prefix, op, nodes or [node], bound + list(extra),
-                       out, a_index=a_index, b_index=b_index, a_step=a_step,
-                       b_step=b_step, k=k, columns_in_texels=columns_in_texels,
-                       rows_in_texels=rows_in_texels, epilogue=epilogue,
-                       unroll=unroll_for(k // 4 if rows_in_texels else k),
-                       lod_fetch=_knobs().plain_lod_fetch and rows_in_texels and
-                       a.dtype == b.dtype == "float32")
+def emit_blocked(params: BlockedParams) -> list:
+    """[blocked kernel, stitch] (matmul_blocked.glsl.j2, matmul_stitch.glsl.j2)."""
+    site, p, blocking = params.site, params.site.product, params.blocking
+    nodes = site.named_nodes
+    blocks, names = target_operands(blocking, p.out, _max_texture_size(None, p.out))
+    main = blocked_kernel("matmul_blocked.glsl.j2", site.prefix, site.op, nodes, p.bound,
+                          blocks, names, blocking, ta=p.ta, tb=p.tb, k=p.k,
+                          a_batch=p.batch_index(p.a), b_batch=p.batch_index(p.b),
+                          a_texels=params.a_texels, b_mode=params.b_mode,
+                          k_chunk=params.k_chunk, mat_steps=params.mat_steps,
+                          unroll=params.unroll)
+    stitch = stitch_kernel(blocks, p.out, site.prefix + "s", site.op, nodes, site.extra,
+                           site.epilogue, mapping="matmul", blocking=blocking,
+                           aligned=p.n % 4 == 0)
+    return [main, stitch]
 
 
-def lanes_path(ta, tb, batch, m, n, k, a, b, out) -> dict | None:
-    """The matmul_lanes template's parameters for a 2-D float product it reads better
-    than matmul.glsl.j2's element loop, else None: path "window" (B not transposed,
-    N % 4 != 0, N >= 3: each k's 4 lanes read 4 consecutive floats of B's row) with A
-    as runs (not transposed) or strided (transposed); path "runs" (B transposed, A
-    not, N % 4 == 0 or N >= 3: every lane's row and column are runs along K)."""
-    knobs = _knobs()
+# -- matmul.lanes ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Lanes:
+    """The matmul_lanes template's choices: path "window" (B not transposed, N % 4 !=
+    0, N >= 3: each k's 4 lanes read 4 consecutive floats of B's row) with A as runs
+    (not transposed) or strided (transposed); path "runs" (B transposed, A not, N % 4
+    == 0 or N >= 3: every lane's row and column are runs along K)."""
+    path: str
+    a_mode: str
+    a_aligned: bool
+    b_aligned: bool | None = None       # path "runs" only
+    two_rows: bool | None = None        # path "runs" only
+
+    def context(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                if getattr(self, f.name) is not None}
+
+
+def lanes_path(ta, tb, batch, m, n, k, a, b, out, knobs: MatmulTuning | None = None):
+    """The Lanes of a 2-D float product the lanes kernel reads better than the
+    element loop, whose loop stays within its share of the loop budget; else None."""
+    knobs = knobs or _knobs()
     if not knobs.lanes or math.prod(batch) != 1 or len(a.layout.shape) != 2 or \
             len(b.layout.shape) != 2 or \
             {a.dtype, b.dtype, out.layout.dtype} != {"float32"} or \
             -(-k // 4) > limits.loop_trips() // knobs.lanes_loop_share:
         return None
     if not tb and n % 4 and n >= 3:
-        return dict(path="window", a_mode="strided" if ta else "runs",
-                    a_aligned=k % 4 == 0)
+        return Lanes("window", "strided" if ta else "runs", k % 4 == 0)
     if tb and not ta and (n % 4 == 0 or n >= 3):
-        return dict(path="runs", a_mode="runs", a_aligned=k % 4 == 0,
-                    b_aligned=k % 4 == 0, two_rows=n % 4 != 0)
+        return Lanes("runs", "runs", k % 4 == 0, b_aligned=k % 4 == 0, two_rows=n % 4 != 0)
     return None
 
 
+@dataclass(frozen=True)
+class LanesParams:
+    site: MatmulSite
+    lanes: Lanes
+
+
+def _lanes(site: MatmulSite, facts, tuning) -> LanesParams | None:
+    p = site.product
+    lanes = lanes_path(p.ta, p.tb, p.batch, p.m, p.n, p.k, p.a, p.b, p.out, tuning.matmul)
+    return None if lanes is None else LanesParams(site, lanes)
+
+
+def emit_lanes(params: LanesParams):
+    site, p = params.site, params.site.product
+    return make_kernel("matmul_lanes.glsl.j2", site.prefix, site.op, site.named_nodes,
+                       p.bound + list(site.extra), p.out, m_rows=p.m, n=p.n, k=p.k,
+                       epilogue=site.epilogue, **params.lanes.context())
+
+
+# -- matmul.plain ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PlainParams:
+    """The element loop's choices: where output element i's row of A and column of B
+    start and their steps along K; whether B's (and A's) texels hold 4 outputs' (4 k's)
+    values; its unroll and whether it reads with textureLod."""
+    site: MatmulSite
+    a_index: Any
+    b_index: Any
+    a_step: int
+    b_step: int
+    columns_in_texels: bool
+    rows_in_texels: bool
+    unroll: int
+    lod_fetch: bool
+
+
+def _plain(site: MatmulSite, facts, tuning) -> PlainParams:
+    p = site.product
+    shape = p.out.layout.shape
+    a_index = affine_index(shape, _batch_strides(p.a.layout.shape, p.batch)
+                           + [1 if p.ta else p.k, 0])
+    b_index = affine_index(shape, _batch_strides(p.b.layout.shape, p.batch)
+                           + [0, p.k if p.tb else 1])
+    columns = p.n % 4 == 0 and not p.tb
+    rows = columns and p.k % 4 == 0 and not p.ta
+    return PlainParams(site, a_index, b_index, p.m if p.ta else 1, 1 if p.tb else p.n,
+                       columns, rows, unroll_for(p.k // 4 if rows else p.k),
+                       tuning.matmul.plain_lod_fetch and rows and
+                       p.a.dtype == p.b.dtype == "float32")
+
+
+def emit_plain(params: PlainParams):
+    site, p = params.site, params.site.product
+    return make_kernel("matmul.glsl.j2", site.prefix, site.op, site.named_nodes,
+                       p.bound + list(site.extra), p.out, a_index=params.a_index,
+                       b_index=params.b_index, a_step=params.a_step, b_step=params.b_step,
+                       k=p.k, columns_in_texels=params.columns_in_texels,
+                       rows_in_texels=params.rows_in_texels, epilogue=site.epilogue,
+                       unroll=params.unroll, lod_fetch=params.lod_fetch)
+
+
+TABLE = (
+    Strategy("matmul.packed", _packed, emit_packed,
+             "operands packed into panels read in order, then blocked + stitch"),
+    Strategy("matmul.blocked", _blocked, emit_blocked,
+             "R x CT outputs a fragment into R * CT render targets, then a stitch"),
+    Strategy("matmul.lanes", _lanes, emit_lanes,
+             "one kernel reading both operands 4 k a texel (N % 4 != 0, B transposed)"),
+    Strategy("matmul.plain", _plain, emit_plain, "one kernel, the element loop"),
+)
+
+
+def matmul_kernel(node, a, b, out, prefix, extra=(), epilogue=None, op="matmul",
+                  nodes=None, layouts=None):
+    """The kernels of out = a @ b by the first strategy of TABLE that takes it; with
+    an epilogue (codegen/fused.py), elementwise steps are applied to each result before
+    it is written, reading the extra operands. One kernel or a list."""
+    return lower_with(TABLE, matmul_site(node, a, b, out, prefix, extra, epilogue, op,
+                                         nodes, layouts))
+
+
 def lower_node(node, layouts, prefix):
-    ins = operands(node, layouts)
-    a, b = (ins[0], ins[0]) if len(ins) == 1 else ins
-    return matmul_kernel(node, a, b, output_operand(node.outputs[0], layouts), prefix,
-                         layouts=layouts)
-
-
-def _alias(op):
-    return Operand(sampler="x1", value=op.value, layout=op.layout, type=op.type, arg="a1")
+    return lower_with(TABLE, site_of(node, layouts, prefix))

@@ -41,6 +41,6 @@ def _lanes(k):
 
 def test_lanes_take_a_sum_within_their_share_of_the_loop_budget():
     trips = active().loop_trips // KNOBS.lanes_loop_share   # texels of k one fragment reads
-    assert _lanes(33)["path"] == "window"
-    assert _lanes(4 * trips)["path"] == "window"
+    assert _lanes(33).path == "window"
+    assert _lanes(4 * trips).path == "window"
     assert _lanes(4 * trips + 1) is None

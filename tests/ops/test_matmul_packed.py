@@ -13,13 +13,7 @@ import numpy as np
 import pytest
 
 import fragflow as ff
-from fragflow.codegen import conv as convolutions, matmul as blocked
-from tests.ops.test_conv_fast import (  # noqa: F401
-    _run,
-    normal,
-    test_conv2d_shapes,
-    test_gradients_against_finite_differences as test_conv_gradients,
-)
+from tests.gradcheck import check_gradients
 from tests.ops.test_matmul import check
 from tests.ops.test_matmul_blocked import (  # noqa: F401
     test_batches_and_broadcasting,
@@ -27,29 +21,32 @@ from tests.ops.test_matmul_blocked import (  # noqa: F401
     test_same_tensor_twice_and_edge_values,
     test_shapes_and_transposes,
 )
-from tests.reference import assert_matches
+from tests.reference import assert_matches, normal, run_both
+
+# every product and plain convolution packed (small convolutions would run direct)
+PACKED = ff.Tuning().with_({"matmul.blocked_min_macs": 1, "matmul.packed_min_macs": 1,
+                            "conv.packed_min_input": 1, "conv.direct_max_macs": 0})
 
 
 @pytest.fixture
 def tuning():
-    """Every product packed."""
-    return ff.Tuning().with_({"matmul.blocked_min_macs": 1, "matmul.packed_min_macs": 1})
+    """The blocked tests' tuning here (tests/ops/test_matmul_blocked.py)."""
+    return PACKED
 
 
-@pytest.fixture(autouse=True)
-def always_packed(monkeypatch):
-    # until conv reads tuning.matmul and its own knobs from the Tuning
-    monkeypatch.setattr(blocked, "BLOCKED_MIN_MACS", 1)
-    monkeypatch.setattr(blocked, "PACKED_MIN_MACS", 1)
-    monkeypatch.setattr(convolutions, "PACKED_MIN_INPUT", 1)
-    monkeypatch.setattr(convolutions, "DIRECT_MAX_MACS", 0)    # small ones would run direct
+def _run(build, arrays, rtol=1e-5):
+    """build(*tensors) -> {label: tensor}; placeholders fed with arrays; GL vs numpy."""
+    g = ff.Graph()
+    with g.as_default():
+        feeds = {ff.placeholder(a.shape, name=f"in{i}"): a for i, a in enumerate(arrays)}
+        fetches = build(*feeds)
+    out, ref = run_both(g, fetches, feeds, PACKED)
+    for label in fetches:
+        scale = float(np.max(np.abs(np.nan_to_num(ref[label])), initial=0.0))
+        assert_matches(out[label], ref[label], rtol=rtol, atol=1e-5 * (1 + scale), what=label)
 
 
-def test_big_products_take_the_packed_path(gl, monkeypatch):
-    # until conv reads the Tuning: its thresholds back to the llvmpipe profile's
-    monkeypatch.setattr(blocked, "BLOCKED_MIN_MACS", 1 << 17)
-    monkeypatch.setattr(blocked, "PACKED_MIN_MACS", 1 << 22)
-    monkeypatch.setattr(convolutions, "PACKED_MIN_INPUT", 1 << 19)
+def test_big_products_take_the_packed_path(gl):
     rng = np.random.default_rng(0)
     av, bv = normal(rng, 130, 256), normal(rng, 256, 132)
     x, w = normal(rng, 1, 64, 64, 128), normal(rng, 1, 1, 128, 8)     # x: 2 MB
@@ -89,6 +86,36 @@ def test_panels_of_odd_sizes_split_k_and_long_k(gl, tuning):
            ("split_in_place", (2, 8, 3000), "float32", (3000, 12), "float32", False, False),
            ("long", (3, 70001), "float32", (70001, 2), "float32", False, False)], seed=11,
           tuning=tuning)
+
+
+@pytest.mark.parametrize("x_shape, w_shape, kwargs", [
+    ((2, 9, 11, 8), (3, 3, 8, 12), dict(padding="SAME")),                 # fours
+    ((1, 10, 7, 3), (3, 3, 3, 5), dict(strides=2, padding="VALID")),       # C=3, COUT=5
+    ((1, 8, 8, 4), (1, 1, 4, 6), dict()),                                  # 1x1
+    ((1, 12, 12, 8), (3, 3, 8, 8), dict(dilations=2, padding="SAME")),     # dilated
+    ((3, 5, 6, 5), (2, 3, 5, 4), dict(strides=(1, 2),
+                                      padding=((1, 0), (2, 1)))),          # explicit pads
+    ((1, 1, 1, 7), (1, 1, 7, 9), dict()),                                  # one pixel
+    ((1, 2, 40, 4), (1, 3, 4, 1), dict(padding="SAME")),                   # COUT=1
+])
+def test_conv2d_shapes(gl, x_shape, w_shape, kwargs):
+    """tests/ops/test_conv_fast.py's plain convolutions, packed."""
+    rng = np.random.default_rng(sum(x_shape) + sum(w_shape))
+    x, w = normal(rng, *x_shape), normal(rng, *w_shape)
+    x.flat[len(x.flat) // 2] = np.nan       # spreads to the outputs whose window holds it
+    _run(lambda xp, wp: {"y": ff.conv2d(xp, wp, **kwargs)}, [x, w])
+
+
+def test_conv_gradients(gl):
+    # tests/ops/test_conv_fast.py's; stride 1: the input gradient runs as a (packed)
+    # convolution too
+    rng = np.random.default_rng(5)
+    check_gradients(lambda x, w: ff.tanh(ff.conv2d(x, w, padding="SAME")),
+                    {"x": rng.standard_normal((1, 5, 6, 4)),
+                     "w": rng.standard_normal((3, 3, 4, 4))}, tuning=PACKED)
+    check_gradients(lambda x, w: ff.depthwise_conv2d(x, w, strides=2, padding="SAME") ** 2,
+                    {"x": rng.standard_normal((1, 6, 5, 4)),
+                     "w": rng.standard_normal((3, 3, 4, 1))}, tuning=PACKED)
 
 
 @pytest.mark.parametrize("activation", ["relu", "relu6", "leaky_relu"])
