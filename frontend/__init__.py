@@ -1,5 +1,6 @@
 """fragflow.frontend: what users write — tensors, op functions, sessions."""
 from . import (
+    control_flow as _control_flow,
     gradients as _gradients_module,
     initializers,
     layers,
@@ -8,6 +9,7 @@ from . import (
     tf1 as _tf1,
     variables as _variables,
 )
+from .control_flow import *  # noqa: F401,F403  (tf.while_loop, tf.cond, tf.scan, ...)
 from .default_session import InteractiveSession, get_default_session
 from .gradients import custom_gradient, gradients, stop_gradient, value_and_gradients, vjp
 from .models import Input, Model, Sequential
@@ -37,4 +39,4 @@ __all__ = [*ops.__all__, *_gradients_module.__all__,
            "Model", "Input", "get_default_session", "InteractiveSession",
            "image", "keras", "linalg", "losses", "math", "nn", "random", "train", "summary",
            "Summary",
-           *_tf1.__all__]
+           *_tf1.__all__, *_control_flow.__all__]

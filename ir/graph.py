@@ -111,6 +111,12 @@ class Graph:
         self.outputs: list[Value] = []   # set on compiled graphs (the fetches)
         # custom_gradient functions by key (Python callables: not serialised)
         self.custom_gradients: dict = {}
+        # a sub-graph (a loop's body, a cond's branch: ir/ops/control.py) while it is
+        # traced: the graph it is built inside, and the outer values it reads, each
+        # seen inside through a placeholder of its own (captured, in order)
+        self.parent: Graph | None = None
+        self.captured: list[Value] = []
+        self._captures: dict = {}
 
     # -- scopes and names -------------------------------------------------------
     @property
@@ -160,7 +166,7 @@ class Graph:
     # -- building ---------------------------------------------------------------
     def add_node(self, op: str, inputs=(), attrs=None, name: str | None = None, *,
                  exact_name: str | None = None, scope: str | None = None,
-                 source: str | None = None) -> Node:
+                 source: str | None = None, _here: bool = False) -> Node:
         """Add a node: validates attrs and infers output types through the op's OpDef.
 
         exact_name/scope/source are for passes that copy nodes and keep their identity.
@@ -168,10 +174,23 @@ class Graph:
         from .ops.registry import get_op  # the registry imports this module
 
         opdef = get_op(op)
-        for v in inputs:
+        tracing = None if _here else _tracing_graph()
+        if tracing is not None and tracing is not self and tracing.encloses(self):
+            # an op on outer tensors inside a loop's body or a branch belongs to the
+            # body (as TensorFlow's while context); variables stay in the outermost graph
+            if op != "variable":
+                return tracing.add_node(op, inputs, attrs, name, exact_name=exact_name,
+                                        scope=scope, source=source)
+        elif op == "variable" and self.parent is not None and exact_name is None:
+            return self.root.add_node(op, inputs, attrs, name, scope=scope, source=source)
+        inputs = list(inputs)
+        for k, v in enumerate(inputs):
             if not isinstance(v, Value):
                 raise GraphError(f"{op}: input {v!r} is not a graph value")
             if v.graph is not self:
+                if self.parent is not None and self.parent_of(v.graph):
+                    inputs[k] = self.capture(v)
+                    continue
                 raise GraphError(f"{op} ({user_location()}): {mixed_graphs(v, self)}")
         if name is not None:
             check_name(name)
@@ -219,6 +238,54 @@ class Graph:
         self.nodes.append(copy)
         self._by_name[node.name] = copy
         return copy
+
+    # -- sub-graphs ---------------------------------------------------------------
+    @property
+    def root(self) -> Graph:
+        graph = self
+        while graph.parent is not None:
+            graph = graph.parent
+        return graph
+
+    def encloses(self, other: Graph) -> bool:
+        """Whether other is a graph this one is (transitively) traced inside."""
+        return self.parent_of(other)
+
+    def parent_of(self, other: Graph) -> bool:
+        graph = self.parent
+        while graph is not None:
+            if graph is other:
+                return True
+            graph = graph.parent
+        return False
+
+    def capture(self, value: Value) -> Value:
+        """value (of a graph this sub-graph is traced inside) as seen in here: a
+        placeholder standing for it, made once; the op owning the sub-graph takes the
+        outer value as an explicit input (ir/ops/control.py)."""
+        if value.graph is self:
+            return value
+        if not self.parent_of(value.graph):
+            raise GraphError(f"{user_location()}: {mixed_graphs(value, self)}")
+        outer = value if value.graph is self.parent else self.parent.capture(value)
+        inner = self._captures.get(outer)
+        if inner is None:
+            base = outer.node.name.rsplit("/", 1)[-1]
+            node = self.add_node("placeholder", [], {"shape": outer.shape,
+                                                     "dtype": outer.dtype},
+                                 exact_name=self._unique_name_at_root(f"captured_{base}"),
+                                 scope="", source=outer.node.source, _here=True)
+            inner = node.outputs[0]
+            self._captures[outer] = inner
+            self.captured.append(outer)
+        return inner
+
+    def _unique_name_at_root(self, base: str) -> str:
+        saved, self._scopes = self._scopes, []
+        try:
+            return self._unique_name(base)
+        finally:
+            self._scopes = saved
 
     # -- queries ------------------------------------------------------------------
     def node(self, name: str) -> Node:
@@ -302,6 +369,13 @@ class _ThreadDefaults(threading.local):
 
 _DEFAULTS = _ThreadDefaults()
 _GLOBAL_DEFAULT = [Graph("default")]
+
+
+def _tracing_graph():
+    """The innermost default graph of this thread when it is a sub-graph being traced
+    (ir/ops/control.py), else None."""
+    stack = _DEFAULTS.stack
+    return stack[-1] if stack and stack[-1].parent is not None else None
 
 
 def get_default_graph() -> Graph:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .graph import Graph
 from .ops.registry import REQUIRED, get_op
 
 _COMMENT_COLUMN = 64
@@ -41,6 +42,8 @@ def _attrs(node) -> str:
     opdef = get_op(node.op)
     shown = []
     for key, value in node.attrs.items():
+        if isinstance(value, Graph):
+            continue      # a sub-graph: printed nested after the node (_subgraphs)
         if key == "steps":
             shown.append(f"steps={format_steps(value)}")
             continue
@@ -89,8 +92,24 @@ def format_node(node, names: _Names) -> str:
         rhs = f"{node.op}({', '.join(names[v] for v in node.inputs)}){_attrs(node)}"
     text = f"  {lhs} = {rhs} : {types}"
     comment = f"# {node.name}" + (f"  {node.source}" if node.source else "")
-    return f"{text.ljust(_COMMENT_COLUMN)} {comment}" if len(text) < _COMMENT_COLUMN \
+    line = f"{text.ljust(_COMMENT_COLUMN)} {comment}" if len(text) < _COMMENT_COLUMN \
         else f"{text}  {comment}"
+    return line + _subgraphs(node)
+
+
+def _subgraphs(node) -> str:
+    """A control-flow node's sub-graphs, nested below it as a jaxpr prints
+    while[cond_jaxpr={...} body_jaxpr={...}]: each with names of its own, its
+    parameters the loop variables (or carries, slices) and then captured values, in
+    the order of the node's inputs."""
+    parts = [(key, value) for key, value in node.attrs.items() if isinstance(value, Graph)]
+    if not parts:
+        return ""
+    lines = []
+    for key, sub in parts:
+        nested = format_graph(sub, title=key).splitlines()
+        lines += ["    " + nested[0]] + ["    " + line for line in nested[1:]]
+    return "\n" + "\n".join(lines)
 
 
 def format_graph(graph, title: str | None = None) -> str:

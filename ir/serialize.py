@@ -31,10 +31,13 @@ MAX_ATTR_DEPTH = 16              # nesting of lists inside one attr (fused steps
 MAX_ARRAY_RANK = 8
 MAX_STRING = 1_000_000           # a program's GLSL is the longest string there is
 MAX_INT = 2 ** 31 - 1
+MAX_GRAPH_DEPTH = 8              # sub-graphs in sub-graphs (a loop in a loop in a cond...)
 PROGRAM_OPS = ("gpgpu_program",)  # nodes whose attrs hold GLSL that runs as written
 
 
 def _encode(value):
+    if isinstance(value, Graph):            # a loop's body, a branch (ir/ops/control.py)
+        return {"graph": _graph_doc(value)}
     if isinstance(value, np.ndarray):
         data = np.ascontiguousarray(value).astype(value.dtype.newbyteorder("<"))
         return {"ndarray": {"dtype": value.dtype.name, "shape": list(value.shape),
@@ -51,6 +54,8 @@ def _decode(value):
     if isinstance(value, list):
         return tuple(_decode(v) for v in value)
     if isinstance(value, dict):
+        if "graph" in value:
+            return _build(value["graph"], value["graph"]["nodes"])
         if "ndarray" in value:
             spec = value["ndarray"]
             raw = base64.b64decode(spec["data"], validate=True)
@@ -60,7 +65,7 @@ def _decode(value):
     return value
 
 
-def graph_to_json(graph: Graph, indent: int | None = 1) -> str:
+def _graph_doc(graph: Graph) -> dict:
     nodes = []
     for node in graph.nodes:
         nodes.append({
@@ -69,8 +74,11 @@ def graph_to_json(graph: Graph, indent: int | None = 1) -> str:
             "attrs": {k: _encode(v) for k, v in node.attrs.items()},
             "scope": node.scope, "source": node.source,
         })
-    doc = {"format": FORMAT, "version": VERSION, "name": graph.name, "nodes": nodes,
-           "outputs": [v.name for v in graph.outputs]}
+    return {"name": graph.name, "nodes": nodes, "outputs": [v.name for v in graph.outputs]}
+
+
+def graph_to_json(graph: Graph, indent: int | None = 1) -> str:
+    doc = {"format": FORMAT, "version": VERSION, **_graph_doc(graph)}
     return json.dumps(doc, indent=indent, allow_nan=False)
 
 
@@ -83,6 +91,11 @@ def graph_from_json(text_or_path, *, allow_programs: bool = False,
     only for files you trust). max_bytes: the largest file (or text) read."""
     doc = json_document(read_text(text_or_path, max_bytes))
     nodes = check_document(doc, allow_programs)
+    return _build(doc, nodes)
+
+
+def _build(doc, nodes) -> Graph:
+    """The graph of a checked document (or of a sub-graph's, nested in an attr)."""
     graph = Graph(doc.get("name", "graph"))
     for index, spec in enumerate(nodes):
         where = _where(index, spec)
@@ -164,26 +177,48 @@ def check_document(doc, allow_programs: bool) -> list:
     if not isinstance(name, str) or len(name) > 1000 or not name.isprintable():
         raise SerializationError(f"the graph's name must be a printable string, got "
                                  f"{_shown(name)}")
-    nodes = doc["nodes"]
-    if not isinstance(nodes, list) or len(nodes) > MAX_NODES:
-        raise SerializationError(f"\"nodes\" must be a list of at most {MAX_NODES} nodes")
     from .ops.registry import all_ops
-    ops = all_ops()
+    return _check_nodes(doc, all_ops(), allow_programs, [0], 0, "")
+
+
+def _check_nodes(doc, ops, allow_programs, budget, depth, where_above) -> list:
+    """The nodes of a graph document, or of a sub-graph nested in an attr (depth > 0:
+    at most MAX_GRAPH_DEPTH deep; budget counts nodes at every depth, MAX_NODES in all)."""
+    nodes = doc["nodes"]
+    if not isinstance(nodes, list) or len(nodes) > MAX_NODES - budget[0]:
+        raise SerializationError(f"{where_above}\"nodes\" must be a list of at most "
+                                 f"{MAX_NODES} nodes (sub-graphs' included)")
+    budget[0] += len(nodes)
     seen = {}
     for index, spec in enumerate(nodes):
-        _check_node(index, spec, ops, seen, allow_programs)
+        _check_node(index, spec, ops, seen, allow_programs, budget, depth, where_above)
     outputs = doc.get("outputs", [])
     if not isinstance(outputs, list) or not all(isinstance(o, str) for o in outputs):
-        raise SerializationError("\"outputs\" must be a list of tensor names")
+        raise SerializationError(f"{where_above}\"outputs\" must be a list of tensor names")
     for output in outputs:
-        _check_tensor_name(output, seen, "the graph's outputs")
+        _check_tensor_name(output, seen, f"{where_above}the graph's outputs")
     return nodes
 
 
-def _check_node(index, spec, ops, seen, allow_programs):
+def _check_subgraph(value, ops, allow_programs, budget, depth, where):
+    if depth > MAX_GRAPH_DEPTH:
+        raise SerializationError(f"{where}: sub-graphs nested more than "
+                                 f"{MAX_GRAPH_DEPTH} deep")
+    if not isinstance(value, dict):
+        raise SerializationError(f"{where}: a sub-graph must be an object")
+    _expect_keys(value, {"nodes"}, {"name", "outputs"}, where)
+    name = value.get("name", "graph")
+    if not isinstance(name, str) or len(name) > 1000 or not name.isprintable():
+        raise SerializationError(f"{where}: the sub-graph's name must be a printable "
+                                 f"string, got {_shown(name)}")
+    _check_nodes(value, ops, allow_programs, budget, depth, f"{where}: ")
+
+
+def _check_node(index, spec, ops, seen, allow_programs, budget=None, depth=0,
+                where_above=""):
     if not isinstance(spec, dict):
         raise SerializationError(f"node {index} must be an object, got {_shown(spec)}")
-    where = _where(index, spec)
+    where = where_above + _where(index, spec)
     _expect_keys(spec, {"name", "op", "inputs", "attrs"}, {"scope", "source"}, where)
     try:
         check_name(spec["name"], "node name")
@@ -213,6 +248,13 @@ def _check_node(index, spec, ops, seen, allow_programs):
         if key not in allowed:
             raise SerializationError(f"{where}: {op} has no attribute {_shown(key)} (it "
                                      f"takes {sorted(allowed) or 'none'})")
+        if isinstance(value, dict) and set(value) == {"graph"}:
+            if ops[op].family != "control":
+                raise SerializationError(f"{where}: attr '{key}' of {op} cannot be a graph")
+            _check_subgraph(value["graph"], ops, allow_programs,
+                            budget if budget is not None else [0], depth + 1,
+                            f"{where}: attr '{key}'")
+            continue
         _check_json_attr(value, f"{where}: attr '{key}'", key == "glsl")
         kind = ATTR_KINDS.get(f"{op}.{key}", ATTR_KINDS.get(key))
         if kind is _ARRAY:
@@ -362,6 +404,17 @@ ATTR_KINDS = {
     "constant.value": _ARRAY,          # "op.attr": where ops share a name, not a type
     "nodes": (_is_header_nodes, "a list of [node name, op, source] triples"),
     "conv_attrs": (_is_pairs, "a list of [name, value] pairs"),
+    # control flow (ir/ops/control.py); its sub-graphs are checked as graphs
+    **dict.fromkeys(["num_vars", "num_carry", "num_elems"],
+                    (lambda v: _is_int(v) and v >= 0, "a non-negative int32")),
+    **dict.fromkeys(["maximum_iterations", "length"],
+                    (lambda v: v is None or _is_int(v) and v >= 0,
+                     "null or a non-negative int32")),
+    "shape_invariants": (lambda v: v is None or isinstance(v, tuple) and all(
+        s is None or _is_dims(s) for s in v), "null or a list of shapes (or nulls)"),
+    "names": (lambda v: isinstance(v, tuple) and all(
+        isinstance(s, str) and len(s) < 1000 and s.isprintable() for s in v),
+        "a list of printable strings"),
 }
 
 

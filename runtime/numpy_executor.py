@@ -90,7 +90,9 @@ class NumpyPlan:
                     assigns.append((node.inputs[0].node.name, results[0]))
                 for v, r in zip(node.outputs, results):
                     dtype = self._float if v.dtype == "float32" else np.dtype(v.dtype)
-                    env[v] = np.asarray(r, dtype=dtype).reshape(v.shape)
+                    r = np.asarray(r, dtype=dtype)
+                    # a loop variable under a shape invariant knows its shape only now
+                    env[v] = r.reshape(v.shape) if v.type.is_static else r
                 if observer is not None and node.op not in SOURCES:
                     observer.kernel(_node_kernel(node), time.perf_counter() - start,
                                     lambda v=node.outputs[0]: env[v])

@@ -15,6 +15,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TEMPLATES = os.path.join(ROOT, "codegen", "templates")
 # Ops the executors provide themselves (no kernel) and ops lowered specially.
 NO_KERNEL = {name for name, opdef in all_ops().items() if opdef.kind == "source"}
+# control flow (while_loop, cond, scan): the runtime runs their sub-graphs, no kernel
+NO_KERNEL |= {name for name, opdef in all_ops().items() if opdef.family == "control"}
 SPECIAL = {"assign"}          # a copy kernel (codegen/elementwise.py lower_copy)
 # Gradient-support ops whose gradients are exercised through second-order tests of the
 # ops that emit them, not by name.
@@ -29,6 +31,9 @@ def _text(pattern):
 OP_TESTS = _text("tests/ops/*.py") + _text("tests/frontend/*.py") + _text("tests/passes/*.py")
 # gradients of fused ops are checked where fusion makes them
 GRAD_TESTS = _text("tests/autodiff/*.py") + _text("tests/passes/test_fusion.py")
+# control flow has a folder of its own (issue 25)
+OP_TESTS += _text("tests/control_flow/*.py")
+GRAD_TESTS += _text("tests/control_flow/test_cf_gradients.py")
 
 
 def _gradient_test_rows() -> set:

@@ -8,13 +8,9 @@ import difflib
 # knows it lacks, each with what to use instead (docs/TENSORFLOW.md lists them all). A
 # name here never gets a "close match": tf.data is not fragflow.atan.
 HINTS = {
-    "cond": "ff.where (both branches are computed)",
     "case": "ff.where on each branch's result (both computed); no tf.case",
     "switch_case": "ff.where on each branch's result (all computed); no tf.switch_case",
-    "while_loop": "a Python loop that builds the ops, or ff.gpgpu_program",
-    "map_fn": "a Python loop over ff.unstack(x), then ff.stack",
-    "scan": "a Python loop over ff.unstack(x) (or ff.cumsum for sums)",
-    "TensorArray": "a Python list of tensors, then ff.stack",
+    "TensorArray": "a Python list of tensors, then ff.stack (or ff.scan's stacked ys)",
     "py_func": "nothing: graphs run on the GPU only",
     "py_function": "nothing: graphs run on the GPU only",
     "numpy_function": "nothing: graphs run on the GPU only",

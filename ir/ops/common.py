@@ -66,7 +66,10 @@ def weak_dtype(scalar, other: str) -> str:
 
 def as_value(graph: Graph, x, dtype: str | None = None) -> Value:
     if isinstance(x, Value):
-        if x.graph is not graph:
+        # inside a loop's body or a branch, outer and inner values meet: add_node
+        # captures the outer ones (ir/graph.py Graph.capture)
+        if x.graph is not graph and not (x.graph.parent_of(graph)
+                                         or graph.parent_of(x.graph)):
             from ..graph import mixed_graphs
             from ..source import user_location
             raise GraphError(f"{user_location()}: {mixed_graphs(x, graph)}")

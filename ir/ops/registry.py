@@ -25,7 +25,7 @@ KINDS = ("source", "view", "kernel")
 # fused and update after the ops they fuse). A family's lowering is codegen/<family>.py's
 # lower_node and its gradient rules are in passes/autodiff/<family>.py, where those exist.
 FAMILIES = ("conv", "elementwise", "autodiff_ops", "image", "matmul", "random", "reduce",
-            "shape", "state", "structure", "loss", "fused", "program", "update")
+            "shape", "state", "structure", "loss", "control", "fused", "program", "update")
 
 
 @dataclass(frozen=True)
