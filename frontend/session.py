@@ -1,11 +1,12 @@
 """Session: the user's handle on a graph. It compiles what a run needs once per set of
-fetches, feeds and feed shapes (runtime/driver.py: prune → passes → the backend's plan),
-keeps those plans, and runs them on the GL context or the numpy reference executor
-(runtime/backend.py). Variables live in the session (on the GPU for backend="gl")
-across runs."""
+fetches, feeds and feed shapes (runtime/driver.py: prune → passes → lower → the backend's
+plan, in a Compiled record), keeps those records, and runs their plans on the GL context
+or the numpy reference executor (runtime/backend.py). Variables live in the session (on
+the GPU for backend="gl") across runs."""
 from __future__ import annotations
 
 import os
+import time
 import zipfile
 
 import numpy as np
@@ -18,7 +19,9 @@ from ..ir.types import TensorType, format_shape
 from ..passes import PassManager
 from ..runtime import driver
 from ..runtime.backend import get_backend
-from . import side_effects as _side_effects
+from . import default_session as _default, side_effects as _side_effects
+from .debugging import DebugObserver, Profile, timed_runs
+from .shaders import write_shaders
 from .tensor import Tensor
 
 # Compiled plans a session keeps (per fetches, feeds and feed shapes); the least
@@ -100,18 +103,18 @@ class Session:
     def _run_values(self, values: list, feeds: dict, passes=None) -> list:
         types = {v: TensorType(a.shape, v.dtype) for v, a in feeds.items()}
         with self._lock:          # the plan must not be evicted before it has run
-            plan = self._plan(values, types, passes)
-            return self._execute(plan, _by_name(plan, feeds))
+            compiled = self._plan(values, types, passes)
+            return self._execute(compiled, _by_name(compiled, feeds))
 
-    def _execute(self, plan, feeds_by_name: dict, observer=None) -> list:
-        """One run: the run counter (random ops' fresh draws) is fed like a placeholder.
-        observer: a profile's; else, in debug mode, the NaN/Inf checker."""
+    def _execute(self, compiled, feeds_by_name: dict, observer=None) -> list:
+        """One run of a Compiled record's plan: the run counter (random ops' fresh
+        draws) is fed like a placeholder. observer: a profile's; else, in debug mode,
+        the NaN/Inf checker."""
         feeds_by_name[RUN_COUNTER] = np.array(self._runs, np.int32)
         self._runs += 1
         if observer is None and self.debug:
-            from .debugging import DebugObserver
-            observer = DebugObserver(plan.graph)
-        return plan.run_observed(feeds_by_name, observer)
+            observer = DebugObserver(compiled.graph)
+        return compiled.plan.run_observed(feeds_by_name, observer)
 
     def profile(self, fetches, feed_dict=None, runs: int = 10):
         """Run fetches `runs` times and report where the time goes, per user op and
@@ -124,23 +127,20 @@ class Session:
             return self._profile(values, feeds, runs)
 
     def _profile(self, values, feeds, runs):
-        import time
-
-        from .debugging import Profile, timed_runs
         types = {v: TensorType(a.shape, v.dtype) for v, a in feeds.items()}
         start = time.perf_counter()
-        plan = self._plan(values, types)
+        compiled = self._plan(values, types)
         compile_seconds = time.perf_counter() - start
-        by_name = _by_name(plan, feeds)
-        self._execute(plan, dict(by_name))          # warm-up: JIT, first-touch
-        profile = Profile(runs, compile_seconds, graph=plan.graph)
+        by_name = _by_name(compiled, feeds)
+        self._execute(compiled, dict(by_name))          # warm-up: JIT, first-touch
+        profile = Profile(runs, compile_seconds, graph=compiled.graph)
 
-        return timed_runs(lambda observer: self._execute(plan, by_name, observer), runs,
-                          profile)
+        return timed_runs(lambda observer: self._execute(compiled, by_name, observer),
+                          runs, profile)
 
     def _plan(self, values, feed_types: dict, passes=None):
-        """The plan for these fetches, feed shapes and passes: cached (MAX_PLANS, least
-        recently used released first), else compiled (runtime/driver.py)."""
+        """The Compiled record (runtime/driver.py) for these fetches, feed shapes and
+        passes: kept (MAX_PLANS, least recently used released first), else compiled."""
         key = (tuple(values), frozenset((v, t.shape) for v, t in feed_types.items()),
                None if passes is None else tuple(passes))
         with self._lock:
@@ -156,7 +156,7 @@ class Session:
             self._plans[key] = plan               # most recently used last
             while len(self._plans) > MAX_PLANS:   # e.g. one plan per batch size: bounded
                 oldest = next(iter(self._plans))
-                self._backend.release_plan(self._plans.pop(oldest))
+                self._backend.release_plan(self._plans.pop(oldest).plan)
             if built:
                 self._backend.evict()
             return plan
@@ -276,7 +276,7 @@ class Session:
                          beyond those that live plans launch); pinned_shaders: those
         """
         with self._lock:
-            plans = list(self._plans.values())
+            plans = [compiled.plan for compiled in self._plans.values()]
             out = {"textures": 0, "bytes": 0, "plans": len(plans), "live_textures": 0,
                    "pool_textures": 0, "pool_bytes": 0, "shaders": 0,
                    "pinned_shaders": 0}
@@ -293,7 +293,7 @@ class Session:
             if self._closed:
                 return
             self._closed = True
-            self._backend.release(list(self._plans.values()), self._variables)
+            self._backend.release([c.plan for c in self._plans.values()], self._variables)
             self._plans.clear()
             self._backend.trim()
 
@@ -304,7 +304,8 @@ class Session:
         try:
             if not getattr(self, "_closed", True):
                 self._closed = True
-                self._backend.release_later(list(self._plans.values()), self._variables)
+                self._backend.release_later([c.plan for c in self._plans.values()],
+                                            self._variables)
         except Exception:        # interpreter shutdown: nothing left to give back to
             pass
 
@@ -316,17 +317,14 @@ class Session:
     def as_default(self):
         """A context in which this session is the default one (TF1's as_default):
         tensor.eval() and op.run() run in it. Leaving it does not close the session."""
-        from .default_session import as_default
-        return as_default(self)
+        return _default.as_default(self)
 
     def __enter__(self):
-        from .default_session import push
-        push(self)            # `with ff.Session() as sess:` makes sess the default, as TF1
+        _default.push(self)            # `with ff.Session() as sess:` makes sess the default, as TF1
         return self
 
     def __exit__(self, *exc):
-        from .default_session import pop
-        pop(self)
+        _default.pop(self)
         self.close()
 
 
@@ -354,8 +352,8 @@ class CompiledFunction:
         types = {v: TensorType(a.shape, v.dtype) for v, a in feeds.items()}
         session = self.session
         with session._lock:       # the plan must not be evicted before it has run
-            plan = self._last = session._plan(self._values, types, self._passes)
-            results = session._execute(plan, _by_name(plan, feeds))
+            compiled = self._last = session._plan(self._values, types, self._passes)
+            results = session._execute(compiled, _by_name(compiled, feeds))
         if self._effects:
             results = _side_effects.finish(results, self._effects, self._values)
         return results[:len(self._fetched)]
@@ -392,7 +390,6 @@ class CompiledFunction:
         implements (fused ones too), their scopes and source lines, the input and output
         shapes and texture layouts, and the uniforms, and compiles as it is. Returns the
         paths."""
-        from .shaders import write_shaders
         return write_shaders(self.kernels, directory)
 
 
@@ -406,10 +403,10 @@ def _same_name(theirs, ours) -> str:
             f"the graph, or run the tensor in a session of its own graph)")
 
 
-def _by_name(plan, feeds: dict) -> dict:
+def _by_name(compiled, feeds: dict) -> dict:
     """{name in the plan's compiled graph: array} of the feeds it reads (prune drops the
     others)."""
-    names = plan.feed_names
+    names = compiled.feed_names
     return {names[v]: a for v, a in feeds.items() if v in names}
 
 

@@ -11,8 +11,12 @@ A backend (one per Session) has:
                        nodes), or None: the passes' default
     max_draw_buffers   the render targets one kernel may write (fuse_updates), or
                        None: the passes' default
+    limits             the Limits lowering follows (codegen/limits.py; the plan cache's
+                       key holds them), or None: its plans run the compiled graph itself
+    tuning             the Tuning kernel choice follows (codegen/tuning), or None
     variables()        a new variable store
-    build_plan(graph, variables, variable_values)   a plan for a compiled graph
+    build_plan(program, variables, variable_values)   a plan for what the driver made:
+                       a LoweredGraph where limits is set (GL), else the compiled graph
     release_plan(plan) a plan given back (GL: textures to the pool, shaders unpinned)
     evict()            after plans were built or released (GL: linked shaders no live plan
                        uses beyond the cache's bound are deleted)
@@ -29,14 +33,16 @@ textures() (the GPU textures it holds), release().
 A plan: run(feeds_by_name) -> list of arrays, which is run_observed(feeds_by_name,
 None); run_observed(feeds_by_name, observer) telling observer.input(name, read),
 observer.phase(name, seconds) and observer.kernel(kernel, seconds, read); kernels;
-textures(); release(); and, set by the driver, graph (after every pass),
-fusion_report, feed_names and variables.
+textures(); release(). The driver hands it out in a Compiled record
+(runtime/driver.py) with the compiled graph, feed names, fusion report and variables.
 """
 from __future__ import annotations
 
 import threading
 
 from ..ir.errors import FragflowError
+from .device import Device
+from .numpy_executor import NumpyPlan, NumpyVariables
 
 
 class NumpyBackend:
@@ -45,17 +51,18 @@ class NumpyBackend:
     device = None
     max_texture_units = None      # the passes' default, GL 3.3's 16
     max_draw_buffers = None       # the passes' default, GL 3.3's 8
+    limits = None                 # runs the compiled graph: nothing is lowered
+    tuning = None
 
     def __init__(self, device=None):      # device: GL only, no meaning here
         self.lock = threading.RLock()     # plan cache and variables, one call at a time
 
     def variables(self):
-        from .numpy_executor import NumpyVariables
         return NumpyVariables()
 
     def build_plan(self, graph, variables, variable_values: dict):
-        from .numpy_executor import NumpyPlan
-        return NumpyPlan(graph, variables)       # variables start from the graph's nodes
+        """graph: the compiled graph (its variables start from their nodes' values)."""
+        return NumpyPlan(graph, variables)
 
     def release_plan(self, plan) -> None:
         plan.release()
@@ -83,14 +90,13 @@ class GLBackend:
     name = "gl"
 
     def __init__(self, device=None):
-        from .device import Device
         self.device = Device.get() if device is None else Device.get(device)
         self.lock = self.device.gl      # every GL call runs in this section
         self.max_texture_units = self.device.limits.max_texture_units
         self.max_draw_buffers = self.device.limits.max_draw_buffers
 
     def variables(self):
-        from .gl_plan import GLVariables
+        from .gl_plan import GLVariables  # imports OpenGL: only once the device's context exists
         return GLVariables(self.device)
 
     @property
@@ -104,15 +110,10 @@ class GLBackend:
         """The device's Tuning (codegen/tuning: its profile, FRAGFLOW_TUNING applied)."""
         return self.device.tuning
 
-    def build_plan(self, graph, variables, variable_values: dict, lowered_graph=None,
-                   tuning=None):
-        """lowered_graph: graph already lowered (the plan cache's), else lower(graph)
-        with `tuning` (None: the device's)."""
-        from ..codegen import lower
-        from .gl_plan import GLPlan
-        if lowered_graph is None:
-            lowered_graph = lower(graph, self.device.limits,
-                                  tuning=self.device.tuning if tuning is None else tuning)
+    def build_plan(self, lowered_graph, variables, variable_values: dict):
+        """lowered_graph: the driver's LoweredGraph (codegen lower() with self.limits),
+        or the plan cache's."""
+        from .gl_plan import GLPlan  # imports OpenGL: only once the device's context exists
         plan = GLPlan(lowered_graph, variables, variable_values)
         self.device.shaders.pin(plan.kernels)    # its shaders stay while it lives
         return plan

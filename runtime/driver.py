@@ -1,11 +1,15 @@
-"""The compile driver: a graph, its fetches and the types of its feeds, to a plan that a
-backend runs. Session (and its CompiledFunction) and the `fragflow` command compile
-through here.
+"""The compile driver: a graph, its fetches and the types of its feeds, to a `Compiled`
+record whose plan a backend runs. Session (and its CompiledFunction), the `fragflow`
+command and the WebGL export compile through here. Its stages:
 
-    prune(graph, fetches, feed types)       passes/prune.py: what the fetches need
-    PassManager(...).run                    the pipeline (passes/manager.py)
-    backend.build_plan(compiled graph, ...) GL: lower() to kernels, then GLPlan and its
-                                            memory plan; numpy: NumpyPlan
+    prune(graph, fetches, feed types)   passes/prune.py: what the fetches need
+    PassManager(...).run                the pass pipeline (passes/manager.py)
+    lower(graph, limits, tuning)        codegen/lower.py: the scheduling step's Facts
+                                        (codegen/schedule.py), then each node's kernels
+                                        from its family's strategy table; backends whose
+                                        plans run kernels (backend.limits is not None)
+    backend.build_plan(...)             GL: a LoweredGraph to a GLPlan; numpy: the
+                                        compiled graph to a NumpyPlan
 
 >>> import fragflow as ff, numpy as np
 >>> from fragflow.runtime.driver import compile
@@ -13,17 +17,20 @@ through here.
 >>> with g.as_default():
 ...     x = ff.placeholder((2,), "float32", name="x")
 ...     y = ff.relu(x - 1.0)
->>> plan = compile(g, [y.value], {x.value: x.value.type}, "numpy")
->>> plan.run({plan.feed_names[x.value]: np.array([0., 3.], np.float32),
-...           "run_counter": np.array(0, np.int32)})
+>>> c = compile(g, [y.value], {x.value: x.value.type}, "numpy")
+>>> c.plan.run({c.feed_names[x.value]: np.array([0., 3.], np.float32),
+...             "run_counter": np.array(0, np.int32)})
 [array([0., 2.], dtype=float32)]
 """
 from __future__ import annotations
 
 import os
 import warnings
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
+from ..codegen.kernel import LoweredGraph
+from ..codegen.lower import lower
 from ..ir.graph import Graph
 from ..passes import PassManager, prune
 from . import plan_cache
@@ -36,6 +43,33 @@ class Optimized:
     graph: Graph            # the compiled graph, after every pass
     feed_names: dict        # each fed Value of the user's graph -> its name in `graph`
     fusion_report: list     # what fusion did and every candidate it turned down
+
+
+@dataclass
+class Compiled:
+    """What compile() made: the plan and what a caller needs to feed it and explain it.
+
+    graph is the compiled graph (after every pass); for a plan the plan cache gave,
+    which skipped the passes, it is made when first asked for (debug mode, profiles,
+    fn.graph)."""
+    plan: object            # the backend's plan (runtime/backend.py): run, kernels, ...
+    feed_names: dict        # each fed Value of the user's graph -> the plan's feed name
+    fusion_report: list     # what fusion did and every candidate it turned down
+    variables: object       # the store the plan's variables live in
+    lowered: LoweredGraph | None = None    # what a GL plan runs; None for numpy's
+    _graph: Graph | None = field(default=None, repr=False)
+    _make_graph: Callable | None = field(default=None, repr=False)
+
+    @property
+    def graph(self) -> Graph:
+        if self._graph is None and self._make_graph is not None:
+            self._graph = self._make_graph()
+        return self._graph
+
+    @property
+    def kernels(self) -> list:
+        """The plan's kernels in run order (none for the numpy backend)."""
+        return self.plan.kernels
 
 
 def optimize(graph: Graph, fetches, feed_types: dict, passes=None, disable=(),
@@ -54,15 +88,18 @@ def optimize(graph: Graph, fetches, feed_types: dict, passes=None, disable=(),
 
 
 def compile(graph: Graph, fetches, feed_types: dict, backend="gl", variables=None,
-            passes=None, disable=(), dump_dir: str | None = None, tuning=None):
-    """A plan computing fetches (Values of graph) from feeds of the given types.
+            passes=None, disable=(), dump_dir: str | None = None,
+            tuning=None) -> Compiled:
+    """The Compiled record of a plan computing fetches (Values of graph) from feeds of
+    the given types.
 
     backend: a backend of runtime/backend.py or its name ("gl", "numpy"). variables: the
     store the plan's variables live in (a Session's, across its plans); None: a new one
-    of the backend's, which the caller releases (plan.variables.release()). The plan's
-    feeds are keyed by plan.feed_names[value] (and "run_counter", the run's index, which
-    random ops draw from); give it back with backend.release_plan(plan). tuning: the
-    knobs the GL backend's kernel choice follows (codegen/tuning; None: the device's)."""
+    of the backend's, which the caller releases (compiled.variables.release()). The
+    plan's feeds are keyed by compiled.feed_names[value] (and "run_counter", the run's
+    index, which random ops draw from); give it back with
+    backend.release_plan(compiled.plan). tuning: the knobs kernel choice follows
+    (codegen/tuning; None: the backend's, the device's profile)."""
     if isinstance(backend, str):
         backend = get_backend(backend)
     fetches = list(fetches)         # read by the plan cache's key, then by prune
@@ -74,41 +111,41 @@ def compile(graph: Graph, fetches, feed_types: dict, backend="gl", variables=Non
         initial = {n.name: n.attrs["initial_value"] for n in graph.nodes
                    if n.op == "variable"}
         if tuning is None:
-            tuning = getattr(backend, "tuning", None)   # the device's (GL)
+            tuning = backend.tuning
         key = _plan_cache_key(graph, fetches, feed_types, backend, passes, disable,
                               dump_dir, tuning)
         entry = plan_cache.load(key) if key else None
         if entry is not None:
             try:
-                return _cached_plan(entry, graph, fetches, feed_types, backend,
-                                    variables, initial)
+                return _cached(entry, graph, fetches, feed_types, backend, variables,
+                               initial)
             except Exception as exc:    # noqa: BLE001 - a bad entry is only a miss
                 warnings.warn(f"fragflow: the plan cache's entry {key} did not build "
                               f"({type(exc).__name__}: {exc}); compiling again",
                               stacklevel=2)
         optimized = optimize(graph, fetches, feed_types, passes, disable, dump_dir,
                              backend.max_texture_units, backend.max_draw_buffers)
-        plan = backend.build_plan(optimized.graph, variables, initial,
-                                  **({"tuning": tuning} if backend.name == "gl" else {}))
+        lowered = None
+        if backend.limits is not None:        # a backend whose plans run kernels
+            lowered = lower(optimized.graph, backend.limits, tuning=tuning)
+        plan = backend.build_plan(optimized.graph if lowered is None else lowered,
+                                  variables, initial)
         if key:
             numbers = {node: i for i, node in enumerate(graph.nodes)}
-            plan_cache.store(key, plan.lowered_graph,
+            plan_cache.store(key, lowered,
                              [(numbers[v.node], v.index, name)
                               for v, name in optimized.feed_names.items()],
                              optimized.fusion_report)
-        plan.graph = optimized.graph
-        plan.fusion_report = optimized.fusion_report
-        plan.feed_names = optimized.feed_names
-        plan.variables = variables
-        return plan
+        return Compiled(plan, optimized.feed_names, optimized.fusion_report, variables,
+                        lowered, optimized.graph)
 
 
 def _plan_cache_key(graph, fetches, feed_types, backend, passes, disable, dump_dir,
                     tuning=None):
     """The plan cache's key for this compile, or None where the cache is not used: off
-    (FRAGFLOW_PLAN_CACHE), the numpy backend, a pipeline of the caller's, passes being
-    dumped, or a graph the key cannot describe."""
-    if (not plan_cache.enabled() or backend.name != "gl" or passes is not None
+    (FRAGFLOW_PLAN_CACHE), a backend that runs no kernels (numpy), a pipeline of the
+    caller's, passes being dumped, or a graph the key cannot describe."""
+    if (not plan_cache.enabled() or backend.limits is None or passes is not None
             or disable or dump_dir or os.environ.get("FRAGFLOW_DUMP_PASSES")):
         return None
     try:
@@ -117,16 +154,15 @@ def _plan_cache_key(graph, fetches, feed_types, backend, passes, disable, dump_d
         return None
 
 
-def _cached_plan(entry, graph, fetches, feed_types, backend, variables, initial):
-    """A plan from the plan cache's entry: the passes run only if someone asks for the
-    compiled graph (plan.graph)."""
+def _cached(entry, graph, fetches, feed_types, backend, variables, initial) -> Compiled:
+    """The record of a plan from the plan cache's entry: the passes run only if someone
+    asks for the compiled graph (Compiled.graph)."""
     lowered, feed_names, report = entry
     plan_cache.check_user_code(lowered, graph)
-    plan = backend.build_plan(None, variables, initial, lowered_graph=lowered)
-    plan.compile_graph = lambda: optimize(
-        graph, fetches, feed_types, max_texture_units=backend.max_texture_units,
-        max_draw_buffers=backend.max_draw_buffers).graph
-    plan.fusion_report = report
-    plan.feed_names = {graph.nodes[i].outputs[j]: name for i, j, name in feed_names}
-    plan.variables = variables
-    return plan
+    plan = backend.build_plan(lowered, variables, initial)
+    return Compiled(
+        plan, {graph.nodes[i].outputs[j]: name for i, j, name in feed_names}, report,
+        variables, lowered,
+        _make_graph=lambda: optimize(graph, fetches, feed_types,
+                                     max_texture_units=backend.max_texture_units,
+                                     max_draw_buffers=backend.max_draw_buffers).graph)

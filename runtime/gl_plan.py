@@ -3,6 +3,7 @@ linked shaders resolved when the plan is built. run() uploads feeds, draws, read
 back and swaps in assigned variables; it walks no graph and formats no strings."""
 from __future__ import annotations
 
+import ctypes
 import time
 
 import numpy as np
@@ -102,7 +103,6 @@ def _timer_entry_points():
     if context.api == "gles":
         # through eglGetProcAddress: PyOpenGL's wrapper has no array type for GLuint64
         # results, and its raw entry point is not resolved on an ES context
-        import ctypes
         address = context.proc_address("glGetQueryObjectui64vEXT")
         if not address:
             return None
@@ -205,8 +205,6 @@ class GLPlan:
     def __init__(self, lowered_graph, variables: GLVariables, variable_values: dict):
         """variable_values: variable name -> initial value (used on first use)."""
         self.lowered_graph = lowered_graph
-        self._graph = None
-        self.compile_graph = None     # makes `graph` when it was not set (plan cache)
         self.device = variables.device
         self._owned: list = []
         self._launches: list = []
@@ -284,19 +282,6 @@ class GLPlan:
     @property
     def kernels(self):
         return self.lowered_graph.kernels
-
-    @property
-    def graph(self):
-        """The compiled graph (after every pass), set by the compile driver; a plan from
-        the plan cache (runtime/plan_cache.py), which skipped the passes, runs them
-        when this is first asked for (debug mode, profiles, fn.graph)."""
-        if self._graph is None and self.compile_graph is not None:
-            self._graph = self.compile_graph()
-        return self._graph
-
-    @graph.setter
-    def graph(self, value) -> None:
-        self._graph = value
 
     def run(self, feeds: dict) -> list:
         """Upload feeds, draw, read the fetches back, swap in assigned variables."""

@@ -25,24 +25,24 @@ STAGES = ("prune",) + tuple(DEFAULT_PIPELINE)
 @dataclass
 class CompiledRun:
     target: Target
-    plan: object               # the GL plan (runtime/gl_plan.py GLPlan)
+    compiled: object           # the driver's Compiled record (its plan: a GLPlan)
     backend: object            # its backend (runtime/backend.py GLBackend)
     feeds: dict                # Value -> array
 
     @property
     def kernels(self) -> list:
-        return list(self.plan.kernels)
+        return list(self.compiled.kernels)
 
     @property
     def graph(self):
         """The compiled graph (after every pass)."""
-        return self.plan.graph
+        return self.compiled.graph
 
     def close(self):
         """The plan's textures and shaders, and its variables' textures, given back."""
         with self.backend.lock:
-            self.backend.release_plan(self.plan)
-            self.plan.variables.release()
+            self.backend.release_plan(self.compiled.plan)
+            self.compiled.variables.release()
             self.backend.evict()
 
 
@@ -55,13 +55,13 @@ def compile_target(target: Target, feed_shapes=None, debug: bool = False) -> Com
     types = {v: ff.TensorType(np.shape(a), v.dtype) for v, a in feeds.items()}
     variables = backend.variables()
     try:
-        plan = driver.compile(target.graph, target.fetches, types, backend, variables,
-                              disable=disable)
+        compiled = driver.compile(target.graph, target.fetches, types, backend, variables,
+                                  disable=disable)
     except BaseException:
         with backend.lock:
             variables.release()
         raise
-    return CompiledRun(target, plan, backend, feeds)
+    return CompiledRun(target, compiled, backend, feeds)
 
 
 def check_stage(name: str) -> str:

@@ -22,13 +22,14 @@ def _graph():
     return g, x, unused, w, y, loss, step
 
 
-def _run(backend, plan, feeds, run=0):
-    """plan.run as a Session runs it: under the backend's lock (GL: the context current
-    on this thread), with the run counter fed."""
-    by_name = {plan.feed_names[v]: a for v, a in feeds.items() if v in plan.feed_names}
+def _run(backend, compiled, feeds, run=0):
+    """compiled.plan.run as a Session runs it: under the backend's lock (GL: the
+    context current on this thread), with the run counter fed."""
+    by_name = {compiled.feed_names[v]: a for v, a in feeds.items()
+               if v in compiled.feed_names}
     by_name[RUN_COUNTER] = np.array(run, np.int32)
     with backend.lock:
-        return plan.run(by_name)
+        return compiled.plan.run(by_name)
 
 
 @pytest.mark.parametrize("backend", ["gl", "numpy"])
@@ -39,15 +40,15 @@ def test_compile_outside_a_session_matches_the_session(backend):
     feeds = {x.value: xb, unused.value: np.zeros(3, np.float32)}
     types = {v: TensorType(a.shape, v.dtype) for v, a in feeds.items()}
     chosen = get_backend(backend)
-    plan = driver.compile(g, [y.value, loss.value], types, chosen)
+    compiled = driver.compile(g, [y.value, loss.value], types, chosen)
     try:
-        assert unused.value not in plan.feed_names      # pruned: not a feed of the plan
-        assert plan.graph is not g and plan.fusion_report is not None
-        got = _run(chosen, plan, feeds)
+        assert unused.value not in compiled.feed_names      # pruned: not a feed of the plan
+        assert compiled.graph is not g and compiled.fusion_report is not None
+        got = _run(chosen, compiled, feeds)
     finally:
         with chosen.lock:
-            chosen.release_plan(plan)
-            plan.variables.release()
+            chosen.release_plan(compiled.plan)
+            compiled.variables.release()
     expected = ff.Session(g, backend="numpy", passes=[]).run([y, loss], {x: xb})
     for a, b in zip(got, expected):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
@@ -58,17 +59,18 @@ def test_variables_live_in_the_store_given_and_assigns_apply_at_the_end(backend)
     g, _, _, w, _, _, step = _graph()
     chosen = get_backend(backend)
     variables = chosen.variables()
-    plan = driver.compile(g, [step.value, w.value], {}, chosen, variables)
+    compiled = driver.compile(g, [step.value, w.value], {}, chosen, variables)
     try:
+        assert compiled.variables is variables
         w0 = np.array(g.node("w").attrs["initial_value"])
-        _, read = _run(chosen, plan, {})
+        _, read = _run(chosen, compiled, {})
         np.testing.assert_allclose(read, w0)         # reads see the run's start
         with chosen.lock:
             assert "w" in variables
             np.testing.assert_allclose(variables.read("w"), w0 * 0.5)
     finally:
         with chosen.lock:
-            chosen.release_plan(plan)
+            chosen.release_plan(compiled.plan)
             variables.release()
 
 
@@ -98,8 +100,9 @@ def test_run_is_run_observed_without_an_observer(backend):
     g, x, _, _, _, loss, _ = _graph()
     xb = np.random.RandomState(2).randn(3, 5).astype(np.float32)
     chosen = get_backend(backend)
-    plan = driver.compile(g, [loss.value], {x.value: TensorType(xb.shape, "float32")},
-                          chosen)
+    compiled = driver.compile(g, [loss.value], {x.value: TensorType(xb.shape, "float32")},
+                              chosen)
+    plan = compiled.plan
 
     class Recorder:
         def __init__(self):
@@ -115,7 +118,7 @@ def test_run_is_run_observed_without_an_observer(backend):
             self.kernels.append((kernel.name, read()))
 
     try:
-        by_name = {plan.feed_names[x.value]: xb, RUN_COUNTER: np.array(0, np.int32)}
+        by_name = {compiled.feed_names[x.value]: xb, RUN_COUNTER: np.array(0, np.int32)}
         recorder = Recorder()
         with chosen.lock:
             plain = plan.run(dict(by_name))
@@ -124,7 +127,7 @@ def test_run_is_run_observed_without_an_observer(backend):
     finally:
         with chosen.lock:
             chosen.release_plan(plan)
-            plan.variables.release()
+            compiled.variables.release()
     np.testing.assert_array_equal(plain[0], unobserved[0])
     np.testing.assert_array_equal(plain[0], observed[0])
     assert [n for n, _ in recorder.inputs if n != RUN_COUNTER] == ["x"]

@@ -74,7 +74,7 @@ def test_a_second_compile_loads_the_entry_and_computes_the_same(cache, monkeypat
     assert len(list(cache.glob("*.json"))) == 1 and len(list(cache.glob("*.bin"))) == 1
     g, x, _, out, loss, _ = model
     expected = ff.Session(g, backend="numpy", passes=[]).run([out, loss], {x: xb})
-    # the second compile must not run the passes (only plan.graph would)
+    # the second compile must not run the passes (only Compiled.graph would)
     monkeypatch.setattr(driver, "optimize", lambda *a, **k: pytest.fail("passes ran"))
     second, report_again, _ = _compile_and_run(model, xb)
     assert found == [False, True]
@@ -350,14 +350,14 @@ def test_fetches_given_as_an_iterator_are_all_computed(cache):
     xb = _feed()
     backend = get_backend("gl")
     with backend.lock:
-        plan = driver.compile(g, iter([out.value, loss.value]), {x.value: x.value.type},
-                              backend)
+        compiled = driver.compile(g, iter([out.value, loss.value]),
+                                  {x.value: x.value.type}, backend)
         try:
-            got = plan.run({plan.feed_names[x.value]: xb,
-                            RUN_COUNTER: np.array(0, np.int32)})
+            got = compiled.plan.run({compiled.feed_names[x.value]: xb,
+                                     RUN_COUNTER: np.array(0, np.int32)})
         finally:
-            backend.release_plan(plan)
-            plan.variables.release()
+            backend.release_plan(compiled.plan)
+            compiled.variables.release()
     want = ff.Session(g, backend="numpy", passes=[]).run([out, loss], {x: xb})
     assert len(got) == 2
     for a, b in zip(got, want):

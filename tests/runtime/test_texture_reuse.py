@@ -31,7 +31,7 @@ def test_the_plan_holds_one_texture_per_planned_entry():
     g, x, r = _double_binding_graph()
     with ff.Session(g, disable_passes=("fuse_elementwise",)) as sess:
         fn = sess.compile(r, feeds=[x])
-        plan = fn._last
+        plan = fn._last.plan
         memory = plan.memory
         feeds_and_constants = len(plan.lowered_graph.feeds) + len(plan.lowered_graph.constants)
         assert len(plan.textures()) == feeds_and_constants + len(memory.textures)

@@ -146,11 +146,12 @@ def test_a_plan_from_the_compile_driver_runs_from_threads_without_a_lock(backend
         count = ff.Variable(np.zeros(3, np.float32), name="count")
         step = count.assign(count + 1.0)
     chosen = get_backend(backend)
-    plan = driver.compile(g, [y.value, s.value, step.value], {x.value: x.value.type},
-                          chosen)
+    compiled = driver.compile(g, [y.value, s.value, step.value], {x.value: x.value.type},
+                              chosen)
+    plan = compiled.plan
     feeds = {i: inputs(300 + i) for i in range(THREADS)}
     results = {i: [] for i in range(THREADS)}
-    name = plan.feed_names[x.value]
+    name = compiled.feed_names[x.value]
 
     def work(i):
         for xb in feeds[i]:
@@ -161,7 +162,7 @@ def test_a_plan_from_the_compile_driver_runs_from_threads_without_a_lock(backend
     finally:
         with chosen.lock:
             chosen.release_plan(plan)
-            plan.variables.release()
+            compiled.variables.release()
     assert_all_exact(every(results), every({i: reference(g, [y, s], feeds[i], x)
                                             for i in feeds}))
     assert np.array_equal(final, np.full(3, THREADS * RUNS + 1, np.float32))
