@@ -1,22 +1,16 @@
 """Every knob that steers which kernel a node gets, in one frozen record per device kind.
 
-A `Tuning` holds one section per kernel family (`conv`, `matmul`, `reduce`: the frozen
-dataclasses of codegen/tuning/<family>.py) and the strategy names to prefer or leave out.
-Its profiles:
+A `Tuning` holds a section per kernel family (`conv`, `matmul`, `reduce`: the frozen
+dataclasses of codegen/tuning/<family>.py), the strategy names to prefer or leave out
+and `max_loop_trips`. Profiles: "llvmpipe" (Mesa's CPU rasterisers: 64x64 tiles shaded
+by a few threads, fetches about as dear as ALU ops, dependent draws dear; measured,
+docs/PERFORMANCE.md), "gpu" (thousands of lanes, cheap launches, cached fetches) and
+"webgl" (a browser's WebGL2 on such GPUs; its 4 render targets come from Limits).
 
-- "llvmpipe": Mesa's CPU rasterisers (llvmpipe, lavapipe under zink, softpipe): 64x64
-  tiles shaded by a few threads, a texel fetch costing about as much as a few ALU ops,
-  a dependent draw ~30-90 us. Every figure in it was measured (docs/PERFORMANCE.md).
-- "gpu": a discrete or integrated GPU: thousands of lanes, cheap launches, fetches
-  through a cache; the defaults follow its vendors' guides until one is measured.
-- "webgl": a browser's WebGL2 (ANGLE over D3D, Metal, GL or Vulkan; SwiftShader where
-  there is no GPU): the GPU profile with WebGL2's guarantees (4 render targets).
-
-`Tuning.for_device(info)` picks one from a context's renderer string when the device is
-made; `FRAGFLOW_TUNING` overrides it for experiments (a profile name, and/or
-"section.field=value" pairs: `FRAGFLOW_TUNING="gpu,matmul.packed_min_macs=1024"`);
-`ff.Session(g, tuning=...)` overrides both. Lowering reads the active one
-(`active()`, set by codegen/lower.py for its run) and the plan cache keys on it.
+`Tuning.for_device(info)` picks one from a context's renderer when the device is made;
+FRAGFLOW_TUNING overrides it for experiments (`from_env`: "gpu,matmul.packed_min_macs=
+1024,prefer=conv.direct"); `ff.Session(g, tuning=...)` overrides both. Lowering reads
+the active one (`active()`, set by codegen/lower.py) and the plan cache keys on it.
 
 >>> t = Tuning.named("llvmpipe")
 >>> t.profile, t == Tuning(), t.with_(prefer=("conv.direct",)).prefer
@@ -97,15 +91,21 @@ class Tuning:
 
     def from_env(self, text: str | None = None) -> Tuning:
         """This tuning with FRAGFLOW_TUNING (or `text`) applied: comma-separated items,
-        each a profile name or section.field=value."""
+        each a profile name (its defaults, replacing what came before it),
+        section.field=value, max_loop_trips=N, or prefer=/exclude= strategy names joined
+        by "+" ("prefer=conv.direct+matmul.lanes")."""
         text = os.environ.get("FRAGFLOW_TUNING", "") if text is None else text
         tuning = self
         for item in filter(None, (part.strip() for part in text.split(","))):
             if "=" not in item:
                 tuning = Tuning.named(item)
                 continue
-            name, _, raw = item.partition("=")
-            tuning = tuning.with_({name.strip(): _parse(raw.strip(), name)})
+            name, _, raw = (part.strip() for part in item.partition("="))
+            if name in ("prefer", "exclude"):
+                value = tuple(filter(None, (n.strip() for n in raw.split("+"))))
+            else:
+                value = _parse(raw, name)
+            tuning = tuning.with_({name: value})
         return tuning
 
     def with_(self, changes: dict | None = None, **fields) -> Tuning:
@@ -130,10 +130,11 @@ class Tuning:
             if isinstance(value, dict):
                 section = getattr(self, name)
                 known = {f.name for f in dataclasses.fields(section)}
-                for knob in value:
+                for knob, given in value.items():
                     if knob not in known:
                         raise TuningError(f"Tuning.{name} has no knob {knob!r}; it has "
                                           f"{', '.join(sorted(known)) or 'none'}")
+                    _check_kind(f"{name}.{knob}", getattr(section, knob), given)
                 value = dataclasses.replace(section, **value)
             out[name] = value
         return dataclasses.replace(self, **out)
@@ -141,6 +142,22 @@ class Tuning:
     def key(self) -> str:
         """The whole record as text (the plan cache's key)."""
         return repr(self)
+
+
+def _check_kind(name: str, current, given) -> None:
+    """A knob keeps its kind: a bool stays a bool, an int an int (not a bool), a float
+    takes an int or a float; TuningError naming the knob otherwise."""
+    if isinstance(current, bool):
+        ok = isinstance(given, bool)
+    elif isinstance(current, int):
+        ok = isinstance(given, int) and not isinstance(given, bool)
+    elif isinstance(current, float):
+        ok = isinstance(given, (int, float)) and not isinstance(given, bool)
+    else:
+        ok = True                 # None or a record: the section checks it, if at all
+    if not ok:
+        raise TuningError(f"Tuning.{name} is a {type(current).__name__} knob, not "
+                          f"{given!r}")
 
 
 def _parse(raw: str, name: str):
