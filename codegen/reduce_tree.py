@@ -38,7 +38,8 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from ..ir.ops.reduce import identity_of
+from ..ir.ops.reduce import COMBINES
+from ..ir.ops.registry import get_op
 from ..ir.types import TensorType
 from . import tuning as _tuning
 from .common import make_kernel
@@ -47,9 +48,6 @@ from .kernel import Binding
 from .layout import Layout, affine_index
 from .limits import active, unroll_for
 from .operands import Operand
-
-# the reductions whose passes may keep lane partials (the order of their operands is free)
-LANE_PARTIAL_OPS = ("sum", "prod", "max", "min", "sumexp")
 
 
 @dataclass(frozen=True)
@@ -227,25 +225,27 @@ def _rename(inputs) -> list:
     return list(bind_inputs(inputs).values())
 
 
-def tree_reduce(builder: TreeBuilder, x: Operand, out: Operand, axes, op: str,
-                finish_op: str = "", slice_max: Operand | None = None,
-                shift: Operand | None = None, shift_partials: bool = False) -> Operand:
-    """Passes reducing x over axes with op (sum, prod, max, min, argmax, argmin, sumexp)
-    into out, which the last pass writes; returns out.
+def tree_reduce(builder: TreeBuilder, x: Operand, out: Operand, axes, combine: str,
+                finish: str = "", shift: Operand | None = None,
+                shift_partials: bool = False) -> Operand:
+    """Passes reducing x over axes with a combine (ir/ops/reduce.py COMBINES: sum, prod,
+    max, min, argmax, argmin, sumexp, sumsq) into out, which the last pass writes;
+    returns out.
 
-    finish_op: "mean" (divide by the count), "logsumexp" (max + log(sum), the max read
-    from slice_max at the output's own index). sumexp: exp(x - shift) summed, shift
-    holding one value per kept element (indexed like the output without the reduced
-    axes); shift_partials: x's last axis is 4 lanes of one slice (softmax_kernels'
-    view) and shift holds their lane partials, whose largest is the shift of all four."""
+    finish: the last pass's GLSL finish step (a Reduction's; "": the combine's). shift:
+    the value per kept element (indexed like the output without the reduced axes) that
+    a combine reading {shift} (and a finish reading it) shifts each element by;
+    shift_partials: x's last axis is 4 lanes of one slice (softmax_kernels' view) and
+    shift holds their lane partials, whose largest is the shift of all four."""
     shape = x.layout.shape
-    steps = plan(shape, axes, whole_texels=op in LANE_PARTIAL_OPS)
+    folds = COMBINES[combine]
+    steps = plan(shape, axes, whole_texels=folds.lane_partials)
     count = math.prod(shape[a] for a in axes)
     src, values, layered, layers = x, None, None, 1
     for number, (step, out_groups) in enumerate(steps):
         last = number == len(steps) - 1
-        arg = op in ("argmax", "argmin")
-        pass_op = "sum" if op == "sumexp" and number > 0 else op
+        arg = bool(folds.positional)
+        pass_op = folds.then if number > 0 and folds.then else combine
         targets = 1 if last or number else column_targets(step, src, pass_op)
         if last:
             target = out
@@ -257,21 +257,21 @@ def tree_reduce(builder: TreeBuilder, x: Operand, out: Operand, axes, op: str,
             target = builder.scratch((step.outer, step.out_length, step.inner), dtype,
                                      x.layout)
         inputs = ([src] if layered is None else []) + ([values] if values is not None else [])
-        shift_index = None
-        if pass_op == "sumexp":
+        shifted = "{shift}" in COMBINES[pass_op].glsl
+        if shifted:
             inputs.append(shift)
-            shift_index = _kept_index(out_groups)
-        if last and finish_op == "logsumexp":
-            inputs.append(slice_max)
+        finish_glsl = finish if last else ""
+        if "{shift}" in finish_glsl:
+            inputs.append(shift)
         bound = bind_inputs(inputs)
+        if "{shift}" in finish_glsl:
+            finish_glsl = finish_glsl.replace("{shift}", bound[shift.value].sampler)
         emit_pass(builder, bound, target, step, pass_op,
                   axis_length=shape[axes[0]] if arg and axes else 1,
                   values=values and bound[values.value],
-                  shift=bound[shift.value] if pass_op == "sumexp" else None,
-                  shift_index=shift_index, shift_partials=shift_partials,
-                  slice_max=bound[slice_max.value] if last and finish_op == "logsumexp"
-                  else None,
-                  finish_op=finish_op if last else "", count=count,
+                  shift=bound[shift.value] if shifted else None,
+                  shift_index=_kept_index(out_groups) if shifted else None,
+                  shift_partials=shift_partials, finish_glsl=finish_glsl, count=count,
                   pass_number=number + 1, pass_count=len(steps),
                   layered=layered, layers=layers, targets=targets)
         if arg and number == 0:
@@ -286,7 +286,7 @@ def column_targets(step: Pass, src: Operand, op: str, tuning=None) -> int:
     per fragment (K * 16 contiguous bytes a row), or 1 where that does not apply."""
     wanted = knobs(tuning).column_targets
     if wanted < 2 or step.mode != "strided4" or src.dtype != "float32" or \
-            op not in ("sum", "max", "min", "prod", "sumexp") or step.out_length < 2:
+            not COMBINES[op].lane_partials or step.out_length < 2:
         return 1
     k = min(wanted, active().max_draw_buffers)
     while k > 1 and ((step.inner // 4) % k or src.layout.width % k):
@@ -320,8 +320,9 @@ def lane_block_layout(layout: Layout) -> Layout:
 def emit_pass(builder: TreeBuilder, bound: dict, target: Operand, step: Pass, op: str,
               **context) -> Operand:
     """One pass kernel: the first bound operand viewed as step's outer x length x inner,
-    reduced with op into target (context: what templates/reduce_tree.glsl.j2's pass
-    takes beyond the step: values, shift, finish_op, ...)."""
+    reduced with combine op (ir/ops/reduce.py COMBINES) into target (context: what
+    templates/reduce_tree.glsl.j2's pass takes beyond the step: values, shift,
+    finish_glsl, ...)."""
     layered = context.pop("layered", None)
     if layered is not None:
         layered = Operand(sampler="ff_layers", value=layered.value, layout=layered.layout,
@@ -331,9 +332,12 @@ def emit_pass(builder: TreeBuilder, bound: dict, target: Operand, step: Pass, op
     t = knobs()
     run = row_run(step, src, layered is None)
     defaults = dict(axis_length=1, values=None, shift=None, shift_index=None,
-                    shift_partials=False, slice_max=None, finish_op="", count=1,
+                    shift_partials=False, finish_glsl="", count=1,
                     pass_number=1, pass_count=1, layers=1, targets=1)
     context = {**defaults, **context}
+    folds = COMBINES[op]
+    dtype = (context["values"] or src).dtype
+    context["finish_glsl"] = context["finish_glsl"] or folds.out
     builder.add("reduce_tree.glsl.j2", list(bound.values()), target, kind="pass",
                 rop=op, mode=step.mode, outer=step.outer, length=step.length,
                 inner=step.inner, window=step.window, out_length=step.out_length,
@@ -342,7 +346,9 @@ def emit_pass(builder: TreeBuilder, bound: dict, target: Operand, step: Pass, op
                 lane_blocks=lane_blocks(layered.layout if layered is not None else
                                         target.layout if context["targets"] > 1 else None),
                 aligned=step.length % 4 == 0 and step.window % 4 == 0,
-                init=_init(op, (context.get("values") or src).dtype),
+                init=folds.init or _literal(folds.identity(dtype), dtype),
+                positional=folds.positional, update_glsl=folds.update(dtype),
+                merge_glsl=folds.merge,
                 unroll=max(t.row_run_unroll if run else t.min_unroll if step.window >= 16
                            else 1, unroll_for(trips)),
                 **context)
@@ -374,15 +380,6 @@ def row_run(step: Pass, src: Operand, plain_source: bool, tuning=None) -> str:
     return "rows" if window % width == 0 else ""
 
 
-def _init(op: str, dtype: str) -> str:
-    if op in ("sum", "sumexp"):
-        return "0"
-    if op == "prod":
-        return "1"
-    base = {"argmax": "max", "argmin": "min"}.get(op, op)
-    return _literal(identity_of(base, dtype), dtype)
-
-
 def _kept_index(out_groups):
     """The affine map from a pass's output element to its kept element (reduced groups
     contribute nothing)."""
@@ -401,26 +398,30 @@ def _kept_index(out_groups):
 
 def reduction_kernels(node, x: Operand, out: Operand, axes, op: str, prefix: str,
                       kernel_op: str | None = None, layouts: dict | None = None) -> list:
-    """The kernels reducing x over axes with op (sum, mean, max, min, prod, argmax,
-    argmin, logsumexp) into out."""
+    """The kernels reducing x over axes with the reduction op (its record's
+    OpDef.reduction: sum, mean, max, min, prod, argmax, argmin, logsumexp, variance)
+    into out."""
     builder = TreeBuilder(node, prefix, kernel_op or op, layouts)
     axes = tuple(sorted(axes))
-    shape = x.layout.shape
-    if math.prod(shape[a] for a in axes) == 0:
-        value = -math.inf if op == "logsumexp" else identity_of(op, out.dtype)
+    reduction = get_op(op).reduction
+    if math.prod(x.layout.shape[a] for a in axes) == 0:
         builder.add("reduce_tree.glsl.j2", [], out, kind="fill", rop=op, values=None,
-                    identity=_literal(value, out.dtype))
-    elif op == "mean":
-        tree_reduce(builder, x, out, axes, "sum", finish_op="mean")
-    elif op == "logsumexp":
-        kept = tuple(d for a, d in enumerate(shape) if a not in axes)
-        slice_max = builder.scratch(kept, "float32", x.layout)
-        tree_reduce(builder, x, slice_max, axes, "max")
-        tree_reduce(builder, x, out, axes, "sumexp", finish_op="logsumexp",
-                    slice_max=slice_max, shift=slice_max)
+                    identity=_literal(reduction.empty(out.dtype), out.dtype))
     else:
-        tree_reduce(builder, x, out, axes, op)
+        reduce_into(builder, x, out, axes, reduction)
     return builder.kernels
+
+
+def reduce_into(builder: TreeBuilder, x: Operand, out: Operand, axes, reduction) -> Operand:
+    """The passes of a Reduction record: its shift's first (into a value of the kept
+    shape), then its combine's, finished in the last pass."""
+    shift = None
+    if reduction.shift:
+        kept = tuple(d for a, d in enumerate(x.layout.shape) if a not in axes)
+        shift = builder.scratch(kept, x.dtype, x.layout)
+        reduce_into(builder, x, shift, axes, get_op(reduction.shift).reduction)
+    return tree_reduce(builder, x, out, axes, reduction.combine,
+                       finish=reduction.finish_for(x.dtype), shift=shift)
 
 
 def softmax_kernels(node, x: Operand, out: Operand, axis: int, prefix: str,

@@ -7,7 +7,7 @@ and the sequences range and linspace. The activations (relu, elu, ...) are in op
 Names and arguments follow TensorFlow, with numpy-style short names as well (ff.sum
 is ff.reduce_sum). Elementwise ops broadcast as numpy does; see
 ir/ops/elementwise.py for the semantics chosen where TensorFlow leaves them open.
-Composites (divide_no_nan, reduce_variance, clip_by_norm, cumprod, ...) have no kernel
+Composites (divide_no_nan, reduce_std, clip_by_norm, cumprod, ...) have no kernel
 of their own: they are built from the ops above, so their numpy reference, GLSL and
 gradients are those of their parts. Where the plain composition would give NaN
 gradients (a division by a zero that a `where` then discards), they divide by a safe
@@ -327,13 +327,14 @@ def reduce_any(input_tensor, axis=None, keepdims=False, name=None):
 
 @_export
 def reduce_variance(input_tensor, axis=None, keepdims=False, name=None):
-    """The (population, divide by n) variance along axis, as tf.math.reduce_variance."""
-    with scoped(name, "reduce_variance"):
-        x = as_tensor(input_tensor)
-        if x.dtype != "float32":
-            raise DTypeError(f"reduce_variance needs float32, got {x.dtype}")
-        centered = x - reduce_mean(x, axis=axis, keepdims=True)
-        return reduce_mean(square(centered), axis=axis, keepdims=keepdims)
+    """The (population, divide by n) variance along axis, as tf.math.reduce_variance:
+    the mean of squared deviations from the mean (one op, ir/ops/reduce.py)."""
+    return wrap(_red.reduce("variance", operands(input_tensor)[0], axis, keepdims,
+                            name=name))
+
+
+variance = reduce_variance      # the op's name, as ff.mean is ff.reduce_mean
+__all__.append("variance")
 
 
 @_export

@@ -1,28 +1,134 @@
-"""Reductions: sum, mean, max, min, prod over axis (None, an int or a tuple), with
-keepdims; argmax and argmin over one axis (int32 indices, the first on ties, NaN
-counts as the largest/smallest like NumPy).
+"""Reductions: sum, mean, max, min, prod and variance over axis (None, an int or a
+tuple), with keepdims; argmax and argmin over one axis (int32 indices, the first on ties,
+NaN counts as the largest/smallest like NumPy).
 
 An empty reduction gives the identity: 0 for sum, 1 for prod, -inf / int32's minimum for
-max and +inf / int32's maximum for min (TensorFlow's values); the float mean of nothing
-is NaN (0/0, as TensorFlow and NumPy give) and the int32 mean 0. mean of an int32
-tensor is the wrapped int32 sum divided by the count, truncated (TensorFlow's).
+max and +inf / int32's maximum for min (TensorFlow's values); the float mean (and
+variance) of nothing is NaN (0/0, as TensorFlow and NumPy give) and the int32 mean 0.
+mean of an int32 tensor is the wrapped int32 sum divided by the count, truncated
+(TensorFlow's). variance is tf.math.reduce_variance's: the mean of squared deviations
+from the mean (float32; NaN where an element is NaN or infinite).
+
+Each reduction's record (`Reduction`, OpDef.reduction) says how kernels compute it as
+passes over windows (codegen/reduce_tree.py, templates/reduce_tree.glsl.j2): the
+`Combine` folding elements into an accumulator, the finish step of the last pass, and
+the reduction whose result shifts its elements first (logsumexp's max, variance's mean).
 """
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import AttrError, DTypeError, ShapeError
 from ..types import TensorType, normalize_axes
 from .common import apply
-from .registry import OpDef, register
+from .registry import OpDef, get_op, register
 
 NUMERIC = ("float32", "int32")
 
 
+def _float_big(dtype):
+    return np.inf if dtype == "float32" else np.iinfo(np.int32).max
+
+
+@dataclass(frozen=True)
+class Combine:
+    """How a pass folds value {v} into a lane's accumulator {a}: GLSL statements
+    (float32's; glsl_int: int32's where they differ), {shift} the element's shift where
+    the reduction has one. {pa}/{p}: the accumulator's and the value's positions
+    (positional combines, which keep the winner's). merge folds partial {b} into {a}
+    ("": as a value); then: the combine of every pass after the first ("": this one);
+    lane_partials: the order of the operands is free, so a pass may keep four partial
+    accumulators per window, one per lane, or write neighbours to render targets;
+    identity(dtype): the accumulator's start, init: its GLSL ("": identity's literal)."""
+    name: str
+    glsl: str
+    identity: Callable
+    glsl_int: str = ""
+    merge: str = ""
+    then: str = ""
+    init: str = ""
+    lane_partials: bool = False
+    positional: str = ""          # the comparison a winner makes (">": argmax)
+    out: str = "result[{c}] = {a};"   # lane {c}'s result of a pass that does not finish
+
+    def update(self, dtype: str) -> str:
+        return self.glsl_int if dtype != "float32" and self.glsl_int else self.glsl
+
+
+_BETTER = "if (better({v}, {p}, {a}, {pa})) {{\n    {a} = {v};\n    {pa} = {p};\n}}"
+_STICKY = "{a} = ({v} %s {a} || isnan({v})) ? {v} : {a};   // NaN sticks"
+
+COMBINES = {c.name: c for c in (
+    Combine("sum", "{a} += {v};", lambda dtype: 0, init="0", lane_partials=True),
+    Combine("prod", "{a} *= {v};", lambda dtype: 1, init="1", lane_partials=True),
+    Combine("max", _STICKY % ">", lambda dtype: -_float_big(dtype) if dtype == "float32"
+            else np.iinfo(np.int32).min, glsl_int="{a} = max({a}, {v});", lane_partials=True),
+    Combine("min", _STICKY % "<", _float_big, glsl_int="{a} = min({a}, {v});",
+            lane_partials=True),
+    Combine("argmax", _BETTER, lambda dtype: -_float_big(dtype) if dtype == "float32"
+            else np.iinfo(np.int32).min, positional=">", out="result[{c}] = {p};"),
+    Combine("argmin", _BETTER, _float_big, positional="<", out="result[{c}] = {p};"),
+    # exp(x - shift) summed: logsumexp's and softmax's sums, shifted by the slice max
+    Combine("sumexp", "{a} += {v} > -ff_inf() ? exp({v} - {shift}) : 0.0;   "
+            "// -inf adds nothing", lambda dtype: 0, merge="{a} += {b};", then="sum",
+            init="0", lane_partials=True),
+    # (x - shift)^2 summed: variance's, shifted by the slice mean
+    Combine("sumsq", "{a} += ({v} - {shift}) * ({v} - {shift});", lambda dtype: 0,
+            merge="{a} += {b};", then="sum", init="0", lane_partials=True),
+)}
+
+_MEAN = "result[{c}] = {a} / float(COUNT);"
+_MEAN_INT = ("// truncating division of the wrapped sum (GLSL leaves negative / undefined)\n"
+             "result[{c}] = {a} < 0 ? -int(uint(-{a}) / uint(COUNT)) : {a} / COUNT;")
+_LOGSUMEXP = """{{
+    // TensorFlow's reduce_logsumexp: NaN with any NaN, else +-inf with an
+    // infinite max (the sum is then meaningless), else max + log(sum)
+    float mx = fetch_{shift}({e});
+    result[{c}] = isnan(mx) ? ff_nan() : (isinf(mx) ? mx : mx + log({a}));
+}}"""
+
+
+@dataclass(frozen=True)
+class Reduction:
+    """A reduction as kernels compute it: `combine` (a COMBINES name) folds the elements;
+    the last pass finishes lane {c}'s result from its accumulator {a} with `finish`
+    (GLSL; finish_int for int32; "": the combine's out; COUNT: the elements reduced
+    into each result, {e}: the output element, {shift}: the shift's sampler);
+    `shift`: the reduction (an op's name) computed first whose result per kept element
+    the combine reads; empty(dtype): the result of reducing nothing."""
+    combine: str
+    empty: Callable
+    finish: str = ""
+    finish_int: str = ""
+    shift: str = ""
+
+    @property
+    def folds(self) -> Combine:
+        return COMBINES[self.combine]
+
+    def finish_for(self, dtype: str) -> str:
+        text = self.finish_int if dtype != "float32" and self.finish_int else self.finish
+        return text or self.folds.out
+
+
+def _nan_or_zero(dtype):
+    return np.nan if dtype == "float32" else 0
+
+
+# the reductions a transpose's permutation of their axes may move past unchanged
+# (passes/layout_transposes.py)
+_IDENTITY_OPS = ("sum", "mean", "max", "min", "prod")
+
+
 def identity_of(op: str, dtype: str):
-    big = np.inf if dtype == "float32" else np.iinfo(np.int32).max
-    return {"sum": 0, "mean": np.nan if dtype == "float32" else 0, "prod": 1,
-            "max": -big if dtype == "float32" else np.iinfo(np.int32).min, "min": big}[op]
+    """An empty reduction's value (KeyError: op is not one of sum, mean, max, min,
+    prod)."""
+    if op not in _IDENTITY_OPS:
+        raise KeyError(op)
+    return get_op(op).reduction.empty(dtype)
 
 
 def reduced_shape(shape, axes, keepdims):
@@ -59,10 +165,40 @@ def _reduce_ref(op):
     return ref
 
 
-for _op in ("sum", "mean", "max", "min", "prod"):
+for _op, _reduction in (
+        ("sum", Reduction("sum", COMBINES["sum"].identity)),
+        ("mean", Reduction("sum", _nan_or_zero, finish=_MEAN, finish_int=_MEAN_INT)),
+        ("max", Reduction("max", COMBINES["max"].identity)),
+        ("min", Reduction("min", COMBINES["min"].identity)),
+        ("prod", Reduction("prod", COMBINES["prod"].identity))):
     register(OpDef(_op, "reduce", _reduce_type, _reduce_ref(_op),
                    attrs={"axis": None, "keepdims": False}, num_inputs=1,
-                   tf=f"tf.reduce_{_op}"))
+                   tf=f"tf.reduce_{_op}", reduction=_reduction))
+
+
+def _variance_type(types, attrs):
+    if types[0].dtype != "float32":
+        raise DTypeError(f"does not accept {types[0].dtype} inputs (accepts float32); "
+                         f"cast first")
+    return _reduce_type(types, attrs)
+
+
+def _variance_ref(arrays, attrs):
+    (x,) = arrays
+    axes = normalize_axes(attrs["axis"], x.ndim)
+    shape = reduced_shape(x.shape, axes, attrs["keepdims"])
+    if x.size == 0 or any(x.shape[a] == 0 for a in axes):
+        return np.full(shape, np.nan, x.dtype)
+    with np.errstate(invalid="ignore"):         # inf - inf: NaN, as TensorFlow's
+        return np.asarray(np.var(x, axis=axes, keepdims=attrs["keepdims"])).astype(x.dtype)
+
+
+register(OpDef("variance", "reduce", _variance_type, _variance_ref,
+               attrs={"axis": None, "keepdims": False}, num_inputs=1,
+               tf="tf.math.reduce_variance",
+               reduction=Reduction("sumsq", _nan_or_zero, finish=_MEAN, shift="mean"),
+               doc="The mean of squared deviations from the mean over axis (population "
+                   "variance); NaN where an element is NaN or infinite."))
 
 
 def _arg_type(types, attrs):
@@ -84,9 +220,11 @@ def _arg_ref(fn):
 
 
 register(OpDef("argmax", "reduce", _arg_type, _arg_ref(np.argmax), attrs={"axis": 0},
-               num_inputs=1, no_gradient="integer indices", tf="tf.math.argmax"))
+               num_inputs=1, no_gradient="integer indices", tf="tf.math.argmax",
+               reduction=Reduction("argmax", COMBINES["argmax"].identity)))
 register(OpDef("argmin", "reduce", _arg_type, _arg_ref(np.argmin), attrs={"axis": 0},
-               num_inputs=1, no_gradient="integer indices", tf="tf.math.argmin"))
+               num_inputs=1, no_gradient="integer indices", tf="tf.math.argmin",
+               reduction=Reduction("argmin", COMBINES["argmin"].identity)))
 
 
 def _axis_attr(axis):
@@ -271,7 +409,9 @@ register(OpDef("log_softmax", "reduce", _softmax_type, _log_softmax_ref,
                attrs={"axis": -1}, num_inputs=1, tf="tf.nn.log_softmax"))
 register(OpDef("logsumexp", "reduce", _logsumexp_type, _logsumexp_ref,
                attrs={"axis": None, "keepdims": False}, num_inputs=1,
-               tf="tf.reduce_logsumexp"))
+               tf="tf.reduce_logsumexp",
+               reduction=Reduction("sumexp", lambda dtype: -np.inf, finish=_LOGSUMEXP,
+                                   shift="max")))
 register(OpDef("cumsum", "reduce", _cumsum_type, _cumsum_ref,
                attrs={"axis": 0, "exclusive": False, "reverse": False}, num_inputs=1,
                tf="tf.math.cumsum"))

@@ -44,6 +44,14 @@ def _mean(node, dy):
     return [broadcast_like(div(_keepdims(node, dy), _count(node)), node.inputs[0])]
 
 
+@gradient("variance")
+def _variance(node, dy):
+    """2 (x - mean) / n: each element's deviation, its share of the squares' mean."""
+    x = node.inputs[0]
+    centered = sub(x, reduce("mean", x, node.attrs["axis"], True))
+    return [mul(div(mul(centered, 2.0), _count(node)), _keepdims(node, dy))]
+
+
 def _extremum(node, dy):
     """max/min: split the gradient evenly among the elements equal to the result
     (TensorFlow's rule for ties)."""
