@@ -13,7 +13,8 @@ The export is three files in a folder:
                  outputs, timings, a per-kernel profile and every kernel's source.
 
 The graph goes through the same compile as a Session's (runtime/driver.py optimize:
-prune, the pass pipeline) and codegen's lower() with WebGL2's limits; the schedule is
+prune, the pass pipeline) and codegen's lower() with WebGL2's limits and the "webgl"
+tuning profile (codegen/tuning; `tuning=` to choose another); the schedule is
 then what GLPlan would build (runtime/gl_plan.py), as data: the memory plan's textures
 (runtime/memory_plan.py), views resolved to the texture they share, multi-target and
 array-texture kernels, and the texture swaps of the assigns. docs/WEBGL.md describes
@@ -30,6 +31,7 @@ import numpy as np
 
 from ...codegen.limits import Limits
 from ...codegen.lower import lower
+from ...codegen.tuning import Tuning, TuningError
 from ...frontend.tensor import Tensor
 from ...ir.errors import FragflowError
 from ...ir.graph import Value
@@ -75,7 +77,7 @@ class Export:
 
 
 def export(fetches, feeds, directory, session=None, *, max_draw_buffers: int = 4,
-           name: str | None = None, page: bool = True) -> Export:
+           name: str | None = None, page: bool = True, tuning: Tuning | None = None) -> Export:
     """Write fetches, computed from the placeholders `feeds`, as a WebGL2 model into
     directory: model.js, model.bin and index.html (docs/WEBGL.md).
 
@@ -87,7 +89,9 @@ def export(fetches, feeds, directory, session=None, *, max_draw_buffers: int = 4
     shapes (UnknownShapeError names the feed otherwise). session: a Session of the
     graph whose variables' values go into model.bin (else their initial values).
     max_draw_buffers: the render targets one kernel may write (4: WebGL2's minimum, safe
-    everywhere; 8 where the devices are known to have them).
+    everywhere; 8 where the devices are known to have them). tuning: the knobs kernel
+    choice follows (ff.Tuning; None: Tuning.named("webgl"), which the device running the
+    page cannot change later).
 
     >>> ff.webgl.export(logits, [x], "web/", session=sess)   # doctest: +SKIP
     """
@@ -97,8 +101,11 @@ def export(fetches, feeds, directory, session=None, *, max_draw_buffers: int = 4
     if max_draw_buffers not in (4, 8):
         raise WebGLExportError(f"max_draw_buffers={max_draw_buffers!r}: use 4 (WebGL2's "
                                f"minimum, safe everywhere) or 8")
+    if tuning is not None and not isinstance(tuning, Tuning):
+        raise TuningError(f"webgl.export(tuning=...) takes an ff.Tuning, not "
+                          f"{type(tuning).__name__}")
     optimized = _optimize(graph, fetch_values, feed_types, max_draw_buffers)
-    lowered = lower_for_webgl(optimized.graph, max_draw_buffers)
+    lowered = lower_for_webgl(optimized.graph, max_draw_buffers, tuning)
     values = _variable_values(graph, lowered, session)
     inputs = [(v.node.name, optimized.feed_names[v], v) for v in feed_values
               if v in optimized.feed_names]
@@ -191,11 +198,13 @@ def _optimize(graph, fetch_values, feed_types, max_draw_buffers: int):
                     max_draw_buffers=max_draw_buffers)
 
 
-def lower_for_webgl(compiled_graph, max_draw_buffers: int = WEBGL2_DRAW_BUFFERS):
+def lower_for_webgl(compiled_graph, max_draw_buffers: int = WEBGL2_DRAW_BUFFERS,
+                    tuning: Tuning | None = None):
     """codegen's lower() with Limits.webgl2 (codegen/limits.py): GLSL ES 3.00, layouts
     within 4096 texels a side, 16 texture units, at most max_draw_buffers render
-    targets a kernel."""
-    return lower(compiled_graph, Limits.webgl2(max_draw_buffers=max_draw_buffers))
+    targets a kernel; with `tuning` (None: the "webgl" profile)."""
+    return lower(compiled_graph, Limits.webgl2(max_draw_buffers=max_draw_buffers),
+                 tuning=Tuning.named("webgl") if tuning is None else tuning)
 
 
 def es_source(source: str) -> str:
