@@ -31,15 +31,17 @@ MAX_ROUNDS = 16
 POINTWISE = ops_where(lambda opdef: opdef.pointwise)
 
 
-def _has_identity(opdef) -> bool:
+def _reduction_with_identity(opdef) -> bool:
+    if opdef.family != "reduce" or "keepdims" not in opdef.attrs:
+        return False
     try:
         identity_of(opdef.name, "float32")
-    except KeyError:
+    except KeyError:            # logsumexp: a reduction, not one of those
         return False
-    return opdef.family == "reduce" and "keepdims" in opdef.attrs
+    return True
 
 
-REDUCTIONS = ops_where(_has_identity)
+REDUCTIONS = ops_where(_reduction_with_identity)
 
 
 def _pointwise(op: str) -> bool:
