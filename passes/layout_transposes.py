@@ -19,29 +19,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir.ops.reduce import identity_of
 from ..ir.ops.registry import ops_where
 from ..ir.ops.shape import transpose_perm
 from .rewrite import consumers, rebuild
 
 MAX_ROUNDS = 16
 # the ops a transpose moves past: pointwise ones (OpDef.pointwise), and the reductions
-# over `axis` that have an identity (ir/ops/reduce.py identity_of: sum, mean, max, min,
-# prod), whose reduction of T_P(x) is x's over the axes P moves them to
+# over `axis` (with keepdims) that combine their elements unshifted (OpDef.reduction: sum,
+# mean, max, min, prod), whose reduction of T_P(x) is x's over the axes P moves them to.
+# (the shifted logsumexp and variance would commute too; the pass leaves them out.)
 POINTWISE = ops_where(lambda opdef: opdef.pointwise)
-
-
-def _reduction_with_identity(opdef) -> bool:
-    if opdef.family != "reduce" or "keepdims" not in opdef.attrs:
-        return False
-    try:
-        identity_of(opdef.name, "float32")
-    except KeyError:            # logsumexp: a reduction, not one of those
-        return False
-    return True
-
-
-REDUCTIONS = ops_where(_reduction_with_identity)
+REDUCTIONS = ops_where(lambda opdef: opdef.reduction is not None
+                       and "keepdims" in opdef.attrs and not opdef.reduction.shift)
 
 
 def _pointwise(op: str) -> bool:
