@@ -1,7 +1,8 @@
 """Writing a fragflow graph as an ONNX model.
 
-One rule per fragflow op (EXPORT_RULES), each emitting ONNX nodes for one node; an op
-with no rule raises OnnxExportError naming it. Placeholders become graph inputs,
+One rule per fragflow op (EXPORT_RULES), each emitting ONNX nodes for one node (an op
+whose record names its ONNX type, OpDef.onnx, gets a one-node rule); an op with no rule
+raises OnnxExportError naming it. Placeholders become graph inputs,
 variables and constants initializers (a variable's value read from `session` when
 given: export a fine-tuned model), fetches the outputs. fragflow's NHWC convolutions
 and pools are written as ONNX's NCHW ones between Transposes, their HWIO weights as

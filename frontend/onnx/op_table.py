@@ -1,8 +1,10 @@
 """The import table: one small rule per ONNX op type, written with fragflow's ops.
 
-A rule is rule(ctx, node, inputs, attrs) -> output value(s), where inputs are numpy
-arrays (static: known at import), importer.Init (initializers) or ff Tensors; ctx is
-the importer (ctx.tensor(x), ctx.static(x, what), ctx.weight(...), ctx.error(...)).
+The types read as one fragflow op (Relu, Add, ...) come from the op records
+(OpDef.onnx); the rest have rules here. A rule is rule(ctx, node, inputs, attrs) ->
+output value(s), where inputs are numpy arrays (static: known at import), importer.Init
+(initializers) or ff Tensors; ctx is the importer (ctx.tensor(x), ctx.static(x, what),
+ctx.weight(...), ctx.error(...)).
 Rules keep ONNX's semantics exactly: NCHW in, NCHW out. Convolutions and pools run
 NHWC between two transposes; passes/layout_transposes.py removes those that cancel.
 Where an ONNX op has no fragflow op, its rule composes existing ones (DepthToSpace,
