@@ -1,10 +1,11 @@
 """Each kernel carries only the GLSL helpers it calls.
 
-templates/elementwise_lib.glsl.j2 is cut into its top-level definitions (one starts at
-a line in column 0, with the comment lines just above it); a template that may call
-helpers writes HELPERS_MARK where they belong, and `with_helpers` puts there the
-definitions whose names the kernel's code uses, with the ones those use in turn, in
-library order (the library defines everything before its first use)."""
+templates/elementwise_lib.glsl.j2 (the elementwise_lib_*.glsl.j2 it includes, rendered
+in order) is cut into its top-level definitions (one starts at a line in column 0, with
+the comment lines just above it); a template that may call helpers writes
+HELPERS_MARK where they belong, and `with_helpers` puts there the definitions whose
+names the kernel's code uses, with the ones those use in turn, in library order (the
+library defines everything before its first use)."""
 from __future__ import annotations
 
 import functools
