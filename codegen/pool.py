@@ -1,21 +1,17 @@
-"""Pools and their gradients four channels at a time (templates/pool_vec4.glsl.j2).
+"""Pools and their gradients four channels at a time (templates/pool_vec4.glsl.j2):
+strategies "pool.vec4", "pool.routed" and "pool.lanes" of codegen/conv.py TABLE.
 
 Where the image's channel count is a multiple of 4, a texel holds 4 channels of one
 pixel, and those 4 channels share every window: a fragment computes a whole texel with
-one set of window positions, reading x (dy, g) a texel per tap, its window unrolled.
-The generic path of templates/conv.glsl.j2 computes each element on its own (a scalar
-fetch per tap and lane, every tap's loop run for every pixel) and, for max/min
-gradients, loops over lanes with dynamic vector indexing, which llvmpipe turns into slow
-scalar code (measured on (64, 8, 8, 8), 2x2 stride 2: max_pool_grad 1.1 ms there,
-0.24 ms here).
-
-A max/min pool gradient over overlapping windows (3x3 stride 2, say) would scan every
-window holding a pixel, each window read by several pixels: it runs as two kernels,
-each window's argmax tap once, then dy routed by it (2 texels per window; measured on
-(64, 8, 8, 8), 3x3 stride 2 SAME: 2.9 ms generic, 1.7 ms one vec4 kernel, 0.63 ms two).
+one set of window positions, reading x (dy, g) a texel per tap, its window unrolled
+(the generic conv.glsl.j2 computes each element on its own and, for max/min
+gradients, loops over lanes with dynamic vector indexing: slow scalar code on llvmpipe).
+A max/min pool gradient over overlapping windows (3x3 stride 2, say), or with
+C % 4 != 0 (templates/pool_lanes.glsl.j2), runs as two kernels: each window's argmax
+tap once, then dy routed by it.
 
 codegen/conv.py decides the geometry and the loop-trip limit; this module decides
-whether the vec4 path applies and which taps need border checks.
+which path applies and which taps need border checks.
 """
 from __future__ import annotations
 
@@ -24,7 +20,6 @@ import math
 from dataclasses import replace
 
 from ..ir.types import TensorType
-from . import tuning as _tuning
 from .common import make_kernel
 from .layout import layout_for
 from .operands import Operand
@@ -42,18 +37,25 @@ def border_checks(g) -> list:
     return out
 
 
-def vec4_kernel(kind, g, context, inputs, out, prefix, op, nodes, layouts=None):
-    """The kernel for a pool-family node: four channels a fragment where C % 4 == 0;
-    a list of two for a max/min pool gradient over overlapping windows or with
-    C % 4 != 0 (the argmaxes, then dy routed by them, the value between them registered
-    in `layouts`); None where neither applies (dilated or very big windows, C % 4 != 0
-    for the other kinds): the generic kernel of templates/conv.glsl.j2."""
+def path(kind, g, out, knobs) -> str | None:
+    """"vec4" (four channels a fragment, C % 4 == 0), "routed" (a max/min pool
+    gradient over overlapping windows: argmaxes, then dy routed by them), "lanes" (a
+    max/min pool gradient with C % 4 != 0, the same two kernels four elements a
+    fragment), or None: dilated or very big windows, C % 4 != 0 for the other kinds
+    (the generic kernel of templates/conv.glsl.j2)."""
     if kind not in KINDS or any(d != 1 for d in g.dilations) or \
-            math.prod(g.ksize) > _tuning.active().conv.pool_max_taps or \
-            out.layout.dtype != "float32":
+            math.prod(g.ksize) > knobs.pool_max_taps or out.layout.dtype != "float32":
         return None
-    if g.C % 4 and (kind != "pool_grad" or layouts is None):
-        return None
+    if g.C % 4:
+        return "lanes" if kind == "pool_grad" else None
+    if kind == "pool_grad" and any(s < k for s, k in zip(g.strides, g.ksize)):
+        return "routed"
+    return "vec4"
+
+
+def kernels(path_, kind, g, context, inputs, out, prefix, op, nodes):
+    """The kernel (a list of two for "routed" and "lanes") of a pool-family node on
+    `path_` (see path)."""
     checked = border_checks(g)
     taps = [(tap, ks, [j for j, k in enumerate(ks) if checked[j][k]])
             for tap, ks in enumerate(itertools.product(*(range(k) for k in g.ksize)))]
@@ -63,28 +65,23 @@ def vec4_kernel(kind, g, context, inputs, out, prefix, op, nodes, layouts=None):
                   checked=checked, xt=[s // 4 for s in image[:-1]],
                   yt=[s // 4 for s in pooled[:-1]], xs=image, ys=pooled)
     ops = context["ops"]
-    if g.C % 4:
-        # channels not in fours: four elements a fragment (templates/pool_lanes.glsl.j2)
-        return _argmax_then_route("pool_lanes.glsl.j2", g, ops, out, prefix, op, nodes,
-                                  layouts, common)
-    if kind == "pool_grad" and layouts is not None and \
-            any(s < k for s, k in zip(g.strides, g.ksize)):
-        return _argmax_then_route("pool_vec4.glsl.j2", g, ops, out, prefix, op, nodes,
-                                  layouts, common)
+    if path_ != "vec4":
+        template = "pool_lanes.glsl.j2" if path_ == "lanes" else "pool_vec4.glsl.j2"
+        return _argmax_then_route(template, g, ops, out, prefix, op, nodes, common)
     return make_kernel("pool_vec4.glsl.j2", prefix, op, nodes, inputs, out, ops=ops,
                        kind=kind, texels=out.layout.size // 4, **common)
 
 
-def _argmax_then_route(template, g, ops, out, prefix, op, nodes, layouts, common):
-    """[each window's argmax tap, dy routed by it] for max/min_pool_grad; the value
-    between them is registered in `layouts`."""
+def _argmax_then_route(template, g, ops, out, prefix, op, nodes, common):
+    """[each window's argmax tap, dy routed by it] for max/min_pool_grad (lowering
+    records the value between them from the first kernel's output)."""
     # scanning every window that holds an element would read each window several
     # times (and, four elements a fragment, a window per lane): each argmax once
     shape = (g.N,) + tuple(g.out_size) + (g.C,)
     name = f"{out.value}#argmax"
-    layouts[name] = layout_for(TensorType(shape, "float32"),
-                               max(out.layout.width, out.layout.height, 1024), name)
-    arg = Operand(sampler="ff_out", value=name, layout=layouts[name],
+    layout = layout_for(TensorType(shape, "float32"),
+                        max(out.layout.width, out.layout.height, 1024), name)
+    arg = Operand(sampler="ff_out", value=name, layout=layout,
                   type=str(TensorType(shape, "float32")))
     first = make_kernel(template, prefix, op, nodes, [ops["x"]], arg,
                         ops={"x": ops["x"]}, kind="pool_argmax",

@@ -7,6 +7,7 @@ those rules, on graph nodes built with the public API."""
 import fragflow as ff
 from fragflow.codegen import conv
 from fragflow.codegen.limits import loop_trips
+from fragflow.codegen.schedule import graph_facts
 
 KNOBS = ff.Tuning()
 
@@ -15,16 +16,16 @@ def test_direct_kernel_takes_a_sum_of_direct_max_depth_products():
     macs = KNOBS.matmul.blocked_min_macs      # deep enough for the blocked kernel's stitch
     taps = 4                             # a 2 x 2 filter
     c = KNOBS.conv.direct_max_depth // taps   # taps x c = DIRECT_MAX_DEPTH: still direct
-    assert conv._direct_fits(taps, c, 8, macs)
-    assert not conv._direct_fits(taps, c + 4, 8, macs)
-    assert conv._direct_fits(taps, c + 4, 8, macs - 1)   # small: direct whatever its depth
+    assert conv._direct_fits(taps, c, 8, macs, KNOBS)
+    assert not conv._direct_fits(taps, c + 4, 8, macs, KNOBS)
+    assert conv._direct_fits(taps, c + 4, 8, macs - 1, KNOBS)   # small: direct whatever its depth
 
 
 def test_direct_kernel_refuses_a_loop_past_the_budget():
     taps = 9
     c = 4 * (loop_trips() // taps + 1)   # taps x C/4 texel steps > the loop budget
-    assert not conv._direct_fits(taps, c, 4, 1000)
-    assert conv._direct_fits(taps, 4, 4, 1000)
+    assert not conv._direct_fits(taps, c, 4, 1000, KNOBS)
+    assert conv._direct_fits(taps, 4, 4, 1000, KNOBS)
 
 
 def _conv_node(x_shape, w_shape):
@@ -39,9 +40,9 @@ def _conv_node(x_shape, w_shape):
 def test_a_small_conv_does_not_run_blocked_anyway():
     # 1x4x4x3 * 3x3x3x5: 720 products (< BLOCKED_MIN_MACS), and 5 output channels
     # that the direct kernel does not take either: the generic kernel, not blocked
-    assert not conv._blocked_anyway(_conv_node((1, 4, 4, 3), (3, 3, 3, 5)))
+    assert not conv._blocked_anyway(_conv_node((1, 4, 4, 3), (3, 3, 3, 5)), KNOBS)
     # 1x64x64x64 * 3x3x64x64: deep (576 > DIRECT_MAX_DEPTH) and big: blocked
-    assert conv._blocked_anyway(_conv_node((1, 64, 64, 64), (3, 3, 64, 64)))
+    assert conv._blocked_anyway(_conv_node((1, 64, 64, 64), (3, 3, 64, 64)), KNOBS)
 
 
 def test_a_conv_reads_depthwise_blocks_as_its_image_only():
@@ -56,7 +57,11 @@ def test_a_conv_reads_depthwise_blocks_as_its_image_only():
                                  "VALID")
         depthwise = ff.nn.depthwise_conv2d(d, ff.placeholder((3, 3, 64, 1), name="dw2"),
                                            strides=1, padding="SAME")
-    assert conv.reads_depthwise_blocks(image.value.node, d.value)
-    assert not conv.reads_depthwise_blocks(as_filter.value.node, d.value)
-    assert not conv.reads_depthwise_blocks(depthwise.value.node, d.value)   # not a conv2d
-    assert not conv.reads_depthwise_blocks(image.value.node, x.value)       # not read
+    facts = graph_facts(g)
+
+    def reads(node, value):
+        return conv.reads_depthwise_blocks(node, value, facts, KNOBS)
+    assert reads(image.value.node, d.value)
+    assert not reads(as_filter.value.node, d.value)
+    assert not reads(depthwise.value.node, d.value)     # not a conv2d
+    assert not reads(image.value.node, x.value)         # not read

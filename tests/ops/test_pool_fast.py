@@ -41,14 +41,14 @@ def _ids(case):
 def vec4_spy(monkeypatch):
     """The ops of the pool kernels codegen/pool.py made, a kernel each."""
     taken = []
-    original = pool_codegen.vec4_kernel
+    original = pool_codegen.kernels
 
     def spy(*args, **kwargs):
         kernels = original(*args, **kwargs)
         if kernels is not None:
             taken.extend(k.op for k in (kernels if isinstance(kernels, list) else [kernels]))
         return kernels
-    monkeypatch.setattr(pool_codegen, "vec4_kernel", spy)
+    monkeypatch.setattr(pool_codegen, "kernels", spy)
     return taken
 
 
@@ -155,7 +155,7 @@ def test_pool_gradients_against_finite_differences(gl, vec4_spy, pool, ksize, st
 
 
 def test_big_windows_take_the_generic_path(gl, vec4_spy):
-    """Windows past MAX_TAPS would make long unrolled shaders: the generic kernel."""
+    """Windows past pool_max_taps would make long unrolled shaders: the generic kernel."""
     x = np.random.default_rng(0).standard_normal((1, 9, 9, 4)).astype(np.float32)
     g = ff.Graph()
     with g.as_default():
