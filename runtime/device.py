@@ -11,7 +11,11 @@ from __future__ import annotations
 import ctypes
 import threading
 
+from ..codegen.environment import use_bytecode_cache
+from ..codegen.limits import Limits
+from ..codegen.tuning import Tuning
 from .context import check_device, get_context
+from .shader_cache import cache_dir
 
 _lock = threading.Lock()
 
@@ -21,15 +25,12 @@ class Device:
 
     def __init__(self, device: int | None = None):
         self.context = get_context(device)
-        from ..codegen.environment import use_bytecode_cache
-        from .shader_cache import cache_dir
         use_bytecode_cache(cache_dir() / "templates")  # with Mesa's: a fast first run
         self.gl = self.context.section
-        from ..codegen.limits import Limits
+        # gl_resources imports OpenGL: only now that the context exists
         from .gl_resources import LinkedShaderCache, TexturePool
         # the dialect and limits lowering plans with (codegen/limits.py)
         self.limits = Limits.from_context(self.context.info())
-        from ..codegen.tuning import Tuning
         # the knobs kernel choice follows on this device (codegen/tuning)
         self.tuning = Tuning.for_device(self.context.info())
         self.max_texture_size = self.limits.max_texture_size

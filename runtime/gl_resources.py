@@ -23,6 +23,8 @@ from collections import OrderedDict, defaultdict
 
 import numpy as np
 
+from ..codegen.environment import render
+from ..codegen.limits import Limits
 from ..ir.errors import BackendError, ShaderCompileError
 from .context import get_context
 
@@ -246,7 +248,6 @@ class TexturePool:
 def vertex_shader(limits) -> str:
     """The shared vertex shader (templates/vertex.glsl.j2) in the limits' dialect (its
     version line; a vertex shader needs no precision statements: highp is its default)."""
-    from ..codegen.environment import render
     return render("vertex.glsl.j2", dialect=limits)
 
 
@@ -340,7 +341,6 @@ class LinkedShaderCache:
     evict() deletes, so a shader get() returned stays valid until the caller evicts."""
 
     def __init__(self, section=None, limits=None, max_idle: int = MAX_IDLE_SHADERS):
-        from ..codegen.limits import Limits
         self.gl = section if section is not None else get_context().section
         # the vertex shader's dialect: the context's unless given
         self.limits = Limits.from_context(get_context().info()) if limits is None else limits

@@ -26,7 +26,23 @@ import sys
 import numpy as np
 
 import fragflow as ff
+from fragflow.frontend.shaders import select, shader_text, write_shaders
+from fragflow.ir.dot import DOT_MISSING, dot_available, dot_to_svg, graph_to_dot
+from fragflow.runtime import get_context
+from fragflow.runtime.context.egl_devices import other_implementations
+from fragflow.runtime.shader_cache import cache_dir
 
+from .compiled import (
+    STAGES,
+    check_stage,
+    compile_target,
+    concrete_types,
+    graph_after,
+    kernel_of,
+    node_notes,
+    stage_dumps,
+)
+from .html import render_page
 from .target import load_target, parse_feed_shapes
 
 FORMATS = ("text", "json", "dot", "svg", "html")
@@ -52,7 +68,6 @@ def cmd_devices() -> int:
         print(f"{'*' if d.default else ' '} {d.index}  {kind:8}  {d.renderer}  "
               f"[{d.vendor}; {d.driver}]{extra}")
     print("(* the default; pick another with ff.Session(g, device=i) or FRAGFLOW_DEVICE=i)")
-    from fragflow.runtime.context.egl_devices import other_implementations
     for impl in other_implementations():
         if impl.error:
             print(f"{impl.name}: not usable here ({impl.error})")
@@ -68,13 +83,12 @@ def cmd_devices() -> int:
 def cmd_info(args) -> int:
     if getattr(args, "devices", False):
         return cmd_devices()
-    from fragflow.runtime import get_context
-    from fragflow.runtime.shader_cache import cache_dir
     try:
         ctx = get_context()
     except ff.BackendError as err:
         print(f"no OpenGL backend works here:\n{err}", file=sys.stderr)
         return 1
+    # gl_resources imports OpenGL: only once get_context() has made the context
     from fragflow.runtime.gl_resources import MAX_IDLE_SHADERS
     info = dict(ctx.info())
     if not info.get("shader_cache_note"):
@@ -101,7 +115,6 @@ def cmd_info(args) -> int:
 
 # -- dump ---------------------------------------------------------------------------------
 def cmd_dump(args) -> int:
-    from .compiled import check_stage, graph_after, stage_dumps
     target = load_target(args.target)
     shapes = parse_feed_shapes(args.feed_shape)
     if args.after is None:
@@ -124,7 +137,6 @@ def cmd_dump(args) -> int:
     if not args.output:
         raise ff.FragflowError("--after all with --format "
                                f"{args.format} writes one file per pass: give -o DIR")
-    from .compiled import STAGES
     os.makedirs(args.output, exist_ok=True)
     for index, stage in enumerate(STAGES):
         graph = graph_after(target, stage, shapes)
@@ -140,10 +152,7 @@ def cmd_dump(args) -> int:
 def _render(target, graph, fmt, shapes, user_graph=False, subtitle="") -> str:
     """dot, svg or html of graph, with the kernels of a compiled run when one can be
     made (fused groups, shaders, concrete shapes); without, the graph alone."""
-    from fragflow.frontend.shaders import shader_text
-    from fragflow.ir.dot import DOT_MISSING, dot_available, dot_to_svg, graph_to_dot
 
-    from .compiled import compile_target, concrete_types, kernel_of, node_notes
     if fmt == "svg" and not dot_available():
         raise ff.FragflowError(DOT_MISSING)
     kernels, texts, compiled_graph, problem = [], [], None, ""
@@ -164,7 +173,6 @@ def _render(target, graph, fmt, shapes, user_graph=False, subtitle="") -> str:
             groups.setdefault(kernels[i].name, []).append(name)
         dot = graph_to_dot(graph, groups, types)
         return dot if fmt == "dot" else dot_to_svg(dot)
-    from .html import render_page
     pruned = {name.partition(":")[0] for name in types} if user_graph and types else None
     return render_page(
         graph, title=f"fragflow: {graph.name}", kernels=kernels, shader_texts=texts,
@@ -185,9 +193,7 @@ def _emit(text: str, output: str | None) -> int:
 
 # -- shaders ------------------------------------------------------------------------------
 def cmd_shaders(args) -> int:
-    from fragflow.frontend.shaders import select, shader_text, write_shaders
 
-    from .compiled import compile_target
     target = load_target(args.target)
     run = compile_target(target, parse_feed_shapes(args.feed_shape))
     try:
@@ -263,7 +269,6 @@ def build_parser() -> argparse.ArgumentParser:
     dump = sub.add_parser("dump", help="the graph as text, json, dot, svg or html")
     _target_args(dump)
     dump.add_argument("--format", default="text", choices=FORMATS)
-    from .compiled import STAGES
     dump.add_argument("--after", metavar="PASS|all",
                       help=f"the graph after a pass of the pipeline ({', '.join(STAGES)}) "
                            f"or after each (all)")

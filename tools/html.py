@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import html
 import json
+from urllib.parse import quote
 
 from fragflow.codegen.kernel import PARTS, node_value
 from fragflow.ir.dot import FAMILY_COLORS, OTHER_COLOR, family_of
@@ -102,7 +103,6 @@ def _shown_node(kernel, graph) -> str:
 
 
 def _url(name: str) -> str:
-    from urllib.parse import quote
     return quote(name, safe="")
 
 

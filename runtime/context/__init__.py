@@ -37,14 +37,19 @@ from __future__ import annotations
 
 import collections
 import ctypes
+import dataclasses
 import importlib
 import os
 import threading
 
 from ...ir.errors import BackendError
 from ..shader_cache import configure_shader_cache, shader_cache_note
+from . import egl, egl_devices
 from ._bundled_llvm import preload_bundled_llvm
 from ._gl import check_platform, import_gl, load_library
+from ._glfw import import_glfw
+from .egl_devices import check_index, default_index, describe, requested_device
+from .probe import check_es_needs
 
 __all__ = ["GLContext", "get_context", "available_backends", "devices", "BACKENDS"]
 
@@ -96,7 +101,6 @@ def available_backends() -> list[str]:
     for name in order:
         try:
             if name == "glfw":
-                from ._glfw import import_glfw
 
                 import_glfw()
             elif name == "egl":
@@ -227,7 +231,6 @@ class GLContext:
         self.timer_query = self.api == "gl" or \
             "GL_EXT_disjoint_timer_query" in self.extensions
         if self.api == "gles":
-            from .probe import check_es_needs
             check_es_needs(GL, self.extensions, text(GL.GL_RENDERER))
         self._info = {
             "backend": backend,
@@ -338,7 +341,6 @@ def get_context(device: int | None = None) -> GLContext:
                 check_device(_current, device)
             return _current
         if device is None:
-            from .egl_devices import requested_device
             device = requested_device()
             if device is not None:
                 try:
@@ -372,7 +374,6 @@ def get_context(device: int | None = None) -> GLContext:
 
 def _egl_devices():
     """(egl, enumerated devices); BackendError when libEGL is missing."""
-    from . import egl, egl_devices
     lib = egl._Egl()
     return lib, egl_devices.enumerate_devices(lib)
 
@@ -384,7 +385,6 @@ def _open_device(device: int) -> GLContext:
     if forced and forced not in ("egl", "egl-es"):
         raise BackendError(f"device={device} selects an EGL device, but FRAGFLOW_GL={forced!r} "
                            f"forces another backend; unset one of them")
-    from .egl_devices import check_index
     _, found = _egl_devices()
     check_index(found, device, devices)
     cache_dir = configure_shader_cache()
@@ -399,7 +399,6 @@ def check_device(context: GLContext, device) -> None:
     """BackendError unless `context` runs on EGL device index `device` (see get_context)."""
     if device == context.device_index and not isinstance(device, bool):
         return
-    from .egl_devices import check_index
     _, found = _egl_devices()
     check_index(found, device, devices)          # a bad index says so first
     where = (f"device {context.device_index}" if context.device_index is not None
@@ -421,9 +420,7 @@ def devices() -> list:
     (or would be opened on). Each is described from a throwaway context on it, once per
     process. [] where EGL cannot enumerate devices (the default context still works)."""
     global _devices_cache
-    import dataclasses
 
-    from .egl_devices import default_index, describe, requested_device
     with _lock:
         if _devices_cache is None:
             lib, found = _egl_devices()

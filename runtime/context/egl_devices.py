@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import json
 import os
+import subprocess
+import sys
 from ctypes import c_int32, c_uint32, c_void_p
 
 from ...ir.errors import BackendError
@@ -235,9 +238,6 @@ def other_implementations(timeout: float = 60) -> list[Implementation]:
     """The implementations of IMPLEMENTATIONS that work here, each asked in a child
     process started with its environment (a process has one GL implementation, fixed by
     its first context); the one this process already runs is left out."""
-    import json
-    import subprocess
-    import sys
     out = []
     for name, env in IMPLEMENTATIONS.items():
         if all(os.environ.get(k) == v for k, v in env.items()):

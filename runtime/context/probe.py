@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...codegen.environment import render
+from ...codegen.limits import Limits
 from ...ir.errors import BackendError
 
 
@@ -42,8 +44,6 @@ def check_es_needs(GL, extensions: frozenset, renderer: str) -> None:
 
 def _draw_probe(GL):
     """The probe's one pixel (4 floats), or None where RGBA32F cannot be rendered to."""
-    from ...codegen.environment import render
-    from ...codegen.limits import Limits
     dialect = Limits(glsl="300 es")
     texture = int(GL.glGenTextures(1))
     fbo = int(GL.glGenFramebuffers(1))
