@@ -1,36 +1,21 @@
 """Reductions as trees of passes (templates/reduce_tree.glsl.j2).
 
-One fragment walking a whole long axis leaves the GPU (or llvmpipe's threads) idle and
-runs into llvmpipe's loop limit, so a reduction runs as passes: each views its input as
-outer x R x inner and reduces windows of W elements of R into outer x ceil(R/W) x inner,
-until the axis is gone. A fragment of a pass writes one texel (four outputs) and reads
-about W texels: contiguous ones when inner == 1 (four consecutive windows), or, when
-inner % 4 == 0, one texel per position holding all four of its outputs (column sums).
-Several reduced axes go innermost first, each to the end before the next.
-A sum, prod, max or min along a 4-aligned row that takes more than one pass reads
-each window as one run of whole texels into four partial results, one per lane
-(texel_pass), stepping along the source's rows in texture coordinates where windows
-fit them (row_run); the next pass reduces the partials with the rest.
+A pass views its input as outer x R x inner and reduces windows of W elements of R
+into outer x ceil(R/W) x inner, until the axis is gone (several reduced axes go
+innermost first); a fragment writes one texel (four outputs, "lanes"). Kinds of pass
+(Pass.mode): contiguous rows (inner == 1), 4-aligned columns (one fetch feeds all four
+lanes; a first one writes neighbouring texels to render targets laid out for llvmpipe's
+4 x 2 fragment blocks: column_targets, lane_blocks), other strides. Along 4-aligned rows
+a combine with lane partials reads each window as one run of whole texels into four
+partials (texel_pass), stepping along source rows in texture coordinates (row_run).
+Windows (choose_window) and intermediate layouts (scratch_layout) follow the tuning's
+reduce section (codegen/tuning/reduce.py); values between passes are "<node>:r<k>".
 
-Windows are as wide as keeps the first pass's output at MIN_FRAGMENTS fragments or more
-(llvmpipe splits a draw into 64x64 tiles over its threads) but never below WINDOW_MIN
-(4x that along rows), so a pass cuts the data by at least that much; a reduction whose
-whole work is small runs in one pass. Values between passes are named "<node>:r<k>"
-and live in textures at least 4 texels tall where they can (scratch_layout: llvmpipe
-shades 4x4 blocks). A first pass down float columns reads COLUMN_TARGETS adjacent
-texels of each row and writes them to as many render targets (layers of one array
-texture), which the next pass reads back: 8x the contiguous bytes per row. Those
-targets are laid out for the 4 x 2 blocks of fragments llvmpipe shades at once (even
-height, rows of a multiple of 4 texels): each block takes eight consecutive groups of
-columns, 1 KB of each row in one run (lane_blocks, lane_block_layout).
-
-On top of the passes: mean (the sum, divided by the count in the last pass),
-argmax/argmin (passes after the first carry the winners' positions and fetch their
-values), logsumexp (the max, then the sum of exp(x - max), finished with max + log),
-and softmax / log_softmax (those two reductions along the axis, kept as four lane
-partials a slice when the axis is the last and 4-aligned, then one kernel that
-normalises every element; a small one, such as a classifier's logits, is one kernel
-whose elements each walk their slice).
+What a reduction folds and how its last pass finishes is its record (ir/ops/reduce.py
+Reduction and Combine): mean divides the sum, argmax/argmin carry positions, logsumexp
+and variance run their shift's tree first (the max, the mean). softmax / log_softmax
+is the max and the sum of exp, then a kernel normalising every element, or one kernel
+when small (softmax_direct); codegen/reduce.py's TABLE chooses.
 """
 from __future__ import annotations
 
@@ -227,19 +212,15 @@ def _rename(inputs) -> list:
 
 def tree_reduce(builder: TreeBuilder, x: Operand, out: Operand, axes, combine: str,
                 finish: str = "", shift: Operand | None = None,
-                shift_partials: bool = False) -> Operand:
-    """Passes reducing x over axes with a combine (ir/ops/reduce.py COMBINES: sum, prod,
-    max, min, argmax, argmin, sumexp, sumsq) into out, which the last pass writes;
-    returns out.
-
-    finish: the last pass's GLSL finish step (a Reduction's; "": the combine's). shift:
-    the value per kept element (indexed like the output without the reduced axes) that
-    a combine reading {shift} (and a finish reading it) shifts each element by;
-    shift_partials: x's last axis is 4 lanes of one slice (softmax_kernels' view) and
-    shift holds their lane partials, whose largest is the shift of all four."""
+                shift_partials: bool = False, whole_texels: bool = True) -> Operand:
+    """Passes reducing x over axes with a combine (ir/ops/reduce.py COMBINES) into out;
+    the last finishes with `finish` (a Reduction's GLSL; "": the combine's). shift: one
+    value per kept element that a combine or finish reading {shift} shifts elements by;
+    shift_partials: x's last axis is 4 lanes of one slice (softmax_tree) and shift their
+    lane partials. whole_texels False: no texel_pass ("reduce.element_passes")."""
     shape = x.layout.shape
     folds = COMBINES[combine]
-    steps = plan(shape, axes, whole_texels=folds.lane_partials)
+    steps = plan(shape, axes, whole_texels=whole_texels and folds.lane_partials)
     count = math.prod(shape[a] for a in axes)
     src, values, layered, layers = x, None, None, 1
     for number, (step, out_groups) in enumerate(steps):
@@ -247,24 +228,13 @@ def tree_reduce(builder: TreeBuilder, x: Operand, out: Operand, axes, combine: s
         arg = bool(folds.positional)
         pass_op = folds.then if number > 0 and folds.then else combine
         targets = 1 if last or number else column_targets(step, src, pass_op)
-        if last:
-            target = out
-        elif targets > 1:
-            target = builder.scratch((step.out_size // targets,), src.dtype, x.layout,
-                                     lane_blocked=True)
-        else:
-            dtype = "int32" if arg else x.dtype
-            target = builder.scratch((step.outer, step.out_length, step.inner), dtype,
-                                     x.layout)
-        inputs = ([src] if layered is None else []) + ([values] if values is not None else [])
+        target = out if last else _scratch_for(builder, step, src, x, targets, arg)
         shifted = "{shift}" in COMBINES[pass_op].glsl
-        if shifted:
-            inputs.append(shift)
         finish_glsl = finish if last else ""
-        if "{shift}" in finish_glsl:
-            inputs.append(shift)
-        bound = bind_inputs(inputs)
-        if "{shift}" in finish_glsl:
+        bound = bind_inputs(([src] if layered is None else []) +
+                            ([values] if values is not None else []) +
+                            [shift] * (shifted + ("{shift}" in finish_glsl)))
+        if "{shift}" in finish_glsl:   # the finish reads the shift at the output element
             finish_glsl = finish_glsl.replace("{shift}", bound[shift.value].sampler)
         emit_pass(builder, bound, target, step, pass_op,
                   axis_length=shape[axes[0]] if arg and axes else 1,
@@ -279,6 +249,15 @@ def tree_reduce(builder: TreeBuilder, x: Operand, out: Operand, axes, combine: s
         src = target
         layered, layers = (target, targets) if targets > 1 else (None, 1)
     return out
+
+
+def _scratch_for(builder, step: Pass, src: Operand, x: Operand, targets: int, arg: bool):
+    """The value a pass before the last writes: `targets` layers, or positions (int32)."""
+    if targets > 1:
+        return builder.scratch((step.out_size // targets,), src.dtype, x.layout,
+                               lane_blocked=True)
+    return builder.scratch((step.outer, step.out_length, step.inner),
+                           "int32" if arg else x.dtype, x.layout)
 
 
 def column_targets(step: Pass, src: Operand, op: str, tuning=None) -> int:
@@ -317,6 +296,11 @@ def lane_block_layout(layout: Layout) -> Layout:
         dataclasses.replace(layout, width=width, height=height)
 
 
+_PASS_DEFAULTS = dict(axis_length=1, values=None, shift=None, shift_index=None,
+                      shift_partials=False, finish_glsl="", count=1, pass_number=1,
+                      pass_count=1, layers=1, targets=1)
+
+
 def emit_pass(builder: TreeBuilder, bound: dict, target: Operand, step: Pass, op: str,
               **context) -> Operand:
     """One pass kernel: the first bound operand viewed as step's outer x length x inner,
@@ -328,13 +312,9 @@ def emit_pass(builder: TreeBuilder, bound: dict, target: Operand, step: Pass, op
         layered = Operand(sampler="ff_layers", value=layered.value, layout=layered.layout,
                           type=layered.type)
     src = layered or next(iter(bound.values()))
-    trips = step.window + 8
     t = knobs()
     run = row_run(step, src, layered is None)
-    defaults = dict(axis_length=1, values=None, shift=None, shift_index=None,
-                    shift_partials=False, finish_glsl="", count=1,
-                    pass_number=1, pass_count=1, layers=1, targets=1)
-    context = {**defaults, **context}
+    context = {**_PASS_DEFAULTS, **context}
     folds = COMBINES[op]
     dtype = (context["values"] or src).dtype
     context["finish_glsl"] = context["finish_glsl"] or folds.out
@@ -350,16 +330,21 @@ def emit_pass(builder: TreeBuilder, bound: dict, target: Operand, step: Pass, op
                 positional=folds.positional, update_glsl=folds.update(dtype),
                 merge_glsl=folds.merge,
                 unroll=max(t.row_run_unroll if run else t.min_unroll if step.window >= 16
-                           else 1, unroll_for(trips)),
+                           else 1, unroll_for(step.window + 8)),
                 **context)
-    kernel = builder.kernels[-1]
-    if layered is not None:        # bound first, as a sampler2DArray the prologue skips
+    builder.kernels[-1] = _layered(builder.kernels[-1], layered, context["targets"])
+    return target
+
+
+def _layered(kernel, layered: Operand | None, targets: int):
+    """kernel reading the previous pass's array texture (bound first, as a
+    sampler2DArray the prologue skips) and writing `targets` layers of one."""
+    if layered is not None:
         kernel = dataclasses.replace(kernel, inputs=(Binding(
             layered.sampler, layered.value, layered.layout),) + kernel.inputs)
-    if context["targets"] > 1:     # the layers of one array texture
-        kernel = dataclasses.replace(kernel, output_layers=context["targets"])
-    builder.kernels[-1] = kernel
-    return target
+    if targets > 1:
+        kernel = dataclasses.replace(kernel, output_layers=targets)
+    return kernel
 
 
 def row_run(step: Pass, src: Operand, plain_source: bool, tuning=None) -> str:
@@ -396,55 +381,64 @@ def _kept_index(out_groups):
 
 # --- lowerings --------------------------------------------------------------------------
 
-def reduction_kernels(node, x: Operand, out: Operand, axes, op: str, prefix: str,
-                      kernel_op: str | None = None, layouts: dict | None = None) -> list:
-    """The kernels reducing x over axes with the reduction op (its record's
-    OpDef.reduction: sum, mean, max, min, prod, argmax, argmin, logsumexp, variance)
-    into out."""
+def fill_kernels(node, out: Operand, op: str, prefix: str, kernel_op: str | None = None,
+                 layouts: dict | None = None) -> list:
+    """An empty reduction: its record's empty value everywhere."""
     builder = TreeBuilder(node, prefix, kernel_op or op, layouts)
-    axes = tuple(sorted(axes))
-    reduction = get_op(op).reduction
-    if math.prod(x.layout.shape[a] for a in axes) == 0:
-        builder.add("reduce_tree.glsl.j2", [], out, kind="fill", rop=op, values=None,
-                    identity=_literal(reduction.empty(out.dtype), out.dtype))
-    else:
-        reduce_into(builder, x, out, axes, reduction)
+    value = get_op(op).reduction.empty(out.dtype)
+    builder.add("reduce_tree.glsl.j2", [], out, kind="fill", rop=op, values=None,
+                identity=_literal(value, out.dtype))
     return builder.kernels
 
 
-def reduce_into(builder: TreeBuilder, x: Operand, out: Operand, axes, reduction) -> Operand:
+def reduction_kernels(node, x: Operand, out: Operand, axes, op: str, prefix: str,
+                      kernel_op: str | None = None, layouts: dict | None = None,
+                      whole_texels: bool = True) -> list:
+    """The kernels reducing x over axes (none empty) with the reduction op (its
+    record's OpDef.reduction: sum, mean, max, min, prod, argmax, argmin, logsumexp,
+    variance) into out."""
+    builder = TreeBuilder(node, prefix, kernel_op or op, layouts)
+    reduce_into(builder, x, out, tuple(sorted(axes)), get_op(op).reduction, whole_texels)
+    return builder.kernels
+
+
+def reduce_into(builder: TreeBuilder, x: Operand, out: Operand, axes, reduction,
+                whole_texels: bool = True) -> Operand:
     """The passes of a Reduction record: its shift's first (into a value of the kept
     shape), then its combine's, finished in the last pass."""
     shift = None
     if reduction.shift:
         kept = tuple(d for a, d in enumerate(x.layout.shape) if a not in axes)
         shift = builder.scratch(kept, x.dtype, x.layout)
-        reduce_into(builder, x, shift, axes, get_op(reduction.shift).reduction)
+        reduce_into(builder, x, shift, axes, get_op(reduction.shift).reduction,
+                    whole_texels)
     return tree_reduce(builder, x, out, axes, reduction.combine,
-                       finish=reduction.finish_for(x.dtype), shift=shift)
+                       finish=reduction.finish_for(x.dtype), shift=shift,
+                       whole_texels=whole_texels)
 
 
-def softmax_kernels(node, x: Operand, out: Operand, axis: int, prefix: str,
-                    layouts: dict | None = None) -> list:
-    """softmax / log_softmax along axis: its max, its sum of exp(x - max), then one
-    kernel normalising every element."""
+def softmax_direct(node, x: Operand, out: Operand, axis: int, prefix: str,
+                   layouts: dict | None = None) -> list:
+    """softmax / log_softmax as one kernel whose elements each walk their slice (small
+    ones, such as a classifier's logits)."""
     builder = TreeBuilder(node, prefix, node.op, layouts)
     shape = x.layout.shape
-    inner = math.prod(shape[axis + 1:])
-    t = knobs()
-    if math.prod(shape) * shape[axis] <= t.direct_softmax_work:
-        # small (a classifier's logits): one kernel, each element walking its slice
-        builder.add("reduce_tree.glsl.j2", [x], out, kind="softmax_direct", rop=node.op,
-                    values=None, log=node.op == "log_softmax", length=shape[axis],
-                    inner=inner, unroll=unroll_for(shape[axis]))
-        return builder.kernels
+    builder.add("reduce_tree.glsl.j2", [x], out, kind="softmax_direct", rop=node.op,
+                values=None, log=node.op == "log_softmax", length=shape[axis],
+                inner=math.prod(shape[axis + 1:]), unroll=unroll_for(shape[axis]))
+    return builder.kernels
+
+
+def softmax_tree(node, x: Operand, out: Operand, axis: int, partials: bool, prefix: str,
+                 layouts: dict | None = None) -> list:
+    """softmax / log_softmax along axis: its max, its sum of exp(x - max), then one
+    kernel normalising every element. partials: the axis is the last and 4-aligned:
+    the max and sum of each row stay four lane partials (one texel), each pass reading
+    one run of texels (texel_pass), which the normalize kernel folds."""
+    builder = TreeBuilder(node, prefix, node.op, layouts)
+    shape = x.layout.shape
     kept = tuple(d for a, d in enumerate(shape) if a != axis)
-    partials = t.softmax_partials and inner == 1 and shape[axis] % 4 == 0 and \
-        shape[axis] >= 8
     if partials:
-        # rows of whole texels: their max and sum of exp as four lane partials per row
-        # (one texel), each pass reading one run of texels (texel_pass); the normalize
-        # kernel folds them.
         rows = math.prod(kept)
         view = (rows, shape[axis] // 4, 4)
         x_view = dataclasses.replace(x, layout=dataclasses.replace(x.layout, shape=view))
@@ -460,5 +454,5 @@ def softmax_kernels(node, x: Operand, out: Operand, axis: int, prefix: str,
         tree_reduce(builder, x, total, (axis,), "sumexp", shift=slice_max)
     builder.add("reduce_tree.glsl.j2", [x, slice_max, total], out, kind="normalize",
                 rop=node.op, values=None, log=node.op == "log_softmax",
-                length=shape[axis], inner=inner, partials=partials)
+                length=shape[axis], inner=math.prod(shape[axis + 1:]), partials=partials)
     return builder.kernels

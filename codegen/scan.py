@@ -22,31 +22,32 @@ import math
 from .layout import affine_index, strides
 from .limits import unroll_for
 from .operands import Operand
-from .reduce_tree import Pass, TreeBuilder, bind_inputs, emit_pass, knobs
+from .reduce_tree import Pass, TreeBuilder, bind_inputs, emit_pass
 
 
 def cumsum_kernels(node, x: Operand, out: Operand, axis: int, exclusive: bool,
-                   reverse: bool, prefix: str, layouts: dict | None = None) -> list:
+                   reverse: bool, prefix: str, layouts: dict | None = None,
+                   blocks: tuple = (64, 16)) -> list:
+    """blocks: the block lengths along a contiguous axis and along a strided one."""
     builder = TreeBuilder(node, prefix, "cumsum", layouts)
-    scan(builder, x, out, axis, exclusive, reverse)
+    scan(builder, x, out, axis, exclusive, reverse, blocks)
     return builder.kernels
 
 
 def scan(builder: TreeBuilder, x: Operand, out: Operand, axis: int, exclusive: bool,
-         reverse: bool) -> Operand:
+         reverse: bool, blocks: tuple) -> Operand:
     """The kernels writing cumsum(x, axis, exclusive, reverse) into out."""
     shape = x.layout.shape
     length = shape[axis]
     outer, inner = math.prod(shape[:axis]), math.prod(shape[axis + 1:])
-    t = knobs()
-    block = t.scan_block_contiguous if inner == 1 else t.scan_block_strided
+    block = blocks[0] if inner == 1 else blocks[1]
     if length <= block:
         return _final(builder, x, out, axis, exclusive, reverse, length, None)
     step = Pass(outer, length, inner, block)
     sums = builder.scratch((outer, step.out_length, inner), x.dtype, x.layout)
     emit_pass(builder, bind_inputs([x]), sums, step, "sum")
     offsets = builder.scratch(sums.layout.shape, x.dtype, x.layout)
-    scan(builder, sums, offsets, 1, True, reverse)
+    scan(builder, sums, offsets, 1, True, reverse, blocks)
     return _final(builder, x, out, axis, exclusive, reverse, block, offsets)
 
 
