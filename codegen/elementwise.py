@@ -17,6 +17,7 @@ import numpy as np
 from ..ir.ops.elementwise import linspace_step
 from ..ir.ops.registry import get_op
 from ..ir.types import promote
+from . import tuning as _tuning
 from .common import make_kernel, operands, output_operand
 from .environment import glsl_float, glsl_int
 from .layout import AffineIndex, broadcast_index
@@ -118,10 +119,10 @@ def read_of(index: AffineIndex) -> str:
     return "gather"
 
 
-# From this many output elements on, one-element constants are uniforms: each fragment
-# saves a fetch (~7% of the 8-op chain W2 at 4M elements); below, the glUniform call
-# every launch makes would cost more than it saves.
-UNIFORM_CONSTANTS_FROM = 1 << 16
+def uniforms_pay(out_size: int) -> bool:
+    """Whether an output this big takes its one-element constants as uniforms
+    (Tuning.elementwise.uniform_constants_from)."""
+    return out_size >= _tuning.active().elementwise.uniform_constants_from
 
 
 def scalar_constants(values) -> dict:
@@ -137,7 +138,7 @@ def _kernel(nodes, steps, result, inputs, out, prefix, constants=None, indexed=F
     for b in inputs:
         b.index = broadcast_index(out.layout.shape, b.layout.shape)
         b.read = read_of(b.index) if b.size > 1 else "splat"
-        if constants and b.value in constants and out.size >= UNIFORM_CONSTANTS_FROM:
+        if constants and b.value in constants and uniforms_pay(out.size):
             b.read = "uniform"
             uniforms[f"u_{b.arg}"] = (b.scalar, constants[b.value])
             scalars.append(b)

@@ -45,7 +45,7 @@ def lower_node(node, layouts, prefix):
     for b in inputs:
         b.index = broadcast_index(out.layout.shape, b.layout.shape)
         b.read = elementwise.read_of(b.index) if b.size > 1 else "splat"
-        if b.value in constants and out.size >= elementwise.UNIFORM_CONSTANTS_FROM:
+        if b.value in constants and elementwise.uniforms_pay(out.size):
             b.read = "uniform"
             uniforms[f"u_{b.arg}"] = (b.scalar, constants[b.value])
             scalars.append(b)

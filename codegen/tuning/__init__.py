@@ -1,11 +1,12 @@
 """Every knob that steers which kernel a node gets, in one frozen record per device kind.
 
-A `Tuning` holds a section per kernel family (`conv`, `matmul`, `reduce`: the frozen
-dataclasses of codegen/tuning/<family>.py), the strategy names to prefer or leave out
-and `max_loop_trips`. Profiles: "llvmpipe" (Mesa's CPU rasterisers: 64x64 tiles shaded
-by a few threads, fetches about as dear as ALU ops, dependent draws dear; measured,
-docs/PERFORMANCE.md), "gpu" (thousands of lanes, cheap launches, cached fetches) and
-"webgl" (a browser's WebGL2 on such GPUs; its 4 render targets come from Limits).
+A `Tuning` holds a section per kernel family (`conv`, `elementwise`, `matmul`,
+`reduce`: the frozen dataclasses of codegen/tuning/<family>.py), the strategy names to
+prefer or leave out and `max_loop_trips`. Profiles: "llvmpipe" (Mesa's CPU
+rasterisers: 64x64 tiles shaded by a few threads, fetches about as dear as ALU ops,
+dependent draws dear; measured, docs/PERFORMANCE.md), "gpu" (thousands of lanes, cheap
+launches, cached fetches) and "webgl" (a browser's WebGL2 on such GPUs; its 4 render
+targets come from Limits).
 
 `Tuning.for_device(info)` picks one from a context's renderer when the device is made;
 FRAGFLOW_TUNING overrides it for experiments (`from_env`: "gpu,matmul.packed_min_macs=
@@ -25,13 +26,15 @@ import os
 from dataclasses import dataclass, field
 
 from ...ir.errors import FragflowError
-from . import conv as _conv, matmul as _matmul, reduce as _reduce
+from . import conv as _conv, elementwise as _elementwise, matmul as _matmul, reduce as _reduce
 from .conv import ConvTuning
+from .elementwise import ElementwiseTuning
 from .matmul import MatmulTuning
 from .reduce import ReduceTuning
 
 PROFILES = ("llvmpipe", "gpu", "webgl")
-SECTIONS = {"conv": _conv, "matmul": _matmul, "reduce": _reduce}
+SECTIONS = {"conv": _conv, "elementwise": _elementwise, "matmul": _matmul,
+            "reduce": _reduce}
 
 # renderer strings of the CPU rasterisers the llvmpipe profile was measured on
 _CPU_RENDERERS = ("llvmpipe", "lavapipe", "softpipe", "swiftshader")
@@ -45,6 +48,7 @@ class TuningError(FragflowError):
 class Tuning:
     profile: str = "llvmpipe"
     conv: ConvTuning = field(default_factory=ConvTuning)
+    elementwise: ElementwiseTuning = field(default_factory=ElementwiseTuning)
     matmul: MatmulTuning = field(default_factory=MatmulTuning)
     reduce: ReduceTuning = field(default_factory=ReduceTuning)
     # strategy names ("conv.direct", "matmul.packed") tried before the rest of their
