@@ -35,6 +35,7 @@ from ..ir.graph import Graph
 from ..passes import PassManager, prune
 from . import plan_cache
 from .backend import get_backend
+from .control_flow import ControlFlowPlan, has_control_flow
 
 
 @dataclass
@@ -125,6 +126,11 @@ def compile(graph: Graph, fetches, feed_types: dict, backend="gl", variables=Non
                               stacklevel=2)
         optimized = optimize(graph, fetches, feed_types, passes, disable, dump_dir,
                              backend.max_texture_units, backend.max_draw_buffers)
+        if backend.limits is not None and has_control_flow(optimized.graph):
+            # while_loop, cond, scan: their sub-graphs run as plans of their own
+            plan = ControlFlowPlan(backend, optimized.graph, variables, initial, tuning)
+            return Compiled(plan, optimized.feed_names, optimized.fusion_report,
+                            variables, None, optimized.graph)
         lowered = None
         if backend.limits is not None:        # a backend whose plans run kernels
             lowered = lower(optimized.graph, backend.limits, tuning=tuning)

@@ -111,6 +111,25 @@ def run_subgraph(graph: Graph, args: list, float_dtype=np.float32) -> list:
     return [env[v] for v in graph.outputs]
 
 
+def inline(target: Graph, sub: Graph, args: list) -> list:
+    """sub's outputs computed in target from args (values of target) for its
+    parameters: sub's nodes copied in, under fresh names (gradient rules and the GL
+    runtime build graphs of sub-graphs so)."""
+    mapping = dict(zip(params(sub), args))
+    for node in sub.nodes:
+        if node.op == "placeholder":
+            continue
+        base = node.name.rsplit("/", 1)[-1]
+        copy = target.add_node(node.op, [mapping[v] for v in node.inputs], dict(node.attrs),
+                               name=base, source=node.source)
+        mapping.update(zip(node.outputs, copy.outputs))
+    return [mapping[v] for v in sub.outputs]
+
+
+def has_control_flow(graph: Graph) -> bool:
+    return any(get_op(n.op).family == FAMILY for n in graph.nodes)
+
+
 def _names(attrs, n):
     names = attrs.get("names") or ()
     return [names[i] if i < len(names) else f"loop variable {i}" for i in range(n)]

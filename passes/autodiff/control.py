@@ -26,18 +26,7 @@ from .registry import gradient
 _FLOAT = "float32"
 
 
-def _copy_into(target: Graph, sub: Graph, args: list) -> list:
-    """sub's outputs computed in target from args (values of target) for its
-    parameters: sub's nodes copied in, under fresh names."""
-    mapping = dict(zip(_control.params(sub), args))
-    for node in sub.nodes:
-        if node.op == "placeholder":
-            continue
-        base = node.name.rsplit("/", 1)[-1]
-        copy = target.add_node(node.op, [mapping[v] for v in node.inputs], dict(node.attrs),
-                               name=base, source=node.source)
-        mapping.update(zip(node.outputs, copy.outputs))
-    return [mapping[v] for v in sub.outputs]
+_copy_into = _control.inline
 
 
 def _new_graph(name: str, types: list, labels: list) -> tuple:

@@ -1,23 +1,157 @@
-"""Control flow on the GL backend: until the GL runtime replays sub-graphs, a graph
-holding while_loop, cond or scan is a clear FragflowError naming the op and the user's
-line, never a raw traceback."""
+"""Control flow on the GL backend (runtime/control_flow.py ControlFlowPlan) against the
+numpy executor running the graph as built, on awkward cases; loop-carried values stay
+on the GPU: memory is flat over many iterations, a while_loop reads back one value per
+iteration and a counted loop none."""
 import numpy as np
 import pytest
 
 import fragflow as tf
+from fragflow.runtime import control_flow as cf
+
+RNG = np.random.default_rng(11)
 
 
-@pytest.mark.parametrize("make", [
-    lambda x: tf.while_loop(lambda v: tf.reduce_sum(v) < 10.0, lambda v: v * 2.0, x),
-    lambda x: tf.cond(tf.reduce_sum(x) > 0, lambda: x + 1.0, lambda: x - 1.0),
-    lambda x: tf.scan(lambda a, e: a + e, x[None, :], initializer=tf.zeros([3])),
-], ids=["while_loop", "cond", "scan"])
-def test_the_gl_session_names_the_op_it_cannot_run(gl, make):
+def _compare(build, feeds, rtol=1e-5, atol=1e-6):
+    g = tf.Graph("gl_cf")
+    with g.as_default():
+        fetches = build()
+    feed = {g.value(k): np.asarray(v) for k, v in feeds.items()}
+    want = tf.Session(g, backend="numpy", passes=[]).run(fetches, feed)
+    with tf.Session(g) as sess:
+        got = sess.run(fetches, feed)
+    for a, b in zip(_flat(got), _flat(want)):
+        assert np.shape(a) == np.shape(b) and np.asarray(a).dtype == np.asarray(b).dtype
+        np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)
+    return got
+
+
+def _flat(x):
+    if isinstance(x, dict):
+        return [v for k in sorted(x) for v in _flat(x[k])]
+    if isinstance(x, (list, tuple)):
+        return [v for item in x for v in _flat(item)]
+    return [x]
+
+
+def _x(shape=(None, 3)):
+    return tf.placeholder(tf.float32, shape, name="x")
+
+
+X = RNG.normal(size=(5, 3)).astype(np.float32)
+
+
+@pytest.mark.parametrize("n", [0, 1, 7])
+def test_while_loop_with_a_fed_trip_count_and_mixed_dtypes(gl, n):
+    def build():
+        x, k = _x(), tf.placeholder(tf.int32, [], name="n")
+        return tf.while_loop(lambda i, v, f: i < k,
+                             lambda i, v, f: (i + 1, tf.tanh(v) * 1.5 + 0.25,
+                                              tf.logical_not(f)),
+                             (0, x, tf.constant(True)))
+    i, v, f = _compare(build, {"x": X, "n": np.int32(n)})
+    assert int(i) == n and bool(f) == (n % 2 == 0)
+
+
+def test_a_data_dependent_while_loop_and_unknown_batch_sizes(gl):
+    def build():
+        x = _x()
+        return tf.while_loop(lambda v, c: tf.reduce_max(tf.abs(v)) < 50.0,
+                             lambda v, c: (v * 1.7 + 0.1, c + 1), (x, 0))
+    for batch in (1, 3, 6):
+        _compare(build, {"x": X[:batch] if batch <= 5 else np.tile(X, (2, 1))[:batch]})
+
+
+def test_nested_loops_a_loop_inside_a_cond_and_a_cond_inside_a_loop(gl):
+    def build():
+        x, w = _x(), tf.placeholder(tf.float32, [3], name="w")
+
+        def outer(i, acc):
+            _, inner = tf.while_loop(lambda j, a: j < i, lambda j, a: (j + 1, a * 0.5 + w),
+                                     (0, acc))
+            flipped = tf.cond(tf.reduce_sum(inner) > 0, lambda: inner - 1.0,
+                              lambda: inner + 2.0)
+            return i + 1, flipped
+        looped = tf.while_loop(lambda i, a: i < 4, outer, (0, x))[1]
+        return tf.cond(tf.reduce_sum(x) > 0,
+                       lambda: tf.fori_loop(0, 3, lambda i, v: v * w, looped),
+                       lambda: looped * 2.0)
+    for sign in (1.0, -1.0):
+        _compare(build, {"x": X * sign, "w": np.array([0.5, -1.0, 2.0], np.float32)})
+
+
+def test_scan_map_fn_and_folds(gl):
+    def build():
+        x, w = _x(), tf.placeholder(tf.float32, [3], name="w")
+        return (tf.scan(lambda a, e: tf.tanh(a * w + e), x, initializer=tf.zeros([3])),
+                tf.scan(lambda a, e: a * 0.5 + e, x, reverse=True),
+                tf.map_fn(lambda r: (tf.reduce_sum(r * w), r[::-1]), x),
+                tf.foldl(lambda a, e: a + e, x), tf.foldr(lambda a, e: a * 2.0 - e, x),
+                tf.fori_loop(2, 6, lambda i, v: v + tf.cast(i, tf.float32), w))
+    _compare(build, {"x": X, "w": np.array([0.5, -1.0, 2.0], np.float32)})
+
+
+def test_a_loop_variable_growing_under_a_shape_invariant(gl):
+    def build():
+        x = _x((3,))
+        grown = tf.while_loop(lambda v: tf.size(v) < 20, lambda v: tf.concat([v, v * 2.0], 0),
+                              [x], shape_invariants=[tf.TensorShape([None])])
+        return grown, tf.reduce_sum(grown)
+    grown, _ = _compare(build, {"x": X[0]})
+    assert grown.shape == (24,)
+
+
+def test_a_body_returning_a_variable_unchanged_and_a_swap_of_two(gl):
+    def build():
+        x = _x((3,))
+        return tf.while_loop(lambda i, a, b, c: i < 5,
+                             lambda i, a, b, c: (i + 1, b, a, c), (0, x, x * 2.0, x))
+    _compare(build, {"x": X[0]})
+
+
+def test_memory_is_flat_and_a_while_loop_reads_back_one_value_per_iteration(gl,
+                                                                          monkeypatch):
+    reads = []
+    real = cf._Swapper.read
+    monkeypatch.setattr(cf._Swapper, "read", lambda self, k: reads.append(k) or
+                        real(self, k))
     g = tf.Graph()
     with g.as_default():
-        x = tf.placeholder(tf.float32, [3], name="x")
-        y = make(x)
-    op = y.op.op
-    with pytest.raises(tf.FragflowError, match=rf"{op} '.*' \(.*test_cf_gl\.py:\d+\): "
-                       rf"{op} runs on backend='numpy' only for now"):
-        tf.Session(g).run(y, {x: np.ones(3, np.float32)})
+        x, n = _x(), tf.placeholder(tf.int32, [], name="n")
+        y = tf.while_loop(lambda i, v: i < n, lambda i, v: (i + 1, v * 0.5 + 1.0), (0, x))[1]
+    with tf.Session(g) as sess:
+        sess.run(y, {x: X, n: 3})
+        before = sess.memory()["textures"]
+        reads.clear()
+        out = sess.run(y, {x: X, n: 2000})
+        assert sess.memory()["textures"] == before
+    assert reads == [0] * 2001            # the predicate, once per test
+    np.testing.assert_allclose(out, np.full_like(X, 2.0), rtol=1e-5)
+
+
+def test_a_counted_loop_reads_nothing_back_until_it_ends(gl, monkeypatch):
+    reads = []
+    real = cf._Swapper.read
+    monkeypatch.setattr(cf._Swapper, "read", lambda self, k: reads.append(k) or
+                        real(self, k))
+    g = tf.Graph()
+    with g.as_default():
+        x = _x()
+        y = tf.fori_loop(0, 500, lambda i, v: v * 0.5 + tf.cast(i, tf.float32), x)
+    with tf.Session(g) as sess:
+        out = sess.run(y, {x: X})
+    assert reads == []
+    v = X.astype(np.float64)
+    for i in range(500):
+        v = v * 0.5 + i
+    np.testing.assert_allclose(out, v, rtol=1e-4)
+
+
+def test_lowering_a_control_flow_node_to_one_kernel_list_is_a_clear_error(gl):
+    from fragflow.codegen import lower
+    g = tf.Graph()
+    with g.as_default():
+        x = _x((3,))
+        tf.while_loop(lambda v: tf.reduce_sum(v) < 10.0, lambda v: v * 2.0, x)
+    with pytest.raises(tf.FragflowError, match=r"while_loop 'while' \(.*test_cf_gl\.py:\d+"
+                       r"\): while_loop has no kernel"):
+        lower(g)
