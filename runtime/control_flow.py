@@ -26,6 +26,8 @@ same results.
 """
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import numpy as np
 
 from ..ir.graph import Graph
@@ -35,6 +37,11 @@ from ..ir.ops.state import placeholder
 from ..ir.types import TensorType
 
 has_control_flow = _control.has_control_flow
+
+# sub-plans kept per ControlFlowPlan (one per stage and per loop, and one more per
+# shape a loop variable takes under shape_invariants): the least recently used beyond
+# this are released
+MAX_SUB_PLANS = 32
 
 
 def _type_of(array) -> TensorType:
@@ -89,7 +96,7 @@ class ControlFlowPlan:
         self.backend, self.variables, self.initial, self.tuning = \
             backend, variables, initial, tuning
         self.graph = graph
-        self._plans: dict = {}           # (purpose, node name, feed types) -> _SubPlan
+        self._plans: OrderedDict = OrderedDict()   # (purpose, node, types) -> _SubPlan
         staged = Graph(graph.name)
         mapping: dict = {}
         self._controls = []              # (control node, its outputs' feed names)
@@ -141,21 +148,26 @@ class ControlFlowPlan:
     # -- sub-plans ----------------------------------------------------------------------
     def _plan(self, key, graph, feed_types: list, fetches: list) -> _SubPlan:
         key = key + (tuple(t for _, t in feed_types),)
+        return self._cached(key, lambda: _SubPlan(self, graph, feed_types, fetches))
+
+    def _cached(self, key, make) -> _SubPlan:
         plan = self._plans.get(key)
         if plan is None:
-            plan = self._plans[key] = _SubPlan(self, graph, feed_types, fetches)
+            plan = self._plans[key] = make()
+            while len(self._plans) > MAX_SUB_PLANS:
+                _, old = self._plans.popitem(last=False)
+                old.release()
+        self._plans.move_to_end(key)
         return plan
 
     def _sub(self, purpose, node, build, arrays) -> _SubPlan:
         """The plan of the graph build(types) makes for these arrays' types."""
         types = [_type_of(a) for a in arrays]
-        key = (purpose, node.name, tuple(types))
-        plan = self._plans.get(key)
-        if plan is None:
+
+        def make():
             graph, params, fetches = build(types)
-            plan = self._plans[key] = _SubPlan(self, graph, list(zip(params, types)),
-                                               fetches)
-        return plan
+            return _SubPlan(self, graph, list(zip(params, types)), fetches)
+        return self._cached((purpose, node.name, tuple(types)), make)
 
     def _run_control(self, node, values: list, env: dict) -> list:
         extra = {k: v for k, v in env.items() if k == "run_counter"}

@@ -155,3 +155,53 @@ def test_lowering_a_control_flow_node_to_one_kernel_list_is_a_clear_error(gl):
     with pytest.raises(tf.FragflowError, match=r"while_loop 'while' \(.*test_cf_gl\.py:\d+"
                        r"\): while_loop has no kernel"):
         lower(g)
+
+
+def test_empty_and_one_row_batches(gl):
+    def build():
+        x = _x()
+        return (tf.while_loop(lambda i, v: i < 3, lambda i, v: (i + 1, v * 2.0), (0, x))[1],
+                tf.scan(lambda c, e: c + e, x, initializer=tf.zeros([3])),
+                tf.foldl(lambda c, e: c + e, x, initializer=tf.ones([3])))
+    for rows in (0, 1):
+        stacked = _compare(build, {"x": X[:rows]})[1]
+        assert stacked.shape == (rows, 3)
+
+
+def test_gradients_through_control_flow_on_gl(gl):
+    from tests.gradcheck import check_gradients
+    w = RNG.normal(size=(3,)).astype(np.float32)
+    h = RNG.uniform(0.2, 1.0, size=(3,)).astype(np.float32)
+    kw = {"backend": "gl", "rtol": 2e-3, "atol": 2e-4}
+    check_gradients(lambda x, w: tf.scan(lambda a, e: tf.tanh(a * w + e), x,
+                                         initializer=tf.zeros([3])), {"x": X, "w": w}, **kw)
+    check_gradients(lambda w, h: tf.while_loop(lambda i, v: i < 3,
+                                               lambda i, v: (i + 1, v * w + 0.1), (0, h),
+                                               maximum_iterations=6)[1],
+                    {"w": w, "h": h}, **kw)
+    check_gradients(lambda w, h: tf.cond(tf.reduce_sum(h) > 0, lambda: w * h * h,
+                                         lambda: tf.exp(w)), {"w": w, "h": h}, **kw)
+
+
+def test_training_a_recurrence_on_gl_follows_the_numpy_executor(gl):
+    xb = RNG.normal(size=(6, 4, 3)).astype(np.float32)
+    yb = RNG.normal(size=(6,)).astype(np.float32)
+
+    def losses(backend):
+        g = tf.Graph()
+        with g.as_default():
+            x = tf.placeholder(tf.float32, [None, 4, 3], name="x")
+            y = tf.placeholder(tf.float32, [None], name="y")
+            w = tf.get_variable("w", [3, 5], initializer=tf.constant_initializer(0.1))
+            u = tf.get_variable("u", [5, 5], initializer=tf.constant_initializer(0.05))
+            steps = tf.transpose(x, [1, 0, 2])
+            h = tf.foldl(lambda h, e: tf.tanh(tf.matmul(e, w) + tf.matmul(h, u)), steps,
+                         initializer=tf.zeros_like(tf.matmul(steps[0], w)))
+            loss = tf.reduce_mean(tf.square(tf.reduce_sum(h, 1) - y))
+            train = tf.train.GradientDescentOptimizer(0.1).minimize(loss)
+            with tf.Session(g, backend=backend) as sess:
+                sess.run(tf.global_variables_initializer())
+                return [sess.run([loss, train], {x: xb, y: yb})[0] for _ in range(5)]
+    got, want = losses("gl"), losses("numpy")
+    np.testing.assert_allclose(got, want, rtol=1e-4)
+    assert got[-1] < got[0] * 0.8
