@@ -813,10 +813,10 @@ class InputLayer(Layer):
 
 # Keras layers fragflow knows it lacks, with what to use (docs/TENSORFLOW.md)
 MISSING_LAYERS = {
-    **dict.fromkeys(["LSTM", "GRU", "SimpleRNN", "RNN", "Bidirectional", "LSTMCell",
-                     "GRUCell", "ConvLSTM2D", "TimeDistributed"],
-                    "recurrent layers are not supported (no loops in the graph); unroll "
-                    "over time with Dense and ff.unstack"),
+    **dict.fromkeys(["RNN", "Bidirectional", "LSTMCell", "GRUCell", "SimpleRNNCell",
+                     "ConvLSTM2D", "TimeDistributed"],
+                    "use SimpleRNN / LSTM / GRU (go_backwards=True for the reverse "
+                    "direction, ff.concat for a bidirectional pair)"),
     **dict.fromkeys(["Conv1D", "Conv3D", "Conv2DTranspose", "Conv3DTranspose"],
                     "use ff.nn.conv1d / conv3d / conv2d_transpose with a Variable"),
     **dict.fromkeys(["LayerNormalization", "GroupNormalization"],
@@ -858,3 +858,9 @@ def __getattr__(name):
 def __dir__():
     """dir() of the module: its API (__all__), not its imports."""
     return sorted(__all__)
+
+
+# the recurrent layers (frontend/layers_rnn.py), on the control-flow scan
+from .layers_rnn import GRU, LSTM, SimpleRNN  # noqa: E402
+
+__all__ += ["SimpleRNN", "LSTM", "GRU"]

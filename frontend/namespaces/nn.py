@@ -14,6 +14,7 @@ from ...ir.errors import AttrError as _AttrError
 from ...ir.ops.registry import all_ops as _all_ops
 from .. import ops as _ops, ops_conv as _conv, ops_random as _random
 from ..tensor import Tensor as _Tensor
+from . import rnn_cell
 from ._missing import install as _install
 
 relu, sigmoid, tanh = _ops.relu, _ops.sigmoid, _ops.tanh
@@ -41,6 +42,7 @@ softmax_cross_entropy_with_logits_v2 = _ops.softmax_cross_entropy_with_logits
 sparse_softmax_cross_entropy_with_logits = _ops.sparse_softmax_cross_entropy_with_logits
 sigmoid_cross_entropy_with_logits = _ops.sigmoid_cross_entropy_with_logits
 top_k = _ops.top_k
+dynamic_rnn = rnn_cell._rnn.dynamic_rnn     # TF1's recurrent loop (frontend/rnn.py)
 space_to_batch_nd, batch_to_space_nd = (_ops.space_to_batch_nd,
                                         _ops.batch_to_space_nd)
 
