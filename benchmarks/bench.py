@@ -1,4 +1,4 @@
-"""The speed benchmark of issue 11: workloads W1-W13, fragflow side by side with numpy
+"""The speed benchmark of issue 11: workloads W1-W14, fragflow side by side with numpy
 and torch CPU (when installed), in one process and interleaved run by run.
 
     python benchmarks/bench.py [--quick] [--only W3,W9] [--json out.json]
@@ -613,6 +613,50 @@ def w13(case, cfg):
 
 
 # -- the table -------------------------------------------------------------------------------
+@Case("W14", "while_loop of 1,000 iterations, body tanh(v)*0.5+w on 64x64 (issue 25)")
+def w14(case, cfg):
+    """A data-dependent loop on GL against its ideal: the body's kernels plus one
+    small readback per iteration (the body as a plain plan run 1,000 times, assigning a
+    Variable and fetching one value). Memory over 10,000 iterations goes in the row."""
+    steps = 1000
+    rng = np.random.default_rng(14)
+    v0 = rng.standard_normal((64, 64)).astype(np.float32)
+    w = rng.standard_normal((64, 64)).astype(np.float32) * 0.1
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder(ff.float32, (64, 64), name="x")
+        n = ff.placeholder(ff.int32, (), name="n")
+        wv = ff.Variable(w, name="w")
+        _, out = ff.while_loop(lambda i, v: i < n,
+                               lambda i, v: (i + 1, ff.tanh(v) * 0.5 + wv), (0, x))
+        corner = out[:1, :1]
+        state = ff.Variable(v0, name="state")
+        new = state.assign(ff.tanh(state) * 0.5 + wv)
+        tiny = ff.optim.with_dependencies([new], new[:1, :1])
+    sess = ff.Session(g)
+    loop = sess.compile([corner], feeds=[x, n])
+    body = sess.compile([tiny])
+    want = v0.astype(np.float64)
+    for _ in range(steps):
+        want = np.tanh(want) * 0.5 + w
+    check(case.id, loop(v0, np.int32(steps))[0], want[:1, :1], rtol=1e-4, atol=1e-5)
+    memory = []
+    for count in (10, 10_000):
+        loop(v0, np.int32(count))
+        memory.append(sess.memory()["textures"])
+
+    def body_steps():
+        for _ in range(steps):
+            body()
+    seconds = interleaved({"fragflow": synced(lambda: loop(v0, np.int32(steps))),
+                           "body+readback": synced(body_steps)},
+                          max(3, cfg.runs // 20), cfg.budget)
+    sess.close()
+    return result(case, seconds, None, baseline="body+readback", target=("ratio<=", 2),
+                  extra={"per_iteration_us": seconds["fragflow"] / steps * 1e6,
+                         "textures_after_10_and_10000": memory})
+
+
 def fmt(value, digits=3):
     if value is None or (isinstance(value, float) and np.isnan(value)):
         return "–"
