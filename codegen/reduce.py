@@ -77,16 +77,26 @@ def _element_passes(site, facts, tuning):
     return site if site.reduction is not None and not _empty(site) else None
 
 
+def _split_few(site, facts, tuning):
+    """Where a column reduction to a few outputs takes windows of split_few_window."""
+    if site.reduction is None or _empty(site) or not tuning.reduce.split_few:
+        return None
+    shape = site.x.layout.shape
+    split = reduce_tree.plan(shape, site.axes, tuning=tuning, split_few=True)
+    return site if split != reduce_tree.plan(shape, site.axes, tuning=tuning,
+                                             split_few=False) else None
+
+
 def _emit_fill(site):
     return reduce_tree.fill_kernels(site.node, site.out, site.op, site.prefix,
                                     site.kernel_op, site.layouts)
 
 
-def _emit_tree(whole_texels):
+def _emit_tree(whole_texels, split_few=False):
     def emit(site):
         return reduce_tree.reduction_kernels(site.node, site.x, site.out, site.axes,
                                              site.op, site.prefix, site.kernel_op,
-                                             site.layouts, whole_texels)
+                                             site.layouts, whole_texels, split_few)
     return emit
 
 
@@ -173,6 +183,8 @@ def lrn_kernel(site):
 
 TABLE = (
     Strategy("reduce.fill", _fill, _emit_fill, "an empty reduction: its empty value"),
+    Strategy("reduce.split_few", _split_few, _emit_tree(True, split_few=True),
+             "a column reduction to a few outputs in windows, not one walk per output"),
     Strategy("reduce.texel_passes", _texel_passes, _emit_tree(True),
              "passes along 4-aligned rows read whole texels into lane partials"),
     Strategy("reduce.element_passes", _element_passes, _emit_tree(False),

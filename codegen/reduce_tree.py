@@ -63,13 +63,16 @@ def knobs(tuning=None):
     return (_tuning.active() if tuning is None else tuning).reduce
 
 
-def choose_window(outer: int, length: int, inner: int, tuning=None) -> int:
-    """The window of a pass over outer x length x inner (see the module docstring)."""
+def choose_window(outer: int, length: int, inner: int, tuning=None,
+                  split_few: bool | None = None) -> int:
+    """The window of a pass over outer x length x inner (see the module docstring);
+    split_few: whether a column sum to a few outputs splits (None: the tuning's)."""
     t = knobs(tuning)
+    split_few = t.split_few if split_few is None else split_few
     kept = outer * inner
     if length <= t.window_max and (kept >= 4 * t.min_fragments
                                    or length * kept <= t.small_work or length <= t.window_min):
-        if t.split_few and inner > 1 and kept <= t.few_outputs and \
+        if split_few and inner > 1 and kept <= t.few_outputs and \
                 length >= t.split_few_length:
             return t.split_few_window  # a few fragments would walk the whole axis alone
         return length
@@ -95,7 +98,8 @@ def groups_of(shape, axes) -> list:
     return groups
 
 
-def plan(shape, axes, whole_texels: bool = False, tuning=None) -> list:
+def plan(shape, axes, whole_texels: bool = False, tuning=None,
+         split_few: bool | None = None) -> list:
     """[(Pass, group sizes and kinds of its output)] reducing `axes` of `shape`,
     innermost reduced run first; one pass of window 1 (a copy) when nothing is
     reduced (every reduced axis has length 1).
@@ -103,7 +107,8 @@ def plan(shape, axes, whole_texels: bool = False, tuning=None) -> list:
     whole_texels: the reduction does not care which partial result an element goes
     into (sum, prod, max, min: not argmax's first position), so a pass along a
     4-aligned row that does not finish it (see texel_pass) keeps four partials per
-    window, one per lane. tuning: a Tuning (None: the active one)."""
+    window, one per lane. tuning: a Tuning (None: the active one); split_few: as
+    choose_window's."""
     t = knobs(tuning)
     groups = groups_of(shape, axes)
     passes = []
@@ -112,7 +117,7 @@ def plan(shape, axes, whole_texels: bool = False, tuning=None) -> list:
         outer = math.prod(size for size, _ in groups[:g])
         inner = math.prod(size for size, _ in groups[g + 1:])
         step = Pass(outer, groups[g][0], inner,
-                    choose_window(outer, groups[g][0], inner, tuning))
+                    choose_window(outer, groups[g][0], inner, tuning, split_few))
         groups = [list(grp) for grp in groups]
         groups[g][0] = step.out_length
         if whole_texels and t.whole_texels and texel_pass(step) is not None:
@@ -212,15 +217,18 @@ def _rename(inputs) -> list:
 
 def tree_reduce(builder: TreeBuilder, x: Operand, out: Operand, axes, combine: str,
                 finish: str = "", shift: Operand | None = None,
-                shift_partials: bool = False, whole_texels: bool = True) -> Operand:
+                shift_partials: bool = False, whole_texels: bool = True,
+                split_few: bool | None = None) -> Operand:
     """Passes reducing x over axes with a combine (ir/ops/reduce.py COMBINES) into out;
     the last finishes with `finish` (a Reduction's GLSL; "": the combine's). shift: one
     value per kept element that a combine or finish reading {shift} shifts elements by;
     shift_partials: x's last axis is 4 lanes of one slice (softmax_tree) and shift their
-    lane partials. whole_texels False: no texel_pass ("reduce.element_passes")."""
+    lane partials. whole_texels False: no texel_pass ("reduce.element_passes");
+    split_few: as choose_window's ("reduce.split_few")."""
     shape = x.layout.shape
     folds = COMBINES[combine]
-    steps = plan(shape, axes, whole_texels=whole_texels and folds.lane_partials)
+    steps = plan(shape, axes, whole_texels=whole_texels and folds.lane_partials,
+                 split_few=split_few)
     count = math.prod(shape[a] for a in axes)
     src, values, layered, layers = x, None, None, 1
     for number, (step, out_groups) in enumerate(steps):
@@ -393,17 +401,18 @@ def fill_kernels(node, out: Operand, op: str, prefix: str, kernel_op: str | None
 
 def reduction_kernels(node, x: Operand, out: Operand, axes, op: str, prefix: str,
                       kernel_op: str | None = None, layouts: dict | None = None,
-                      whole_texels: bool = True) -> list:
+                      whole_texels: bool = True, split_few: bool | None = None) -> list:
     """The kernels reducing x over axes (none empty) with the reduction op (its
     record's OpDef.reduction: sum, mean, max, min, prod, argmax, argmin, logsumexp,
     variance) into out."""
     builder = TreeBuilder(node, prefix, kernel_op or op, layouts)
-    reduce_into(builder, x, out, tuple(sorted(axes)), get_op(op).reduction, whole_texels)
+    reduce_into(builder, x, out, tuple(sorted(axes)), get_op(op).reduction, whole_texels,
+                split_few)
     return builder.kernels
 
 
 def reduce_into(builder: TreeBuilder, x: Operand, out: Operand, axes, reduction,
-                whole_texels: bool = True) -> Operand:
+                whole_texels: bool = True, split_few: bool | None = None) -> Operand:
     """The passes of a Reduction record: its shift's first (into a value of the kept
     shape), then its combine's, finished in the last pass."""
     shift = None
@@ -411,10 +420,10 @@ def reduce_into(builder: TreeBuilder, x: Operand, out: Operand, axes, reduction,
         kept = tuple(d for a, d in enumerate(x.layout.shape) if a not in axes)
         shift = builder.scratch(kept, x.dtype, x.layout)
         reduce_into(builder, x, shift, axes, get_op(reduction.shift).reduction,
-                    whole_texels)
+                    whole_texels, split_few)
     return tree_reduce(builder, x, out, axes, reduction.combine,
                        finish=reduction.finish_for(x.dtype), shift=shift,
-                       whole_texels=whole_texels)
+                       whole_texels=whole_texels, split_few=split_few)
 
 
 def softmax_direct(node, x: Operand, out: Operand, axis: int, prefix: str,

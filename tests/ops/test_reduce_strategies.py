@@ -1,7 +1,8 @@
 """Every strategy of the reduce family's table (codegen/reduce.py TABLE) that applies to
 a node, preferred in turn by the tuning, against the numpy reference executor: texel
-and element passes for sums, means, logsumexp and variance, softmax direct, from lane
-partials and as trees, cumsum's blocks; the kernels name the strategy that made them."""
+and element passes for sums, means, logsumexp and variance, column sums to a few
+outputs split or not, softmax direct, from lane partials and as trees, cumsum's
+blocks; the kernels name the strategy that made them."""
 import numpy as np
 import pytest
 
@@ -13,6 +14,8 @@ from tests.reference import assert_matches, run_both
 NAMES = [s.name for s in TABLE]
 BUILDS = {
     "sum rows": (lambda x: ff.reduce_sum(x, axis=1), (6, 64)),
+    "sum few columns": (lambda x: ff.reduce_sum(x, axis=0), (4096, 8)),
+    "argmax few columns": (lambda x: ff.argmax(x, axis=0), (2049, 5)),
     "mean columns": (lambda x: ff.reduce_mean(x, axis=0, keepdims=True), (37, 32)),
     "logsumexp": (lambda x: ff.reduce_logsumexp(x, axis=1), (5, 40)),
     "variance": (lambda x: ff.reduce_variance(x, axis=-1), (3, 100)),
@@ -32,6 +35,7 @@ def strategies_of(g, y, x, tuning):
 @pytest.mark.parametrize("label", list(BUILDS))
 def test_every_strategy_that_applies_matches_the_reference(gl, label):
     build, shape = BUILDS[label]
+    base = ff.Tuning() if "few" in label else SHRUNK      # SHRUNK's windows never split
     data = np.random.default_rng(50).standard_normal(shape).astype(np.float32)
     if data.size:
         data.flat[3] = np.nan if "cumsum" not in label else 4.0
@@ -41,14 +45,15 @@ def test_every_strategy_that_applies_matches_the_reference(gl, label):
         y = build(x)
     applied = []
     for name in NAMES:
-        tuning = SHRUNK.with_(prefer=(name,), reduce={"direct_softmax_work": 1 << 16})
+        tuning = base.with_(prefer=(name,), reduce={"direct_softmax_work": 1 << 16})
         if name not in strategies_of(g, y, x, tuning):
             continue                        # does not apply: the next one took it
         applied.append(name)
         out, ref = run_both(g, {"y": y}, {x: data}, tuning=tuning)
         assert_matches(out["y"], ref["y"], rtol=1e-4, atol=1e-5, what=f"{label} {name}")
     assert applied, label
-    if label in ("sum rows", "logsumexp", "variance", "softmax rows"):
+    if label in ("sum rows", "sum few columns", "argmax few columns", "logsumexp",
+                 "variance", "softmax rows"):
         assert len(applied) >= 2, applied         # a choice: each one checked
 
 
