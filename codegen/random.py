@@ -16,7 +16,7 @@ from ..ir.ops.random import (
 from .common import make_kernel, operands, output_operand
 from .environment import glsl_float
 from .layout import broadcast_index
-from .reduce import unroll_for
+from .limits import unroll_for
 
 
 def glsl_uint(x: int) -> str:

@@ -15,7 +15,7 @@ from ..ir.types import normalize_axes
 from . import reduce_tree, scan
 from .common import make_kernel, operands, output_operand
 from .environment import glsl_float
-from .limits import loop_trips, unroll_for  # noqa: F401 - until the families import limits
+from .limits import loop_trips
 from .operands import Operand
 from .strategy import Strategy, lower_with
 
