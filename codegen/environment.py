@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import functools
+import math
 import os
+import struct
 
 import jinja2
 
@@ -15,8 +17,6 @@ TEMPLATE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templat
 
 def glsl_float(x) -> str:
     """A float literal GLSL reads back exactly (inf and NaN through bit patterns)."""
-    import math
-    import struct
     x = float(x)
     if math.isnan(x) or math.isinf(x):
         bits = struct.unpack("<I", struct.pack("<f", x))[0]

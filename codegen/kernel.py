@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from .environment import environment
 from .layout import Layout
 
 _COMMENT = re.compile(r"//[^\n]*")
@@ -291,7 +292,6 @@ def _roles(kernel) -> list:
 def _with_header(kernel) -> str:
     """kernel.source with the header rendered from the record before HEADER_END (a
     header already there is replaced: the record may have changed)."""
-    from .environment import environment
     first, _, rest = kernel.source.partition("\n")          # "#version 330 core"
     body = rest.split(HEADER_END, 1)[1].removeprefix("\n")
     template = environment().get_template("kernel_header.glsl.j2")

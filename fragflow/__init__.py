@@ -9,6 +9,8 @@
 
 See README.md and docs/ARCHITECTURE.md.
 """
+import sys as _sys
+
 from .codegen.tuning import Tuning, TuningError  # kernel choice's knobs (docs/ARCHITECTURE.md)
 from .frontend import *  # noqa: F401,F403
 from .frontend import (
@@ -24,6 +26,8 @@ from .frontend import (
     onnx,  # ff.onnx.load / ff.onnx.export (docs/ONNX.md)
     optim,
 )
+from .frontend.namespaces._missing import missing as _missing
+from .ir.dot import graph_to_dot as _graph_to_dot
 from .ir.errors import (
     AttrError,
     BackendError,
@@ -43,8 +47,11 @@ from .ir.errors import (
     TooManyInputsError,  # limits: docs/LIMITS.md
 )
 from .ir.graph import Graph, get_default_graph, reset_default_graph
-from .ir.serialize import MAX_FILE_BYTES, graph_from_json
+from .ir.printer import format_graph as _format_graph
+from .ir.serialize import MAX_FILE_BYTES, graph_from_json, graph_to_json as _graph_to_json
 from .ir.types import DTYPES, TensorType
+from .runtime import get_context as _get_context
+from .runtime.context import devices as _devices
 from .tools import webgl  # ff.webgl.export (docs/WEBGL.md)
 
 __version__ = "0.1.0"
@@ -55,23 +62,19 @@ bool_ = "bool"
 
 def dump(graph=None, format: str = "text") -> str:
     """A graph as text (jaxpr-like), "json" (round-trips) or "dot" (Graphviz)."""
-    from .ir.printer import format_graph
-    from .ir.serialize import graph_to_json
     graph = graph if graph is not None else get_default_graph()
     if format == "text":
-        return format_graph(graph)
+        return _format_graph(graph)
     if format == "json":
-        return graph_to_json(graph)
+        return _graph_to_json(graph)
     if format == "dot":
-        from .ir.dot import graph_to_dot
-        return graph_to_dot(graph)
+        return _graph_to_dot(graph)
     raise FragflowError(f"unknown dump format {format!r}; use text, json or dot")
 
 
 def gl_info() -> dict:
     """The GL backend in use: backend, vendor, renderer, version and limits."""
-    from .runtime import get_context
-    return get_context().info()
+    return _get_context().info()
 
 
 def devices() -> list:
@@ -84,15 +87,13 @@ def devices() -> list:
     >>> any(d.default for d in devices()) or devices() == []
     True
     """
-    from .runtime.context import devices as _devices
     return _devices()
 
 
 def save_graph(graph, path: str) -> None:
     """Write a graph's JSON form to path."""
-    from .ir.serialize import graph_to_json
     with open(path, "w", encoding="utf-8") as f:
-        f.write(graph_to_json(graph))
+        f.write(_graph_to_json(graph))
 
 
 def load_graph(text_or_path, *, allow_programs: bool = False,
@@ -128,7 +129,6 @@ __all__ = [name for name in __all__ if name not in ("print", "bool")]
 def _register_namespaces() -> None:
     """`import fragflow.nn`, `from fragflow.keras.layers import Dense`: the namespaces
     are importable by their public names as TensorFlow's are (they live in frontend/)."""
-    import sys
     names = {"nn": nn, "math": math, "image": image, "losses": losses, "linalg": linalg,
              "random": random, "train": train, "keras": keras, "layers": layers,
              "optim": optim, "initializers": initializers,
@@ -136,7 +136,7 @@ def _register_namespaces() -> None:
              "keras.optimizers": keras.optimizers, "keras.losses": keras.losses,
              "keras.initializers": keras.initializers}
     for name, module in names.items():
-        sys.modules.setdefault(f"{__name__}.{name}", module)
+        _sys.modules.setdefault(f"{__name__}.{name}", module)
 
 
 _register_namespaces()
@@ -147,8 +147,7 @@ def __getattr__(name):
     (tf.get_variable -> ff.Variable, ...; docs/TENSORFLOW.md)."""
     if name.startswith("__"):
         raise AttributeError(f"module 'fragflow' has no attribute '{name}'")
-    from .frontend.namespaces._missing import missing
-    raise missing("fragflow", name, __all__)
+    raise _missing("fragflow", name, __all__)
 
 
 def __dir__():

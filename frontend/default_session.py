@@ -90,7 +90,7 @@ def eager_value(tensor):
     if session is None or session.graph is not tensor.graph:
         session = _EAGER.get(tensor.graph)
         if session is None:
-            from .session import Session
+            from .session import Session  # session -> tensor -> this module
             session = _EAGER[tensor.graph] = Session(tensor.graph, backend="numpy")
     return session.run(tensor)
 
@@ -99,7 +99,7 @@ def InteractiveSession(graph=None, backend="gl", **kwargs):  # noqa: N802 (TF1's
     """A Session that makes itself the default session until the process ends (or
     another is entered), as TF1's tf.InteractiveSession: tensor.eval() and op.run()
     work without a `with` block. Close it with sess.close()."""
-    from .session import Session
+    from .session import Session  # session -> tensor -> this module
     session = Session(graph, backend=backend, **kwargs)
     push(session)
     return session

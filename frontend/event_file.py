@@ -22,6 +22,8 @@ import time
 
 import numpy as np
 
+from ..ir.errors import FragflowError
+
 # -- protocol buffer encoding ----------------------------------------------------------------
 
 
@@ -169,7 +171,6 @@ class EventFileWriter:
 
     def write(self, event_bytes: bytes) -> None:
         if self._file is None:
-            from ..ir.errors import FragflowError
             raise FragflowError(f"the event file {self.path!r} is closed")
         self._file.write(record(event_bytes))
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from ..ir.errors import AttrError
 from ..ir.ops import fused as _fused
 from ..ir.ops.common import as_values
+from ..ir.ops.conv import conv_node_attrs
 from .activations import FUSED as ACTIVATIONS  # the names the fused kernels compute
 from .operands import graph_operands
 from .tensor import Tensor, as_tensor_value, wrap
@@ -64,7 +65,6 @@ def matmul(a, b, transpose_a=False, transpose_b=False, bias=None, activation="li
 
 
 def _conv(conv_op, x, filters, strides, padding, dilations, bias, activation, alpha, name):
-    from ..ir.ops.conv import conv_node_attrs
     x_v, w_v = graph_operands(x, filters)
     bias_v = None if bias is None else as_tensor_value(bias) if not isinstance(bias, Tensor) \
         else bias.value

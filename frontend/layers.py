@@ -37,6 +37,7 @@ padding="valid", activation=None, use_bias=True, kernel_initializer="glorot_unif
 from __future__ import annotations
 
 import contextlib
+import inspect
 import math
 import os
 import sys
@@ -45,10 +46,22 @@ import weakref
 import numpy as np
 
 from ..ir.errors import AttrError, FragflowError, ShapeError
+from ..ir.graph import Graph, get_default_graph
 from ..ir.source import is_internal, user_location
 from . import initializers as _init, ops as _ops
 from .activations import ACTIVATIONS, LAYER
+from .namespaces._missing import DOCS, close_names
+from .operands import _unexpected
+from .side_effects import graph_table
 from .tensor import Tensor, Variable, as_tensor_value, wrap
+from .tf1 import (
+    AUTO_REUSE,
+    GraphKeys,
+    VariableScope,
+    VariableScopeError,
+    add_to_collection,
+    get_variable_scope,
+)
 
 __all__ = ["Layer", "Dense", "Conv2D", "DepthwiseConv2D", "SeparableConv2D",
            "BatchNormalization", "Dropout", "MaxPool2D", "AveragePool2D",
@@ -232,7 +245,6 @@ class Layer:
     def compute_output_shape(self, input_shape) -> tuple:
         """The output's shape for an input shape (by building the ops in a scratch
         graph, the one place the shape rules live)."""
-        from ..ir.graph import Graph
         clone = type(self).__new__(type(self))
         clone.__dict__.update(self.__dict__, built=False, graph=None, _requested_name=None,
                               _trainable_weights=[], _non_trainable_weights=[], updates=[])
@@ -247,9 +259,6 @@ class Layer:
 def _unexpected_argument(cls, key):
     """'Dense() got an unexpected keyword 'unit'; did you mean 'units'?': the keywords
     of the layer's __init__ and its bases' (a FragflowError that is a TypeError)."""
-    import inspect
-
-    from .operands import _unexpected
     names = []
     for klass in cls.__mro__:
         init = vars(klass).get("__init__")
@@ -671,9 +680,6 @@ GlobalAveragePooling2D, GlobalMaxPooling2D = GlobalAveragePool2D, GlobalMaxPool2
 def _tf1_layer(make, name, reuse=None):
     """The layer a TF1 functional call uses: make(name), or under a variable_scope (or
     with reuse=) the one of that scope and name."""
-    from ..ir.graph import get_default_graph
-    from .side_effects import graph_table
-    from .tf1 import AUTO_REUSE, VariableScope, VariableScopeError, get_variable_scope
     scope = get_variable_scope()
     if reuse is True or reuse is AUTO_REUSE:
         scope = VariableScope(scope.name, reuse)
@@ -788,7 +794,6 @@ def batch_normalization(inputs, axis=-1, momentum=0.99, epsilon=0.001, center=Tr
     before = len(layer.updates)
     out = _by_training(layer, inputs, training)
     if len(layer.updates) > before:        # TF1's UPDATE_OPS: run them with the step
-        from .tf1 import GraphKeys, add_to_collection
         for update in layer.updates[before:]:
             add_to_collection(GraphKeys.UPDATE_OPS, update)
     return out
@@ -844,7 +849,6 @@ def __getattr__(name):
     docs/TENSORFLOW.md lists them (not this module's internal name)."""
     if name.startswith("__"):
         raise AttributeError(name)
-    from .namespaces._missing import DOCS, close_names
     text = f"module 'fragflow.keras.layers' has no attribute '{name}'"
     if name in MISSING_LAYERS:
         text += f"; not supported in fragflow: {MISSING_LAYERS[name]}"

@@ -3,6 +3,7 @@ numbers) into ir values and Tensors, and the checks and wrappers every family ne
 Nothing here is an op users call; the families (ops_math, ops_nn, ...) are."""
 from __future__ import annotations
 
+import difflib
 import functools
 import inspect
 
@@ -13,6 +14,7 @@ from ..ir.graph import get_default_graph
 from ..ir.ops import elementwise as _ew
 from ..ir.ops.common import as_value, graph_of
 from ..ir.ops.registry import get_op
+from ..ir.source import user_location
 from .tensor import Tensor, as_tensor_value, wrap
 
 
@@ -68,7 +70,6 @@ def check_same_shape(what, labels, logits, names=("labels", "logits")) -> None:
     a, b = tuple(labels.shape), tuple(logits.shape)
     if len(a) == len(b) and all(x is None or y is None or x == y for x, y in zip(a, b)):
         return
-    from ..ir.source import user_location
     hint = ""
     if len(a) == len(b) and a and a[0] != b[0] and a[1:] == b[1:]:
         hint = f" (a batch of {a[0]} {names[0]} for {b[0]} examples?)"
@@ -124,9 +125,7 @@ def check_keywords(fn, public_name: str):
 
 
 def _unexpected(function: str, key: str, names) -> KeywordArgumentError:
-    import difflib
 
-    from ..ir.source import user_location
     close = difflib.get_close_matches(key, names, n=2, cutoff=0.6)
     hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else \
         f"; it takes {', '.join(names)}"

@@ -28,6 +28,7 @@ from . import (
     ops_random,
     ops_structure,
 )
+from .operands import check_keywords
 from .ops_conv import *  # noqa: F403
 from .ops_graph import *  # noqa: F403
 from .ops_image import *  # noqa: F403
@@ -49,7 +50,6 @@ def _install_keyword_checks() -> None:
     KeywordArgumentError naming the function the user called (ff.reduce_mean, not the
     mean it is an alias of) with the close ones, instead of Python's TypeError from
     wherever the call lands."""
-    from .operands import check_keywords
     for name in __all__:
         fn = globals()[name]
         if callable(fn) and not isinstance(fn, type):

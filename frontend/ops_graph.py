@@ -6,8 +6,10 @@ import contextlib
 
 import numpy as np
 
+from ..ir.errors import AttrError
 from ..ir.graph import get_default_graph
 from ..ir.ops import state as _state
+from ..ir.types import DTYPES, as_dtype
 from .tensor import wrap
 
 __all__: list = []
@@ -38,7 +40,6 @@ def placeholder(*args, shape=_UNSET, dtype=_UNSET, name=None):
 def _is_dtype(x, dtypes) -> bool:
     """A dtype name ("float32", ff.float32) or a numpy dtype / scalar type (np.float32)."""
     if isinstance(x, str):          # "float32", and TF1's "float", "int32", "int", ...
-        from ..ir.types import as_dtype
         try:
             return as_dtype(x) in dtypes
         except Exception:               # a string that is no dtype: not TF1's order
@@ -49,8 +50,6 @@ def _is_dtype(x, dtypes) -> bool:
 
 
 def _placeholder_args(args, shape, dtype, name):
-    from ..ir.errors import AttrError
-    from ..ir.types import DTYPES
     if len(args) > 3:
         raise AttrError(f"placeholder takes at most 3 positional arguments, got {len(args)}")
     tf1 = bool(args) and _is_dtype(args[0], DTYPES)

@@ -157,7 +157,6 @@ def _renamed(value, old_value, name, old_name):
     if old_value is None:
         return value
     if value is not None:
-        from ..ir.errors import AttrError
         raise AttrError(f"give {name} or {old_name} (its TensorFlow 1 name), not both")
     return old_value
 
@@ -201,7 +200,6 @@ def argmin(x, axis=None, name=None, output_type="int32"):
 
 
 def _arg_input(x, output_type):
-    from ..ir.errors import DTypeError
     if output_type not in ("int32", "int64", np.int32, np.int64):
         raise DTypeError(f"argmax/argmin: output_type {output_type!r} is not int32")
     value = operands(x)[0]
@@ -393,7 +391,7 @@ def cumprod(x, axis=0, exclusive=False, reverse=False, name=None):
     logarithms: zeros and signs are right) and differentiable through reduce_prod;
     costs O(n) per output element and an n x n intermediate (n the axis's static
     size)."""
-    from . import ops_structure as _structure
+    from . import ops_structure as _structure  # ops_structure imports this module
     with scoped(name, "cumprod"):
         x = as_tensor(x)
         if x.dtype == "bool":
@@ -423,7 +421,7 @@ def searchsorted(sorted_sequence, values, side="left", out_type="int32", name=No
         raise AttrError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
     if out_type not in ("int32", "int64", np.int32, np.int64):
         raise DTypeError(f"searchsorted: out_type {out_type!r} is not int32")
-    from . import ops_structure as _structure
+    from . import ops_structure as _structure  # ops_structure imports this module
     with scoped(name, "searchsorted"):
         seq, v = as_tensor(sorted_sequence), as_tensor(values)
         if seq.ndim != v.ndim or seq.ndim == 0:
@@ -478,7 +476,7 @@ def bincount(arr, weights=None, minlength=None, maxlength=None, dtype="int32", n
     tf.math.bincount. The length must be known when the graph is built: maxlength, or
     minlength, or (for a constant arr) max(arr) + 1 (at least minlength). Values
     outside [0, length) are dropped. Each output element loops over all of arr."""
-    from . import ops_structure as _structure
+    from . import ops_structure as _structure  # ops_structure imports this module
     with scoped(name, "bincount"):
         a = as_tensor(arr)
         if a.dtype != "int32":

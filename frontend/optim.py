@@ -90,7 +90,7 @@ def trainable_variables(loss) -> list:
             continue
         seen.add(node)
         stack.extend(node.inputs)
-    from .variables import is_trainable
+    from .variables import is_trainable  # variables.py imports this module
     found = [Variable(n.outputs[0]) for n in loss.graph.nodes
              if n in seen and n.op == "variable" and n.outputs[0].dtype == "float32"]
     return [v for v in found if is_trainable(v)]

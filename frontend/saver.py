@@ -26,7 +26,9 @@ import numpy as np
 
 from ..ir.errors import FragflowError, SerializationError
 from ..ir.graph import get_default_graph
+from .session import _feed_array, _read_checkpoint
 from .tensor import Tensor, Variable
+from .variables import global_variables
 
 __all__ = ["Saver", "latest_checkpoint", "checkpoint_exists", "get_checkpoint_state",
            "CheckpointState"]
@@ -45,7 +47,6 @@ class Saver:
                  write_version=None, pad_step_number=False, save_relative_paths=False,
                  filename=None, **ignored):
         if var_list is None:
-            from .variables import global_variables
             var_list = global_variables(get_default_graph())
         if isinstance(var_list, dict):
             items = list(var_list.items())
@@ -102,7 +103,6 @@ class Saver:
         path = os.fspath(save_path)
         if not os.path.exists(path) and os.path.exists(path + SUFFIX):
             path += SUFFIX
-        from .session import _feed_array, _read_checkpoint
         nodes = {key: v.op for key, v in self._vars.items()}
         arrays = _read_checkpoint(path, nodes, sess.graph.name)
         missing = [key for key in nodes if key not in arrays]

@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 import re
 
+from ..ir.errors import FragflowError
+
 
 def user_op(kernel) -> str:
     """The op(s) the user wrote that a kernel runs: "relu", "matmul+add+relu", or a
@@ -50,7 +52,6 @@ def select(kernels, wanted: str | None) -> list:
     chosen = [(i, k) for i, k in pairs
               if wanted in (k.name, k.op) or wanted in (getattr(k, "nodes", ()) or ())]
     if not chosen:
-        from ..ir.errors import FragflowError
         raise FragflowError(f"no kernel named {wanted!r} (nor one implementing a node or "
                             f"op of that name); the kernels are: "
                             f"{', '.join(k.name for k in kernels) or 'none'}")

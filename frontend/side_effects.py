@@ -30,6 +30,7 @@ import numpy as np
 
 from ..ir.errors import FragflowError
 from ..ir.graph import Node, Value, get_default_graph
+from .tensor import Tensor
 
 
 def graph_table(graph, name: str, factory=dict):
@@ -72,7 +73,6 @@ def register_effect(value: Value, effect: Effect) -> None:
 
 def as_values(items, what) -> list:
     """Tensors, ir Values, Nodes (TF's x.op) and nested lists of them, as Values."""
-    from .tensor import Tensor
     out = []
     for item in items:
         if item is None:

@@ -9,6 +9,8 @@ import numpy as np
 from ..ir.errors import SymbolicTensorError
 from ..ir.graph import Value, get_default_graph
 from ..ir.ops import elementwise, matmul as _matmul, shape as _shape, state
+from ..ir.ops.common import as_values
+from .default_session import eager_value, session_for
 
 
 class TensorShape(tuple):
@@ -171,7 +173,6 @@ class Tensor:
     def eval(self, feed_dict=None, session=None):
         """This tensor's value (a numpy array), run in session or the default session
         (`with ff.Session() as sess:`, `sess.as_default()`), as TF1's Tensor.eval."""
-        from .default_session import session_for
         return session_for(self, session).run(self, feed_dict)
 
     def numpy(self):
@@ -179,7 +180,6 @@ class Tensor:
         the default session when one runs this graph (as .eval()), else by the numpy
         executor with the variables' initial values. Placeholders must be fed: use
         .eval(feed_dict=...) for those."""
-        from .default_session import eager_value
         return eager_value(self)
 
     def run(self, feed_dict=None, session=None) -> None:
@@ -211,11 +211,11 @@ class Variable(Tensor):
             # TF1's Variable(ff.random_normal(...)) / Variable(ff.zeros(...)): the
             # initializer is computed once, here, by the numpy executor (random ops
             # draw the same values on every backend), and the Variable holds that value
-            from .variables import initial_value_of
+            from .variables import initial_value_of  # variables.py imports this module
             initial_value = initial_value_of(initial_value, graph)
         super().__init__(state.variable(graph, initial_value, dtype, name))
         if not trainable:
-            from .variables import mark_not_trainable
+            from .variables import mark_not_trainable  # variables.py imports this module
             mark_not_trainable(self)
 
     def assign(self, value, name=None) -> Tensor:
@@ -251,7 +251,6 @@ _UFUNC_OPERATORS.update({"less": ("__lt__", "__gt__"), "greater": ("__gt__", "__
 def matmul_promoting(a, b):
     """a @ b with numpy's rule for vectors: a 1-D left operand is a row, a 1-D right
     operand a column, and the added axis is removed from the result."""
-    from ..ir.ops.common import as_values
     a, b = as_values(a, b)
     row, column = a.type.rank == 1, b.type.rank == 1
     if row:

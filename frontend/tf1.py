@@ -15,6 +15,7 @@ tf.shape, ConfigProto and the compat names (docs/TENSORFLOW.md).
 from __future__ import annotations
 
 import contextlib
+import re
 import sys
 import threading
 
@@ -22,8 +23,10 @@ import numpy as np
 
 from ..ir.errors import FragflowError, ShapeError
 from ..ir.graph import get_default_graph
-from . import ops as _ops, side_effects as _effects
+from . import initializers as _init, ops as _ops, side_effects as _effects
+from .optim import with_dependencies
 from .tensor import Tensor, TensorShape, Variable, wrap  # noqa: F401 (TensorShape: tf's)
+from .variables import global_variables, initial_value_of, trainable_variables
 
 __all__ = ["variable_scope", "get_variable", "get_variable_scope", "VariableScope",
            "AUTO_REUSE", "control_dependencies", "group", "no_op",
@@ -174,13 +177,11 @@ def get_variable(name, shape=None, dtype=None, initializer=None, regularizer=Non
 
 
 def _initial_value(full, initializer, shape, dtype, graph):
-    from . import initializers as _init
     dtype = "float32" if dtype is None else (dtype if isinstance(dtype, str)
                                               else np.dtype(dtype).name)
     if isinstance(initializer, Tensor) or (isinstance(initializer, (np.ndarray, list,
                                                                     float, int))):
         if isinstance(initializer, Tensor):
-            from .variables import initial_value_of
             initializer = initial_value_of(initializer, graph)
         value = np.asarray(initializer)
         if shape is not None and validate_shape_mismatch(value.shape, shape):
@@ -216,7 +217,6 @@ def no_op(name=None) -> Tensor:
     deps = _effects.open_dependencies(graph)
     op = wrap(_ops.constant(np.int32(0), name=name or "NoOp").value)
     if deps:       # its block records it too; the group makes the edge plain data
-        from .optim import with_dependencies
         return with_dependencies([wrap(d) for d in deps], op, name=name or "NoOp")
     return op
 
@@ -229,7 +229,6 @@ def group(*inputs, name=None) -> Tensor:
         return no_op(name=name)
     if len(values) == 1:           # a node of its own: what a print or summary keys on
         return _ops.identity(wrap(values[0]), name=name or "group_deps")
-    from .optim import with_dependencies
     return with_dependencies([wrap(v) for v in values[1:]], wrap(values[0]),
                              name=name or "group_deps")
 
@@ -280,7 +279,6 @@ def Print(input_, data, message=None, first_n=None, summarize=None, name=None): 
     """input_ itself, printing message and data (to stderr) when a run computes it, as
     TF1's tf.Print (first_n: only the first n times)."""
     data = list(data) if isinstance(data, (list, tuple)) else [data]
-    from .optim import with_dependencies
     tensors = [d for d in data if isinstance(d, Tensor)]
     out = with_dependencies(tensors, input_, name=name or "Print") if tensors else \
         _ops.identity(input_, name=name or "Print")
@@ -376,7 +374,6 @@ class GraphKeys:
 
 
 def _collection(graph, key) -> list:
-    from .variables import global_variables, trainable_variables
     if key == GraphKeys.GLOBAL_VARIABLES:
         return global_variables(graph)
     if key == GraphKeys.TRAINABLE_VARIABLES:
@@ -392,7 +389,6 @@ def _collection(graph, key) -> list:
 def get_collection(key, scope=None) -> list:
     """The items of collection key in the default graph (a new list); scope keeps those
     whose name starts with it (a regular expression, as TF1)."""
-    import re
     items = _collection(get_default_graph(), key)
     if scope is None:
         return items
@@ -437,8 +433,7 @@ class ConfigProto:
 def set_random_seed(seed) -> None:
     """tf.set_random_seed: the seed of ff.initializers' draws (random ops take seed=;
     None is 0, so runs are reproducible anyway)."""
-    from . import initializers
-    initializers.set_seed(seed)
+    _init.set_seed(seed)
 
 
 class _Compat:
@@ -447,7 +442,7 @@ class _Compat:
 
     @property
     def v1(self):
-        import fragflow
+        import fragflow  # fragflow imports this module
         return fragflow
 
     v2 = v1

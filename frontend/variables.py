@@ -26,6 +26,9 @@ import numpy as np
 from ..ir.errors import FragflowError
 from ..ir.graph import get_default_graph
 from ..ir.ops import state as _state
+from . import initializers
+from .optim import group, trainable_variables as of_loss
+from .session import Session
 from .tensor import Tensor, Variable, wrap
 
 __all__ = ["global_variables_initializer", "variables_initializer",
@@ -41,7 +44,6 @@ def initial_value_of(initializer, graph) -> np.ndarray:
     expression of constants) or a callable returning one, computed by the numpy
     executor. Feeds and variables are not allowed: the value is fixed when the Variable
     is made."""
-    from .session import Session
     if callable(initializer) and not isinstance(initializer, Tensor):
         with graph.as_default():
             initializer = initializer()
@@ -94,14 +96,12 @@ def trainable_variables(loss=None, graph=None) -> list:
     graph (or graph), as tf.trainable_variables(); or, given a loss, those it depends
     on (the default var_list of minimize)."""
     if loss is not None:
-        from .optim import trainable_variables as of_loss
         return of_loss(loss)
     return [v for v in global_variables(graph) if is_trainable(v)]
 
 
 def variables_initializer(var_list, name="init") -> Tensor:
     """An op that sets each variable of var_list to its initial value when run."""
-    from .optim import group
     var_list = list(var_list)
     if not var_list:
         # TF returns a no-op; a fetch needs a tensor, so a constant of the graph
@@ -171,7 +171,6 @@ def glorot_normal_initializer(seed=None, dtype="float32"):
 
 
 def _initializers():
-    from . import initializers
     return initializers
 
 

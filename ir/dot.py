@@ -7,6 +7,7 @@ import shutil
 import subprocess
 
 from .errors import FragflowError
+from .ops.registry import get_op
 
 # op family (ir/ops/<family>.py) -> fill colour; the HTML view uses the same
 FAMILY_COLORS = {
@@ -30,7 +31,6 @@ DOT_MISSING = ("the svg format needs Graphviz's `dot` command, which is not on P
 
 
 def family_of(op: str) -> str:
-    from .ops.registry import get_op
     try:
         return get_op(op).family
     except FragflowError:

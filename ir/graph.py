@@ -13,7 +13,9 @@ from types import MappingProxyType
 
 import numpy as np
 
+from .dot import dot_available, graph_to_svg
 from .errors import FragflowError, GraphError
+from .ops.registry import get_op
 from .sanitize import check_name, check_scope, clean_source
 from .source import user_location
 from .types import TensorType
@@ -171,7 +173,6 @@ class Graph:
 
         exact_name/scope/source are for passes that copy nodes and keep their identity.
         """
-        from .ops.registry import get_op  # the registry imports this module
 
         opdef = get_op(op)
         tracing = None if _here else _tracing_graph()
@@ -321,7 +322,7 @@ class Graph:
                             if count > 1 else ""))
 
     def to_networkx(self):
-        import networkx as nx
+        import networkx as nx  # optional: only to_networkx needs it
         g = nx.MultiDiGraph(name=self.name)
         for node in self.nodes:
             g.add_node(node.name, op=node.op, scope=node.scope)
@@ -345,7 +346,6 @@ class Graph:
 
     # Jupyter/IPython: a drawing where Graphviz is installed, the text dump otherwise
     def _repr_svg_(self):
-        from .dot import dot_available, graph_to_svg
         if not dot_available() or not self.nodes:
             return None            # IPython then shows _repr_pretty_'s text
         try:
@@ -354,7 +354,7 @@ class Graph:
             return None
 
     def _repr_pretty_(self, printer, cycle):
-        from .printer import format_graph
+        from .printer import format_graph  # printer.py imports this module
         printer.text(repr(self) if cycle else format_graph(self))
 
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from .errors import FragflowError, SerializationError
 from .graph import Graph
+from .ops.registry import all_ops
 from .sanitize import NAME_RE, InvalidNameError, check_name, check_scope, check_source
 from .types import DTYPES
 
@@ -177,7 +178,6 @@ def check_document(doc, allow_programs: bool) -> list:
     if not isinstance(name, str) or len(name) > 1000 or not name.isprintable():
         raise SerializationError(f"the graph's name must be a printable string, got "
                                  f"{_shown(name)}")
-    from .ops.registry import all_ops
     return _check_nodes(doc, all_ops(), allow_programs, [0], 0, "")
 
 
@@ -362,7 +362,6 @@ def _is_dtype(v):
 
 def _is_header_nodes(v):
     """A fused node's folded-in nodes: (name, op, source) triples (shader headers)."""
-    from .ops.registry import all_ops
     ops = all_ops()
     return isinstance(v, tuple) and all(
         isinstance(t, tuple) and len(t) == 3 and all(isinstance(e, str) for e in t)

@@ -211,9 +211,10 @@ def main(argv=None) -> int:
         for item in inside:
             print(f"{item.path}:{item.line}: {item.imported}"
                   + (f"  # {item.reason}" if item.reason else "  (no reason)"))
-    without = sum(1 for item in inside if not item.reason)
-    print(f"{len(found)} import cycles; {len(inside)} imports inside functions, "
-          f"{without} without a reason")
+    statements = {(item.path, item.line): item for item in inside}
+    without = sum(1 for item in statements.values() if not item.reason)
+    print(f"{len(found)} import cycles; {len(statements)} import statements inside "
+          f"functions, {without} without a reason")
     return 0
 
 

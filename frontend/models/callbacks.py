@@ -10,6 +10,8 @@ import os
 import numpy as np
 
 from ...ir.errors import AttrError
+from .. import event_file as events
+from ..namespaces.summary import FileWriter
 
 __all__ = ["Callback", "TensorBoard", "LambdaCallback", "EarlyStopping"]
 
@@ -62,7 +64,6 @@ class TensorBoard(Callback):
 
     def _writer(self, which):
         if which not in self._writers:
-            from ..namespaces.summary import FileWriter
             self._writers[which] = FileWriter(os.path.join(self.log_dir, which))
         return self._writers[which]
 
@@ -71,7 +72,6 @@ class TensorBoard(Callback):
             self._writer("train").add_graph(self.model.graph)
 
     def on_epoch_end(self, epoch, logs=None):
-        from .. import event_file as events
         for key, value in (logs or {}).items():
             which, name = ("validation", key[4:]) if key.startswith("val_") else ("train", key)
             self._writer(which).add_summary(events.scalar_summary(f"epoch_{name}", value),

@@ -10,10 +10,15 @@ True
 """
 from __future__ import annotations
 
+import inspect as _inspect
 import types as _types
 
+import numpy as _np
+
 from .. import initializers, layers, models as _models, optim as _optim
-from ._missing import install as _install
+from ..models import callbacks as _cb
+from ..operands import _unexpected
+from ._missing import install as _install, missing as _missing
 
 Input, Model, Sequential = _models.Input, _models.Model, _models.Sequential
 
@@ -29,9 +34,8 @@ class _Namespace(_types.SimpleNamespace):
     def __getattr__(self, name):
         if name.startswith("__"):
             raise AttributeError(name)
-        from ._missing import missing
         public = [k for k in vars(self) if not k.startswith("_")]
-        raise missing(object.__getattribute__(self, "_public_name"), name, public)
+        raise _missing(object.__getattribute__(self, "_public_name"), name, public)
 
     def __dir__(self):
         return sorted(k for k in vars(self) if not k.startswith("_"))
@@ -44,10 +48,8 @@ def _learning_rate(learning_rate, kwargs, default, what):
     """Keras's older lr= beside learning_rate= (other unknown keywords are errors)."""
     lr = kwargs.pop("lr", None)
     if kwargs:
-        import inspect
 
-        from ..operands import _unexpected
-        names = [p for p in inspect.signature(globals()["_" + what.lower()]).parameters
+        names = [p for p in _inspect.signature(globals()["_" + what.lower()]).parameters
                  if p != "kwargs"] + ["lr"]
         raise _unexpected(f"keras.optimizers.{what}", next(iter(kwargs)), names)
     if learning_rate is None:
@@ -110,14 +112,12 @@ models = _Namespace("fragflow.keras.models", Sequential=Sequential, Model=Model)
 
 def _to_categorical(y, num_classes=None, dtype="float32"):
     """keras.utils.to_categorical: class indices to one-hot rows (numpy)."""
-    import numpy as np
-    y = np.asarray(y, dtype=np.int64).ravel()
+    y = _np.asarray(y, dtype=_np.int64).ravel()
     n = int(num_classes) if num_classes is not None else int(y.max()) + 1
-    return np.eye(n, dtype=dtype)[y]
+    return _np.eye(n, dtype=dtype)[y]
 
 
 def _callbacks():
-    from ..models import callbacks as _cb
     return _Namespace("fragflow.keras.callbacks", Callback=_cb.Callback,
                       TensorBoard=_cb.TensorBoard, LambdaCallback=_cb.LambdaCallback,
                       EarlyStopping=_cb.EarlyStopping)

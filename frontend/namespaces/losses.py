@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from ...ir.errors import AttrError as _AttrError
 from .. import ops as _ops
-from ..operands import as_tensor
+from ..operands import as_tensor, check_same_shape as _check_same_shape
+from ..ops_math import divide_no_nan as _divide_no_nan
 from ._missing import install as _install
 
 
@@ -62,14 +63,12 @@ def compute_weighted_loss(losses, weights=1.0, scope=None, loss_collection=None,
 
 def _safe_div(num, den):
     """num / den, 0 where den is 0 (TensorFlow's losses give 0 for all-zero weights)."""
-    from ..ops_math import divide_no_nan
-    return divide_no_nan(num, den)
+    return _divide_no_nan(num, den)
 
 
 def _same_shape(what, labels, predictions):
-    from ..operands import check_same_shape
-    check_same_shape(f"losses.{what}", as_tensor(labels), as_tensor(predictions),
-                     ("labels", "predictions"))
+    _check_same_shape(f"losses.{what}", as_tensor(labels), as_tensor(predictions),
+                      ("labels", "predictions"))
 
 
 def _smooth(labels, label_smoothing, classes):

@@ -25,6 +25,7 @@ from ...ir.errors import FragflowError
 from ...ir.graph import Graph, get_default_graph
 from .. import event_file as _events, ops as _ops, side_effects as _effects
 from ..tensor import Tensor
+from ..tf1 import group as _group
 from ._missing import install as _install
 
 # per graph: "summaries" [summary ops, in creation order] (what merge_all merges) and
@@ -92,9 +93,8 @@ def merge(inputs, collections=None, name=None) -> Tensor:
             raise FragflowError(f"summary.merge: {t!r} is not a summary op (summary.scalar, "
                                 f"histogram or merge)")
         parts.extend(found)
-    from ..tf1 import group
     with graph.as_default():
-        op = group(*inputs, name=name or "Merge/MergeSummary")
+        op = _group(*inputs, name=name or "Merge/MergeSummary")
     _register(graph, op, parts)
     return op
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import optim as _optim, saver as _saver
+from ...ir.graph import get_default_graph as _default_graph
+from .. import ops as _ops, optim as _optim, saver as _saver
+from ..tensor import Variable as _Variable
 from ._missing import install as _install
 
 Optimizer = _optim.Optimizer
@@ -26,22 +28,18 @@ checkpoint_exists, get_checkpoint_state = _saver.checkpoint_exists, _saver.get_c
 def get_or_create_global_step(graph=None):
     """The graph's step counter: an int32 Variable named "global_step" (not trainable),
     made on first use. Pass it to minimize(loss, global_step=...) to count steps."""
-    from ...ir.graph import get_default_graph
-    from ..tensor import Variable
-    graph = graph if graph is not None else get_default_graph()
+    graph = graph if graph is not None else _default_graph()
     if "global_step" in graph and graph.node("global_step").op == "variable":
-        return Variable(graph.node("global_step").outputs[0])
+        return _Variable(graph.node("global_step").outputs[0])
     with graph.as_default(), graph.name_scope("/"):
-        return Variable(np.int32(0), name="global_step", trainable=False)
+        return _Variable(np.int32(0), name="global_step", trainable=False)
 
 
 def get_global_step(graph=None):
     """The graph's "global_step" Variable, or None if none was made."""
-    from ...ir.graph import get_default_graph
-    from ..tensor import Variable
-    graph = graph if graph is not None else get_default_graph()
+    graph = graph if graph is not None else _default_graph()
     if "global_step" in graph and graph.node("global_step").op == "variable":
-        return Variable(graph.node("global_step").outputs[0])
+        return _Variable(graph.node("global_step").outputs[0])
     return None
 
 
@@ -52,7 +50,6 @@ def exponential_decay(learning_rate, global_step, decay_steps, decay_rate, stair
                       name=None):
     """learning_rate * decay_rate ** (global_step / decay_steps) (the exponent floored
     with staircase), a tensor to give an optimizer, as tf.train.exponential_decay."""
-    from .. import ops as _ops
     with _ops.name_scope(name or "ExponentialDecay"):
         p = _ops.cast(global_step, "float32") / float(decay_steps)
         if staircase:

@@ -48,13 +48,13 @@ def import_gl(platform: str, api: str = "gl"):
     check_platform(platform)
     if bound_platform() is None:
         os.environ["PYOPENGL_PLATFORM"] = platform
-        import OpenGL
+        import OpenGL  # binds PyOpenGL's platform: only once it is chosen, here
         # PyOpenGL's per-call glGetError costs more than small draws themselves; the
         # runtime checks glGetError itself at chosen points. Only read at first import.
         OpenGL.ERROR_CHECKING = False
     if api == "gles":
         return _import_gles3()
-    import OpenGL.GL as GL
+    import OpenGL.GL as GL  # PyOpenGL's platform: bound just above
     return GL
 
 
@@ -64,14 +64,14 @@ def _import_gles3():
     fails calling it); a stand-in that builds nothing lets the import through, and no
     GLES function gets a checker (their _errors modules test _ErrorChecker first)."""
     if "OpenGL.GLES3" not in sys.modules:
-        import OpenGL.error as error
+        import OpenGL.error as error  # PyOpenGL's platform: bound by import_gl
         if error._ErrorChecker is None:
             error._ErrorChecker = lambda *args, **kwargs: None
             try:
-                import OpenGL.raw.GLES2._types  # noqa: F401
+                import OpenGL.raw.GLES2._types  # noqa: F401 (PyOpenGL: after import_gl)
             finally:
                 error._ErrorChecker = None
-    import OpenGL.GLES3 as GLES3
+    import OpenGL.GLES3 as GLES3  # PyOpenGL's platform: bound by import_gl
     return GLES3
 
 

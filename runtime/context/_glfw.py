@@ -11,7 +11,7 @@ INSTALL_GLFW = "pip: glfw (>= 2.7, bundles GLFW 3.4)"
 
 def import_glfw():
     try:
-        import glfw
+        import glfw  # optional (fragflow[glfw]); its import loads the library
     except ImportError as exc:  # also raised by the glfw package when its library is missing
         raise BackendError(f"cannot import glfw ({exc}); install {INSTALL_GLFW}") from exc
     return glfw

@@ -1,0 +1,83 @@
+"""fragflow's imports (tools/import_graph.py): no new import cycle, and no import inside
+a function without the reason on its line (PyOpenGL's platform binding, an optional
+package, a cycle the module would close) outside the files listed below."""
+import os
+
+from fragflow.tools import import_graph
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Cycles among top-level imports still there (issue 24 took the codegen one, reduce ->
+# reduce_tree -> scan, away). frontend/layers.py imports frontend/layers_rnn.py at its
+# end, which imports layers.py: the recurrent layers' module is to be imported by
+# fragflow.frontend instead. Fixing one removes it from here; a new one fails.
+KNOWN_CYCLES = [
+    ["fragflow.frontend.layers", "fragflow.frontend.layers_rnn", "fragflow.frontend.layers"],
+]
+
+# Function-level imports without a reason, per file, at most (issue 24: 194 of 202
+# before; these files were being rewritten by others at the time). Lower a number
+# when you give one a reason or move it to the top; a file not listed may have none.
+WITHOUT_REASON = {
+    "codegen/fused.py": 2,
+    "distributed/errors.py": 1,
+    "distributed/inference.py": 1,
+    "distributed/measure.py": 8,
+    "distributed/models.py": 4,
+    "distributed/training.py": 6,
+    "frontend/control_flow.py": 3,
+    "frontend/onnx/__init__.py": 1,
+    "frontend/onnx/backend.py": 3,
+    "frontend/onnx/checks.py": 4,
+    "frontend/onnx/conformance.py": 7,
+    "frontend/onnx/errors.py": 1,
+    "frontend/onnx/exporter.py": 2,
+    "frontend/onnx/importer.py": 6,
+    "frontend/onnx/op_table.py": 5,
+    "frontend/onnx/resize.py": 2,
+    "ir/ops/common.py": 4,
+    "ir/ops/elementwise/builders.py": 1,
+    "ir/ops/elementwise/unary_ops.py": 1,
+    "ir/ops/state.py": 1,
+    "passes/autodiff/control.py": 1,
+    "passes/autodiff/fused.py": 1,
+    "passes/autodiff/registry.py": 1,
+    "runtime/control_flow.py": 6,
+}
+
+
+def test_no_new_import_cycle():
+    graph, _ = import_graph.scan(ROOT)
+    found = import_graph.cycles(graph)
+    new = [c for c in found if c not in KNOWN_CYCLES]
+    assert not new, f"import cycles: {[' -> '.join(c) for c in new]}"
+
+
+def test_imports_inside_functions_say_why():
+    _, inside = import_graph.scan(ROOT)
+    counts: dict = {}
+    for item in {(i.path, i.line): i for i in inside}.values():
+        if not item.reason:
+            counts.setdefault(item.path, []).append(f"{item.path}:{item.line} "
+                                                    f"{item.imported}")
+    over = {path: lines for path, lines in counts.items()
+            if len(lines) > WITHOUT_REASON.get(path, 0)}
+    assert not over, ("imports inside functions without a reason on their line (move "
+                      "them to the top, or say why not): "
+                      + "; ".join(line for lines in over.values() for line in lines))
+
+
+def test_the_tool_finds_a_cycle_and_an_unexplained_import(tmp_path):
+    """The scanner on a made-up tree: a -> b -> a at the top, an import in a function."""
+    package = tmp_path / "ir"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from . import b\n\ndef f():\n    import json\n")
+    (package / "b.py").write_text("from .a import f\n\ndef g():\n"
+                                  "    import onnx  # optional: fragflow[onnx]\n")
+    (tmp_path / "fragflow").mkdir()
+    (tmp_path / "fragflow" / "__init__.py").write_text("")
+    graph, inside = import_graph.scan(str(tmp_path))
+    assert import_graph.cycles(graph) == [["fragflow.ir.a", "fragflow.ir.b", "fragflow.ir.a"]]
+    assert [(i.imported, i.reason) for i in inside] == [
+        ("json", ""), ("onnx", "optional: fragflow[onnx]")]
