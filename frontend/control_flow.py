@@ -258,6 +258,8 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
                                   f"{label}'s body", where)
     outs = _control.while_loop(graph, values, cond_g, body_g, cond_caps, body_caps,
                                invariants, maximum_iterations, names, name)
+    if not back_prop:
+        outs = _stopped(outs)
     if counter is not None:
         outs = outs[:-1]
     result = unflatten(tree, [wrap(v) for v in outs])
@@ -270,10 +272,11 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
 
 
 # -- cond ---------------------------------------------------------------------------------
-def cond(pred, true_fn=None, false_fn=None, name=None):
+def cond(pred, true_fn=None, false_fn=None, strict=False, name=None):
     """TensorFlow's tf.cond: true_fn()'s result where the bool scalar pred holds, else
     false_fn()'s; only the branch taken runs. Both must return the same structure, of
-    the same dtypes and shapes."""
+    the same dtypes and shapes. As in TF1, a result that is a list or tuple of one
+    tensor comes back as that tensor unless strict."""
     where = user_location()
     graph = get_default_graph()
     label = f"cond '{name or 'cond'}'"
@@ -290,12 +293,15 @@ def cond(pred, true_fn=None, false_fn=None, name=None):
                                f"{_shape_of_tree(t_tree)} and its false branch "
                                f"{_shape_of_tree(f_tree)}; both must return one structure")
     outs = _control.cond_op(graph, pred_value, t_g, f_g, t_caps, f_caps, name)
-    return unflatten(t_tree, [wrap(v) for v in outs])
+    result = unflatten(t_tree, [wrap(v) for v in outs])
+    if not strict and t_tree[0] == "seq" and len(t_tree[2]) == 1 and t_tree[2][0][0] == "leaf":
+        return result[0]
+    return result
 
 
 # -- scan and its relatives ---------------------------------------------------------------
 def _scan_core(fn, carry_tree, carry_values, elem_tree, elem_values, reverse, length,
-               name, label, where, carry_is_y):
+               name, label, where, carry_is_y, back_prop=True):
     """The ir scan of fn(carry, x) -> (new carry, y) (carry_is_y: TF's scan, where the
     new carry is also the step's output). Returns (final carry values, ys tree, ys)."""
     graph = get_default_graph()
@@ -335,7 +341,15 @@ def _scan_core(fn, carry_tree, carry_values, elem_tree, elem_values, reverse, le
     sub, _, caps = _trace(body, types, graph, name or "scan", f"{label}'s fn", where)
     outs = _control.scan(graph, sub, carry_values, elem_values, caps, reverse=reverse,
                          length=length, name=name)
+    if not back_prop:
+        outs = _stopped(outs)
     return outs[:nc], ys_tree_box[0], outs[nc:]
+
+
+def _stopped(values) -> list:
+    """back_prop=False: no gradient flows back through the loop (TensorFlow's)."""
+    from ..ir.ops import autodiff_ops
+    return [autodiff_ops.stop_gradient(v) if v.dtype == "float32" else v for v in values]
 
 
 def _elems(elems, label, where):
@@ -374,7 +388,7 @@ def scan(fn, elems, initializer=None, parallel_iterations=10, back_prop=True,
         carry_values = _values(leaves, f"{label} ({where})'s initializer")
     _, ys_tree, ys = _scan_core(lambda acc, x: fn(acc, x), carry_tree, carry_values,
                                 elem_tree, elem_values, reverse, None, name, label, where,
-                                carry_is_y=True)
+                                carry_is_y=True, back_prop=back_prop)
     out = [wrap(y) for y in ys]
     if initializer is None:
         out = [concat([y, expand_dims(wrap(h), 0)] if reverse else
@@ -391,13 +405,13 @@ def map_fn(fn, elems, dtype=None, parallel_iterations=None, back_prop=True,
     elem_tree, elem_values = _elems(elems, label, where)
     _, ys_tree, ys = _scan_core(lambda _c, x: (None, fn(x)), None, [], elem_tree,
                                 elem_values, False, None, name or "map", label, where,
-                                carry_is_y=False)
+                                carry_is_y=False, back_prop=back_prop)
     if ys_tree is None:
         raise ControlFlowError(f"{label} ({where}): fn returns None")
     return unflatten(ys_tree, [wrap(y) for y in ys])
 
 
-def _fold(fn, elems, initializer, reverse, name, label):
+def _fold(fn, elems, initializer, reverse, name, label, back_prop=True):
     where = user_location()
     elem_tree, elem_values = _elems(elems, label, where)
     if initializer is None:
@@ -416,7 +430,8 @@ def _fold(fn, elems, initializer, reverse, name, label):
                                    f"but the accumulator is {_shape_of_tree(carry_tree)}")
         return unflatten(carry_tree, flat), None
     final, _, _ = _scan_core(step, carry_tree, carry_values, elem_tree, elem_values,
-                             reverse, None, name, label, where, carry_is_y=False)
+                             reverse, None, name, label, where, carry_is_y=False,
+                             back_prop=back_prop)
     return unflatten(carry_tree, [wrap(v) for v in final])
 
 
@@ -424,14 +439,14 @@ def foldl(fn, elems, initializer=None, parallel_iterations=10, back_prop=True,
           swap_memory=False, name=None):
     """TensorFlow's tf.foldl: acc = fn(acc, x) over elems from the first; the last acc."""
     return _fold(fn, elems, initializer, False, name or "foldl",
-                 f"foldl '{name or 'foldl'}'")
+                 f"foldl '{name or 'foldl'}'", back_prop)
 
 
 def foldr(fn, elems, initializer=None, parallel_iterations=10, back_prop=True,
           swap_memory=False, name=None):
     """TensorFlow's tf.foldr: acc = fn(acc, x) over elems from the last; the last acc."""
     return _fold(fn, elems, initializer, True, name or "foldr",
-                 f"foldr '{name or 'foldr'}'")
+                 f"foldr '{name or 'foldr'}'", back_prop)
 
 
 def fori_loop(lower, upper, body_fun, init_val, name=None):

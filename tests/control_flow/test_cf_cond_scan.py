@@ -217,3 +217,11 @@ def test_scan_errors_name_the_scan_and_the_line():
             tf.scan(lambda a, e: a[:2], x, initializer=tf.zeros([3]))
         with pytest.raises(tf.ShapeError, match=r"elems of different lengths \[2, 3\]"):
             tf.map_fn(lambda e: e[0] + e[1], (tf.zeros([2]), tf.zeros([3])))
+
+
+def test_a_one_tensor_list_comes_back_bare_unless_strict():
+    def build(strict):
+        return lambda: tf.cond(tf.constant(True), lambda: [tf.constant(1.0)],
+                               lambda: [tf.constant(2.0)], strict=strict)
+    assert float(run(build(False))) == 1.0
+    assert [float(v) for v in run(build(True))] == [1.0]

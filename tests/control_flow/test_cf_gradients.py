@@ -90,3 +90,15 @@ def test_a_loop_inside_a_cond_inside_a_scan():
             return tf.tanh(grown)
         return tf.scan(step, x, initializer=tf.zeros([3]))
     _check(build, {"x": X, "w": W})
+
+
+def test_back_prop_false_stops_gradients_at_the_loop():
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [3], name="x")
+        y = tf.while_loop(lambda v: tf.reduce_sum(v) < 5.0, lambda v: v * 2.0, x,
+                          back_prop=False)
+        s = tf.scan(lambda a, e: a * e, x[None, :], initializer=tf.ones([3]),
+                    back_prop=False)
+        (gy,) = tf.gradients(tf.reduce_sum(y) + tf.reduce_sum(s), [x])
+    assert gy is None
