@@ -26,7 +26,8 @@ from ..ir.source import user_location
 from ..ir.types import TensorType
 from .tensor import Tensor, as_tensor_value, wrap
 
-__all__ = ["while_loop", "cond", "scan", "map_fn", "foldl", "foldr", "fori_loop"]
+__all__ = ["while_loop", "cond", "case", "switch_case", "scan", "map_fn", "foldl", "foldr",
+           "fori_loop"]
 
 
 class ControlFlowError(FragflowError, ValueError):
@@ -295,6 +296,70 @@ def cond(pred, true_fn=None, false_fn=None, strict=False, name=None):
     outs = _control.cond_op(graph, pred_value, t_g, f_g, t_caps, f_caps, name)
     result = unflatten(t_tree, [wrap(v) for v in outs])
     if not strict and t_tree[0] == "seq" and len(t_tree[2]) == 1 and t_tree[2][0][0] == "leaf":
+        return result[0]
+    return result
+
+
+def case(pred_fn_pairs, default=None, exclusive=False, strict=False, name="case"):
+    """TensorFlow's tf.case: the result of the function of the first (pred, fn) pair
+    whose bool scalar pred holds, else default()'s; nested tf.conds, so only the
+    function chosen runs. Without default the last pair's function is the default.
+    exclusive=True is accepted; fragflow does not check that at most one pred holds
+    (the first true one is chosen)."""
+    pairs = list(pred_fn_pairs.items()) if isinstance(pred_fn_pairs, dict) \
+        else list(pred_fn_pairs)
+    if not pairs or any(not (isinstance(p, (tuple, list)) and len(p) == 2
+                             and callable(p[1])) for p in pairs):
+        raise ControlFlowError(f"case '{name}' ({user_location()}): pred_fn_pairs must be "
+                               f"a non-empty list of (bool scalar, callable) pairs")
+    if default is None:
+        default, pairs = pairs[-1][1], pairs[:-1]
+    if not pairs:
+        return default()
+
+    def chain(k):
+        if k == len(pairs):
+            return default()
+        pred, fn = pairs[k]
+        return cond(pred, fn, lambda: chain(k + 1), strict=True, name=name)
+    return _unpacked(chain(0), strict)
+
+
+def switch_case(branch_index, branch_fns, default=None, name="switch_case"):
+    """TensorFlow's tf.switch_case: branch_fns[branch_index]() (a list, or a dict or
+    list of (int, fn) pairs), default() where branch_index (an int32 scalar) names no
+    branch, the last branch without default; only the branch taken runs."""
+    from .ops import equal
+    if isinstance(branch_fns, dict):
+        items = sorted(branch_fns.items())
+    else:
+        fns = list(branch_fns)
+        items = list(fns) if fns and all(isinstance(f, (tuple, list)) for f in fns) \
+            else list(enumerate(fns))
+    if not items or any(not callable(fn) or isinstance(k, bool) or not isinstance(k, int)
+                        for k, fn in items):
+        raise ControlFlowError(f"switch_case '{name}' ({user_location()}): branch_fns must "
+                               f"be a non-empty list of callables, or of (int, callable) "
+                               f"pairs")
+    (index,) = _values([branch_index], f"switch_case '{name}''s branch_index")
+    if index.dtype != "int32" or index.shape != ():
+        raise ControlFlowError(f"switch_case '{name}' ({user_location()}): branch_index "
+                               f"must be an int32 scalar, got {index.type}")
+    index = wrap(index)
+    if default is None:
+        default = items[-1][1]
+
+    def chain(k):
+        if k == len(items):
+            return default()
+        key, fn = items[k]
+        return cond(equal(index, key), fn, lambda: chain(k + 1), strict=True, name=name)
+    return chain(0)
+
+
+def _unpacked(result, strict):
+    if not strict and isinstance(result, (list, tuple)) and len(result) == 1 \
+            and not isinstance(result[0], (list, tuple, dict)):
         return result[0]
     return result
 

@@ -8,8 +8,6 @@ import difflib
 # knows it lacks, each with what to use instead (docs/TENSORFLOW.md lists them all). A
 # name here never gets a "close match": tf.data is not fragflow.atan.
 HINTS = {
-    "case": "ff.where on each branch's result (both computed); no tf.case",
-    "switch_case": "ff.where on each branch's result (all computed); no tf.switch_case",
     "TensorArray": "a Python list of tensors, then ff.stack (or ff.scan's stacked ys)",
     "py_func": "nothing: graphs run on the GPU only",
     "py_function": "nothing: graphs run on the GPU only",

@@ -225,3 +225,39 @@ def test_a_one_tensor_list_comes_back_bare_unless_strict():
                                lambda: [tf.constant(2.0)], strict=strict)
     assert float(run(build(False))) == 1.0
     assert [float(v) for v in run(build(True))] == [1.0]
+
+
+# -- case and switch_case (nested conds) ---------------------------------------------------
+def test_case_takes_the_first_true_predicate_else_the_default():
+    def build():
+        x = tf.placeholder(tf.float32, [], name="p")
+        return tf.case([(x < 0.0, lambda: x * 10.0), (x < 5.0, lambda: x + 100.0)],
+                       default=lambda: tf.constant(-1.0)), \
+            tf.case([(x < 0.0, lambda: [x * 10.0]), (x < 5.0, lambda: [x + 100.0])])
+    for p, first, second in ((-2.0, -20.0, -20.0), (3.0, 103.0, 103.0),
+                             (9.0, -1.0, 109.0)):
+        got = both(build, {"p": np.float32(p)})
+        assert [float(v) for v in got] == [first, second]
+
+
+@pytest.mark.parametrize("index, want", [(0, 1.0), (1, 2.0), (2, 3.0), (7, -1.0),
+                                         (-1, -1.0)])
+def test_switch_case_runs_the_indexed_branch_else_the_default(index, want):
+    def build():
+        i = tf.placeholder(tf.int32, [], name="i")
+        return (tf.switch_case(i, [lambda: tf.constant(1.0), lambda: tf.constant(2.0),
+                                   lambda: tf.constant(3.0)],
+                               default=lambda: tf.constant(-1.0)),
+                tf.switch_case(i, {0: lambda: tf.constant(5), 3: lambda: tf.constant(6)}))
+    got, no_default = both(build, {"i": np.int32(index)})
+    assert float(got) == want
+    assert int(no_default) == (5 if index == 0 else 6)
+
+
+def test_switch_case_needs_an_int32_scalar_index():
+    g = tf.Graph()
+    with g.as_default():
+        with pytest.raises(tf.FragflowError, match=r"switch_case 'switch_case' \(.*"
+                           r"test_cf_cond_scan\.py:\d+\): branch_index must be an int32 "
+                           r"scalar"):
+            tf.switch_case(tf.constant(1.0), [lambda: tf.constant(1.0)])

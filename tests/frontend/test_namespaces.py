@@ -85,7 +85,7 @@ def test_dir_of_fragflow_and_its_modules_is_their_api():
     (ff, "reduce_meen", "fragflow.reduce_mean"),
     (ff, "int64", "ff.int32"),
     (ff.nn, "softmx", "fragflow.nn.softmax"),
-    (ff, "switch_case", "ff.where"),            # while_loop/cond/scan: issue 25
+    (ff, "py_func", "graphs run on the GPU"),    # while_loop/cond/case: issue 25
     (ff.train, "Savr", "fragflow.train.Saver"),     # tf.train.Saver exists (issue 26)
 ])
 def test_a_missing_tensorflow_name_suggests_fragflows(module, name, hint):
