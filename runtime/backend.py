@@ -1,40 +1,22 @@
 """Execution backends: what the compile driver (runtime/driver.py) and a Session need
 from "gl" and "numpy", behind one interface, so neither checks a backend's name.
 
-A backend (one per Session) has:
+A backend (one per Session): `name`; `device` (the process's GL Device, or None);
+`lock` (re-entrant, held around every use of its plans and variables: GL's section);
+`max_texture_units` / `max_draw_buffers` (what one kernel may read / write, or None:
+the passes' defaults); `limits` and `tuning` (what lowering follows: codegen/limits.py,
+codegen/tuning; limits None: nothing is lowered, its plans run the compiled graph);
+`variables()` (a new store); `build_plan(program, variables, initial values)` (program:
+a LoweredGraph where limits is set, else the compiled graph); `release_plan(plan)`;
+`evict()` (after plans were built or released: GL deletes idle linked shaders beyond
+its bound); `release(plans, variables)` and `release_later(...)` (from __del__, on any
+thread: GL waits for its next section); `trim()` (after close); `stats()`.
 
-    name               "gl" or "numpy"
-    device             the process's GL Device, or None
-    lock               the re-entrant lock held around every use of its plans and
-                       variables (GL: the process-wide GL section)
-    max_texture_units  the textures one kernel may read (the passes split wider
-                       nodes), or None: the passes' default
-    max_draw_buffers   the render targets one kernel may write (fuse_updates), or
-                       None: the passes' default
-    limits             the Limits lowering follows (codegen/limits.py; the plan cache's
-                       key holds them), or None: its plans run the compiled graph itself
-    tuning             the Tuning kernel choice follows (codegen/tuning), or None
-    variables()        a new variable store
-    build_plan(program, variables, variable_values)   a plan for what the driver made:
-                       a LoweredGraph where limits is set (GL), else the compiled graph
-    release_plan(plan) a plan given back (GL: textures to the pool, shaders unpinned)
-    evict()            after plans were built or released (GL: linked shaders no live plan
-                       uses beyond the cache's bound are deleted)
-    release(plans, variables)        a closed session's plans and variables given back
-    release_later(plans, variables)  the same from __del__, which may run on any
-                       thread (GL: at the start of the next GL section)
-    trim()             after close (GL: pooled textures and freed heap to the OS)
-    stats()            process-wide figures for Session.memory()
-
-A variable store: `name in store`, read(name) -> array, write(name, array) (which
-creates a variable not held yet; the array has the variable's shape and dtype),
-textures() (the GPU textures it holds), release().
-
-A plan: run(feeds_by_name) -> list of arrays, which is run_observed(feeds_by_name,
-None); run_observed(feeds_by_name, observer) telling observer.input(name, read),
-observer.phase(name, seconds) and observer.kernel(kernel, seconds, read); kernels;
-textures(); release(). The driver hands it out in a Compiled record
-(runtime/driver.py) with the compiled graph, feed names, fusion report and variables.
+A variable store: `name in store`, read(name), write(name, array) (making one not held
+yet), textures(), release(). A plan: run(feeds_by_name) -> arrays, which is
+run_observed(feeds_by_name, None), an observer hearing input(name, read), phase(name,
+seconds) and kernel(kernel, seconds, read); kernels; textures(); release(). The driver
+hands a plan out in its Compiled record (runtime/driver.py).
 """
 from __future__ import annotations
 

@@ -1,30 +1,21 @@
 """A disk cache of lowered graphs, so that a new process compiling a graph it compiled
 before skips the passes and the lowering (opt-in: FRAGFLOW_PLAN_CACHE=1).
 
-Measured on examples/mobilenet_block.py (412 nodes, 33 kernels, llvmpipe, 2 cores):
-prune, the passes and the lowering take ~60-70 ms of a new process's first run; the
-key below takes ~3 ms and a hit ~5-10 ms to load.
+The key hashes everything the lowering depends on: the graph as built (each node's op,
+name, scope, source line, inputs and attrs, arrays by their bytes), the fetches, the
+feeds' types, the device's Limits, the Tuning, the FRAGFLOW_* environment, numpy's and
+Python's versions and the code a compile runs (each file of ir, passes, codegen and
+runtime: path, size, mtime). A graph with an attr the key cannot describe is not cached;
+custom gradients are not in the key (the graph holds what they built). Settings and
+functions replaced at run time are not in it either: hence opt-in.
 
-The key is a hash of everything the lowering depends on: the graph as built (every
-node's op, name, scope, source line, inputs and attrs, arrays by their bytes), the
-fetches, the feeds' types, the device's limits, the FRAGFLOW_* environment, numpy's
-and Python's versions and the code a compile runs (each source and template file of
-the ir, passes, codegen and runtime packages: path, size and modification time), so a
-changed graph, attr, feed type or fragflow edit misses. A graph with an
-attr of a kind the key cannot describe is not cached. (Custom gradients, Python
-functions, are not in the key: ff.gradients calls them when the graph is built, and
-the graph holds what they made; no pass calls them.) Module-level settings and
-functions replaced at run time (tests do) are not in the key: that is why the cache
-is opt-in.
-
-Entries are JSON (the lowered graph; kernels and their layouts as tagged records) and
-a .bin of its constants' bytes (float32, int32 or bool, as its first line's table says):
-loading one runs no code and makes no object but codegen's records. A
-file that cannot be read, does not parse, or does not hold what an entry holds is
-ignored with a warning and the graph compiled again (and the entry rewritten); loaded
-shader sources go through the sanitiser's check as generated ones do, which skips only
-lines holding a gpgpu_program's GLSL of the graph being compiled (check_user_code).
-Like Jinja's bytecode cache, the directory is used only when it is this user's alone.
+Entries are JSON (the lowered graph; kernels and layouts as tagged records) and a .bin
+of its constants (its first line's table says where): loading runs no code and makes
+only codegen's records. An entry that cannot be read or used is ignored with a warning
+and the graph compiled again; loaded shaders go through the sanitiser's check, which
+skips only the lines of this graph's own gpgpu_program GLSL (check_user_code). Like
+Jinja's bytecode cache, the directory is used only when it is this user's alone.
+docs/ARCHITECTURE.md ("The plan cache") has more; docs/PERFORMANCE.md its timings.
 """
 from __future__ import annotations
 
