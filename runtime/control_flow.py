@@ -71,10 +71,10 @@ class _SubPlan:
             self.plan = backend.build_plan(lowered, owner.variables, owner.initial)
         self.backend = backend
 
-    def run(self, arrays: list, extra: dict | None = None) -> list:
+    def run(self, arrays: list, extra: dict | None = None, observer=None) -> list:
         feeds = dict(extra or {})
         feeds.update((n, a) for n, a in zip(self.names, arrays) if n is not None)
-        return self.plan.run(feeds)
+        return self.plan.run_observed(feeds, observer)
 
     def release(self) -> None:
         self.backend.release_plan(self.plan)
@@ -125,11 +125,11 @@ class ControlFlowPlan:
             for (node, names), inputs in zip(self._controls, self._inputs):
                 stage = self._plan(("stage", node.name), self._staged,
                                    self._types(env), inputs)
-                values = stage.plan.run(env)
-                outs = self._run_control(node, values, env)
+                values = stage.plan.run_observed(env, observer)
+                outs = self._run_control(node, values, env, observer)
                 env.update(zip(names, outs))
             final = self._plan(("final",), self._staged, self._types(env), self._outputs)
-            return final.plan.run(env)
+            return final.plan.run_observed(env, observer)
 
     def _types(self, env: dict) -> list:
         """The staged graph's feed types; a loop's output whose shape its values decide
@@ -169,16 +169,19 @@ class ControlFlowPlan:
             return _SubPlan(self, graph, list(zip(params, types)), fetches)
         return self._cached((purpose, node.name, tuple(types)), make)
 
-    def _run_control(self, node, values: list, env: dict) -> list:
+    def _run_control(self, node, values: list, env: dict, observer=None) -> list:
+        """An observer (profile, debug mode) sees every kernel of every iteration: the
+        loops then run their plans whole each iteration (uploads and readbacks), and a
+        NaN or Inf found inside says in which iteration it first appeared."""
         extra = {k: v for k, v in env.items() if k == "run_counter"}
         if node.op == "cond":
-            return self._cond(node, values, extra)
+            return self._cond(node, values, extra, observer)
         if node.op == "while_loop":
-            return self._while(node, values, extra)
-        return self._scan(node, values, extra)
+            return self._while(node, values, extra, observer)
+        return self._scan(node, values, extra, observer)
 
     # -- cond -----------------------------------------------------------------------------
-    def _cond(self, node, values, extra):
+    def _cond(self, node, values, extra, observer=None):
         pred, tcaps, fcaps = _control._cond_split(list(values), node.attrs)
         key, sub, args = (("true", node.attrs["true_branch"], tcaps) if bool(pred) else
                           ("false", node.attrs["false_branch"], fcaps))
@@ -187,10 +190,10 @@ class ControlFlowPlan:
             g, ps = _param_graph(f"{node.name}.{key}", types)
             g.outputs = _control.inline(g, sub, ps)
             return g, ps, g.outputs
-        return self._sub(key, node, build, args).run(args, extra)
+        return self._sub(key, node, build, args).run(args, extra, observer)
 
     # -- while_loop -------------------------------------------------------------------------
-    def _while(self, node, values, extra):
+    def _while(self, node, values, extra, observer=None):
         attrs = node.attrs
         n = attrs["num_vars"]
         cond_g, body_g = attrs["cond"], attrs["body"]
@@ -210,7 +213,7 @@ class ControlFlowPlan:
         kept = _control.infer_subgraph(body_g, types[:n] + types[n + len(ccaps):],
                                        "its body") == types[:n]
         swap = _Swapper.of(step, carried=list(range(n)), outputs=list(range(1, n + 1))) \
-            if kept else None
+            if kept and observer is None else None
         if swap is not None:
             swap.upload(args)
             count = 0
@@ -223,7 +226,7 @@ class ControlFlowPlan:
             return swap.read_carried()
         count = 0
         while limit is None or count < limit:      # the host's round trip, any shapes
-            outs = step.run(args, extra)
+            outs = _observed(node, count, step, args, extra, observer)
             if not bool(outs[0]):
                 break
             vars_ = outs[1:]
@@ -233,7 +236,7 @@ class ControlFlowPlan:
         return vars_
 
     # -- scan -------------------------------------------------------------------------------
-    def _scan(self, node, values, extra):
+    def _scan(self, node, values, extra, observer=None):
         attrs = node.attrs
         nc, ne = attrs["num_carry"], attrs["num_elems"]
         carry, elems, caps = _control._scan_split(list(values), attrs)
@@ -254,7 +257,8 @@ class ControlFlowPlan:
         args = list(carry) + [e[first] for e in elems] + list(caps)
         step = self._sub("scan", node, build, args)
         ny = len(ys_types)
-        swap = _Swapper.of(step, carried=list(range(nc)), outputs=list(range(nc)))
+        swap = _Swapper.of(step, carried=list(range(nc)), outputs=list(range(nc))) \
+            if observer is None else None
         if swap is not None:
             swap.upload(args)
             for i in steps:
@@ -267,11 +271,22 @@ class ControlFlowPlan:
             return swap.read_carried() + stacked
         for i in steps:
             args = list(carry) + [e[i] for e in elems] + list(caps)
-            outs = step.run(args, extra)
+            outs = _observed(node, i, step, args, extra, observer)
             carry = outs[:nc]
             for k in range(ny):
                 stacked[k][i] = outs[nc + k]
         return list(carry) + stacked
+
+
+def _observed(node, iteration, step, args, extra, observer):
+    """One iteration's run; a NaN or Inf debug mode finds in it is said to be in this
+    iteration (counted from 0)."""
+    from ..ir.errors import NumericsError
+    try:
+        return step.run(args, extra, observer)
+    except NumericsError as err:
+        raise NumericsError(f"{node.where()}, iteration {iteration} (counted from 0, the "
+                            f"first with NaN or Inf): {err}") from None
 
 
 class _Swapper:

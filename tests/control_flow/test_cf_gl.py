@@ -205,3 +205,28 @@ def test_training_a_recurrence_on_gl_follows_the_numpy_executor(gl):
     got, want = losses("gl"), losses("numpy")
     np.testing.assert_allclose(got, want, rtol=1e-4)
     assert got[-1] < got[0] * 0.8
+
+
+def test_debug_mode_names_the_iteration_where_a_nan_first_appears(gl):
+    g = tf.Graph()
+    with g.as_default():
+        x = _x((3,))
+        # 5 -> log(4.7) = 1.55 -> log(1.25) = 0.22 -> log(-0.08): NaN in iteration 2
+        y = tf.while_loop(lambda i, v: i < 10, lambda i, v: (i + 1, tf.log(v - 0.3)),
+                          (0, x))[1]
+    with pytest.raises(tf.NumericsError, match=r"while_loop 'while' \(.*test_cf_gl\.py:\d+"
+                       r"\), iteration 2 \(counted from 0.*log"):
+        tf.Session(g, debug=True).run(y, {x: np.array([5.0, 6.0, 7.0], np.float32)})
+
+
+def test_profile_sees_the_kernels_inside_a_loop(gl):
+    g = tf.Graph()
+    with g.as_default():
+        x = _x((3,))
+        y = tf.while_loop(lambda i, v: i < 4, lambda i, v: (i + 1, tf.sin(v) * 2.0), (0, x))[1]
+    with tf.Session(g) as sess:
+        np.testing.assert_allclose(sess.run(y, {x: X[0]}),
+                                   tf.Session(g, backend="numpy").run(y, {x: X[0]}),
+                                   rtol=1e-5)
+        text = str(sess.profile(y, {x: X[0]}))
+    assert "sin" in text and "less" in text
