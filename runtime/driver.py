@@ -1,15 +1,9 @@
 """The compile driver: a graph, its fetches and the types of its feeds, to a `Compiled`
-record whose plan a backend runs. Session (and its CompiledFunction), the `fragflow`
-command and the WebGL export compile through here. Its stages:
-
-    prune(graph, fetches, feed types)   passes/prune.py: what the fetches need
-    PassManager(...).run                the pass pipeline (passes/manager.py)
-    lower(graph, limits, tuning)        codegen/lower.py: the scheduling step's Facts
-                                        (codegen/schedule.py), then each node's kernels
-                                        from its family's strategy table; backends whose
-                                        plans run kernels (backend.limits is not None)
-    backend.build_plan(...)             GL: a LoweredGraph to a GLPlan; numpy: the
-                                        compiled graph to a NumpyPlan
+record whose plan a backend runs (Session, the `fragflow` command and the WebGL export
+compile through here). Its stages: prune (passes/prune.py), the pass pipeline
+(passes/manager.py), lower (codegen/lower.py: the scheduling step, then each node's
+strategy table; only for a backend with limits, GL) and backend.build_plan (GL: the
+LoweredGraph; numpy: the compiled graph). docs/ARCHITECTURE.md, "Stages".
 
 >>> import fragflow as ff, numpy as np
 >>> from fragflow.runtime.driver import compile

@@ -1,6 +1,4 @@
-"""ff.webgl.export: a compiled graph as a standalone WebGL2 model.
-
-The export is three files in a folder:
+"""ff.webgl.export: a compiled graph as a standalone WebGL2 model, three files:
 
     model.js     tools/webgl/runtime.js (the runtime, written by hand) with the model's
                  schedule put in place of its MODEL placeholder: one JSON literal holding
