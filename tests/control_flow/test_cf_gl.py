@@ -230,3 +230,40 @@ def test_profile_sees_the_kernels_inside_a_loop(gl):
                                    rtol=1e-5)
         text = str(sess.profile(y, {x: X[0]}))
     assert "sin" in text and "less" in text
+
+
+def test_an_lstm_written_with_scan_matches_its_formula_and_numpy_gradients(gl):
+    """A tutorial-style LSTM (one matmul for the four gates, TensorFlow's i, f, o, u
+    split) over 6 steps of an unknown batch, on GL and numpy, against numpy."""
+    steps, batch, d, h = 6, 4, 5, 7
+    xb = RNG.normal(size=(batch, steps, d)).astype(np.float32)
+    wb = (RNG.normal(size=(d + h, 4 * h)) * 0.3).astype(np.float32)
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [None, steps, d], name="x")
+        w = tf.Variable(wb, name="w")
+
+        def cell(state, e):
+            hs, cs = state
+            i, f, o, u = tf.split(tf.matmul(tf.concat([e, hs], 1), w), 4, axis=1)
+            cs = tf.sigmoid(f) * cs + tf.sigmoid(i) * tf.tanh(u)
+            return tf.sigmoid(o) * tf.tanh(cs), cs
+        xs = tf.transpose(x, [1, 0, 2])
+        zeros = tf.zeros_like(tf.matmul(xs[0], w[:d, :h]))
+        hs, _ = tf.scan(cell, xs, initializer=(zeros, zeros))
+        loss = tf.reduce_sum(hs[-1] ** 2)
+        (gw,) = tf.gradients(loss, [w])
+
+    def sigmoid(a):
+        return 1 / (1 + np.exp(-a))
+    hv = cv = np.zeros((batch, h))
+    for t in range(steps):
+        i, f, o, u = np.split(np.concatenate([xb[:, t], hv], 1) @ wb, 4, 1)
+        cv = sigmoid(f) * cv + sigmoid(i) * np.tanh(u)
+        hv = sigmoid(o) * np.tanh(cv)
+    got = {}
+    for backend in ("numpy", "gl"):
+        with tf.Session(g, backend=backend) as sess:
+            got[backend] = sess.run([hs, gw], {x: xb})
+        np.testing.assert_allclose(got[backend][0][-1], hv, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got["gl"][1], got["numpy"][1], rtol=1e-3, atol=1e-5)
