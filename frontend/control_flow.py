@@ -153,6 +153,12 @@ def _trace(fn, types, outer: Graph, scope: str, what: str, where: str):
     finally:
         sub.parent = None
     sub.outputs = values
+    tables = sub.__dict__.get("_frontend_tables", {})
+    if tables.get("effects") or tables.get("control"):
+        raise ControlFlowError(
+            f"{what} ({where}) holds a tf.print, tf.Print, tf.summary or "
+            f"tf.control_dependencies: inside loops and branches these are not supported "
+            f"yet (they would not run); return the values and print or log them outside")
     bad = [n for n in sub.nodes if get_op(n.op).family == "random"] + \
         [n for n in sub.nodes if get_op(n.op).stateful and n.op != "placeholder"]
     for node in bad[:1]:

@@ -168,3 +168,16 @@ def test_a_variable_made_in_a_body_lives_in_the_outer_graph():
         with tf.Session(g, backend="numpy") as sess:
             sess.run(tf.global_variables_initializer())
             np.testing.assert_array_equal(sess.run(out), [3.0, 3.0])
+
+
+def test_a_print_inside_a_body_is_refused_rather_than_dropped():
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [3], name="x")
+
+        def body(v):
+            tf.print("v is", v)
+            return v * 2.0
+        with pytest.raises(tf.FragflowError, match=r"while_loop 'while''s body \(.*"
+                           r"test_cf_while_loop\.py:\d+\) holds a tf\.print.*not supported"):
+            tf.while_loop(lambda v: tf.reduce_sum(v) < 10.0, body, x)
