@@ -102,3 +102,17 @@ def test_back_prop_false_stops_gradients_at_the_loop():
                     back_prop=False)
         (gy,) = tf.gradients(tf.reduce_sum(y) + tf.reduce_sum(s), [x])
     assert gy is None
+
+
+@pytest.mark.parametrize("kind", ["while_loop", "fori_loop", "map_fn"])
+def test_second_order_through_loops(kind):
+    builds = {
+        "while_loop": (lambda w, h: tf.while_loop(
+            lambda i, v: i < 3, lambda i, v: (i + 1, tf.sin(v) * w + 0.1), (0, h),
+            maximum_iterations=5)[1], {"w": W, "h": H}),
+        "fori_loop": (lambda w, h: tf.fori_loop(0, 3, lambda i, v: tf.sin(v) * w, h),
+                      {"w": W, "h": H}),
+        "map_fn": (lambda x, w: tf.map_fn(lambda r: tf.sin(r * w), x), {"x": X, "w": W}),
+    }
+    build, inputs = builds[kind]
+    _check(build, inputs, second_order=True)
