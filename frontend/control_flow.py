@@ -19,11 +19,12 @@ import numpy as np
 
 from ..ir.errors import FragflowError
 from ..ir.graph import Graph, Value, get_default_graph
-from ..ir.ops import control as _control
+from ..ir.ops import autodiff_ops, control as _control
 from ..ir.ops.registry import get_op
 from ..ir.ops.state import placeholder as _placeholder
 from ..ir.source import user_location
 from ..ir.types import TensorType
+from .ops import cast, concat, equal, expand_dims, logical_and
 from .tensor import Tensor, as_tensor_value, wrap
 
 __all__ = ["while_loop", "cond", "case", "switch_case", "scan", "map_fn", "foldl", "foldr",
@@ -231,7 +232,6 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
     def cond_fn(args):
         pred = call(cond, args)
         if counter is not None:
-            from .ops import logical_and
             pred = logical_and(wrap(args[-1].value) < wrap(counter), pred)
         return pred
 
@@ -335,7 +335,6 @@ def switch_case(branch_index, branch_fns, default=None, name="switch_case"):
     """TensorFlow's tf.switch_case: branch_fns[branch_index]() (a list, or a dict or
     list of (int, fn) pairs), default() where branch_index (an int32 scalar) names no
     branch, the last branch without default; only the branch taken runs."""
-    from .ops import equal
     if isinstance(branch_fns, dict):
         items = sorted(branch_fns.items())
     else:
@@ -419,7 +418,6 @@ def _scan_core(fn, carry_tree, carry_values, elem_tree, elem_values, reverse, le
 
 def _stopped(values) -> list:
     """back_prop=False: no gradient flows back through the loop (TensorFlow's)."""
-    from ..ir.ops import autodiff_ops
     return [autodiff_ops.stop_gradient(v) if v.dtype == "float32" else v for v in values]
 
 
@@ -447,7 +445,6 @@ def scan(fn, elems, initializer=None, parallel_iterations=10, back_prop=True,
     """TensorFlow's tf.scan: acc = fn(acc, x) for each x of elems along axis 0 (from
     the end with reverse=True); returns every acc, stacked. Without initializer the
     first element (the last, reverse) is the first acc."""
-    from .ops import concat, expand_dims
     where = user_location()
     label = f"scan '{name or 'scan'}'"
     elem_tree, elem_values = _elems(elems, label, where)
@@ -548,7 +545,6 @@ def fori_loop(lower, upper, body_fun, init_val, name=None):
                                  max(upper - lower, 0), name or "fori_loop", label, where,
                                  carry_is_y=False)
         return unflatten(tree, [wrap(v) for v in final[1:]])
-    from .ops import cast
     lo = wrap(_values([lower], label)[0])
     hi = wrap(_values([upper], label)[0])
     lo = cast(lo, "int32") if lo.dtype != "int32" else lo

@@ -30,6 +30,8 @@ from collections import OrderedDict
 
 import numpy as np
 
+from ..codegen import lower
+from ..ir.errors import NumericsError
 from ..ir.graph import Graph
 from ..ir.ops import control as _control
 from ..ir.ops.registry import get_op
@@ -55,8 +57,7 @@ class _SubPlan:
     order of the graph's parameters."""
 
     def __init__(self, owner, graph: Graph, feed_values: list, fetches: list):
-        from ..codegen import lower
-        from .driver import optimize
+        from .driver import optimize  # a cycle: the driver builds ControlFlowPlans
         backend = owner.backend
         types = dict(feed_values)
         optimized = optimize(graph, fetches, types,
@@ -281,7 +282,6 @@ class ControlFlowPlan:
 def _observed(node, iteration, step, args, extra, observer):
     """One iteration's run; a NaN or Inf debug mode finds in it is said to be in this
     iteration (counted from 0)."""
-    from ..ir.errors import NumericsError
     try:
         return step.run(args, extra, observer)
     except NumericsError as err:
@@ -327,20 +327,20 @@ class _Swapper:
             self.upload_one(k, a)
 
     def upload_one(self, k, array):
-        from .gl_plan import to_texels
+        from .gl_plan import to_texels  # imports OpenGL: only once a context exists
         feed = self.feeds[k]
         if feed is not None:
             slot, layout, staging = feed
             slot.texture.upload(to_texels(np.asarray(array), layout, staging))
 
     def launch(self):
-        from .gl_plan import BOUND, draw
+        from .gl_plan import BOUND, draw  # imports OpenGL: only once a context exists
         BOUND.forget()
         for launch in self.plan._launches:
             draw(*launch)
 
     def read(self, k):
-        from .gl_plan import from_texels
+        from .gl_plan import from_texels  # imports OpenGL: only once a context exists
         slot, layout = self.outputs[k]
         return from_texels(slot.texture.readback(), layout)
 
@@ -349,6 +349,6 @@ class _Swapper:
             feed_slot.texture, out_slot.texture = out_slot.texture, feed_slot.texture
 
     def read_carried(self) -> list:
-        from .gl_plan import from_texels
+        from .gl_plan import from_texels  # imports OpenGL: only once a context exists
         return [from_texels(feed_slot.texture.readback(), layout)
                 for feed_slot, _, layout in self.pairs]

@@ -21,6 +21,7 @@ from ...ir.graph import Graph
 from ...ir.ops import control as _control, elementwise as _ew
 from ...ir.ops.state import constant, placeholder
 from ...ir.types import TensorType
+from .engine import gradients
 from .registry import gradient
 
 _FLOAT = "float32"
@@ -39,7 +40,6 @@ def vjp_graph(sub: Graph, name: str) -> Graph:
     """The vector-Jacobian product of a sub-graph: parameters (sub's parameters...,
     a cotangent per float output...), outputs (a gradient per float parameter...),
     zeros where an output does not depend on a parameter."""
-    from .engine import gradients
     ps = _control.params(sub)
     g, args = _new_graph(name, [p.type for p in ps], [f"p{k}" for k in range(len(ps))])
     outs = _copy_into(g, sub, args)
