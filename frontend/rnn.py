@@ -41,7 +41,7 @@ from ..ir.source import user_location
 from . import initializers as _init, ops as _ops
 from .control_flow import _scan_core, flatten, unflatten
 from .tensor import Tensor, as_tensor_value, wrap
-from .tf1 import get_variable, variable_scope
+from .tf1 import get_variable, shape as _shape, variable_scope
 
 __all__ = ["dynamic_rnn", "RNNCell", "BasicRNNCell", "BasicLSTMCell", "LSTMCell",
            "GRUCell", "MultiRNNCell", "LSTMStateTuple", "recurrence"]
@@ -85,7 +85,7 @@ def recurrence(step, xw, state, sequence_length=None, reverse=False, name="rnn")
         if len(lengths.shape) != 1:
             raise RNNError(f"{name} ({where}): sequence_length must be a vector (batch,), "
                            f"got shape {list(lengths.shape)}")
-        start = _ops.cast(_ops.shape(xw)[0], "int32") - 1 if reverse else \
+        start = _ops.cast(_shape(xw)[0], "int32") - 1 if reverse else \
             _ops.constant(np.int32(0))
         leaves = list(leaves) + [start]
         tree = ("seq", list, (tree, ("leaf",)))

@@ -223,7 +223,7 @@ class Importer:
 
     def _variable(self, name, array, key):
         base = clean_name(name, "weight") + (f"_{key}" if key else "")
-        with name_scope("/"):
+        with self.root.as_default(), name_scope("/"):   # never inside a loop's body
             return Variable(self.to_supported(np.ascontiguousarray(array)), name=base)
 
     # -- attributes -----------------------------------------------------------------------
@@ -238,9 +238,11 @@ class Importer:
                 checks.check_tensor(self.onnx, value, f"attribute '{a.name}'",
                                     self.max_elements)
                 value = self.numpy_helper.to_array(value)
-            elif a.type in (self.onnx.AttributeProto.GRAPH, self.onnx.AttributeProto.GRAPHS):
-                raise self.error(f"attribute '{a.name}' holds a subgraph (control flow); "
-                                 f"fragflow imports dataflow graphs only")
+            elif a.type == self.onnx.AttributeProto.GRAPHS:
+                raise self.error(f"attribute '{a.name}' holds a list of subgraphs, which "
+                                 f"fragflow does not import")
+            # a GRAPH (Loop's body, If's branches, Scan's body) stays a GraphProto: its
+            # rule imports it inside the control-flow op (control_flow.py)
             out[a.name] = value
         return out
 
@@ -248,7 +250,7 @@ class Importer:
     def run(self) -> ImportedModel:
         from .op_table import RULES
         g = self.model.graph
-        graph = self.graph = Graph(clean_name(g.name, "onnx_model"))
+        graph = self.graph = self.root = Graph(clean_name(g.name, "onnx_model"))
         initializer_names = {t.name for t in g.initializer}
         inputs, outputs = {}, {}
         with graph.as_default(), _source(graph, f"{self.label}: graph input"):

@@ -1,4 +1,6 @@
-"""ONNX's RNN, GRU and LSTM, unrolled over their static sequence length.
+"""ONNX's RNN, GRU and LSTM: unrolled over a static sequence length, else (a sequence
+length or batch known only at feed time) one scan per direction (frontend/rnn.py
+`recurrence`: the same steps, sequence_lens as a tensor too).
 
 Each direction computes x_t W^T for every step in one matmul, then per step
 h_{t-1} R^T, the gates (ONNX's order: LSTM i, o, f, c; GRU z, r, h) and the new state,
@@ -13,6 +15,7 @@ import numpy as np
 
 import fragflow.frontend as F
 
+from ..rnn import recurrence
 from .checks import MAX_UNROLL
 
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
@@ -65,9 +68,7 @@ def recurrent(ctx, node, x, a, kind):
     if seq is not None and seq > MAX_UNROLL:
         raise ctx.error(f"{kind} over {seq} steps: fragflow unrolls the sequence, at most "
                         f"{MAX_UNROLL} steps")
-    if seq is None or batch is None:
-        raise ctx.error(f"{kind} needs a static sequence length and batch (give them with "
-                        f"input_shapes=)")
+    dynamic = seq is None or batch is None      # known at feed time: one scan per direction
     W, R = ctx.tensor(x[1]), ctx.tensor(x[2])
     hidden = int(a.get("hidden_size", R.shape[-1]))
     direction = a.get("direction", "forward")
@@ -78,11 +79,13 @@ def recurrent(ctx, node, x, a, kind):
     given = lambda k: len(x) > k and x[k] is not None                      # noqa: E731
     B = ctx.tensor(x[3]) if given(3) else None
     lens = None
-    if given(4):
+    if given(4) and dynamic and not ctx.is_static(x[4]):
+        lens = ctx.tensor(x[4])
+    elif given(4):
         lens = np.asarray(ctx.static(x[4], "sequence_lens")).reshape(-1)
-        if np.all(lens == seq):
+        if seq is not None and np.all(lens == seq):
             lens = None
-        elif direction != "forward":
+        elif direction != "forward" and not dynamic:
             raise ctx.error(f"{kind} {direction} with sequence_lens shorter than the "
                             f"sequence is not supported")
     h0 = ctx.tensor(x[5]) if given(5) else None
@@ -106,6 +109,9 @@ def recurrent(ctx, node, x, a, kind):
                        betas[i] if i < len(betas) else None) for i, n in enumerate(names)]
     clipped = (lambda t: F.clip_by_value(t, -float(clip), float(clip))) if clip else \
         (lambda t: t)
+    if dynamic:
+        return _scan_recurrent(kind, X, W, R, B, h0, c0, P, lens, layout, direction, dirs,
+                               hidden, acts, per_dir, clipped, linear_before_reset)
     masks = None if lens is None else [
         F.constant((t < lens).reshape(-1, 1)) for t in range(seq)]
 
@@ -215,3 +221,62 @@ def _lstm_step(xt, hr, C, wb, rb, hidden, f, g, h_act, clipped, peep):
 def _cols1(v, k, hidden):
     """Gate k's entries of a (G * hidden,) bias vector."""
     return F.slice(v, [k * hidden], [hidden])
+
+
+def _scan_recurrent(kind, X, W, R, B, h0, c0, P, lens, layout, direction, dirs, hidden,
+                    acts, per_dir, clipped, linear_before_reset):
+    """The recurrence as one scan per direction over X (seq, batch, features), whose
+    sequence length and batch may be unknown until the feed."""
+    G = GATES[kind]
+    first = F.gather(X, 0)                                               # (batch, features)
+    zeros = F.zeros_like(F.slice(first, [0, 0], [-1, 1])) + F.zeros([hidden])
+    lengths = None if lens is None else F.cast(
+        lens if isinstance(lens, F.Tensor) else F.constant(np.asarray(lens)), "int32")
+    ys, hs, cs = [], [], []
+    for d in range(dirs):
+        f = acts[d * per_dir]
+        g = acts[d * per_dir + 1] if per_dir > 1 else None
+        h_act = acts[d * per_dir + 2] if kind == "LSTM" else None
+        Wd, Rd = _row(W, d, None), _row(R, d, None)
+        xw = F.matmul(X, F.transpose(Wd))                                # (seq, batch, G h)
+        wb = rb = None
+        if B is not None:
+            Bd = _row(B, d, None)
+            wb, rb = F.slice(Bd, [0], [G * hidden]), F.slice(Bd, [G * hidden], [G * hidden])
+        H = _row(h0, d, None) if h0 is not None else zeros
+        peep = None
+        if kind == "LSTM":
+            C = _row(c0, d, None) if c0 is not None else zeros
+            peep = [None] * 3 if P is None else [
+                F.slice(_row(P, d, None), [k * hidden], [hidden]) for k in range(3)]
+        reverse = direction == "reverse" or (dirs == 2 and d == 1)
+
+        def step(xt, state, f=f, g=g, h_act=h_act, Rd=Rd, wb=wb, rb=rb, peep=peep):
+            Hs = state[0] if kind == "LSTM" else state
+            hr = F.matmul(Hs, Rd, transpose_b=True)
+            if kind == "GRU":
+                new = _gru_step(xt, hr, Hs, Rd, wb, rb, hidden, f, g, clipped,
+                                linear_before_reset)
+                return new, new
+            if kind == "LSTM":
+                new_h, new_c = _lstm_step(xt, hr, state[1], wb, rb, hidden, f, g, h_act,
+                                          clipped, peep)
+                return new_h, (new_h, new_c)
+            pre = xt + hr
+            if wb is not None:
+                pre = pre + wb + rb
+            new = f(clipped(pre))
+            return new, new
+        state = (H, C) if kind == "LSTM" else H
+        out, final = recurrence(step, xw, state, lengths, reverse=reverse, name=kind.lower())
+        ys.append(out)
+        hs.append(final[0] if kind == "LSTM" else final)
+        cs.append(final[1] if kind == "LSTM" else None)
+    Y = F.stack(ys, axis=1)                                              # (seq, dirs, b, h)
+    Y_h = F.stack(hs, axis=0)
+    Y_c = F.stack(cs, axis=0) if kind == "LSTM" else None
+    if layout:
+        Y = F.transpose(Y, (2, 0, 1, 3))
+        Y_h = F.transpose(Y_h, (1, 0, 2))
+        Y_c = F.transpose(Y_c, (1, 0, 2)) if Y_c is not None else None
+    return [Y, Y_h] + ([Y_c] if kind == "LSTM" else [])
