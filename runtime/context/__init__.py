@@ -1,36 +1,22 @@
 """The process-wide offscreen OpenGL context fragflow runs its shaders in.
 
-Four backends (docs/ARCHITECTURE.md, "Runtime"; docs/RUNTIME.md):
+Backends (docs/ARCHITECTURE.md, "Runtime"; docs/RUNTIME.md): ``egl`` (no window
+system: a GPU through the EGL device platform, else Mesa's surfaceless llvmpipe),
+``egl-es`` (the same through OpenGL ES 3.x, GLSL ES 3.00 kernels; only when asked for),
+``glfw`` (a hidden window on the user's display) and ``osmesa`` (Mesa's off-screen
+renderer through GLFW's null platform). ``FRAGFLOW_GL=egl|egl-es|glfw|osmesa`` forces
+one; otherwise glfw (with a display), then egl, then osmesa. This module must not
+import OpenGL: PyOpenGL fixes its platform at first import, and only the backend that
+succeeds knows which one it needs.
 
-- ``egl``: no window system; a GPU through the EGL device platform, else Mesa's
-  surfaceless platform (llvmpipe on machines without a GPU driver).
-- ``egl-es``: the same through OpenGL ES 3.x instead of desktop OpenGL (egl_es.py);
-  kernels are GLSL ES 3.00. Only when FRAGFLOW_GL=egl-es asks for it.
-- ``glfw``: a hidden GLFW window on the user's display.
-- ``osmesa``: Mesa's off-screen software renderer, through GLFW's null platform.
-
-``FRAGFLOW_GL=egl|egl-es|glfw|osmesa`` forces one. Otherwise, with a display present, glfw is
-tried first (it is what desktop drivers are best tested with), then egl, then osmesa;
-without a display glfw cannot work and is not tried.
-
-This module must not import OpenGL: PyOpenGL fixes its platform at first import, and
-only the backend that succeeds knows which one it needs.
-
-Threads: a GL context is current on at most one thread at a time, and GL calls made on
-a thread where it is not current do nothing (no error: a readback then returns stale
-memory). So every piece of GL work runs inside ``with ctx.section:``, which holds the
-process-wide GL lock, makes the context current on the calling thread, and releases it
-from the thread at the end, so the next thread (or a thread that later exits) can take
-it. Sections nest; only the outermost one switches the context (measured on EGL/llvmpipe:
-~1.6 us for the release and make-current pair, against ~77 us for the smallest run).
-Outside a section the context is current on no thread.
+Every piece of GL work runs inside ``with ctx.section:``: the process-wide GL lock, the
+context made current on the calling thread and released at the end (a context is
+current on one thread at a time; elsewhere GL calls do nothing). Sections nest; only
+the outermost switches the context (docs/RUNTIME.md, "Threads", has its cost).
 
     >>> from fragflow.runtime.context import get_context
-    >>> ctx = get_context()
-    >>> ctx.backend in ("egl", "egl-es", "glfw", "osmesa")
-    True
-    >>> with ctx.section:
-    ...     pass                # GL calls here run on ctx, from any thread
+    >>> with get_context().section:
+    ...     pass                # GL calls here run on the context, from any thread
 """
 
 from __future__ import annotations

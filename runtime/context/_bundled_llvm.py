@@ -1,34 +1,15 @@
 """One process, two LLVMs: load triton's before the GL driver loads the system one (issue 17).
 
-What was measured (Debian 12: Mesa 22.3.6 llvmpipe, libLLVM-15.so.1; torch 2.13.0,
-triton 3.7.1; glibc 2.36):
-
-- Mesa's DRI loader dlopens swrast_dri.so with RTLD_GLOBAL (EGL, GLX), and PyOpenGL's
-  OSMesa platform loads libOSMesa.so.8 with RTLD_GLOBAL, so creating any Mesa context
-  puts libLLVM-15.so.1 into the process's global symbol scope (LD_DEBUG=scopes:
-  "add /lib/x86_64-linux-gnu/libLLVM-15.so.1 [0] to global scope").
-- triton's libtriton.so (torch._dynamo, torch.compile and torch.optim import it) links
-  its own, newer LLVM statically and exports its symbols. The dynamic linker searches
-  the global scope before the library itself, so when libtriton.so is loaded after
-  Mesa, 12,491 of its symbol references bind to libLLVM-15 instead of its own copies
-  (LD_DEBUG=bindings), among them llvm::DebugCounter::instance().
-- libtriton.so's first static constructor (_GLOBAL__sub_I_PassBuilder.cpp) registers a
-  debug counter: it gets LLVM 15's DebugCounter object and runs its own, inlined
-  MapVector/DenseMap::grow on it, whose layout differs; free() of a garbage pointer
-  (0x14) -> SIGSEGV inside dlopen, before Python sees anything.
-
-Loaded the other way round nothing collides: libtriton.so loaded RTLD_LOCAL (as Python
-loads every extension module) binds to itself, and stays out of the global scope, so
-Mesa's libLLVM-15 binds to itself too. That is why importing torch._dynamo before the
-first context always worked. So before a GL driver is loaded, fragflow dlopens
-libtriton.so the same way Python will (RTLD_NOW | RTLD_LOCAL), without importing
-triton: its constructors run while its own symbols are the only LLVM ones around, and
-the later `import triton` finds the library already loaded. Cost, measured: 20-40 ms once
-per process, ~2.5 MB private memory (the ~90 MB more RSS are shared, file-backed pages
-of the library). If an LLVM is already mapped (some other GL library came first), the
-preload adds RTLD_DEEPBIND so libtriton.so still binds to itself first.
-
-Linux (ELF) only: macOS and Windows bind symbols per library, where this cannot happen.
+Creating a Mesa context puts Mesa's libLLVM into the process's global symbol scope (the
+DRI loader and PyOpenGL's OSMesa platform load with RTLD_GLOBAL). triton's libtriton.so
+(torch._dynamo, torch.compile and torch.optim import it) links its own, newer LLVM
+statically and exports its symbols; loaded after Mesa, thousands of its references bind
+to Mesa's LLVM instead, and its first static constructor crashes inside dlopen. Loaded
+the other way round nothing collides. So before a GL driver is loaded, fragflow dlopens
+libtriton.so as Python will (RTLD_NOW | RTLD_LOCAL), without importing triton; where an
+LLVM is already mapped it adds RTLD_DEEPBIND. Linux (ELF) only: macOS and Windows bind
+symbols per library. docs/RUNTIME.md ("torch and Mesa: two LLVMs") has what was
+measured and what the preload costs.
 """
 
 from __future__ import annotations
