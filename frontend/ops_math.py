@@ -1,17 +1,11 @@
-"""The math family (tf.math): elementwise arithmetic, comparisons and logic, the
-elementwise functions (exp, log, trigonometry, hyperbolics, erf, expm1/log1p, the float
-predicates), cast and where, reductions (sum, mean, max, ..., all/any, variance,
-logsumexp), arg reductions, scans (cumsum, cumprod), clipping, searchsorted, bincount,
-and the sequences range and linspace. The activations (relu, elu, ...) are in ops_nn.
-
-Names and arguments follow TensorFlow, with numpy-style short names as well (ff.sum
-is ff.reduce_sum). Elementwise ops broadcast as numpy does; see
-ir/ops/elementwise.py for the semantics chosen where TensorFlow leaves them open.
-Composites (divide_no_nan, reduce_std, clip_by_norm, cumprod, ...) have no kernel
-of their own: they are built from the ops above, so their numpy reference, GLSL and
-gradients are those of their parts. Where the plain composition would give NaN
-gradients (a division by a zero that a `where` then discards), they divide by a safe
-value instead, as TensorFlow's own Python implementations do.
+"""The math family (tf.math): elementwise arithmetic, comparisons, logic and functions,
+cast and where, reductions and arg reductions, scans, clipping, searchsorted, bincount,
+range and linspace (the activations are in ops_nn). TensorFlow's names and arguments,
+numpy's short names too (ff.sum is ff.reduce_sum); numpy's broadcasting (ir/ops/
+elementwise has the semantics chosen where TensorFlow leaves them open). Composites
+(divide_no_nan, reduce_std, clip_by_norm, cumprod, ...) are built from the ops, so
+their reference, GLSL and gradients are their parts'; where the plain composition
+would give NaN gradients they divide by a safe value, as TensorFlow's Python does.
 
 >>> import numpy as np, fragflow as ff
 >>> g = ff.Graph()

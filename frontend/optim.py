@@ -1,22 +1,13 @@
-"""ff.optim: TensorFlow 1's optimizers (tf.compat.v1.train.*Optimizer), built as graph
-ops.
+"""ff.optim: TensorFlow 1's optimizers (tf.compat.v1.train.*Optimizer) as graph ops,
+with its argument names, defaults and update formulas (its training_ops kernels',
+written out with each class). Slots and state (moments, Adam's beta powers, the step
+counter) are ff.Variables, kept in textures between runs on GL.
 
-Each optimizer has TensorFlow 1's argument names, defaults and update formulas (those of
-its training_ops kernels, written out below with each class). Its slots (moments,
-accumulators) and its non-slot state (Adam's beta powers, the step counter) are
-ff.Variables, so a GL Session keeps them in textures between runs; one step is graph ops
-ending in var.assign(...).
-
-    step = ff.optim.Adam(1e-3).minimize(loss)   # an op: a tensor
-    sess.run(step, feed_dict)                   # applies one update to every variable
-
-The op minimize / apply_gradients return is one tensor that depends on every assign of
-the step (see `group`), so fetching it applies all of them in the same run. Its value is
-the optimizer's step count after the update (`opt.iterations`, an int32 Variable, as
-Keras's optimizer.iterations). In a run, reads of a variable see its value from the
-start of the run and assigns apply when the run ends: fetch [loss, step] to get the loss
-before the update. One variable cannot be assigned twice in one run, so fetch at most
-one step op per optimizer per run.
+`step = ff.optim.Adam(1e-3).minimize(loss)` is one tensor depending on every assign of
+the step (`group`): fetching it applies them all in the run; its value is the step
+count after the update (`opt.iterations`). Reads see a variable's value from the start
+of the run and assigns apply at its end: fetch [loss, step] for the loss before the
+update, and at most one step op per optimizer per run.
 
 >>> import fragflow as ff, numpy as np
 >>> g = ff.Graph()

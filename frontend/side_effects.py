@@ -1,8 +1,7 @@
 """What a fetch does besides computing values: TensorFlow 1's control dependencies,
-tf.print / tf.Print, and tf.summary's serialized results.
-
-fragflow graphs have data edges only (docs/ARCHITECTURE.md). These three TF1 idioms
-are kept beside the graph, per graph, by the frontend, and the Session applies them:
+tf.print / tf.Print, and tf.summary's serialized results. fragflow graphs have data
+edges only (docs/ARCHITECTURE.md): these three TF1 idioms are kept beside the graph,
+per graph, by the frontend, and the Session applies them:
 before a run it adds to the fetches what the fetched nodes depend on by control
 (`with ff.control_dependencies([...])`), what prints need and what summaries read;
 after the run it prints, and gives each fetched summary as the bytes of a
