@@ -98,12 +98,15 @@ class Reduction:
     (GLSL; finish_int for int32; "": the combine's out; COUNT: the elements reduced
     into each result, {e}: the output element, {shift}: the shift's sampler);
     `shift`: the reduction (an op's name) computed first whose result per kept element
-    the combine reads; empty(dtype): the result of reducing nothing."""
+    the combine reads; empty(dtype): the result of reducing nothing; transposable: a
+    transpose of its input may move past it, its axes permuted
+    (passes/layout_transposes.py)."""
     combine: str
     empty: Callable
     finish: str = ""
     finish_int: str = ""
     shift: str = ""
+    transposable: bool = False
 
     @property
     def folds(self) -> Combine:
@@ -118,17 +121,13 @@ def _nan_or_zero(dtype):
     return np.nan if dtype == "float32" else 0
 
 
-# the reductions a transpose's permutation of their axes may move past unchanged
-# (passes/layout_transposes.py)
-_IDENTITY_OPS = ("sum", "mean", "max", "min", "prod")
-
-
 def identity_of(op: str, dtype: str):
-    """An empty reduction's value (KeyError: op is not one of sum, mean, max, min,
-    prod)."""
-    if op not in _IDENTITY_OPS:
+    """An empty reduction's value (KeyError: op is no transposable reduction: sum,
+    mean, max, min, prod)."""
+    reduction = get_op(op).reduction
+    if reduction is None or not reduction.transposable:
         raise KeyError(op)
-    return get_op(op).reduction.empty(dtype)
+    return reduction.empty(dtype)
 
 
 def reduced_shape(shape, axes, keepdims):
@@ -166,11 +165,12 @@ def _reduce_ref(op):
 
 
 for _op, _reduction in (
-        ("sum", Reduction("sum", COMBINES["sum"].identity)),
-        ("mean", Reduction("sum", _nan_or_zero, finish=_MEAN, finish_int=_MEAN_INT)),
-        ("max", Reduction("max", COMBINES["max"].identity)),
-        ("min", Reduction("min", COMBINES["min"].identity)),
-        ("prod", Reduction("prod", COMBINES["prod"].identity))):
+        ("sum", Reduction("sum", COMBINES["sum"].identity, transposable=True)),
+        ("mean", Reduction("sum", _nan_or_zero, finish=_MEAN, finish_int=_MEAN_INT,
+                           transposable=True)),
+        ("max", Reduction("max", COMBINES["max"].identity, transposable=True)),
+        ("min", Reduction("min", COMBINES["min"].identity, transposable=True)),
+        ("prod", Reduction("prod", COMBINES["prod"].identity, transposable=True))):
     register(OpDef(_op, "reduce", _reduce_type, _reduce_ref(_op),
                    attrs={"axis": None, "keepdims": False}, num_inputs=1,
                    tf=f"tf.reduce_{_op}", reduction=_reduction))
