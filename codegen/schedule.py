@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 
-
 @dataclass(frozen=True)
 class Facts:
     readers: Mapping = field(default_factory=dict)
