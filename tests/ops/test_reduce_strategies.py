@@ -65,3 +65,22 @@ def test_excluding_texel_passes_gives_element_passes(gl):
     off = ff.Tuning().with_(exclude=("reduce.texel_passes",))
     assert strategies_of(g, y, x, ff.Tuning()) == {"reduce.texel_passes"}
     assert strategies_of(g, y, x, off) == {"reduce.element_passes"}
+
+
+@pytest.mark.parametrize("profile", ["gpu", "webgl"])
+def test_the_device_profiles_reduce_correctly(gl, profile):
+    """The GPU and WebGL profiles' windows (64K first-pass fragments) on GL."""
+    rng = np.random.default_rng(51)
+    flat = rng.uniform(-1, 1, 1 << 19).astype(np.float32)
+    cols = rng.standard_normal((3000, 40)).astype(np.float32)
+    g = ff.Graph()
+    with g.as_default():
+        a = ff.placeholder(flat.shape, name="a")
+        b = ff.placeholder(cols.shape, name="b")
+        fetches = {"sum": ff.reduce_sum(a), "max": ff.reduce_max(a),
+                   "columns": ff.reduce_mean(b, axis=0), "variance": ff.reduce_variance(b, 0),
+                   "softmax": ff.softmax(b, 0)}
+    out, ref = run_both(g, fetches, {a: flat, b: cols}, tuning=ff.Tuning.named(profile))
+    for label in fetches:
+        assert_matches(out[label], ref[label], rtol=1e-4, atol=1e-3 if label == "sum" else 1e-5,
+                       what=f"{profile} {label}")
