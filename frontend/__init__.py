@@ -4,6 +4,7 @@ from . import (
     gradients as _gradients_module,
     initializers,
     layers,
+    layers_rnn as _layers_rnn,  # SimpleRNN, LSTM, GRU into ff.layers
     ops,
     optim,
     tf1 as _tf1,

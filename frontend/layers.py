@@ -862,9 +862,3 @@ def __getattr__(name):
 def __dir__():
     """dir() of the module: its API (__all__), not its imports."""
     return sorted(__all__)
-
-
-# the recurrent layers (frontend/layers_rnn.py), on the control-flow scan
-from .layers_rnn import GRU, LSTM, SimpleRNN  # noqa: E402
-
-__all__ += ["SimpleRNN", "LSTM", "GRU"]

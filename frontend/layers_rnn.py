@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.errors import AttrError, ShapeError
-from . import initializers as _init, ops as _ops
+from . import initializers as _init, layers as _layers, ops as _ops
 from .layers import Layer, _activation_name, activation_fn
 from .rnn import recurrence
 
@@ -238,3 +238,9 @@ class GRU(_Recurrent):
         h = z * h + (1.0 - z) * cand
         return h, h
 
+
+# ff.layers (ff.keras.layers) holds them: fragflow.frontend imports this module, as
+# layers.py cannot (this module imports it)
+for _cls in (SimpleRNN, LSTM, GRU):
+    setattr(_layers, _cls.__name__, _cls)
+_layers.__all__ += [n for n in __all__ if n not in _layers.__all__]

@@ -1,6 +1,7 @@
 """fragflow's ONNX bridge: ff.onnx.load (import a model as a graph you can run, read
 and fine-tune) and ff.onnx.export (write a graph as ONNX). Needs the `onnx` package
 (pip install 'fragflow[onnx]'); importing this module does not. See docs/ONNX.md."""
+from . import control_flow as _control_flow  # noqa: F401 (Loop, If, Scan: rules into op_table)
 from .errors import OnnxExportError, OnnxImportError, OnnxNotInstalledError, UnsupportedOnnxOpError
 from .exporter import export, exportable_ops
 from .importer import ImportedModel, load

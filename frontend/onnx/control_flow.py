@@ -135,7 +135,7 @@ def _cond_passes_through(body) -> bool:
             cond_out = node.input[0]
             continue
         if node.op_type == "Constant":
-            from onnx import numpy_helper
+            from onnx import numpy_helper  # optional package: onnx, only on import
             value = [numpy_helper.to_array(t.t) for t in node.attribute if t.name == "value"]
             return bool(value) and bool(np.all(value[0]))
         return False

@@ -1893,7 +1893,3 @@ def einsum(ctx, node, x, a):
     y = F.matmul(p3, q3)
     y = F.reshape(y, batch_shape + [dims[c] for c in left + right])
     return _permute(y, batch + left + right, out)
-
-
-# Loop, If and Scan: rules that import their sub-graphs (control_flow.py)
-from . import control_flow  # noqa: E402,F401
