@@ -302,3 +302,19 @@ def test_sub_graphs_nested_too_deep_are_refused():
               [vi("o10", FLOAT, [2])])
     with pytest.raises(ff.onnx.OnnxImportError, match="nest deeper than 8 levels"):
         ff.onnx.load(m)
+
+
+def test_an_imported_lstm_over_a_fed_length_on_gl_equals_numpy(gl):
+    m = _recurrent_model("LSTM", "bidirectional", with_lens=False)
+    imported = ff.onnx.load(m)
+    x = rng.normal(size=(7, 2, F_)).astype(np.float32)
+    feed = {imported.inputs[0]: x}
+    want = ff.Session(imported.graph, backend="numpy", passes=[]).run(imported.outputs, feed)
+    try:
+        got = ff.Session(imported.graph).run(imported.outputs, feed)
+    except ff.FragflowError as err:
+        if "runs on backend='numpy' only" in str(err):
+            pytest.skip(f"the GL backend cannot run control flow yet: {err}")
+        raise
+    for a, b in zip(got, want):
+        assert_close(a, b, 1e-5)
