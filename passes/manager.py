@@ -1,5 +1,14 @@
 """The pass pipeline: passes registered by name, run in a declared order, each
-optionally dumped (FRAGFLOW_DUMP_PASSES=dir) and verified (FRAGFLOW_VERIFY=1)."""
+optionally dumped (FRAGFLOW_DUMP_PASSES=dir) and verified (FRAGFLOW_VERIFY=1).
+
+Sub-graphs (a while_loop's cond and body, a cond's branches, a scan's body:
+ir/ops/control.py) get each pass too, right after the graph holding them, nested
+loops included, where the pipeline is the numpy executor's (no max_texture_units):
+on GL each body is inlined into a plan of its own and optimized there
+(runtime/control_flow.py), so doing it here too would only be done twice. A
+sub-graph's parameters (its placeholders, in order) are kept even where the body
+does not read them, and the user's sub-graphs are never changed: each pass works on
+a copy."""
 from __future__ import annotations
 
 import os
@@ -8,6 +17,7 @@ from dataclasses import dataclass
 
 from ..ir.errors import FragflowError
 from ..ir.graph import Graph
+from ..ir.ops import control as _control
 from ..ir.printer import format_graph
 from . import (
     conv_lowering,
@@ -18,7 +28,8 @@ from . import (
     simplify,
     split_wide,
 )
-from .verify import verify
+from .rewrite import rebuild
+from .verify import VerificationError, verify
 
 
 @dataclass(frozen=True)
@@ -88,11 +99,13 @@ class PassManager:
     """Runs passes in order. max_texture_units: how many textures one kernel may read
     (the GL context's GL_MAX_TEXTURE_IMAGE_UNITS; GL 3.3's 16 when not given);
     max_draw_buffers: how many render targets one kernel may write (GL_MAX_DRAW_BUFFERS;
-    GL 3.3's 8 when not given)."""
+    GL 3.3's 8 when not given); subgraphs: whether the passes also run inside
+    loop bodies and branches (None: where max_texture_units is None, the numpy
+    executor's pipeline; see the module docstring)."""
 
     def __init__(self, passes=None, disable=(), dump_dir: str | None = None,
                  verify_each: bool | None = None, max_texture_units: int | None = None,
-                 max_draw_buffers: int | None = None):
+                 max_draw_buffers: int | None = None, subgraphs: bool | None = None):
         names = list(DEFAULT_PIPELINE if passes is None else passes)
         if max_texture_units is not None:      # a GPU's plan; the numpy executor has none
             names += [n for n in REQUIRED_PASSES if n not in names]
@@ -104,6 +117,7 @@ class PassManager:
             os.environ.get("FRAGFLOW_DUMP_PASSES") or None
         self.verify_each = bool(os.environ.get("FRAGFLOW_VERIFY")) if verify_each is None \
             else verify_each
+        self.subgraphs = max_texture_units is None if subgraphs is None else bool(subgraphs)
         self.log: list = []      # (pass name, nodes before, nodes after, report lines)
         self.options = {"max_texture_units": split_wide.DEFAULT_TEXTURE_UNITS
                         if max_texture_units is None else int(max_texture_units),
@@ -116,11 +130,71 @@ class PassManager:
             before = len(graph.nodes)
             report: list = []
             graph = p.run(graph, report, **{k: self.options[k] for k in p.options})
+            if self.subgraphs:
+                graph = self._inside(graph, p, report)
             self.log.append((p.name, before, len(graph.nodes), report))
             if self.verify_each and p.name != "verify":
                 verify(graph)
             self._dump(index, p.name, graph, before, report)
         return graph
+
+    def _inside(self, graph: Graph, p: Pass, report: list, where: str = "") -> Graph:
+        """graph with pass p run inside each control node's sub-graphs (and theirs);
+        graph itself where none changed. Report lines from inside name the node."""
+        changed: dict = {}
+        for node in graph.nodes:
+            subs = _control.subgraphs(node)
+            if not subs:
+                continue
+            new_attrs = dict(node.attrs)
+            for key, sub in subs:
+                inner = f"{where}{node.name}'s {key}"
+                lines: list = []
+                after = self._on_subgraph(sub, p, lines, inner, report)
+                if after is not sub:
+                    new_attrs[key] = after
+            if any(new_attrs[k] is not v for k, v in subs):
+                changed[node] = new_attrs
+        if not changed:
+            return graph
+
+        def swap(node, inputs, new, mapping):
+            if node not in changed:
+                return None
+            return new.add_node(node.op, inputs, changed[node], exact_name=node.name,
+                                scope=node.scope, source=node.source).outputs
+        return rebuild(graph, swap)
+
+    def _on_subgraph(self, sub: Graph, p: Pass, lines: list, where: str,
+                     report: list) -> Graph:
+        """sub after pass p (and p inside sub's own sub-graphs): a new graph, or sub
+        where nothing changed; what p reports goes to report, naming where. The pass
+        works on a copy whose outputs also list the parameters, so that no dead-node
+        sweep drops one a body does not read."""
+        params = _control.params(sub)
+        work = Graph(sub.name)
+        work.custom_gradients = sub.custom_gradients
+        mapping: dict = {}
+        for node in sub.nodes:
+            copy = work.add_copy(node, [mapping[v] for v in node.inputs])
+            mapping.update(zip(node.outputs, copy.outputs))
+        returned = len(sub.outputs)
+        work.outputs = [mapping[v] for v in sub.outputs] + [mapping[v] for v in params]
+        after = p.run(work, lines, **{k: self.options[k] for k in p.options})
+        report += [f"in {where}: {line}" for line in lines]
+        after = self._inside(after, p, report, where=f"{where} > ")
+        if after is work:
+            return sub
+        kept = _control.params(after)
+        if [(v.name, v.type) for v in kept] != [(v.name, v.type) for v in params] or \
+                after.outputs[returned:] != kept:
+            raise VerificationError(f"pass {p.name} changed the parameters of {where}: "
+                                    f"{[v.name for v in params]} -> "
+                                    f"{[v.name for v in kept]}")
+        after.outputs = after.outputs[:returned]
+        if self.verify_each and p.name != "verify":
+            verify(after)
+        return after
 
     @property
     def fusion_report(self) -> list:
