@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from ..ir.ops.fused import bias_sum_dims, eval_steps, infer_step
-from ..ir.types import TensorType
+from ..ir.types import TensorType, promote
 from . import elementwise
 from .common import kernel_name, make_kernel, output_operand
 from .kernel import records_of
@@ -114,7 +114,7 @@ def lower_fused_matmul(node, layouts, prefix):
 
 
 def lower_fused_conv(node, layouts, prefix):
-    from . import conv
+    from . import conv  # cycle: conv imports this module's ConvHead at its top
     out = output_operand(node.outputs[0], layouts)
     head = ConvHead.of(node)
     extra_vals = node.inputs[2:]
@@ -179,7 +179,6 @@ def _set_lanes(extra):
 
 
 def _infer_acc_dtype(node) -> str:
-    from ..ir.types import promote
     return promote(node.inputs[0].dtype, node.inputs[1].dtype)
 
 

@@ -13,7 +13,7 @@ class WorkerLostError(FragflowError, RuntimeError):
 def require_ray():
     """The ray module; RayNotInstalledError saying what to install if it is missing."""
     try:
-        import ray
+        import ray  # optional (fragflow[ray]): this is the check
     except ImportError as err:
         raise RayNotInstalledError(
             f"fragflow.distributed needs Ray ({err}); install it with "

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from fragflow import FragflowError
+
 from .errors import require_ray
 
 
@@ -44,7 +46,6 @@ def predict(dataset, model, *, num_actors: int = 2, batch_size: int = 64,
     Dataset: iterate it, or take_all() / to_pandas(). Keeping the order sets
     preserve_order in the execution options of the DataContext the datasets share."""
     ray = require_ray()
-    from fragflow import FragflowError
     if num_actors < 1:
         raise FragflowError(f"predict: num_actors must be >= 1, got {num_actors}")
     inputs = list(input_columns or model.input_names)

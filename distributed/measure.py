@@ -21,13 +21,14 @@ import time
 
 import numpy as np
 
+import fragflow as ff
+
 from .training import ALLREDUCE, DataParallelTrainer, TrainGraph
 
 MODELS = {"cnn": ((8, 8, 1), 64), "mlp": ((784,), 256)}
 
 
 def build_cnn():
-    import fragflow as ff
     L = ff.layers
     ff.initializers.set_seed(0)
     model = ff.Sequential([
@@ -47,7 +48,6 @@ def build_cnn():
 
 
 def build_mlp():
-    import fragflow as ff
     rng = np.random.default_rng(0)
     x = ff.placeholder((None, 784), "float32", name="x")
     labels = ff.placeholder((None,), "int32", name="labels")
@@ -75,7 +75,6 @@ def batch(model: str, seed=0):
 
 def single_process_step(model: str, steps: int) -> float:
     """Median seconds of one training step on a plain Session (no Ray)."""
-    import fragflow as ff
     with ff.Graph().as_default():
         spec = BUILDERS[model]()
     with spec.loss.graph.as_default():       # the CNN builds in its model's own graph
@@ -94,7 +93,6 @@ def single_process_step(model: str, steps: int) -> float:
 def compute_line(model: str, steps: int, sizes=(8, 32, 128)) -> tuple:
     """(a, b): one process's gradient run takes a + b * batch seconds (least squares over
     `sizes`); a is the fixed part (kernel launches), which more workers do not divide."""
-    import fragflow as ff
     with ff.Graph().as_default():
         spec = BUILDERS[model]()
     with spec.loss.graph.as_default():
@@ -133,7 +131,6 @@ def measure(model: str, workers: int, allreduce: str, steps: int) -> dict:
 def build_small(optimizer: str):
     """docs/SCALING.md's equality network: 6-9-3, fixed initial weights."""
     def build():
-        import fragflow as ff
         rng = np.random.default_rng(4)
         x = ff.placeholder((None, 6), "float32", name="x")
         t = ff.placeholder((None, 3), "float32", name="t")
@@ -149,9 +146,7 @@ def build_small(optimizer: str):
 def equality(steps: int = 20, kill_after: int = 7, checkpoint_every: int = 5) -> None:
     """Print max |2 workers - one process| and across replicas, for SGD and Adam, both
     averaging modes, with and without worker 1 killed after step kill_after."""
-    import ray
-
-    import fragflow as ff
+    import ray  # optional (fragflow[ray]): importing this module does not need it
     rng = np.random.default_rng(5)
     batches = [(rng.standard_normal((n, 6)).astype(np.float32),
                 rng.standard_normal((n, 3)).astype(np.float32))
@@ -191,7 +186,7 @@ def main(argv=None) -> None:
     parser.add_argument("--equality", action="store_true",
                         help="print the equality figures instead (2 workers vs one process)")
     args = parser.parse_args(argv)
-    import ray
+    import ray  # optional (fragflow[ray]): importing this module does not need it
     ray.init(num_cpus=max(2, max(args.workers)), include_dashboard=False, log_to_driver=False,
              object_store_memory=200 * 1024 * 1024)
     if args.equality:

@@ -11,6 +11,8 @@ import tempfile
 
 import numpy as np
 
+import fragflow as ff
+
 
 def _name(tensor_or_name) -> str:
     return tensor_or_name if isinstance(tensor_or_name, str) else tensor_or_name.name
@@ -44,7 +46,6 @@ class GraphModel:
     @classmethod
     def from_session(cls, session, inputs, outputs) -> GraphModel:
         """The session's graph with its variables' current values."""
-        import fragflow as ff
         names = [n.name for n in session.graph.nodes if n.op == "variable"]
         buffer = io.BytesIO()
         np.savez(buffer, **{n: session.get(session.graph.value(n)) for n in names})
@@ -53,7 +54,6 @@ class GraphModel:
 
     def open(self, device=None):
         """(session, fn) on this process's GL device; fn(*input arrays) -> [outputs]."""
-        import fragflow as ff
         graph = ff.load_graph(self.graph_json)
         session = ff.Session(graph, device=device)
         if self.checkpoint is not None:
@@ -78,7 +78,7 @@ class OnnxModel:
         self.input_shapes = input_shapes
         self._inputs, self._outputs = inputs, outputs
         if inputs is None or outputs is None:
-            import onnx
+            import onnx  # optional: fragflow[onnx]
             proto = onnx.load_from_string(self.onnx_bytes)
             initializers = {i.name for i in proto.graph.initializer}
             self._inputs = inputs or [i.name for i in proto.graph.input
@@ -87,7 +87,6 @@ class OnnxModel:
         self.input_names, self.output_names = list(self._inputs), list(self._outputs)
 
     def open(self, device=None):
-        import fragflow as ff
         model = ff.onnx.load(self.onnx_bytes, trainable=False, input_shapes=self.input_shapes)
         session = ff.Session(model.graph, device=device)
         feeds = [model.inputs_by_onnx_name[n] for n in self.input_names]

@@ -14,13 +14,8 @@ Averaging ("allreduce"):
   Two round trips a step, no extra dependency.
 - "collective": ray.util.collective's gloo all-reduce among the workers (needs torch:
   Ray's gloo group is torch.distributed's); one round trip a step from the driver.
-docs/SCALING.md has what each costs here and the choice.
-
-Recovery: every `checkpoint_every` steps the driver keeps (and, with checkpoint_dir,
-writes) every variable of rank 0, optimizer state included. When a worker dies the
-dead ones are replaced (all of them in "collective" mode: the group is rebuilt), every
-replica is restored from the last checkpoint, and the run resumes at its step with the
-same batches, so the final weights are those of an uninterrupted run.
+docs/SCALING.md has what each costs here and the choice; DataParallelTrainer, how a
+run recovers from a dead worker.
 """
 from __future__ import annotations
 
@@ -30,6 +25,9 @@ import sys
 import time
 
 import numpy as np
+
+import fragflow as ff
+from fragflow import FeedError, FragflowError
 
 from .errors import WorkerLostError, require_ray
 
@@ -84,7 +82,6 @@ class TrainWorker:
     averaged gradients fed through placeholders."""
 
     def __init__(self, build, rank: int, device=None):
-        import fragflow as ff
         with ff.Graph().as_default():
             spec = build()
         if not isinstance(spec, TrainGraph):
@@ -132,15 +129,15 @@ class TrainWorker:
 
     # -- collective mode ------------------------------------------------------------------
     def join_group(self, world_size: int, group: str) -> None:
-        import ray.util.collective as col
+        import ray.util.collective as col  # optional (fragflow[ray]), in the worker
         col.init_collective_group(world_size, self.rank, backend="gloo", group_name=group)
         self._group = group
 
     def step_collective(self, *shard):
         """compute, all-reduce (sum) among the group, apply: (loss sum, n, compute s,
         allreduce s, apply s)."""
-        import ray.util.collective as col
-        import torch
+        import ray.util.collective as col  # optional (fragflow[ray]), in the worker
+        import torch  # optional: collective mode's gloo group is torch's
         flat, loss, n, compute = self.compute(*shard)
         start = time.perf_counter()
         # the slice sizes ride along as the last element, so one all-reduce gives both
@@ -179,7 +176,6 @@ def _split(batch, n: int) -> list:
     arrays = [np.asarray(a) for a in batch]
     size = len(arrays[0])
     if any(len(a) != size for a in arrays):
-        from fragflow import FeedError
         raise FeedError(f"a global batch's arrays differ in length: "
                         f"{[len(a) for a in arrays]}")
     bounds = np.linspace(0, size, n + 1).round().astype(int)
@@ -196,6 +192,12 @@ class DataParallelTrainer:
     reads it). allreduce: "object_store" or "collective". verbose: print a line per step (every
     log_every steps) with the loss, examples/s per worker and in total, and the time split.
 
+    Recovery: every `checkpoint_every` steps the driver keeps (and, with checkpoint_dir,
+    writes) every variable of rank 0, optimizer state included. When a worker dies the
+    dead ones are replaced (all of them in "collective" mode: the group is rebuilt), every
+    replica is restored from the last checkpoint, and the run resumes at its step with the
+    same batches, so the final weights are those of an uninterrupted run.
+
     >>> trainer = DataParallelTrainer(build, num_workers=2)      # doctest: +SKIP
     >>> trainer.fit([(x0, y0), (x1, y1)])     # global batches  # doctest: +SKIP
     >>> trainer.get_weights()                 # {name: array}   # doctest: +SKIP
@@ -207,7 +209,6 @@ class DataParallelTrainer:
                  device: int | None = None, verbose: int = 1, log_every: int = 1,
                  max_recoveries: int = 3, stream=None):
         ray = require_ray()
-        from fragflow import FragflowError
         if allreduce not in ALLREDUCE:
             raise FragflowError(f"allreduce={allreduce!r}; use one of {ALLREDUCE}")
         if num_workers < 1:

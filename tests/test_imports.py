@@ -16,12 +16,6 @@ KNOWN_CYCLES: list = []
 # before; these files were being rewritten by others at the time). Lower a number
 # when you give one a reason or move it to the top; a file not listed may have none.
 WITHOUT_REASON = {
-    "codegen/fused.py": 2,
-    "distributed/errors.py": 1,
-    "distributed/inference.py": 1,
-    "distributed/measure.py": 8,
-    "distributed/models.py": 4,
-    "distributed/training.py": 6,
     "frontend/onnx/__init__.py": 1,
     "frontend/onnx/backend.py": 3,
     "frontend/onnx/checks.py": 4,
@@ -31,12 +25,6 @@ WITHOUT_REASON = {
     "frontend/onnx/importer.py": 6,
     "frontend/onnx/op_table.py": 5,
     "frontend/onnx/resize.py": 2,
-    "ir/ops/common.py": 4,
-    "ir/ops/elementwise/builders.py": 1,
-    "ir/ops/elementwise/unary_ops.py": 1,
-    "ir/ops/state.py": 1,
-    "passes/autodiff/fused.py": 1,
-    "passes/autodiff/registry.py": 1,
 }
 # issue 25's new modules, being written while this was: not counted yet (give their
 # imports reasons, then cap them above)

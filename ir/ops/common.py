@@ -4,8 +4,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import AttrError, DTypeError, GraphError
-from ..graph import Graph, Value
-from ..types import TensorType, as_dtype
+from ..graph import Graph, Value, mixed_graphs
+from ..source import user_location
+from ..types import TensorType, as_dtype, promote
 
 _INT32 = np.iinfo(np.int32)
 
@@ -70,11 +71,9 @@ def as_value(graph: Graph, x, dtype: str | None = None) -> Value:
         # captures the outer ones (ir/graph.py Graph.capture)
         if x.graph is not graph and not (x.graph.parent_of(graph)
                                          or graph.parent_of(x.graph)):
-            from ..graph import mixed_graphs
-            from ..source import user_location
             raise GraphError(f"{user_location()}: {mixed_graphs(x, graph)}")
         return x
-    from .state import constant
+    from .state import constant  # cycle: state imports this module's apply at its top
     return constant(graph, x, dtype)
 
 
@@ -84,7 +83,6 @@ def as_values(*args) -> list:
     Python scalars are weakly typed (see ir/types.py)."""
     graph = graph_of(*args)
     tensor_dtypes = [a.dtype for a in args if isinstance(a, Value)]
-    from ..types import promote
     strong = promote(*tensor_dtypes)
     out = []
     for a in args:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from ..errors import DTypeError, GraphError, ShapeError
 from ..graph import Graph, Value
 from ..types import TensorType, format_shape
-from .common import apply, to_array
+from .common import apply, as_value, to_array
 from .registry import REQUIRED, OpDef, register
 
 
@@ -100,7 +100,6 @@ def variable(graph: Graph, initial_value, dtype=None, name=None) -> Value:
 def assign(var: Value, new_value, name=None) -> Value:
     if var.node.op != "variable":
         raise GraphError(f"assign needs a variable, got '{var.name}' ({var.node.op})")
-    from .common import as_value
     new_value = as_value(var.graph, new_value,
                          None if isinstance(new_value, Value) else var.dtype)
     return apply("assign", [var, new_value], None, name)

@@ -3,12 +3,12 @@ steps), so every activation differentiates, to any order."""
 from __future__ import annotations
 
 from ...ir.ops.fused import decompose
+from .engine import gradients
 from .registry import gradient
 
 
 @gradient("fused_elementwise", "fused_matmul", "fused_conv", "fused_sum_like")
 def _fused(node, dy):
-    from .engine import gradients
     value = decompose(node)
     inputs = list(node.inputs)
     grads = gradients([value], inputs, grad_ys=[dy], through_xs=False)

@@ -8,7 +8,7 @@ An op's record may carry its rule (OpDef.gradient, e.g. the one-input elementwis
 `add_record_rules` adds those to GRADIENTS, so GRADIENTS holds every rule."""
 from __future__ import annotations
 
-from ...ir.ops.registry import all_ops
+from ...ir.ops.registry import all_ops, get_op
 
 GRADIENTS: dict = {}
 
@@ -36,6 +36,5 @@ def rule_for(op: str):
     """The gradient rule of op, or None."""
     rule = GRADIENTS.get(op)
     if rule is None:
-        from ...ir.ops.registry import get_op
         rule = get_op(op).gradient
     return rule

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import DTypeError
+from ...source import user_location
 from ...types import as_dtype, promote
 from ..common import apply, as_value, as_values, graph_of
 
@@ -45,7 +46,6 @@ def _check_int_exponent(a, b):
         return
     exponent = b.node.attrs["value"]
     if exponent.size and exponent.min() < 0:
-        from ...source import user_location
         raise DTypeError(f"pow ({user_location()}): int32 to the negative power "
                          f"{exponent.min()} is not allowed (as in TensorFlow and NumPy); "
                          f"cast the base to float32 first")

@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 
+from ...errors import AttrError
 from ...types import TensorType
 from ..registry import REQUIRED, Onnx, OpDef, register
 from .builders import add, binary, div, mul, neg, square, sub, unary, where, zeros_like
@@ -214,7 +215,6 @@ unary_op("ones_like", ANY, np.ones_like, glsl="{t}(1)", no_gradient=_SHAPE_ONLY,
 
 # -- one input and a float attribute --------------------------------------------------
 def _alpha_rule(types, attrs):
-    from ...errors import AttrError
     alpha = attrs["alpha"]
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.integer, np.floating)):
         raise AttrError(f"alpha must be a Python number, got {alpha!r}")
