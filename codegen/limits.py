@@ -1,18 +1,7 @@
 """What a kernel choice may depend on besides the graph: the shader dialect and the
 device's limits, in one frozen record that lowering reads and the plan cache keys on.
 
-- `glsl`: "330" renders `#version 330 core` (desktop OpenGL 3.3); "300 es" renders
-  `#version 300 es` and a precision block (OpenGL ES 3.0, WebGL2). The same templates
-  render both (templates/prologue.glsl.j2, the vertex shader in runtime/gl_resources.py).
-- `max_draw_buffers`: render targets one kernel writes (a blocked matmul's or conv's
-  blocks, a first reduction pass down columns, a fused update's results). GL 3.3
-  guarantees 8, ES 3.0 and WebGL2 only 4.
-- `max_texture_units`: textures one kernel reads (GL_MAX_TEXTURE_IMAGE_UNITS; 16 in
-  GL 3.3 and ES 3.0).
-- `max_texture_size`: the widest texture a layout may use (GL_MAX_TEXTURE_SIZE).
-- `max_loop_iterations`: loop iterations one fragment may run in all. No GL query says
-  it; llvmpipe ends a shader invocation's loops after 65,535 (one limiter per shader,
-  shared by every loop in it) without an error, so that is the default everywhere.
+The fields are described on `Limits`.
 
 `Limits.from_context(ctx.info())` reads a context's; `Limits.webgl2()` is what a page
 can count on. `lower(graph, limits)` makes them the active limits while it lowers
@@ -51,6 +40,21 @@ ES_PRECISION = (
 
 @dataclass(frozen=True)
 class Limits:
+    """The shader dialect and the device's limits a kernel choice may depend on.
+
+    - `glsl`: "330" renders `#version 330 core` (desktop OpenGL 3.3); "300 es" renders
+      `#version 300 es` and a precision block (OpenGL ES 3.0, WebGL2). The same templates
+      render both (templates/prologue.glsl.j2, the vertex shader in runtime/gl_resources.py).
+    - `max_draw_buffers`: render targets one kernel writes (a blocked matmul's or conv's
+      blocks, a first reduction pass down columns, a fused update's results). GL 3.3
+      guarantees 8, ES 3.0 and WebGL2 only 4.
+    - `max_texture_units`: textures one kernel reads (GL_MAX_TEXTURE_IMAGE_UNITS; 16 in
+      GL 3.3 and ES 3.0).
+    - `max_texture_size`: the widest texture a layout may use (GL_MAX_TEXTURE_SIZE).
+    - `max_loop_iterations`: loop iterations one fragment may run in all. No GL query says
+      it; llvmpipe ends a shader invocation's loops after 65,535 (one limiter per shader,
+      shared by every loop in it) without an error, so that is the default everywhere.
+    """
     glsl: str = "330"
     max_draw_buffers: int = 8
     max_texture_units: int = 16

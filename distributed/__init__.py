@@ -1,20 +1,18 @@
 """fragflow.distributed: past one GPU, through Ray (``pip install 'fragflow[ray]'``).
 
-- ``predict(dataset, model, num_actors=N)``: batch inference over a ``ray.data.Dataset``
-  with N actors, each owning one Session (on its own GPU where Ray gives it one); the
-  output rows keep the input order; an actor that dies is replaced and its batches rerun
-  (Ray Data's actor pool restarts it and retries its tasks).
-- ``DataParallelTrainer(build, num_workers=N)``: synchronous data-parallel training;
-  every worker builds the same graph, takes its slice of each global batch, the
-  gradients are averaged (weighted by slice size) and every replica applies the same
-  optimizer update, so after k steps the weights are those of one process training on
-  the full batches. Checkpoints every n steps; a worker that dies is replaced and the
-  run resumes from the last checkpoint.
+- ``predict(dataset, model, num_actors=N)``: batch inference over a ``ray.data.Dataset`` with N
+  actors, each owning one Session (on its own GPU where Ray gives it one); the output rows keep
+  the input order; a dead actor is replaced and its batches rerun (inference.py says how).
+- ``DataParallelTrainer(build, num_workers=N)``: synchronous data-parallel training; every
+  worker builds the same graph, takes its slice of each global batch, the gradients are averaged
+  (weighted by slice size) and every replica applies the same optimizer update, so after k steps
+  the weights are those of one process training on the full batches. Checkpoints every n steps;
+  a worker that dies is replaced and the run resumes from the last checkpoint.
 
-This package sits beside tools/ at the top of the layers (docs/ARCHITECTURE.md): it is a
-client of the public API (``import fragflow as ff``) and nothing in fragflow imports it.
-Importing it does not import Ray; using it without Ray raises RayNotInstalledError.
-See docs/SCALING.md for what a step costs and how it scales.
+This package sits beside tools/ at the top of the layers (docs/ARCHITECTURE.md): it is a client
+of the public API (``import fragflow as ff``) and nothing in fragflow imports it. Importing it
+does not import Ray; using it without Ray raises RayNotInstalledError. docs/SCALING.md: what a
+step costs and how it scales.
 
     >>> import ray                                                   # doctest: +SKIP
     >>> from fragflow.distributed import GraphModel, predict         # doctest: +SKIP

@@ -2,24 +2,9 @@
 
 A layer makes its Variables the first time it is called (from the input's static
 shape), in the input's graph, under a name scope of its own name ("dense/kernel"), and
-builds new ops on every call, sharing those Variables:
-
-    dense = ff.layers.Dense(10, activation="relu")
-    y_train = dense(x, training=True)       # ops for a training step
-    y_infer = dense(x)                      # training=False: inference ops, same weights
-
-Training and inference: `training` selects what Dropout and BatchNormalization build
-(training=True: drop / batch statistics; False: identity / moving averages). A model
-builds both sets of ops once and fetches one or the other, so a Session runs only
-the ops of the mode it fetches (no bool placeholder, no both-branches `where`).
-BatchNormalization's moving-average updates are assign ops in `layer.updates`, made by
-each training call; a training step must fetch them with its optimizer step
-(ff.optim.group), as Sequential.fit does.
-
-Dense and the convolutions build plain ops (matmul / conv2d / depthwise_conv2d, bias
-add, activation): the fusion pass runs each in one kernel, and the backward pass
-reuses the forward values (ff.fused.*'s gradients would recompute the product).
-
+builds new ops on every call, sharing those Variables. `training` selects what Dropout
+and BatchNormalization build; docs/TENSORFLOW.md ("Keras layers and models") has the
+two modes, BatchNormalization's updates and the ops Dense and the convolutions build.
 Names, arguments and defaults are Keras's (units, filters, kernel_size, strides,
 padding="valid", activation=None, use_bias=True, kernel_initializer="glorot_uniform",
 ...); images are NHWC and kernels HWIO.

@@ -3,45 +3,7 @@
 A program is an op like any other: it is pruned, dumped, profiled, differentiated,
 compiled once per shape and reused across runs and sessions (the program cache).
 
-    square_add = ff.gpgpu_program(
-        name="square_add",
-        inputs=["x"],
-        output=lambda x: (x.shape, x.dtype),          # shape/dtype inference
-        glsl='''
-            float v = getXAtOutCoords();
-            setOutput(v * v + v);
-        ''',
-        gradient=lambda x, y, dy: [dy * (2.0 * x + 1.0)],
-    )
-    y = square_add(x)
-
-The GLSL is the body of a function run once per output element (GLSL 330). It sees:
-
-- getOutputCoords(): this element's coordinates — int for rank 0 and 1 outputs,
-  ivec2/ivec3/ivec4 for ranks 2-4 (row-major: .x is the first dimension).
-- setOutput(v): the element's value (float, int or bool, per the output dtype).
-- get<Name>(c0, ..., cN): input <Name> (first letter upper-cased: "x" → getX,
-  "bias" → getBias) at coordinates given as one int per dimension.
-- get<Name>AtOutCoords(): the input at the output's coordinates, with numpy
-  broadcasting (the input's dimensions align with the output's last ones).
-- outShape, <name>Shape (int or ivecN), outSize, <name>Size: the shapes, as constants.
-- each uniform by its name, set per call: prog(x, scale=2.0).
-
-Loops: llvmpipe (Mesa's CPU driver, what runs fragflow where there is no GPU) ends a
-shader invocation's loops after 65,535 iterations in all, silently: the output is
-whatever the loops had computed by then. An invocation computes up to four output
-elements, so keep each element's loops (nested loops multiply, all loops add up)
-under about 16,380 iterations; split longer work over more output elements or several
-programs. A LoopLimitWarning is raised when the program is called (and again when it
-is compiled, once shapes are known) if `for` bounds made of literals, `const` names,
-uniforms and shape constants are known to go past this. GPU drivers have no such limit.
-A program reads at most GL_MAX_TEXTURE_IMAGE_UNITS inputs (16 on any GL 3.3; more
-raises TooManyInputsError when it is compiled). See docs/LIMITS.md.
-
-Inputs and outputs have rank 0 to 4. `gradient(*inputs, y, dy, **uniforms)` returns
-one gradient per input (graph ops or other programs; None for none); without it, differentiating
-through the program raises GradientError naming it. `reference(*arrays, **uniforms)`
-(numpy) lets the numpy backend run the program."""
+`gpgpu_program`'s docstring gives the contract: what the GLSL sees, loops, gradients."""
 from __future__ import annotations
 
 import itertools
@@ -131,7 +93,47 @@ class GPGPUProgram:
 
 def gpgpu_program(name, inputs, output, glsl, uniforms=None, gradient=None,
                   reference=None) -> GPGPUProgram:
-    """A graph op running your GLSL; see this module's docstring for the contract."""
+    """A graph op running your GLSL.
+
+        square_add = ff.gpgpu_program(
+            name="square_add",
+            inputs=["x"],
+            output=lambda x: (x.shape, x.dtype),          # shape/dtype inference
+            glsl='''
+                float v = getXAtOutCoords();
+                setOutput(v * v + v);
+            ''',
+            gradient=lambda x, y, dy: [dy * (2.0 * x + 1.0)],
+        )
+        y = square_add(x)
+
+    The GLSL is the body of a function run once per output element (GLSL 330). It sees:
+
+    - getOutputCoords(): this element's coordinates — int for rank 0 and 1 outputs,
+      ivec2/ivec3/ivec4 for ranks 2-4 (row-major: .x is the first dimension).
+    - setOutput(v): the element's value (float, int or bool, per the output dtype).
+    - get<Name>(c0, ..., cN): input <Name> (first letter upper-cased: "x" → getX,
+      "bias" → getBias) at coordinates given as one int per dimension.
+    - get<Name>AtOutCoords(): the input at the output's coordinates, with numpy
+      broadcasting (the input's dimensions align with the output's last ones).
+    - outShape, <name>Shape (int or ivecN), outSize, <name>Size: the shapes, as constants.
+    - each uniform by its name, set per call: prog(x, scale=2.0).
+
+    Loops: llvmpipe (Mesa's CPU driver, what runs fragflow where there is no GPU) ends a
+    shader invocation's loops after 65,535 iterations in all, silently: the output is
+    whatever the loops had computed by then. An invocation computes up to four output
+    elements, so keep each element's loops (nested loops multiply, all loops add up)
+    under about 16,380 iterations; split longer work over more output elements or several
+    programs. A LoopLimitWarning is raised when the program is called (and again when it
+    is compiled, once shapes are known) if `for` bounds made of literals, `const` names,
+    uniforms and shape constants are known to go past this. GPU drivers have no such limit.
+    A program reads at most GL_MAX_TEXTURE_IMAGE_UNITS inputs (16 on any GL 3.3; more
+    raises TooManyInputsError when it is compiled). See docs/LIMITS.md.
+
+    Inputs and outputs have rank 0 to 4. `gradient(*inputs, y, dy, **uniforms)` returns
+    one gradient per input (graph ops or other programs; None for none); without it,
+    differentiating through the program raises GradientError naming it.
+    `reference(*arrays, **uniforms)` (numpy) lets the numpy backend run the program."""
     return GPGPUProgram(name, inputs, output, glsl, uniforms, gradient, reference)
 
 

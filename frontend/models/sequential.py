@@ -1,28 +1,10 @@
 """ff.Sequential: a stack of ff.layers with Keras's compile / fit / evaluate / predict.
 
 The model owns a graph (model.graph) and a Session on it (model.session, backend "gl"
-or "numpy"). It builds, once each:
-- the inference ops: model.input (a placeholder, batch dimension None) through every
-  layer with training=False to model.output; predict and evaluate fetch these;
-- at the first fit (when the labels' dtype is known), the training ops: the same
-  layers with training=True (only when Dropout or BatchNormalization make training
-  differ; otherwise the inference ops serve), the loss, the metrics, and one op that
-  applies the
-  optimizer's step and every BatchNormalization moving-average update (ff.optim.group).
-
-Every batch a run sees has the same size, so one compiled plan (one set of shaders)
-serves a whole fit: when batch_size does not divide the data, fit completes the last
-batch of an epoch with examples from the start of that epoch's order, and predict /
-evaluate pad theirs and drop the padding's results (their mean is over the real
-examples only).
-
-Losses (Keras's names): "sparse_categorical_crossentropy" (int labels),
-"categorical_crossentropy" (one-hot), "binary_crossentropy", "mean_squared_error"
-("mse"), "mean_absolute_error" ("mae"), or a function (y_true, y_pred) -> one loss per
-example. As in Keras, a cross-entropy on the output of a softmax (sigmoid) layer is
-computed from that layer's logits, which is exact where the probabilities round to 0.
-Metrics: "accuracy" ("acc", chosen to fit the loss), "sparse_categorical_accuracy",
-"categorical_accuracy", "binary_accuracy", the loss names above, or functions.
+or "numpy"). It builds the inference ops once and the training ops at the first fit,
+and every batch a run sees has the same size (one compiled plan serves a whole fit):
+docs/TENSORFLOW.md ("Keras layers and models"). compile's docstring lists the losses
+and metrics.
 
 >>> import fragflow as ff, numpy as np
 >>> x = np.random.default_rng(0).normal(size=(64, 2)).astype(np.float32)
@@ -271,7 +253,16 @@ class Sequential:
     # -- training setup -------------------------------------------------------------------
     def compile(self, optimizer="rmsprop", loss=None, metrics=None):
         """Choose the optimizer (an ff.optim instance or a Keras name), the loss and the
-        metrics. The training ops are built at the first fit."""
+        metrics. The training ops are built at the first fit.
+
+        Losses (Keras's names): "sparse_categorical_crossentropy" (int labels),
+        "categorical_crossentropy" (one-hot), "binary_crossentropy", "mean_squared_error"
+        ("mse"), "mean_absolute_error" ("mae"), or a function (y_true, y_pred) -> one loss
+        per example. As in Keras, a cross-entropy on the output of a softmax (sigmoid)
+        layer is computed from that layer's logits, which is exact where the
+        probabilities round to 0. Metrics: "accuracy" ("acc", chosen to fit the loss),
+        "sparse_categorical_accuracy", "categorical_accuracy", "binary_accuracy", the loss
+        names above, or functions."""
         if loss is None:
             raise AttrError("compile needs a loss")
         self.optimizer = _lookup(OPTIMIZERS, optimizer, "optimizer")() \
