@@ -223,12 +223,10 @@ def tree_reduce(builder: TreeBuilder, x: Operand, out: Operand, axes, combine: s
     the last finishes with `finish` (a Reduction's GLSL; "": the combine's). shift: one
     value per kept element that a combine or finish reading {shift} shifts elements by;
     shift_partials: x's last axis is 4 lanes of one slice (softmax_tree) and shift their
-    lane partials. whole_texels False: no texel_pass ("reduce.element_passes");
-    split_few: as choose_window's ("reduce.split_few")."""
+    lane partials. whole_texels, split_few: as plan's (the strategies' choices)."""
     shape = x.layout.shape
     folds = COMBINES[combine]
-    steps = plan(shape, axes, whole_texels=whole_texels and folds.lane_partials,
-                 split_few=split_few)
+    steps = plan(shape, axes, folds.lane_partials and whole_texels, split_few=split_few)
     count = math.prod(shape[a] for a in axes)
     src, values, layered, layers = x, None, None, 1
     for number, (step, out_groups) in enumerate(steps):
