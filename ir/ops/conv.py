@@ -1,38 +1,17 @@
 """The conv op family: convolutions, pooling and morphological dilation over NHWC
 (NDHWC) images, with the ops their gradients are built from.
 
-Every op here slides a window over the spatial axes of an image. The window's geometry
-(window size, strides, dilations, padding) is the same everywhere, TensorFlow's:
-
-- strides / dilations / ksize: an int, one per spatial axis, or TensorFlow's full-rank
-  form [1, s, s, 1] (the batch and channel entries must be 1);
-- padding: "VALID" (no padding), "SAME" (out = ceil(in / stride), with
-  pad_total = max((out - 1) * stride + (k - 1) * dilation + 1 - in, 0) and
-  pad_before = pad_total // 2), or explicit (before, after) pairs, one per spatial axis
-  or TensorFlow's full-rank form [[0, 0], [t, b], [l, r], [0, 0]].
-
-Ops (x: [N, *spatial, C]; filters HWIO / DHWIO; depthwise filters [H, W, C, M]):
-
-  conv2d, conv3d (x, w)                     sum over window and input channels
-  conv2d_backprop_input (dy, w) {input_size}    the input gradient: a transposed conv
-  conv2d_backprop_filter (x, dy) {filter_size}  the filter gradient: x correlated with dy
-  conv3d_backprop_input, conv3d_backprop_filter      the same in 3-D
-  depthwise_conv2d (x, w): out[..., c * M + m] = sum_k x[.., c] * w[k, c, m]
-  depthwise_conv2d_backprop_input / _filter
-  dilation2d (x, w): out[..., c] = max over the window of x[.., c] + w[k, c] (padding
-      never wins), with dilation2d_backprop_input / _filter (dy routed to the argmax)
-  max_pool, min_pool, avg_pool (4-D), max_pool3d, avg_pool3d (5-D): padding never
-      counts (avg divides by the number of real elements, as TensorFlow does)
-  max_pool_grad (x, y, dy): dy routed to each window's argmax (the first one on ties);
-  max_pool_grad_grad (x, y, g): g gathered at each window's argmax (TensorFlow's
-      MaxPoolGradGrad); min_pool_grad(_grad), max_pool3d_grad(_grad) likewise
-  avg_pool_grad (dy) {input_size}, avg_pool3d_grad: dy spread evenly over each window
+Every op here slides a window over the spatial axes of an image (x: [N, *spatial, C];
+filters HWIO / DHWIO; depthwise filters [H, W, C, M]). The window's geometry (window
+size, strides, dilations, padding) is the same everywhere, TensorFlow's: spatial_arg,
+padding_arg and window_1d state it. The ops: conv2d, conv3d, depthwise_conv2d and their
+_backprop_input / _backprop_filter; dilation2d and its two; max_pool, min_pool,
+avg_pool, max_pool3d, avg_pool3d with their _grad (and _grad_grad for max and min). The
+docstring of each numpy reference (_conv_ref, _backprop_input_ref, ..., _dilation_ref)
+says what it computes; _window_arg says which element a pool or dilation picks.
 
 input_size / filter_size are the spatial sizes only: the batch and channel counts come
 from the operands, so a batch of unknown size stays unknown until feed time.
-
-Argmax semantics (pools, dilation): padding is never chosen; NaN counts as the largest
-(smallest, for min_pool) and the first NaN wins; otherwise the first extremum wins.
 """
 from __future__ import annotations
 
@@ -48,7 +27,9 @@ from .registry import REQUIRED, OpDef, register
 
 # -- window geometry ----------------------------------------------------------------
 def spatial_arg(value, d: int, what: str) -> tuple:
-    """An int, d ints, or TensorFlow's full-rank form (d + 2 ints, 1 at both ends)."""
+    """strides / dilations / ksize: an int, d ints (one per spatial axis), or
+    TensorFlow's full-rank form, d + 2 ints such as [1, s, s, 1] (the batch and channel
+    entries must be 1)."""
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
         out = (int(value),) * d
     else:
@@ -73,7 +54,8 @@ def spatial_arg(value, d: int, what: str) -> tuple:
 
 
 def padding_arg(padding, d: int):
-    """'SAME', 'VALID' or d (before, after) pairs."""
+    """'SAME', 'VALID' (no padding), or explicit (before, after) pairs, one per spatial
+    axis or TensorFlow's full-rank form [[0, 0], [t, b], [l, r], [0, 0]]."""
     if isinstance(padding, str):
         if padding not in ("SAME", "VALID"):
             raise AttrError(f"padding {padding!r} is not one of 'SAME', 'VALID' or a list "
@@ -98,7 +80,9 @@ def padding_arg(padding, d: int):
 
 
 def window_1d(size, k, s, dil, pad):
-    """(pad_before, pad_after, out) along one axis; size may be None (unknown)."""
+    """(pad_before, pad_after, out) along one axis; size may be None (unknown). SAME:
+    out = ceil(in / stride), with pad_total = max((out - 1) * stride + (k - 1) * dilation
+    + 1 - in, 0) and pad_before = pad_total // 2."""
     k_eff = (k - 1) * dil + 1
     if size is None:
         if pad == "VALID":
@@ -381,6 +365,8 @@ def _dot(a, b):
 
 
 def _conv_ref(d, depthwise):
+    """conv2d, conv3d (x, w): the sum over the window and the input channels;
+    depthwise_conv2d (x, w): out[..., c * M + m] = sum_k x[.., c] * w[k, c, m]."""
     def ref(arrays, attrs):
         x, w = arrays
         win = conv_window(x.shape, w.shape, attrs, d)
@@ -407,6 +393,8 @@ def _conv_ref(d, depthwise):
 
 
 def _backprop_input_ref(d, depthwise):
+    """conv2d_backprop_input (dy, w) {input_size}: the input gradient, a transposed conv
+    (conv3d's and depthwise_conv2d's the same)."""
     def ref(arrays, attrs):
         dy, w = arrays
         in_size = tuple(attrs["input_size"])
@@ -426,6 +414,8 @@ def _backprop_input_ref(d, depthwise):
 
 
 def _backprop_filter_ref(d, depthwise):
+    """conv2d_backprop_filter (x, dy) {filter_size}: the filter gradient, x correlated
+    with dy (conv3d's and depthwise_conv2d's the same)."""
     def ref(arrays, attrs):
         x, dy = arrays
         ksize = tuple(attrs["filter_size"])
@@ -462,7 +452,9 @@ def _windows(x, win, extra=None):
 
 
 def _window_arg(vals, valid, largest=True):
-    """Per output: the tap of the extremum (first on ties, NaN counts as extreme)."""
+    """Per output: the tap of the extremum, the argmax of the pools and dilation2d:
+    padding is never chosen; NaN counts as the largest (smallest, for min_pool) and the
+    first NaN wins; otherwise the first extremum wins."""
     sign = 1 if largest else -1
     fill = -np.inf if largest else np.inf
     v = np.where(valid, vals, fill)
@@ -472,6 +464,8 @@ def _window_arg(vals, valid, largest=True):
 
 
 def _pool_ref(op, d):
+    """max_pool, min_pool, avg_pool (4-D), max_pool3d, avg_pool3d (5-D): padding never
+    counts (avg divides by the number of real elements, as TensorFlow does)."""
     def ref(arrays, attrs):
         (x,) = arrays
         win = pool_window(x.shape, attrs, d)
@@ -492,6 +486,10 @@ def _scatter_taps(shape, win, per_tap, dtype):
 
 
 def _pool_grad_ref(op, d):
+    """max_pool_grad (x, y, dy): dy routed to each window's argmax (the first one on
+    ties); max_pool_grad_grad (x, y, g): g gathered at each window's argmax
+    (TensorFlow's MaxPoolGradGrad); min_pool_grad(_grad), max_pool3d_grad(_grad)
+    likewise."""
     largest = not op.startswith("min")
 
     def ref(arrays, attrs):
@@ -507,6 +505,8 @@ def _pool_grad_ref(op, d):
 
 
 def _avg_pool_grad_ref(d):
+    """avg_pool_grad (dy) {input_size}, avg_pool3d_grad: dy spread evenly over each
+    window."""
     def ref(arrays, attrs):
         (dy,) = arrays
         in_size = tuple(attrs["input_size"])
@@ -519,6 +519,9 @@ def _avg_pool_grad_ref(d):
 
 
 def _dilation_ref(op):
+    """dilation2d (x, w): out[..., c] = max over the window of x[.., c] + w[k, c]
+    (padding never wins), with dilation2d_backprop_input / _filter (dy routed to the
+    argmax)."""
     def ref(arrays, attrs):
         x, w = arrays[:2]
         win = dilation_window(x.shape, w.shape, attrs)

@@ -16,16 +16,8 @@ GLSL kernel (templates/random.glsl.j2) and the numpy reference below draw the sa
 - normal: Box-Muller on words (0, 1) and (2, 3) of the block, in float32:
   u1 = 1 - uniform(w_even) in (0, 1], u2 = uniform(w_odd),
   r = sqrt(-2 log u1), z_even = r cos(2 pi u2), z_odd = r sin(2 pi u2).
-- truncated normal: element i tries philox(key, (i, k, run)) for k = 0, 1, ... and
-  takes the first of its four Box-Muller normals with |z| < 2 (TF re-draws beyond two
-  standard deviations); after MAX_ATTEMPTS blocks (never, in practice: each fails with
-  probability 4e-6) it gives 0.
-- int32 uniform in [minval, maxval): minval + bits % (maxval - minval) (TF's rule).
-- multinomial: output (b, s) takes u = uniform(b * num_samples + s) and picks the
-  first class whose running float32 sum of exp(logits - max) exceeds u * total.
-- dropout: x / (1 - rate) where uniform(noise index) >= rate, else 0; the noise index
-  broadcasts noise_shape to x's shape. Its gradient is dropout of dy with the same
-  stream: the same mask.
+- truncated normal, int32 uniform, multinomial, dropout: the docstrings of their numpy
+  references here (draw_truncated, _uniform_ref, _multinomial_ref, dropout_mask).
 """
 from __future__ import annotations
 
@@ -113,6 +105,10 @@ def draw_normals(attrs, n: int, run: int = 0) -> np.ndarray:
 
 
 def draw_truncated(attrs, n: int, run: int = 0) -> np.ndarray:
+    """Truncated normal: element i tries philox(key, (i, k, run)) for k = 0, 1, ... and
+    takes the first of its four Box-Muller normals with |z| < 2 (TF re-draws beyond two
+    standard deviations); after MAX_ATTEMPTS blocks (never, in practice: each fails with
+    probability 4e-6) it gives 0."""
     out = np.zeros(n, np.float32)
     todo = np.arange(n, dtype=np.uint64)
     lo, hi = _run_words(run)
@@ -229,6 +225,8 @@ def uniform_bounds(attrs) -> tuple:
 
 
 def _uniform_ref(arrays, attrs):
+    """int32 uniform in [minval, maxval): minval + bits % (maxval - minval) (TF's rule);
+    float: the uniform float in [0, 1) scaled to the range."""
     run = arrays[-1]
     shape = attrs["shape"]
     n = int(np.prod(shape, dtype=np.int64))
@@ -251,6 +249,8 @@ def _normal_ref(draw):
 
 
 def _multinomial_ref(arrays, attrs):
+    """Output (b, s) takes u = uniform(b * num_samples + s) and picks the first class
+    whose running float32 sum of exp(logits - max) exceeds u * total."""
     logits, run = arrays
     logits = logits.astype(np.float32)          # drawn in float32 whatever the mode
     batch, classes = logits.shape
@@ -270,6 +270,9 @@ def dropout_scale(rate: float) -> np.float32:
 
 
 def dropout_mask(attrs, x_shape, run=0) -> np.ndarray:
+    """Dropout is x / (1 - rate) where uniform(noise index) >= rate, else 0; the noise
+    index broadcasts noise_shape to x's shape. Its gradient is dropout of dy with the
+    same stream: the same mask."""
     noise = resolve_noise_shape(attrs["noise_shape"], x_shape)
     bits = draw_bits(attrs, int(np.prod(noise, dtype=np.int64)), run)
     keep = to_unit(bits) >= np.float32(attrs["rate"])

@@ -17,12 +17,7 @@ Semantics follow TensorFlow where it differs from NumPy or GLSL:
 
 The math family (inverse trig, hyperbolics, erf, expm1/log1p, the activations,
 clip_by_value, the predicates, range and linspace) follows TensorFlow's definitions,
-with these choices:
-- relu6, clip_by_value, elu, selu, leaky_relu, prelu and step keep NaN as NaN.
-- step is TensorFlow.js's: x > 0 ? 1 : alpha (float only); its gradient is zero.
-- range and linspace have no inputs: their kernels compute each element from its
-  index, start + i * delta (TensorFlow accumulates delta, which rounds more);
-  linspace's last element is stop exactly, as in TensorFlow.
+with the choices that unary_ops.py's and sequences.py's docstrings state.
 """
 from __future__ import annotations
 

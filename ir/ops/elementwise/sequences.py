@@ -1,5 +1,9 @@
 """Elementwise ops without inputs, computed from the element's index: fill, range and
-linspace (their kernels need no texture)."""
+linspace (their kernels need no texture).
+
+range and linspace compute each element from its index, start + i * delta (TensorFlow
+accumulates delta, which rounds more); linspace's last element is stop exactly, as in
+TensorFlow."""
 from __future__ import annotations
 
 import numpy as np

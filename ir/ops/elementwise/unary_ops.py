@@ -9,6 +9,11 @@ In a gradient, x is the op's input, y its output and dy the gradient of y; rules
 with the ir builders, so gradients can be differentiated again. relu, elu, selu and
 relu6 read y, not x (y > 0 exactly where x > 0): the pre-activation then has no
 consumer in the backward pass, so a conv/matmul + bias + activation still fuses.
+
+Choices where TensorFlow's definitions leave one (the package docstring has the rest):
+- relu6, clip_by_value (nary_ops.py), elu, selu, leaky_relu, prelu and step keep NaN
+  as NaN.
+- step is TensorFlow.js's: x > 0 ? 1 : alpha (float only); its gradient is zero.
 """
 from __future__ import annotations
 

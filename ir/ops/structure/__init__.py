@@ -1,20 +1,14 @@
 """The structure family: ops that assemble, cut, pad, repeat and index tensors, one
 module per kind (concat.py, pad.py, rearrange.py, gather.py, one_hot.py, top_k.py).
 
-    concat {axis}                       inputs joined along axis
-    pad {paddings, constant_value}      constant padding
-    mirror_pad {paddings, mode}         REFLECT or SYMMETRIC padding
-    mirror_pad_grad {paddings, mode}    the mirrored border folded back (mirror_pad's
-                                        gradient; its own gradient is mirror_pad)
+The ops {attrs} (operands), each described in its module's docstring:
+
+    concat {axis}; pad {paddings, constant_value}; mirror_pad, mirror_pad_grad {paddings, mode}
     tile {multiples}, reverse {axis}, broadcast_to {shape}
-    gather {axis, batch_dims}           params, int32 indices
-    gather_grad {axis, batch_dims}      dy, indices, params: dy summed into params' shape
-    gather_nd, gather_nd_grad           the same for index tuples
-    unsorted_segment_sum {num_segments} data, int32 segment_ids
-    one_hot {depth, on_value, off_value, axis, dtype}
-    top_k_rank                          each element's place in its last axis, sorted
-                                        descending (ties: lower index first)
-    top_k_indices {k}                   the indices of places 0..k-1 (from top_k_rank)
+    gather {axis, batch_dims} (params, int32 indices); gather_grad {axis, batch_dims}
+        (dy, indices, params: dy summed into params' shape); gather_nd, gather_nd_grad: the
+        same for index tuples; unsorted_segment_sum {num_segments} (data, int32 segment_ids)
+    one_hot {depth, on_value, off_value, axis, dtype}; top_k_rank; top_k_indices {k}
 
 Composites in frontend/ops_structure.py build stack, unstack, split, slice, TF's
 strided_slice, top_k, space_to_batch_nd and batch_to_space_nd from these and the shape
