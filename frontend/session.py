@@ -21,7 +21,7 @@ from ..runtime import driver
 from ..runtime.backend import get_backend
 from . import default_session as _default, side_effects as _side_effects
 from .debugging import DebugObserver, Profile, timed_runs
-from .shaders import write_shaders
+from .shaders import write_plan_shaders
 from .tensor import Tensor
 
 # Compiled plans a session keeps (per fetches, feeds and feed shapes); the least
@@ -388,9 +388,11 @@ class CompiledFunction:
         """Write one .frag file per kernel of the last compiled specialisation into
         directory, numbered in run order; each starts with a comment naming the nodes it
         implements (fused ones too), their scopes and source lines, the input and output
-        shapes and texture layouts, and the uniforms, and compiles as it is. Returns the
-        paths."""
-        return write_shaders(self.kernels, directory)
+        shapes and texture layouts, and the uniforms, and compiles as it is. A loop's
+        or branch's kernels go in a folder of their own (frontend/shaders.py). Returns
+        the paths."""
+        self._require_plan()
+        return write_plan_shaders(self._last.plan, directory)
 
 
 def _same_name(theirs, ours) -> str:

@@ -1,6 +1,9 @@
 """Graphviz DOT text for a graph, and SVG through Graphviz's `dot` command when it is
 installed (Debian: graphviz). Nodes are coloured by op family, edges labelled with the
-types they carry, and groups of nodes (the nodes one fused kernel runs) outlined."""
+types they carry, and groups of nodes (the nodes one fused kernel runs) outlined. A
+control-flow node (while_loop, cond, scan) is drawn as a cluster holding the node and
+a cluster per sub-graph (cond, body, true_branch...), nested loops nested; the nodes
+inside have ids "<control node>:<sub-graph>:<name>" (names repeat across bodies)."""
 from __future__ import annotations
 
 import shutil
@@ -23,6 +26,7 @@ FAMILY_COLORS = {
     "image": "#fff3b0",
     "random": "#f0e0cc",
     "program": "#ffd59e",
+    "control": "#f2d0a4",       # while_loop, cond, scan: their sub-graphs drawn inside
 }
 OTHER_COLOR = "#ffffff"
 DOT_MISSING = ("the svg format needs Graphviz's `dot` command, which is not on PATH "
@@ -56,8 +60,12 @@ def graph_to_dot(graph, groups: dict | None = None, types: dict | None = None) -
         if len(members) > 1:
             for name in members:
                 grouped.setdefault(name, label)
+    clusters = [0]
     for node in graph.nodes:
         if node.name in grouped:
+            continue
+        if subgraphs(node):
+            lines += _control_cluster(node, node.name, types, clusters, "  ")
             continue
         lines.append("  " + _node_line(node, types))
     for index, (label, names) in enumerate((groups or {}).items()):
@@ -78,13 +86,51 @@ def graph_to_dot(graph, groups: dict | None = None, types: dict | None = None) -
     return "\n".join(lines)
 
 
-def _node_line(node, types) -> str:
+def _node_line(node, types, node_id=None) -> str:
     out = ", ".join(types.get(v.name, str(v.type)) for v in node.outputs)
     label = f"{node.name}\\n{node.op} : {out}"
     color = FAMILY_COLORS.get(family_of(node.op), OTHER_COLOR)
     tooltip = node.source or node.name
-    return (f"{_quote(node.name)} [label=\"{label.replace(chr(34), chr(39))}\", "
+    return (f"{_quote(node_id or node.name)} [label=\"{label.replace(chr(34), chr(39))}\", "
             f"fillcolor=\"{color}\", tooltip={_quote(tooltip)}];")
+
+
+def _control_cluster(node, node_id, types, clusters, indent) -> list:
+    """A control node as a cluster: the node itself, then each sub-graph as a cluster
+    of its own with its nodes and edges (ids prefixed by the node's id and the
+    sub-graph's attr name), nested control nodes as clusters inside."""
+    clusters[0] += 1
+    lines = [f"{indent}subgraph cluster_cf{clusters[0]} {{",
+             f"{indent}  label={_quote(f'{node.op} {node.name}')}; style=\"rounded,filled\"; "
+             f"fillcolor=\"#fbf3e8\"; color=\"#b07020\"; fontname=monospace; "
+             f"fontsize=10;",
+             f"{indent}  " + _node_line(node, types, node_id)]
+    for key, sub in subgraphs(node):
+        clusters[0] += 1
+        prefix = f"{node_id}:{key}:"
+        lines += [f"{indent}  subgraph cluster_cf{clusters[0]} {{",
+                  f"{indent}    label={_quote(key)}; style=\"rounded,filled\"; "
+                  f"fillcolor=\"#ffffff\"; color=\"#b07020\"; fontname=monospace; "
+                  f"fontsize=10;"]
+        for inner in sub.nodes:
+            if subgraphs(inner):
+                lines += _control_cluster(inner, prefix + inner.name, {}, clusters,
+                                          indent + "    ")
+            else:
+                lines.append(f"{indent}    " + _node_line(inner, {}, prefix + inner.name))
+        for inner in sub.nodes:
+            for v in inner.inputs:
+                lines.append(f"{indent}    {_quote(prefix + v.node.name)} -> "
+                             f"{_quote(prefix + inner.name)} [label={_quote(str(v.type))}];")
+        lines.append(f"{indent}  }}")
+    lines.append(f"{indent}}}")
+    return lines
+
+
+def subgraphs(node) -> list:
+    """A node's sub-graphs by attr name (ir/ops/control.py's subgraphs)."""
+    from .ops.control import subgraphs as of  # a cycle: ir/graph.py imports this module
+    return of(node)
 
 
 def dot_available() -> bool:

@@ -3,7 +3,8 @@
     fragflow info                      GL backend, driver, limits and cache directories
     fragflow dump TARGET               the graph (--format text|json|dot|svg|html),
                                        or after a pass (--after PASS|all)
-    fragflow shaders TARGET -o DIR     one .frag per kernel, numbered in run order
+    fragflow shaders TARGET -o DIR     one .frag per kernel, numbered in run order (a
+                                       loop's or branch's in a folder of its own)
     fragflow profile TARGET            time per user op and scope, compile, upload,
                                        readback and totals
     fragflow export TARGET --webgl -o DIR
@@ -26,8 +27,15 @@ import sys
 import numpy as np
 
 import fragflow as ff
-from fragflow.frontend.shaders import select, shader_text, write_shaders
+from fragflow.frontend.shaders import (
+    plan_kernels,
+    select,
+    shader_text,
+    write_plan_shaders,
+)
 from fragflow.ir.dot import DOT_MISSING, dot_available, dot_to_svg, graph_to_dot
+from fragflow.ir.ops.control import has_control_flow
+from fragflow.ir.ops.state import RUN_COUNTER
 from fragflow.runtime import get_context
 from fragflow.runtime.context.egl_devices import other_implementations
 from fragflow.runtime.shader_cache import cache_dir
@@ -163,6 +171,11 @@ def _render(target, graph, fmt, shapes, user_graph=False, subtitle="") -> str:
         print(f"fragflow: {problem}", file=sys.stderr)
     else:
         kernels, compiled_graph = run.kernels, run.graph
+        if has_control_flow(compiled_graph):
+            # the stages around the loops: their kernels exist once the plan has run
+            # (the loops' and branches' own are in folders: fragflow shaders)
+            run_once(run)
+            kernels = [k for path, k in plan_kernels(run.compiled.plan) if not path]
         texts = [shader_text(k) for k in kernels]
         run.close()
     types = concrete_types(target, shapes) if user_graph else {}
@@ -193,22 +206,39 @@ def _emit(text: str, output: str | None) -> int:
 
 # -- shaders ------------------------------------------------------------------------------
 def cmd_shaders(args) -> int:
-
     target = load_target(args.target)
     run = compile_target(target, parse_feed_shapes(args.feed_shape))
     try:
+        plan = run.compiled.plan
+        if has_control_flow(run.graph):
+            run_once(run)          # a loop's or branch's plan is built when it first runs
+        every = plan_kernels(plan)
         if args.output:
-            paths = write_shaders(run.kernels, args.output, only=args.kernel)
+            paths = write_plan_shaders(plan, args.output, only=args.kernel)
             for path in paths:
                 print(path)
-            print(f"{len(paths)} shader(s) of {len(run.kernels)} kernel(s) in run order",
+            print(f"{len(paths)} shader(s) of {len(every)} kernel(s) in run order",
                   file=sys.stderr)
         else:
-            texts = [shader_text(k) for _, k in select(run.kernels, args.kernel)]
+            chosen = {id(k) for _, k in select([k for _, k in every], args.kernel)}
+            texts = [("" if not path else f"// ---- in {' > '.join(p.label for p in path)}"
+                      f" ({path[-1].op} '{path[-1].node}': {path[-1].about})\n")
+                     + shader_text(k) for path, k in every if id(k) in chosen]
             print("\n".join(texts))
     finally:
         run.close()
     return 0
+
+
+def run_once(run) -> None:
+    """One run of a compiled TARGET's plan with its feeds (seeded random data where
+    it has none), so that the plans of its loops and branches exist; the branches not
+    taken stay without one."""
+    feeds = {run.compiled.feed_names[v]: np.asarray(a) for v, a in run.feeds.items()
+             if v in run.compiled.feed_names}
+    feeds[RUN_COUNTER] = np.array(0, np.int32)
+    with run.backend.lock:
+        run.compiled.plan.run(feeds)
 
 
 # -- profile ------------------------------------------------------------------------------

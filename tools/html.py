@@ -8,7 +8,13 @@ inputs, outputs, scope and source line, and the GLSL of the kernel that computes
 record says: a stitch for its epilogue, a reduction's last pass), then the node's other
 kernels. The page opens scrolled to the graph's inputs (a large graph's canvas is
 wider than the window); "fit to view" scales the whole graph into it. Opening the page
-with #select=<node name> shows a node the same way; #click=<node name> clicks it."""
+with #select=<node name> shows a node the same way; #click=<node name> clicks it.
+
+A control-flow node (while_loop, cond, scan) is drawn as a box holding its sub-graphs
+side by side (cond and body, true_branch and false_branch), each a box with its own
+drawing, nested loops nested; the node itself is the box's title bar. The nodes inside
+have the ids "<control node>:<sub-graph>:<name>" (names repeat across bodies); their
+kernels are in plans of their own (`fragflow shaders` writes them in folders)."""
 from __future__ import annotations
 
 import html
@@ -17,16 +23,23 @@ from urllib.parse import quote
 
 from fragflow.codegen.kernel import PARTS, node_value
 from fragflow.ir.dot import FAMILY_COLORS, OTHER_COLOR, family_of
+from fragflow.ir.graph import Graph
+from fragflow.ir.ops.control import subgraphs
 from fragflow.ir.printer import format_attr, format_steps
 
 from .compiled import node_kernels
 from .layout import NODE_H, NODE_W, layered_layout
 
+BOX_PAD, BOX_HEADER = 14, NODE_H + 14        # a control node's box: padding, title bar
+
 
 def node_record(node, types: dict) -> dict:
     attrs = []
     for key, value in node.attrs.items():
-        if key == "steps":
+        if isinstance(value, Graph):        # a loop's body, a branch: drawn inside
+            attrs.append([key, f"a sub-graph of {len(value.nodes)} nodes, drawn in "
+                               f"this node's box"])
+        elif key == "steps":
             attrs.append([key, format_steps(value)])
         elif key == "glsl":
             attrs.append([key, value.strip()])
@@ -59,13 +72,15 @@ def render_page(graph, *, title: str, kernels=(), shader_texts=(), kernel_index=
         groups.setdefault(tuple(every), []).append(name)
     outlined = {" + ".join(kernels[i].name for i in every): names
                 for every, names in groups.items() if len(names) > 1}
-    layout = layered_layout(graph, outlined)
+    layout = _measure(graph, outlined, "")
+    nodes = {n.name: {**node_record(n, types),
+                      "kernel": lowering.get(n.name, (None,))[0],
+                      "kernels": lowering.get(n.name, (None, []))[1],
+                      "note": notes.get(n.name, "")} for n in graph.nodes}
+    nodes.update(_inner_records(graph, ""))
     data = {
         "graph": graph.name,
-        "nodes": {n.name: {**node_record(n, types),
-                           "kernel": lowering.get(n.name, (None,))[0],
-                           "kernels": lowering.get(n.name, (None, []))[1],
-                           "note": notes.get(n.name, "")} for n in graph.nodes},
+        "nodes": nodes,
         "kernels": [{"name": k.name, "op": k.op, "nodes": list(k.nodes),
                      "computes": [r.name for r in k.computes], "part": k.part,
                      "role": PARTS[k.part], "source": text}
@@ -112,14 +127,59 @@ def _script_json(data) -> str:
     return text.replace("</", "<\\/").replace("<!--", "<\\!--")
 
 
+def _measure(graph, outlined, prefix) -> dict:
+    """graph's layout, each control node sized to hold its sub-graphs' layouts side by
+    side ("inner": {node name: [(attr, sub-graph, its layout)]})."""
+    inner, sizes = {}, {}
+    for node in graph.nodes:
+        subs = subgraphs(node)
+        if not subs:
+            continue
+        laid = [(key, sub, _measure(sub, {}, f"{prefix}{node.name}:{key}:"))
+                for key, sub in subs]
+        inner[node.name] = laid
+        sizes[node.name] = (max(NODE_W, sum(lay["width"] for _, _, lay in laid)
+                                + BOX_PAD * (len(laid) + 1)),
+                            BOX_HEADER + max(lay["height"] for _, _, lay in laid) + BOX_PAD)
+    layout = layered_layout(graph, outlined, sizes)
+    layout["inner"] = inner
+    return layout
+
+
+def _inner_records(graph, prefix) -> dict:
+    """The page's records of the nodes inside graph's control nodes, by id."""
+    out = {}
+    for node in graph.nodes:
+        for key, sub in subgraphs(node):
+            at = f"{prefix}{node.name}:{key}:"
+            where = f"inside {node.op} '{node.name}', its {key}"
+            for inner in sub.nodes:
+                out[at + inner.name] = {
+                    **node_record(inner, {}), "kernel": None, "kernels": [],
+                    "note": f"{where}: a loop's or branch's kernels are in a plan of its "
+                            f"own (fragflow shaders writes them in a folder each)"}
+            out.update(_inner_records(sub, at))
+    return out
+
+
 def _svg(graph, layout, outlined, types) -> str:
-    pos = layout["nodes"]
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" id="graph" '
              f'width="{layout["width"]:.0f}" height="{layout["height"]:.0f}" '
              f'viewBox="0 0 {layout["width"]:.0f} {layout["height"]:.0f}">',
              '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" '
              'markerWidth="7" markerHeight="7" orient="auto-start-reverse">'
              '<path d="M0,0 L10,5 L0,10 z" fill="#777"/></marker></defs>']
+    _draw(graph, layout, outlined, types, "", (0.0, 0.0), parts, top=True)
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+def _draw(graph, layout, outlined, types, prefix, offset, parts, top=False) -> None:
+    """graph's groups, boxes, edges and nodes, its layout moved by offset; node ids
+    prefixed (a sub-graph's)."""
+    ox, oy = offset
+    pos = {n: (x + ox, y + oy) for n, (x, y) in layout["nodes"].items()}
+    size = layout["sizes"]
     for label, names in outlined.items():
         xs = [pos[n][0] for n in names if n in pos]
         ys = [pos[n][1] for n in names if n in pos]
@@ -131,6 +191,19 @@ def _svg(graph, layout, outlined, types) -> str:
                      f'width="{x1 - x0:.1f}" height="{y1 - y0:.1f}" rx="10"/>'
                      f'<text x="{x0 + 8:.1f}" y="{y0 + 14:.1f}">fused kernel'
                      f'{"s" if " + " in label else ""} {html.escape(label)}</text></g>')
+    for name, laid in layout["inner"].items():
+        (cx, cy), (w, h) = pos[name], size[name]
+        x0, y0 = cx - w / 2, cy - h / 2
+        parts.append(f'<g class="cfbox"><rect x="{x0:.1f}" y="{y0:.1f}" width="{w:.1f}" '
+                     f'height="{h:.1f}" rx="12"/></g>')
+        x = x0 + BOX_PAD
+        for key, sub, lay in laid:
+            parts.append(f'<g class="cfsub"><rect x="{x:.1f}" y="{y0 + BOX_HEADER:.1f}" '
+                         f'width="{lay["width"]:.1f}" height="{lay["height"]:.1f}" rx="8"/>'
+                         f'<text x="{x + 8:.1f}" y="{y0 + BOX_HEADER + 16:.1f}">'
+                         f'{html.escape(key)}</text></g>')
+            _draw(sub, lay, {}, {}, f"{prefix}{name}:{key}:", (x, y0 + BOX_HEADER), parts)
+            x += lay["width"] + BOX_PAD
     drawn = set()
     for node in graph.nodes:
         for v in node.inputs:
@@ -139,7 +212,7 @@ def _svg(graph, layout, outlined, types) -> str:
                 continue
             drawn.add(key)
             (sx, sy), (dx, dy) = pos[v.node.name], pos[node.name]
-            sy, dy = sy + NODE_H / 2, dy - NODE_H / 2
+            sy, dy = sy + size[v.node.name][1] / 2, dy - size[node.name][1] / 2
             bend = max(30.0, (dy - sy) / 2)
             path = f"M{sx:.1f},{sy:.1f} C{sx:.1f},{sy + bend:.1f} {dx:.1f},{dy - bend:.1f} " \
                    f"{dx:.1f},{dy:.1f}"
@@ -148,15 +221,19 @@ def _svg(graph, layout, outlined, types) -> str:
             parts.append(f'<g class="edge"><path d="{path}" marker-end="url(#arrow)"/>'
                          f'<text x="{mx:.1f}" y="{my:.1f}">{html.escape(label)}</text></g>')
     # where the page opens: the graph's inputs (placeholders), else its top row
-    inputs = {n.name for n in graph.nodes if n.op == "placeholder"} or \
-        {name for name, (_, y) in pos.items() if y == min(p[1] for p in pos.values())}
+    inputs = ({n.name for n in graph.nodes if n.op == "placeholder"} or
+              {name for name, (_, y) in pos.items()
+               if y == min(p[1] for p in pos.values())}) if top else set()
     for node in graph.nodes:
         x, y = pos[node.name]
+        if node.name in layout["inner"]:      # the title bar of its box
+            y = y - size[node.name][1] / 2 + BOX_PAD / 2 + NODE_H / 2
         mark = ' data-input="1"' if node.name in inputs else ""
         color = FAMILY_COLORS.get(family_of(node.op), OTHER_COLOR)
         out = ", ".join(types.get(v.name, str(v.type)) for v in node.outputs)
         parts.append(
-            f'<g class="node" data-node="{html.escape(node.name)}" data-x="{x:.0f}" '
+            f'<g class="node" data-node="{html.escape(prefix + node.name)}" '
+            f'data-x="{x:.0f}" '
             f'data-y="{y:.0f}"{mark} tabindex="0">'
             f'<title>{html.escape(node.name)} = {html.escape(node.op)}'
             f'{"  " + html.escape(node.source) if node.source else ""}</title>'
@@ -166,8 +243,6 @@ def _svg(graph, layout, outlined, types) -> str:
             f'{html.escape(_clip(node.name, 26))}</text>'
             f'<text class="op" x="{x:.1f}" y="{y + 12:.1f}">'
             f'{html.escape(_clip(f"{node.op} : {out}", 30))}</text></g>')
-    parts.append("</svg>")
-    return "\n".join(parts)
 
 
 def _clip(text: str, width: int) -> str:
@@ -210,6 +285,9 @@ g.edge text { font: 10px monospace; fill: #555; text-anchor: middle;
               paint-order: stroke; stroke: #fff; stroke-width: 3px; }
 g.group rect { fill: none; stroke: #3060c0; stroke-width: 1.5; stroke-dasharray: 6 4; }
 g.group text { font: 11px monospace; fill: #3060c0; }
+g.cfbox rect { fill: #fbf3e8; stroke: #b07020; stroke-width: 1.5; }
+g.cfsub rect { fill: #fff; stroke: #b07020; stroke-width: 1; }
+g.cfsub text { font: bold 11px monospace; fill: #b07020; }
 #canvas.fit svg { width: 100%; height: auto; }
 details.other-kernel summary { font-family: monospace; cursor: pointer; margin: 4px 0; }
 #kernels { font-family: monospace; font-size: 12px; padding-left: 18px; list-style: none; }

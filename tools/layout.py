@@ -1,6 +1,8 @@
 """A layered drawing of a graph for the HTML view, in the Sugiyama spirit: layers by
 topological depth, then a few barycenter sweeps to untangle edges; the nodes of one
-fused kernel are kept side by side so that their outline stays tight."""
+fused kernel are kept side by side so that their outline stays tight. A node may be
+given a size of its own (a control-flow node drawn as a box holding its sub-graphs);
+the others are NODE_W x NODE_H."""
 from __future__ import annotations
 
 NODE_W, NODE_H = 190, 44
@@ -35,8 +37,10 @@ def _depths(graph, shown: set, group_of: dict) -> dict:
     return depth
 
 
-def layered_layout(graph, groups: dict | None = None) -> dict:
-    """{"nodes": {name: (x, y)} (box centres), "width", "height"} for every node."""
+def layered_layout(graph, groups: dict | None = None, sizes: dict | None = None) -> dict:
+    """{"nodes": {name: (x, y)} (box centres), "sizes": {name: (w, h)}, "width",
+    "height"} for every node; sizes: {name: (w, h)} for nodes not NODE_W x NODE_H."""
+    size = {n.name: (sizes or {}).get(n.name, (NODE_W, NODE_H)) for n in graph.nodes}
     shown = {n.name for n in graph.nodes}
     group_of = {}
     for index, names in enumerate((groups or {}).values()):
@@ -56,9 +60,10 @@ def layered_layout(graph, groups: dict | None = None) -> dict:
     x = {}
 
     def place(level):
-        width = len(level) * (NODE_W + GAP_X)
-        for i, name in enumerate(level):
-            x[name] = i * (NODE_W + GAP_X) - width / 2
+        cursor = -(sum(size[n][0] for n in level) + GAP_X * (len(level) - 1)) / 2
+        for name in level:
+            x[name] = cursor + size[name][0] / 2         # the box's centre
+            cursor += size[name][0] + GAP_X
 
     for level in levels:
         place(level)
@@ -74,15 +79,17 @@ def layered_layout(graph, groups: dict | None = None) -> dict:
             _keep_groups_together(level, group_of)
             place(level)
 
-    left = min(x.values()) if x else 0
+    left = min((x[n] - size[n][0] / 2 for n in x), default=0)
     positions = {}
-    for row, level in enumerate(levels):
+    top = MARGIN + 18
+    for level in levels:
+        row = max(size[n][1] for n in level)
         for name in level:
-            positions[name] = (x[name] - left + MARGIN + NODE_W / 2,
-                               MARGIN + 18 + row * (NODE_H + GAP_Y) + NODE_H / 2)
-    width = max((p[0] for p in positions.values()), default=0) + NODE_W / 2 + MARGIN
-    height = max((p[1] for p in positions.values()), default=0) + NODE_H / 2 + MARGIN
-    return {"nodes": positions, "width": width, "height": height}
+            positions[name] = (x[name] - left + MARGIN, top + row / 2)
+        top += row + GAP_Y
+    width = max((p[0] + size[n][0] / 2 for n, p in positions.items()), default=0) + MARGIN
+    height = max((p[1] + size[n][1] / 2 for n, p in positions.items()), default=0) + MARGIN
+    return {"nodes": positions, "sizes": size, "width": width, "height": height}
 
 
 def _keep_groups_together(level: list, group_of: dict) -> None:
