@@ -133,7 +133,7 @@ class Session:
         compile_seconds = time.perf_counter() - start
         by_name = _by_name(compiled, feeds)
         self._execute(compiled, dict(by_name))          # warm-up: JIT, first-touch
-        profile = Profile(runs, compile_seconds, graph=compiled.graph)
+        profile = Profile(runs, compile_seconds, graph=compiled.graph, plan=compiled.plan)
 
         return timed_runs(lambda observer: self._execute(compiled, by_name, observer),
                           runs, profile)

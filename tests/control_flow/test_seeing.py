@@ -13,6 +13,7 @@ from types import SimpleNamespace
 from urllib.parse import quote
 
 import numpy as np
+import pytest
 
 import fragflow as tf
 from fragflow.ir.dot import graph_to_dot
@@ -220,3 +221,36 @@ def test_fragflow_dump_html_shows_the_kernels_around_the_loops(gl, capsys, tmp_p
     kernel = data["nodes"]["outer/exp"]["kernel"]
     assert kernel is not None and "exp" in data["kernels"][kernel]["source"]
     assert len(_rects(text, "cfbox")) == 4
+
+
+# -- sess.profile inside loops ----------------------------------------------------------------
+def test_profile_shows_time_per_step_and_per_kernel_inside_each_loop(gl):
+    z, feeds = nested()
+    with tf.Session(z.graph) as sess:
+        want = tf.Session(z.graph, backend="numpy", passes=[]).run(z, feeds)
+        np.testing.assert_allclose(sess.run(z, feeds), want, rtol=1e-5)
+        p = sess.profile(z, feeds, runs=2)
+    loops = {r["part"]: r for r in p.loops}
+    outer, inner = "outer/loop.cond_and_body", \
+        "outer/loop.cond_and_body > inner.cond_and_body"
+    # the outer condition is tested 5 times (i = 0..4); each test runs its plan, body
+    # included (its result discarded on the last), so the inner loop runs 5 times with
+    # 3 tests each; the cond inside takes one branch per outer step; the scan: 3 steps
+    assert loops[outer]["steps"] == 5 and loops[outer]["op"] == "while_loop"
+    assert loops[inner]["steps"] == 15 and loops[inner]["node"] == "inner"
+    branches = [r for r in p.loops if r["op"] == "cond"]
+    assert sum(r["steps"] for r in branches) == 5
+    assert loops["scan.body"]["steps"] == 3
+    for r in p.loops:
+        assert r["seconds"] > 0 and r["seconds_per_step"] * r["steps"] == \
+            pytest.approx(r["seconds"])
+    assert loops[outer]["seconds"] >= loops[inner]["seconds"]     # nested: included
+    # per kernel: each body kernel's row is in the plan it runs in, counted per call
+    rows = {r["kernel"]: r for r in p.kernel_rows}
+    sin = next(r for name, r in rows.items() if name.startswith(inner) and "sin" in r["op"])
+    assert round(sin["calls"]) == 15 and sin["scope"] == inner
+    assert any(r["scope"] == outer and r["op"] == "sum" for r in p.rows)
+    assert any(r["scope"] == "outer" and r["op"] == "exp" for r in p.rows)   # outside
+    text = p.table()
+    assert "inside loops and branches" in text and "steps per run" in text
+    assert re.search(r"…nner\.cond_and_body > k\d+_mul +sin\+mul +15 ", p.table(by="kernel"))
