@@ -26,8 +26,9 @@ EXPORT_RULES: dict = {}
 # one node of that type on the same operands
 SIMPLE = {name: opdef.onnx.op_type for name, opdef in all_ops().items()
           if opdef.onnx is not None and not opdef.attrs}
-REDUCE = {"sum": "ReduceSum", "mean": "ReduceMean", "max": "ReduceMax", "min": "ReduceMin",
-          "prod": "ReduceProd", "logsumexp": "ReduceLogSumExp"}
+# the reductions with an ONNX name: one Reduce* node with axes and keepdims
+REDUCE = {name: opdef.onnx.op_type for name, opdef in all_ops().items()
+          if opdef.reduction is not None and opdef.onnx is not None}
 
 
 def export_rule(*ops):

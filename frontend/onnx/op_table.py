@@ -1027,13 +1027,13 @@ def space_to_depth(ctx, node, x, a):
 
 
 # -- reductions and softmax --------------------------------------------------------------
-REDUCTIONS = {"ReduceSum": F.reduce_sum, "ReduceMean": F.reduce_mean,
-              "ReduceMax": F.reduce_max, "ReduceMin": F.reduce_min,
-              "ReduceProd": F.reduce_prod}
+# the reductions whose records name an ONNX Reduce* (ir/ops/reduce.py), by that name
+REDUCTIONS = {opdef.onnx.op_type: getattr(F, f"reduce_{name}")
+              for name, opdef in all_ops().items()
+              if opdef.reduction is not None and opdef.onnx is not None}
 
 
-@rule(*REDUCTIONS, "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum",
-      "ReduceLogSumExp")
+@rule(*REDUCTIONS, "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum")
 def reduce(ctx, node, x, a):
     t = ctx.tensor(x[0])
     keep = bool(a.get("keepdims", 1))
@@ -1060,9 +1060,7 @@ def reduce(ctx, node, x, a):
         return F.sqrt(F.reduce_sum(F.square(t), axis=axis, keepdims=keep))
     if op == "ReduceSumSquare":
         return F.reduce_sum(F.square(t), axis=axis, keepdims=keep)
-    if op == "ReduceLogSum":
-        return F.log(F.reduce_sum(t, axis=axis, keepdims=keep))
-    return F.reduce_logsumexp(t, axis=axis, keepdims=keep)
+    return F.log(F.reduce_sum(t, axis=axis, keepdims=keep))      # ReduceLogSum
 
 
 @rule("ArgMax", "ArgMin")

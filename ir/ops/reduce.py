@@ -24,7 +24,10 @@ import numpy as np
 from ..errors import AttrError, DTypeError, ShapeError
 from ..types import TensorType, normalize_axes
 from .common import apply
-from .registry import OpDef, get_op, register
+from .registry import Onnx, OpDef, get_op, register
+
+# ONNX's Reduce* take axes as an attribute or (opset 13/18) an input: one importer rule
+_BY_REDUCE_RULE = "frontend/onnx/op_table.py reduce: axes by opset, noop_with_empty_axes"
 
 NUMERIC = ("float32", "int32")
 
@@ -173,7 +176,8 @@ for _op, _reduction in (
         ("prod", Reduction("prod", COMBINES["prod"].identity, transposable=True))):
     register(OpDef(_op, "reduce", _reduce_type, _reduce_ref(_op),
                    attrs={"axis": None, "keepdims": False}, num_inputs=1,
-                   tf=f"tf.reduce_{_op}", reduction=_reduction))
+                   tf=f"tf.reduce_{_op}", reduction=_reduction,
+                   onnx=Onnx(f"Reduce{_op.capitalize()}", _BY_REDUCE_RULE)))
 
 
 def _variance_type(types, attrs):
@@ -409,7 +413,7 @@ register(OpDef("log_softmax", "reduce", _softmax_type, _log_softmax_ref,
                attrs={"axis": -1}, num_inputs=1, tf="tf.nn.log_softmax"))
 register(OpDef("logsumexp", "reduce", _logsumexp_type, _logsumexp_ref,
                attrs={"axis": None, "keepdims": False}, num_inputs=1,
-               tf="tf.reduce_logsumexp",
+               tf="tf.reduce_logsumexp", onnx=Onnx("ReduceLogSumExp", _BY_REDUCE_RULE),
                reduction=Reduction("sumexp", lambda dtype: -np.inf, finish=_LOGSUMEXP,
                                    shift="max")))
 register(OpDef("cumsum", "reduce", _cumsum_type, _cumsum_ref,

@@ -202,3 +202,12 @@ def test_the_gradient_modules_are_those_of_the_families():
     rules = {rule.__module__.rsplit(".", 1)[-1] for rule in GRADIENTS.values()
              if rule.__module__.startswith("fragflow.passes.autodiff.")}
     assert rules <= found
+
+
+def test_the_reduction_maps_are_derived_from_the_records():
+    """exporter.REDUCE and the importer's REDUCTIONS, written by hand before the
+    reduce records named their ONNX types."""
+    old = {"sum": "ReduceSum", "mean": "ReduceMean", "max": "ReduceMax", "min": "ReduceMin",
+           "prod": "ReduceProd", "logsumexp": "ReduceLogSumExp"}
+    assert exporter.REDUCE == old
+    assert op_table.REDUCTIONS == {t: getattr(F, f"reduce_{n}") for n, t in old.items()}
