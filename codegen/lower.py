@@ -19,7 +19,6 @@ from importlib.util import find_spec
 from ..ir.errors import FragflowError, TooManyInputsError
 from ..ir.graph import Graph
 from ..ir.ops.registry import FAMILIES, all_ops, get_op
-from ..passes.split_wide import DEFAULT_TEXTURE_UNITS
 from . import elementwise  # lower_copy, an assign's copy kernel
 from .kernel import LoweredGraph
 from .layout import layout_for
@@ -49,7 +48,7 @@ def lower(graph: Graph, limits: Limits | int | None = None,
     the limits, the tuning and its facts as their modules' `active()` while this runs."""
     if limits is None or isinstance(limits, int):
         limits = Limits(max_texture_size=limits or DESKTOP.max_texture_size,
-                        max_texture_units=DEFAULT_TEXTURE_UNITS if max_texture_units is None
+                        max_texture_units=DESKTOP.max_texture_units if max_texture_units is None
                         else max_texture_units)
     elif max_texture_units is not None:
         raise FragflowError("lower(graph, limits): max_texture_units is in the Limits")
