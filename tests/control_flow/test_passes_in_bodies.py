@@ -126,3 +126,21 @@ def test_unknown_dims_in_a_body_and_gradients_through_it(shape):
                     x, initializer=tf.constant(0.0))
         return tf.gradients(tf.reduce_sum(y), x)[0]
     both(build, {"x": X})
+
+
+def folded_target():
+    """`fragflow dump` target: the loop above, its fetch."""
+    g = tf.Graph("cf")
+    with g.as_default():
+        _, y = _loop()
+    return y
+
+
+def test_fragflow_dump_after_a_pass_shows_the_body_after_it(capsys):
+    from fragflow.tools.cli import main
+    capsys.readouterr()
+    assert main(["dump", f"{__file__}:folded_target", "--after", "fold_constants"]) == 0
+    text = capsys.readouterr().out
+    body = text[text.index("graph body("):]
+    assert "constant 7.3890557 : f32[]" in body and "exp(" not in body
+    assert "// in loop's body: folded exp 'loop/exp' into a constant" in text
