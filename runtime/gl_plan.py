@@ -42,6 +42,22 @@ def from_texels(flat: np.ndarray, layout: Layout) -> np.ndarray:
     return out != 0 if layout.dtype == "bool" else out
 
 
+class Resident:
+    """A value left in a texture by a run: the texture and its layout. Valid until the
+    plan that owns the texture runs again or is released; read() reads it back."""
+    __slots__ = ("texture", "layout")
+
+    def __init__(self, texture, layout: Layout):
+        self.texture, self.layout = texture, layout
+
+    @property
+    def type(self) -> TensorType:
+        return TensorType(tuple(self.layout.shape), self.layout.dtype)
+
+    def read(self) -> np.ndarray:
+        return from_texels(self.texture.readback(), self.layout)
+
+
 class BoundState:
     """What the launch loop has bound so far: draw() skips every GL call that would set
     what is already set (dependent tiny kernels cost little more than their calls).
@@ -356,3 +372,35 @@ class GLPlan:
             self.device.pool.release(slot.texture)
         self._owned.clear()
         self._launches.clear()
+
+    # -- a run that keeps its values on the GPU (runtime/control_flow.py) --------------
+    def run_resident(self, feeds: dict) -> list:
+        """run() with values left on the GPU: a feed may be a Resident, whose texture is
+        bound in place of the feed's own for this run (nothing uploaded) when its layout
+        matches, and each fetch comes back as a Resident (nothing read back) except one in
+        an array texture (read back). The feed textures given are only read, never written;
+        an assigned variable whose new value is a given feed gets a copy (uploaded)."""
+        with self.device.gl:
+            swapped = {id(new) for _, new in self._swaps}
+            restore = []
+            for name, slot, layout, staging in self._uploads:
+                value = feeds[name]
+                if isinstance(value, Resident):
+                    if (value.layout.texture_key == layout.texture_key and
+                            id(slot) not in swapped and isinstance(value.texture, Texture)):
+                        restore.append((slot, slot.texture))
+                        slot.texture = value.texture
+                        continue
+                    value = value.read()
+                slot.texture.upload(to_texels(value, layout, staging))
+            BOUND.forget()
+            for launch in self._launches:
+                draw(*launch)
+            results = [Resident(slot.texture, layout) if isinstance(slot.texture, Texture)
+                       else from_texels(slot.texture.readback(), layout)
+                       for slot, layout in self._readbacks]
+            self._swap_assigned()
+            for slot, texture in restore:
+                slot.texture = texture
+            check_gl("running a plan")
+            return results
