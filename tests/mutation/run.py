@@ -60,16 +60,27 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 # Files whose mutants are drawn; codegen files only inside the named functions.
-TARGETS = ["passes/*.py", "passes/autodiff/*.py", "ir/ops/*.py", "ir/ops/*/*.py",
-           "codegen/matmul.py", "codegen/conv.py", "codegen/reduce_tree.py"]
+TARGETS = ["passes/*.py", "passes/autodiff/*.py", "ir/ops/*.py", "ir/ops/*/*.py"]
 CODEGEN_DECISIONS = {
-    "codegen/matmul.py": {"_pow2", "max_targets", "choose_blocking", "fast", "panel_layout",
-                          "use_blocked", "lanes_path"},
-    "codegen/conv.py": {"stitch_free", "_read_only_by", "reads_depthwise_blocks",
-                        "_blocked_anyway", "depthwise_stitch_free", "_direct_fits"},
+    # the strategies' applies functions and what they decide with (codegen/strategy.py)
+    "codegen/matmul.py": {"_pow2", "max_targets", "choose_blocking", "panel_layout",
+                          "use_blocked", "lanes_path", "_splits", "_offsets", "packed_plan",
+                          "_packed", "_blocked", "_lanes", "_plain"},
+    "codegen/conv.py": {"plan_blocks", "stitch_free", "reads_depthwise_blocks",
+                        "_blocked_anyway", "depthwise_stitch_free", "_direct_fits",
+                        "_blocked_first", "_pool_applies", "_depthwise_direct_applies",
+                        "_direct_applies", "_packed_applies", "_blocked_applies",
+                        "_depthwise_blocked_applies", "_filter_blocked_applies"},
+    "codegen/depthwise.py": {"direct_applies", "reads_blocks"},
+    "codegen/pool.py": {"path"},
+    "codegen/reduce.py": {"_fill", "_texel_passes", "_element_passes", "_split_few",
+                          "_softmax_direct", "_softmax_partials", "_softmax_tree"},
     "codegen/reduce_tree.py": {"choose_window", "groups_of", "plan", "texel_pass",
                                "column_targets", "lane_blocks", "row_run"},
+    "codegen/schedule.py": {"graph_facts", "schedule"},
+    "codegen/strategy.py": {"_ordered", "applicable", "choose"},
 }
+TARGETS += sorted(CODEGEN_DECISIONS)
 
 # The tests a mutant may be run against: every test of these files that passes
 # unmutated and runs one of the mutant's lines (coverage, one profile run per file),
