@@ -27,8 +27,8 @@ from .split_wide import DEFAULT_TEXTURE_UNITS
 
 MAX_STEPS = 32
 # A big matmul / conv runs as a blocked kernel writing up to 8 render targets and a
-# stitch kernel that reads them all and applies the epilogue (codegen/matmul.py,
-# MAX_TARGETS): an epilogue's operands are bound after those 8 textures.
+# stitch kernel that reads them all and applies the epilogue (codegen/matmul.py
+# max_targets): an epilogue's operands are bound after those 8 textures.
 HEAD_TEXTURES = 8
 # the ops a fused_elementwise kernel may hold as steps (OpDef.pointwise)
 STEPS = ops_where(lambda opdef: opdef.pointwise)

@@ -38,7 +38,7 @@ def _conv_node(x_shape, w_shape):
 
 
 def test_a_small_conv_does_not_run_blocked_anyway():
-    # 1x4x4x3 * 3x3x3x5: 720 products (< BLOCKED_MIN_MACS), and 5 output channels
+    # 1x4x4x3 * 3x3x3x5: 720 products (< matmul.blocked_min_macs), and 5 output channels
     # that the direct kernel does not take either: the generic kernel, not blocked
     assert not conv._blocked_anyway(_conv_node((1, 4, 4, 3), (3, 3, 3, 5)), KNOBS)
     # 1x64x64x64 * 3x3x64x64: deep (576 > DIRECT_MAX_DEPTH) and big: blocked

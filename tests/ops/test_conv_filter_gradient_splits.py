@@ -1,7 +1,7 @@
-"""The blocked conv2d filter gradient (codegen/conv.py _blocked_filter_gradient,
+"""The blocked conv2d filter gradient (codegen/conv.py conv.filter_blocked,
 templates/conv_filter_blocked.glsl.j2) splitting its sum among fragments: by images,
 and where one image a split still leaves few fragments (a small filter: W13's conv1,
-64x8x8x1 -> 3x3x1x8), by output rows as well (SPLIT_ROWS); the stitch adds the splits.
+64x8x8x1 -> 3x3x1x8), by output rows as well (Tuning.conv.split_rows); the stitch adds the splits.
 On GL against the numpy reference executor: output heights that the row parts do not
 divide, strides, C % 4 == 0 and not, batches of 1 and more, NaN in dy; which split
 each takes."""
