@@ -1,4 +1,4 @@
-"""The speed benchmark of issue 11: workloads W1-W14, fragflow side by side with numpy
+"""The speed benchmark of issue 11: workloads W1-W15, fragflow side by side with numpy
 and torch CPU (when installed), in one process and interleaved run by run.
 
     python benchmarks/bench.py [--quick] [--only W3,W9] [--json out.json]
@@ -656,6 +656,64 @@ def w14(case, cfg):
                   extra={"per_iteration_us": seconds["fragflow"] / steps * 1e6,
                          "textures_after_10_and_10000": memory})
 
+
+
+@Case("W15", "scan of 200 steps, an RNN cell tanh(x_t Wx + h Wh + b), batch 32, 16 -> 64 "
+             "(issue 25)")
+def w15(case, cfg):
+    """A scan on GL (each step's slice and ys copied on the GPU, nothing uploaded or
+    read back per step) against its ideal: the body's kernels alone, their launches
+    replayed 200 times from the plan of the same cell assigning a Variable."""
+    steps, batch, n_in, n_h = 200, 32, 16, 64
+    rng = np.random.default_rng(15)
+    xs = rng.standard_normal((steps, batch, n_in)).astype(np.float32)
+    wx = (rng.standard_normal((n_in, n_h)) * 0.3).astype(np.float32)
+    wh = (rng.standard_normal((n_h, n_h)) * 0.1).astype(np.float32)
+    b = (rng.standard_normal((n_h,)) * 0.1).astype(np.float32)
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder(ff.float32, (steps, batch, n_in), name="x")
+        wxv, whv, bv = ff.Variable(wx, name="wx"), ff.Variable(wh, name="wh"), \
+            ff.Variable(b, name="b")
+        ys = ff.scan(lambda h, xt: ff.tanh(ff.matmul(xt, wxv) + ff.matmul(h, whv) + bv),
+                     x, initializer=ff.zeros((batch, n_h)))
+        corner = ys[-1:, :1, :4]
+        state = ff.Variable(np.zeros((batch, n_h), np.float32), name="state")
+        xt = ff.Variable(xs[0], name="xt")
+        new = state.assign(ff.tanh(ff.matmul(xt, wxv) + ff.matmul(state, whv) + bv))
+        tiny = ff.optim.with_dependencies([new], new[:1, :1])
+    sess = ff.Session(g)
+    scan = sess.compile([corner], feeds=[x])
+    body = sess.compile([tiny])
+    h = np.zeros((batch, n_h))
+    for t in range(steps):
+        h = np.tanh(xs[t] @ wx + h @ wh + b)
+    check(case.id, scan(xs)[0], h[None, :1, :4], rtol=1e-4, atol=1e-5)
+    body()
+    plan = body._last.plan
+
+    def body_kernels():
+        from fragflow.runtime.device import Device
+        from fragflow.runtime.gl_plan import BOUND, draw
+        with Device.get().gl:
+            for _ in range(steps):
+                BOUND.forget()
+                for launch in plan._launches:
+                    draw(*launch)
+                plan._swap_assigned()
+    memory = []
+    for _ in range(2):
+        scan(xs)
+        memory.append(sess.memory()["textures"])
+    seconds = interleaved({"fragflow": synced(lambda: scan(xs)),
+                           "body kernels": synced(body_kernels)},
+                          max(3, cfg.runs // 10), cfg.budget)
+    sess.close()
+    return result(case, seconds, len(body.kernels), baseline="body kernels",
+                  target=("ratio<=", 2),
+                  extra={"per_step_us": seconds["fragflow"] / steps * 1e6,
+                         "body_per_step_us": seconds["body kernels"] / steps * 1e6,
+                         "textures_after_runs_1_and_2": memory})
 
 def fmt(value, digits=3):
     if value is None or (isinstance(value, float) and np.isnan(value)):
