@@ -20,6 +20,7 @@ from ..ir.graph import Graph
 from ..ir.ops import control as _control
 from ..ir.printer import format_graph
 from . import (
+    cond_select,
     conv_lowering,
     fold_batch_norm,
     fuse_updates,
@@ -59,6 +60,9 @@ register_pass("cse", "compute identical nodes once")(
     simplify.eliminate_common_subexpressions)
 register_pass("simplify", "x*1, x+0, -(-x), same-dtype casts, transpose/reshape pairs")(
     simplify.simplify)
+register_pass("select_conds",
+              "a cond of cheap branches as a select (no predicate readback on GL); a "
+              "cond of a constant predicate as its taken branch")(cond_select.select_conds)
 register_pass("layout_transposes",
               "cancel transpose pairs, sink transposes below elementwise ops and "
               "reductions (an imported NCHW model's layout changes)")(
@@ -84,10 +88,12 @@ register_pass("fuse_elementwise", "connected elementwise ops in one kernel",
 # The order a Session runs them in, after prune (which always runs first: it is what
 # turns a user's graph and fetches into a compiled graph).
 DEFAULT_PIPELINE = ("fold_constants", "layout_transposes", "cse", "simplify",
-                    "conv_backprop_as_conv", "fold_batch_norm", "split_wide_nodes",
-                    "fuse_epilogues", "fuse_updates", "fuse_elementwise", "verify")
+                    "select_conds", "conv_backprop_as_conv", "fold_batch_norm",
+                    "split_wide_nodes", "fuse_epilogues", "fuse_updates", "fuse_elementwise",
+                    "verify")
+# the passes whose decisions fusion_report lists (a cond run as a select among them)
 FUSION_PASSES = ("fuse_epilogues", "fuse_updates", "fuse_elementwise",
-                 "layout_transposes")
+                 "layout_transposes", "select_conds")
 # What a compiled graph needs before any GPU can run it (no kernel reading more
 # textures than the GPU binds): a custom pipeline for a GPU (max_texture_units given)
 # that leaves one out gets it at its end, unless disable= names it. The numpy executor

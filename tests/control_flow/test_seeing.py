@@ -33,7 +33,9 @@ def nested():
             def body(i, v):
                 w = tf.while_loop(lambda j, w: j < 2, lambda j, w: (j + 1, tf.sin(w) * 2.0),
                                   (0, v), name="inner")[1]
-                w = tf.cond(tf.reduce_sum(w) > 0.0, lambda: w * 3.0, lambda: w - 1.0)
+                # a reduction in a branch keeps it a cond (passes/cond_select.py)
+                w = tf.cond(tf.reduce_sum(w) > 0.0, lambda: w * 3.0,
+                            lambda: w - tf.reduce_max(w))
                 return i + 1, w
             y = tf.while_loop(lambda i, v: i < 4, body, (0, tf.exp(x)), name="loop")[1]
         s = tf.scan(lambda a, e: a + e, y, initializer=tf.constant(0.0))
@@ -46,8 +48,8 @@ def one_branch():
     g = tf.Graph("branch")
     with g.as_default():
         x = tf.placeholder(tf.float32, [3], name="x")
-        y = tf.cond(tf.reduce_sum(x) < 100.0, lambda: tf.tanh(x), lambda: tf.sigmoid(x),
-                    name="pick")
+        y = tf.cond(tf.reduce_sum(x) < 100.0, lambda: tf.tanh(x),
+                    lambda: tf.sigmoid(x) - tf.reduce_max(x), name="pick")    # not a select
     return y, {x: XB}
 
 
