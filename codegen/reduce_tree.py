@@ -27,7 +27,7 @@ from ..ir.ops.reduce import COMBINES
 from ..ir.ops.registry import get_op
 from ..ir.types import TensorType
 from . import tuning as _tuning
-from .common import make_kernel
+from .common import decisions, make_kernel
 from .environment import glsl_float, glsl_int
 from .kernel import Binding
 from .layout import Layout, affine_index
@@ -242,14 +242,14 @@ def tree_reduce(builder: TreeBuilder, x: Operand, out: Operand, axes, combine: s
                             [shift] * (shifted + ("{shift}" in finish_glsl)))
         if "{shift}" in finish_glsl:   # the finish reads the shift at the output element
             finish_glsl = finish_glsl.replace("{shift}", bound[shift.value].sampler)
-        emit_pass(builder, bound, target, step, pass_op,
-                  axis_length=shape[axes[0]] if arg and axes else 1,
-                  values=values and bound[values.value],
-                  shift=bound[shift.value] if shifted else None,
-                  shift_index=_kept_index(out_groups) if shifted else None,
-                  shift_partials=shift_partials, finish_glsl=finish_glsl, count=count,
-                  pass_number=number + 1, pass_count=len(steps),
-                  layered=layered, layers=layers, targets=targets)
+        emit_pass(builder, bound, target, pass_params(
+            bound, target, step, pass_op, layers_of(layered),
+            axis_length=shape[axes[0]] if arg and axes else 1,
+            values=values and bound[values.value],
+            shift=bound[shift.value] if shifted else None,
+            shift_index=_kept_index(out_groups) if shifted else None,
+            shift_partials=shift_partials, finish_glsl=finish_glsl, count=count,
+            pass_number=number + 1, pass_count=len(steps), layers=layers, targets=targets))
         if arg and number == 0:
             values = x
         src = target
@@ -302,43 +302,175 @@ def lane_block_layout(layout: Layout) -> Layout:
         dataclasses.replace(layout, width=width, height=height)
 
 
-_PASS_DEFAULTS = dict(axis_length=1, values=None, shift=None, shift_index=None,
-                      shift_partials=False, finish_glsl="", count=1, pass_number=1,
-                      pass_count=1, layers=1, targets=1)
+class TreeKernel:
+    """What templates/reduce_tree.glsl.j2 reads of every kind of its kernel, as a kind
+    without it has it (a plain base: each kind's dataclass below has some as fields),
+    and the decisions it derives from them (reduce_tree.glsl.j2 reads them as
+    `params`)."""
+    kind = ""
+    layered = None
+    targets = 1
+    lane_blocks = False
+    lod_fetch = False
+    row_run = False
+    shift_partials = False
+    partials = False
+    positional = ""
+
+    @property
+    def main(self) -> str:
+        """The kind's main: reduce_tree_<main>.glsl.j2's main()."""
+        return self.kind
+
+    @property
+    def arg(self) -> bool:
+        """Whether it carries positions (argmax, argmin)."""
+        return self.positional != ""
 
 
-def emit_pass(builder: TreeBuilder, bound: dict, target: Operand, step: Pass, op: str,
-              **context) -> Operand:
-    """One pass kernel: the first bound operand viewed as step's outer x length x inner,
-    reduced with combine op (ir/ops/reduce.py COMBINES) into target (context: what
-    templates/reduce_tree.glsl.j2's pass takes beyond the step: values, shift,
-    finish_glsl, ...)."""
-    layered = context.pop("layered", None)
-    if layered is not None:
-        layered = Operand(sampler="ff_layers", value=layered.value, layout=layered.layout,
-                          type=layered.type)
+@dataclass(frozen=True, kw_only=True)
+class PassParams(TreeKernel):
+    """One pass (emit_pass): a Pass's view and window, how it reads its source, the
+    combine's GLSL (ir/ops/reduce.py COMBINES), and the values, shift and finish of
+    the reduction around it; in the order the kernel header prints them."""
+    kind: str = "pass"
+    rop: str                         # the combine (op) this pass folds with
+    mode: str                        # Pass.mode
+    outer: int
+    length: int
+    inner: int
+    window: int
+    out_length: int
+    out_size: int
+    layered: Operand | None = None   # the previous pass's render targets, as ff_layers
+    lod_fetch: bool = False
+    row_run: str = ""                # row_run()
+    lane_blocks: bool = False
+    aligned: bool = False            # rows and windows multiples of 4
+    init: str = ""                   # the accumulators' first value (GLSL)
+    positional: str = ""
+    update_glsl: str = ""
+    merge_glsl: str = ""
+    unroll: int = 1
+    axis_length: int = 1             # the axis the candidates (values) index
+    values: Operand | None = None    # argmax's values, where the source holds positions
+    shift: Operand | None = None
+    shift_index: object = None       # the affine map to the shift's element
+    shift_partials: bool = False
+    finish_glsl: str = ""
+    count: int = 1                   # elements reduced into each result
+    pass_number: int = 1
+    pass_count: int = 1
+    layers: int = 1                  # layers of the source (layered)
+    targets: int = 1                 # render targets written (column_targets)
+
+    @property
+    def main(self) -> str:
+        """A first pass down columns into render targets is "columns", else its mode."""
+        return "columns" if self.mode == "strided4" and self.targets > 1 else self.mode
+
+    @property
+    def winner(self) -> str:
+        return "largest" if self.positional == ">" else "smallest"
+
+    @property
+    def step_texels(self) -> int:
+        """Texels (of one layer) from a row of the window to the next (strided4)."""
+        return self.inner // 4 // self.layers
+
+
+@dataclass(frozen=True, kw_only=True)
+class FillParams(TreeKernel):
+    """An empty reduction (fill_kernels): its empty value as GLSL."""
+    kind: str = "fill"
+    rop: str
+    values: None = None
+    identity: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class SoftmaxParams(TreeKernel):
+    """softmax / log_softmax's last kernel (softmax_direct, softmax_tree)."""
+    kind: str
+    rop: str
+    values: None = None
+    log: bool
+    length: int                      # the softmax axis
+    inner: int                       # elements after it
+
+
+@dataclass(frozen=True, kw_only=True)
+class SoftmaxDirectParams(SoftmaxParams):
+    """One kernel each element of which walks its slice."""
+    kind: str = "softmax_direct"
+    unroll: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class NormalizeParams(SoftmaxParams):
+    """Each element from its slice's max and sum; partials: those are lane partials."""
+    kind: str = "normalize"
+    partials: bool
+
+    @property
+    def texel_slice(self) -> bool:
+        """Whether a texel's four elements lie in one slice."""
+        return self.inner == 1 and self.length % 4 == 0
+
+
+def fields_of(params) -> dict:
+    """A params dataclass's fields in declaration order, as keyword values."""
+    return {f.name: getattr(params, f.name) for f in dataclasses.fields(params)}
+
+
+def template_context(params) -> dict:
+    """params as a template's context: its fields (fields_of), in the order the kernel
+    header prints them (common.decisions), and params itself as `params` for the
+    decisions it derives (left out of the header: params holds an operand or None)."""
+    assert not decisions({"params": params}), type(params).__name__
+    return {**fields_of(params), "params": params}
+
+
+def layers_of(layered: Operand | None) -> Operand | None:
+    """The previous pass's array texture as a pass binds it (ff_layers)."""
+    if layered is None:
+        return None
+    return Operand(sampler="ff_layers", value=layered.value, layout=layered.layout,
+                   type=layered.type)
+
+
+def pass_params(bound: dict, target: Operand, step: Pass, op: str,
+                layered: Operand | None = None, **context) -> PassParams:
+    """The pass reducing the first bound operand (or `layered`, as layers_of binds it),
+    viewed as step's outer x length x inner, with combine op (ir/ops/reduce.py COMBINES)
+    into target; context: PassParams's values, shift, finish_glsl, ...."""
     src = layered or next(iter(bound.values()))
     t = knobs()
     run = row_run(step, src, layered is None)
-    context = {**_PASS_DEFAULTS, **context}
     folds = COMBINES[op]
-    dtype = (context["values"] or src).dtype
-    context["finish_glsl"] = context["finish_glsl"] or folds.out
-    builder.add("reduce_tree.glsl.j2", list(bound.values()), target, kind="pass",
-                rop=op, mode=step.mode, outer=step.outer, length=step.length,
-                inner=step.inner, window=step.window, out_length=step.out_length,
-                out_size=step.out_size, layered=layered,
-                lod_fetch=t.lod_fetch, row_run=run,
-                lane_blocks=lane_blocks(layered.layout if layered is not None else
-                                        target.layout if context["targets"] > 1 else None),
-                aligned=step.length % 4 == 0 and step.window % 4 == 0,
-                init=folds.init or _literal(folds.identity(dtype), dtype),
-                positional=folds.positional, update_glsl=folds.update(dtype),
-                merge_glsl=folds.merge,
-                unroll=max(t.row_run_unroll if run else t.min_unroll if step.window >= 16
-                           else 1, unroll_for(step.window + 8)),
-                **context)
-    builder.kernels[-1] = _layered(builder.kernels[-1], layered, context["targets"])
+    dtype = (context.get("values") or src).dtype
+    targets = context.get("targets", 1)
+    return PassParams(
+        rop=op, mode=step.mode, outer=step.outer, length=step.length, inner=step.inner,
+        window=step.window, out_length=step.out_length, out_size=step.out_size,
+        layered=layered, lod_fetch=t.lod_fetch, row_run=run,
+        lane_blocks=lane_blocks(layered.layout if layered is not None else
+                                target.layout if targets > 1 else None),
+        aligned=step.length % 4 == 0 and step.window % 4 == 0,
+        init=folds.init or _literal(folds.identity(dtype), dtype),
+        positional=folds.positional, update_glsl=folds.update(dtype),
+        merge_glsl=folds.merge,
+        unroll=max(t.row_run_unroll if run else t.min_unroll if step.window >= 16
+                   else 1, unroll_for(step.window + 8)),
+        **{**context, "finish_glsl": context.get("finish_glsl") or folds.out})
+
+
+def emit_pass(builder: TreeBuilder, bound: dict, target: Operand,
+              params: PassParams) -> Operand:
+    """One pass kernel (templates/reduce_tree.glsl.j2) of `params` (pass_params)."""
+    builder.add("reduce_tree.glsl.j2", list(bound.values()), target,
+                **template_context(params))
+    builder.kernels[-1] = _layered(builder.kernels[-1], params.layered, params.targets)
     return target
 
 
@@ -392,8 +524,8 @@ def fill_kernels(node, out: Operand, op: str, prefix: str, kernel_op: str | None
     """An empty reduction: its record's empty value everywhere."""
     builder = TreeBuilder(node, prefix, kernel_op or op, layouts)
     value = get_op(op).reduction.empty(out.dtype)
-    builder.add("reduce_tree.glsl.j2", [], out, kind="fill", rop=op, values=None,
-                identity=_literal(value, out.dtype))
+    builder.add("reduce_tree.glsl.j2", [], out, **template_context(
+        FillParams(rop=op, identity=_literal(value, out.dtype))))
     return builder.kernels
 
 
@@ -430,9 +562,9 @@ def softmax_direct(node, x: Operand, out: Operand, axis: int, prefix: str,
     ones, such as a classifier's logits)."""
     builder = TreeBuilder(node, prefix, node.op, layouts)
     shape = x.layout.shape
-    builder.add("reduce_tree.glsl.j2", [x], out, kind="softmax_direct", rop=node.op,
-                values=None, log=node.op == "log_softmax", length=shape[axis],
-                inner=math.prod(shape[axis + 1:]), unroll=unroll_for(shape[axis]))
+    builder.add("reduce_tree.glsl.j2", [x], out, **template_context(SoftmaxDirectParams(
+        rop=node.op, log=node.op == "log_softmax", length=shape[axis],
+        inner=math.prod(shape[axis + 1:]), unroll=unroll_for(shape[axis]))))
     return builder.kernels
 
 
@@ -459,7 +591,7 @@ def softmax_tree(node, x: Operand, out: Operand, axis: int, partials: bool, pref
         tree_reduce(builder, x, slice_max, (axis,), "max")
         total = builder.scratch(kept, "float32", x.layout)
         tree_reduce(builder, x, total, (axis,), "sumexp", shift=slice_max)
-    builder.add("reduce_tree.glsl.j2", [x, slice_max, total], out, kind="normalize",
-                rop=node.op, values=None, log=node.op == "log_softmax",
-                length=shape[axis], inner=math.prod(shape[axis + 1:]), partials=partials)
+    builder.add("reduce_tree.glsl.j2", [x, slice_max, total], out, **template_context(
+        NormalizeParams(rop=node.op, log=node.op == "log_softmax", length=shape[axis],
+                        inner=math.prod(shape[axis + 1:]), partials=partials)))
     return builder.kernels

@@ -22,7 +22,7 @@ import math
 from .layout import affine_index, strides
 from .limits import unroll_for
 from .operands import Operand
-from .reduce_tree import Pass, TreeBuilder, bind_inputs, emit_pass
+from .reduce_tree import Pass, TreeBuilder, bind_inputs, emit_pass, pass_params
 
 
 def cumsum_kernels(node, x: Operand, out: Operand, axis: int, exclusive: bool,
@@ -45,7 +45,8 @@ def scan(builder: TreeBuilder, x: Operand, out: Operand, axis: int, exclusive: b
         return _final(builder, x, out, axis, exclusive, reverse, length, None)
     step = Pass(outer, length, inner, block)
     sums = builder.scratch((outer, step.out_length, inner), x.dtype, x.layout)
-    emit_pass(builder, bind_inputs([x]), sums, step, "sum")
+    bound = bind_inputs([x])
+    emit_pass(builder, bound, sums, pass_params(bound, sums, step, "sum"))
     offsets = builder.scratch(sums.layout.shape, x.dtype, x.layout)
     scan(builder, sums, offsets, 1, True, reverse, blocks)
     return _final(builder, x, out, axis, exclusive, reverse, block, offsets)
