@@ -138,7 +138,8 @@ def test_stages_hand_textures_over_and_compute_upstream_once(trips):
     def build(x, n):
         u = tf.exp(tf.matmul(x, tf.transpose(x))) * 0.01    # upstream work, read thrice
         r = tf.while_loop(lambda i, v: i < n, lambda i, v: (i + 1, v * 0.5 + u), (0, u))[1]
-        c = tf.cond(tf.reduce_sum(r) > 0, lambda: r + u, lambda: r - u)
+        # a reduction in a branch: a cond, not a select (passes/cond_select.py)
+        c = tf.cond(tf.reduce_sum(r) > 0, lambda: r + tf.reduce_max(u), lambda: r - u)
         return [c * 2.0 + u]
     g, feeds, fetches = _session(build, {"x": (tf.float32, (5, 3)), "n": (tf.int32, ())})
     x = RNG.normal(size=(5, 3)).astype(np.float32)
