@@ -9,9 +9,19 @@ first from the reduction passes of codegen/reduce_tree.py, which the last kernel
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from .common import make_kernel, operands, output_operand
-from .reduce_tree import TreeBuilder, knobs, tree_reduce
+from .reduce_tree import TreeBuilder, fields_of, knobs, tree_reduce
+
+
+@dataclass(frozen=True, kw_only=True)
+class LossParams:
+    """templates/loss.glsl.j2's kernel: "direct" (each fragment walks its rows) or
+    "stats" (it reads their max and sum of exp from reduction passes)."""
+    kind: str
+    grad: bool              # the gradient, not the loss
+    classes: int            # the logits' last axis
 
 
 def lower_node(node, layouts, prefix):
@@ -22,10 +32,9 @@ def lower_node(node, layouts, prefix):
     classes = shape[-1]
     rows = math.prod(shape[:-1])
     grad = node.op.endswith("_grad")
-    context = {"grad": grad, "classes": classes}
     if rows * classes * classes <= knobs().direct_softmax_work:
         return make_kernel("loss.glsl.j2", prefix, node.op, [node], ins, out,
-                           kind="direct", **context)
+                           **fields_of(LossParams(kind="direct", grad=grad, classes=classes)))
     builder = TreeBuilder(node, prefix, node.op, layouts)
     kept = tuple(shape[:-1]) or (1,)
     axis = len(shape) - 1
@@ -33,5 +42,6 @@ def lower_node(node, layouts, prefix):
     tree_reduce(builder, logits, row_max, (axis,), "max")
     total = builder.scratch(kept, "float32", logits.layout)
     tree_reduce(builder, logits, total, (axis,), "sumexp", shift=row_max)
-    builder.add("loss.glsl.j2", ins + [row_max, total], out, kind="stats", **context)
+    builder.add("loss.glsl.j2", ins + [row_max, total], out,
+                **fields_of(LossParams(kind="stats", grad=grad, classes=classes)))
     return builder.kernels

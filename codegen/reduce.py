@@ -159,6 +159,21 @@ def _lrn(site, facts, tuning):
     return site if site.op in ("lrn", "lrn_grad") else None
 
 
+@dataclass(frozen=True, kw_only=True)
+class LrnParams:
+    """lrn / lrn_grad's kernel (templates/reduce.glsl.j2's lrn), in the order the kernel
+    header prints them."""
+    kind: str = "lrn"
+    grad: bool
+    depth: int              # channels: the last axis
+    radius: int             # the window is [d - radius, d + radius], clipped
+    bias: str               # GLSL literals of the attributes
+    alpha: str
+    beta: float
+    beta_glsl: str
+    two_alpha_beta: str
+
+
 def lrn_kernel(site):
     node, out = site.node, site.out
     attrs = node.attrs
@@ -174,11 +189,12 @@ def lrn_kernel(site):
                         f"{depth} channels is too wide for one {node.op} kernel "
                         f"(windows up to {int((budget / 4) ** 0.5) - 1} channels wide "
                         f"for lrn_grad, {budget // 4} for lrn)")
-    return make_kernel("reduce.glsl.j2", site.prefix, node.op, [node], list(site.inputs),
-                       out, kind="lrn", grad=grad, depth=depth, radius=attrs["depth_radius"],
+    params = LrnParams(grad=grad, depth=depth, radius=attrs["depth_radius"],
                        bias=glsl_float(attrs["bias"]), alpha=glsl_float(attrs["alpha"]),
                        beta=float(attrs["beta"]), beta_glsl=glsl_float(attrs["beta"]),
                        two_alpha_beta=glsl_float(2 * attrs["alpha"] * attrs["beta"]))
+    return make_kernel("reduce.glsl.j2", site.prefix, node.op, [node], list(site.inputs),
+                       out, **reduce_tree.fields_of(params))
 
 
 TABLE = (

@@ -18,11 +18,12 @@ llvmpipe's 65535 iterations for any axis length.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from .layout import affine_index, strides
 from .limits import unroll_for
 from .operands import Operand
-from .reduce_tree import Pass, TreeBuilder, bind_inputs, emit_pass, pass_params
+from .reduce_tree import Pass, TreeBuilder, bind_inputs, emit_pass, pass_params, template_context
 
 
 def cumsum_kernels(node, x: Operand, out: Operand, axis: int, exclusive: bool,
@@ -52,20 +53,43 @@ def scan(builder: TreeBuilder, x: Operand, out: Operand, axis: int, exclusive: b
     return _final(builder, x, out, axis, exclusive, reverse, block, offsets)
 
 
+@dataclass(frozen=True, kw_only=True)
+class ScanKernelParams:
+    """A kernel of running sums within blocks (templates/reduce.glsl.j2's cumsum), in the
+    order the kernel header prints them."""
+    kind: str = "cumsum"
+    contiguous: bool        # along a contiguous axis: whole texels, a lane per texel
+    exclusive: bool
+    reverse: bool
+    block: int              # the running sums restart every `block` positions
+    blocks: int             # blocks along the axis
+    offsets: Operand | None  # the running sums of the blocks before (after) each
+    unroll: int
+    count: int              # the axis length
+    stride: int             # its stride in the input
+    start_index: object     # the affine map to an element's slice's start
+
+    @property
+    def main(self) -> str:
+        """templates/reduce_cumsum.glsl.j2's main macro."""
+        return "cumsum_contiguous_main" if self.contiguous else "cumsum_strided_main"
+
+
 def _final(builder, x, out, axis, exclusive, reverse, block, offsets):
     """Running sums within blocks of `block` elements, plus offsets[block] if given."""
     shape = x.layout.shape
     in_strides = strides(shape)
     start_strides = [0 if a == axis else s for a, s in enumerate(in_strides)]
-    along = {"count": shape[axis], "stride": in_strides[axis],
-             "start_index": affine_index(shape, start_strides)}
     # Along a contiguous axis one lane per texel sums whole texels, four a trip (a
     # sixteenth of the trips); elsewhere each lane walks its own range.
-    contiguous = along["stride"] == 1
+    contiguous = in_strides[axis] == 1
     trips = block // 16 + 8 if contiguous else block
     bound = bind_inputs([x] + ([offsets] if offsets is not None else []))
-    return builder.add("reduce.glsl.j2", list(bound.values()), out, kind="cumsum",
-                       contiguous=contiguous, exclusive=exclusive, reverse=reverse,
-                       block=block, blocks=-(-shape[axis] // block),
-                       offsets=bound[offsets.value] if offsets is not None else None,
-                       unroll=unroll_for(trips), **along)
+    params = ScanKernelParams(
+        contiguous=contiguous, exclusive=exclusive, reverse=reverse, block=block,
+        blocks=-(-shape[axis] // block),
+        offsets=bound[offsets.value] if offsets is not None else None,
+        unroll=unroll_for(trips), count=shape[axis], stride=in_strides[axis],
+        start_index=affine_index(shape, start_strides))
+    return builder.add("reduce.glsl.j2", list(bound.values()), out,
+                       **template_context(params))
