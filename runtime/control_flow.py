@@ -283,19 +283,21 @@ class ControlFlowPlan:
         """The sub-plan of key, made if missing; keep: its results may be handed on
         (Residents in its textures), so it stays until this run ends."""
         plan = self._plans.get(key)
-        if plan is None:
+        made = plan is None
+        if made:
             plan = self._plans[key] = make()
-            self._evict()
         self._plans.move_to_end(key)
         if keep:
             self._in_use.add(key)
+        if made:
+            self._evict(but=key)
         return plan
 
-    def _evict(self) -> None:
+    def _evict(self, but=None) -> None:
         for key in list(self._plans):
             if len(self._plans) <= MAX_SUB_PLANS:
                 break
-            if key not in self._in_use:
+            if key not in self._in_use and key != but:
                 self._plans.pop(key).release()
 
     def _sub(self, purpose, node, build, types, keep: bool = True) -> _SubPlan:

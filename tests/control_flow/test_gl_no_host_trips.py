@@ -196,3 +196,30 @@ def test_texel_draws_cover_a_range_exactly():
                             assert 4 * t + c not in written
                             written.add(4 * t + c)
             assert written == set(range(lo, hi)), (lo, hi)
+
+
+def test_sub_plans_a_run_hands_on_are_not_released_under_it(gl, monkeypatch):
+    """With room for one sub-plan, a run's stages, loops and branches still keep the
+    textures they handed on until the run ends; the loop growing under
+    shape_invariants (the host's path) has its plans released as it goes."""
+    monkeypatch.setattr(cf, "MAX_SUB_PLANS", 1)
+
+    def build(x, n):
+        u = tf.tanh(x) * 2.0
+        r = tf.while_loop(lambda i, v: i < n, lambda i, v: (i + 1, v * 0.5 + u), (0, u))[1]
+        s = tf.scan(lambda a, e: a * 0.5 + e, r)
+        c = tf.cond(tf.reduce_sum(s) > 0, lambda: s + tf.reduce_mean(u), lambda: s - u)
+        grown = tf.while_loop(lambda v: tf.size(v) < 40, lambda v: tf.concat([v, v], 0),
+                              [x[0]], shape_invariants=[tf.TensorShape([None])])
+        return [c * 2.0 + u, grown]
+    g, feeds, fetches = _session(build, {"x": (tf.float32, (5, 3)), "n": (tf.int32, ())})
+    feed = {feeds["x"]: RNG.normal(size=(5, 3)).astype(np.float32),
+            feeds["n"]: np.int32(3)}
+    want = tf.Session(g, backend="numpy", passes=[]).run(fetches, feed)
+    with tf.Session(g) as sess:
+        for _ in range(2):
+            _check(sess.run(fetches, feed), want)
+        fn = sess.compile(fetches, feeds=[feeds["x"], feeds["n"]])
+        fn(feed[feeds["x"]], np.int32(3))
+        loops = [key[1] for key in fn._last.plan._plans if key[0] == "while"]
+    assert len(loops) == len(set(loops)) == 2    # one plan each: not one per shape
