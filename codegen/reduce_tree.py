@@ -327,6 +327,11 @@ class TreeKernel:
         """Whether it carries positions (argmax, argmin)."""
         return self.positional != ""
 
+    @property
+    def max4(self) -> bool:
+        """Whether it folds lane partials' maxima (ff_max4)."""
+        return bool(self.partials or self.shift_partials)
+
 
 @dataclass(frozen=True, kw_only=True)
 class PassParams(TreeKernel):
@@ -372,6 +377,23 @@ class PassParams(TreeKernel):
     @property
     def winner(self) -> str:
         return "largest" if self.positional == ">" else "smallest"
+
+    @property
+    def counts(self) -> bool:
+        """Whether the finish divides by the count (mean, variance)."""
+        return "COUNT" in self.finish_glsl
+
+    @property
+    def stepping(self) -> str:
+        """How a strided4 pass steps to the next row of its window: along the rows in
+        texture coordinates (row_run: "uv"), to the next 4 x 2 block of the previous
+        pass's render targets ("blocks"), along their layers ("layers"), or along the
+        source's texels ("texels")."""
+        if self.row_run:
+            return "uv"
+        if self.layered is not None:
+            return "blocks" if self.lane_blocks else "layers"
+        return "texels"
 
     @property
     def step_texels(self) -> int:
