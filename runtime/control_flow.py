@@ -8,7 +8,8 @@ its parts (gl_plan.Resident: a texture and its layout).
   hands those textures on (GLPlan.run_resident binds them in place of its feeds):
   every value is computed once per run, and nothing crosses the host between
   stages. Sources (constants, variables, run_counter) are read by each stage that
-  needs them; the user's feeds are uploaded by each stage that reads them.
+  needs them; the user's feeds are uploaded by each stage or loop that reads them
+  (once per run).
 - **while_loop.** Its condition and body are compiled once as one plan of the loop
   variables and captured values (the predicate and the body's results); per
   iteration the plan's kernels are replayed, the predicate is read back (one value:
@@ -16,13 +17,16 @@ its parts (gl_plan.Resident: a texture and its layout).
   places with the loop variables' (ping-pong: nothing uploaded, read back or
   allocated per iteration). The body's result of the last, false test is discarded.
 - **scan.** The carry ping-pongs the same way. Each step's element slice is copied
-  on the GPU from the elems' texture into the body's parameter (a copy kernel with
+  on the GPU from the elems' texture into the body's parameter (a copy shader with
   the slice's offset as a uniform), and each step's ys are copied into their rows
-  [t*n, (t+1)*n) of the stacked result's texture (scissored to those rows, color
+  [t*n, (t+1)*n) of the stacked result's texture (the viewport on those rows, color
   masks for a texel shared with the next step): a scan uploads and reads back
   nothing per step. The copies are one small draw per element and per ys (two or
-  three where n is not a multiple of 4); the body's kernels cannot render into the
-  stacked texture themselves (they index by gl_FragCoord from 0).
+  three where n is not a multiple of 4): the body's kernels cannot render into the
+  stacked texture or read a slice in place themselves (they index from 0, by
+  gl_FragCoord); an offset uniform in codegen's indexing would remove both. On
+  llvmpipe a draw (40-60 us) costs more than the small upload and readback it
+  replaces (~20 us): W15's scan is slower per step than with them (commit notes).
 - **cond.** Its predicate is read back (one value); only the taken branch's plan
   runs, on the textures its stage handed over.
 
