@@ -15,7 +15,8 @@ What a reduction folds and how its last pass finishes is its record (ir/ops/redu
 Reduction and Combine): mean divides the sum, argmax/argmin carry positions, logsumexp
 and variance run their shift's tree first (the max, the mean). softmax / log_softmax
 is the max and the sum of exp, then a kernel normalising every element, or one kernel
-when small (softmax_direct); codegen/reduce.py's TABLE chooses.
+when small (softmax_direct); codegen/reduce.py's TABLE chooses. A kernel's template
+context is a frozen dataclass (PassParams, FillParams, ...: template_context).
 """
 from __future__ import annotations
 
@@ -449,7 +450,8 @@ def template_context(params) -> dict:
     """params as a template's context: its fields (fields_of), in the order the kernel
     header prints them (common.decisions), and params itself as `params` for the
     decisions it derives (left out of the header: params holds an operand or None)."""
-    assert not decisions({"params": params}), type(params).__name__
+    if decisions({"params": params}):
+        raise TypeError(f"a {type(params).__name__} would show in the kernel header")
     return {**fields_of(params), "params": params}
 
 
