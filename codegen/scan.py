@@ -70,6 +70,16 @@ class ScanKernelParams:
     start_index: object     # the affine map to an element's slice's start
 
     @property
+    def direction(self) -> int:
+        """1 forward, -1 reversed: a lane steps on from lane c - direction's sum."""
+        return -1 if self.reverse else 1
+
+    @property
+    def offsets_from(self) -> str:
+        """Which blocks a block's offset sums."""
+        return "after" if self.reverse else "before"
+
+    @property
     def main(self) -> str:
         """templates/reduce_cumsum.glsl.j2's main macro."""
         return "cumsum_contiguous_main" if self.contiguous else "cumsum_strided_main"

@@ -78,6 +78,12 @@ def test_derived_decisions():
                                partials=False).texel_slice
     assert NormalizeParams(rop="softmax", log=False, length=8, inner=1,
                            partials=True).max4
+    scan = dict(contiguous=True, exclusive=False, block=64, blocks=2, offsets=None,
+                unroll=1, count=100, stride=1, start_index=None)
+    forward, backward = (ScanKernelParams(reverse=r, **scan) for r in (False, True))
+    assert (forward.direction, forward.offsets_from, forward.main) == \
+        (1, "before", "cumsum_contiguous_main")
+    assert (backward.direction, backward.offsets_from) == (-1, "after")
 
 
 def test_a_context_that_would_show_in_the_header_is_refused():
