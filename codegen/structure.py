@@ -200,6 +200,27 @@ def lower_top_k_indices(node, layouts, prefix):
     return _kernel(node, layouts, prefix, "top_k_indices", K=node.attrs["k"], **_loop(n))
 
 
+def _block_axes(shape, sizes):
+    """Per axis of the operand (shape) and the block (sizes): their strides and the
+    largest start, dim - size (XLA's clamp)."""
+    return [{"index": a, "dim": d, "size": k, "stride": s, "bstride": b, "max": d - k}
+            for a, (d, k, s, b) in enumerate(zip(shape, sizes, strides(shape),
+                                                  strides(sizes)))]
+
+
+def lower_dynamic_slice(node, layouts, prefix):
+    shape = layouts[node.inputs[0].name].shape
+    return _kernel(node, layouts, prefix, "dynamic_slice", reads=(0, 1),
+                   axes=_block_axes(shape, node.attrs["sizes"]))
+
+
+def lower_dynamic_update_slice(node, layouts, prefix):
+    shape = layouts[node.inputs[0].name].shape
+    sizes = layouts[node.inputs[1].name].shape
+    return _kernel(node, layouts, prefix, "dynamic_update_slice", reads=(0, 1, 2),
+                   axes=_block_axes(shape, sizes))
+
+
 LOWER = {
     "concat": lower_concat, "pad": lower_pad, "mirror_pad": lower_pad,
     "mirror_pad_grad": lower_mirror_pad_grad, "tile": lower_tile, "reverse": lower_reverse,
@@ -207,7 +228,8 @@ LOWER = {
     "gather_grad": lower_gather_grad, "unsorted_segment_sum": lower_segment_sum,
     "gather_nd": lower_gather_nd, "gather_nd_grad": lower_gather_nd_grad,
     "one_hot": lower_one_hot, "top_k_rank": lower_top_k_rank,
-    "top_k_indices": lower_top_k_indices,
+    "top_k_indices": lower_top_k_indices, "dynamic_slice": lower_dynamic_slice,
+    "dynamic_update_slice": lower_dynamic_update_slice,
 }
 
 

@@ -2,7 +2,8 @@
 and indexing tensors, with TensorFlow's names and arguments.
 
 Ops of their own (ir/ops/structure.py): concat, pad, mirror_pad, tile, reverse,
-broadcast_to, gather, gather_nd, unsorted_segment_sum, one_hot. Composites, built from
+broadcast_to, gather, gather_nd, unsorted_segment_sum, one_hot, dynamic_slice,
+dynamic_update_slice (also slice with a begin the graph computes). Composites, built from
 those and the shape ops (what TensorFlow.js does too, and the gradients come free):
 stack (expand_dims + concat), unstack, split and slice (strided_slices),
 strided_slice (TensorFlow's masks translated to the indexing op), top_k (two rank
@@ -234,8 +235,13 @@ def split(value, num_or_size_splits, axis=0, num=None, name=None):
 @_export
 def slice(input_, begin, size, name=None):
     """input_[begin[i] : begin[i] + size[i]] on every axis; size -1 means "to the
-    end". begin must be >= 0 and the slice must fit (TensorFlow's rules)."""
+    end". begin must be >= 0 and the slice must fit (TensorFlow's rules). A begin the
+    graph computes (an int32 tensor, or a list holding scalar tensors) needs a static
+    size (no -1): it is a dynamic_slice, whose begins are clamped so that the slice fits
+    (XLA's rule) where TensorFlow would raise."""
     x = _value(input_)
+    if _has_tensor(begin):
+        return _slice_at_tensor_begin(x, begin, size, name)
     begin, size = _ints(begin), _ints(size)
     rank = x.type.rank
     spec, bad = [], None
@@ -251,6 +257,60 @@ def slice(input_, begin, size, name=None):
                        f"in size {d}")
             spec.append(("range", b, None if s == -1 else b + s, 1))
     return wrap(_slice_spec(x, _invalid(bad) if bad else spec, name or "slice"))
+
+
+def _has_tensor(v) -> bool:
+    return isinstance(v, Tensor) or (isinstance(v, (list, tuple))
+                                      and any(isinstance(b, Tensor) for b in v))
+
+
+def _starts(starts):
+    """Start indices for the ir builder: a tensor's value, or a list of values / ints."""
+    if isinstance(starts, Tensor):
+        return starts.value
+    if isinstance(starts, (list, tuple)):
+        return [b.value if isinstance(b, Tensor) else int(b) for b in starts]
+    return [int(b) for b in np.asarray(starts).reshape(-1)]
+
+
+def _slice_at_tensor_begin(x, begin, size, name):
+    size = _ints(size)
+    if any(s < 0 for s in size):
+        raise ShapeError(f"slice with a begin the graph computes needs a static size; got "
+                         f"{size} (-1, 'to the end', would depend on the begin)")
+    return wrap(_st.dynamic_slice(x, _starts(begin), size, name=name or "slice"))
+
+
+@_export
+def dynamic_slice(operand, start_indices, slice_sizes, name=None):
+    """JAX's lax.dynamic_slice: the block of static slice_sizes at start_indices (one
+    int32 vector, or a list of int32 scalar tensors and ints, one per axis), which the
+    graph may compute. Each start is clamped into [0, dim - size] as XLA does, so the
+    block always fits. On GL one kernel reads the starts from their texture (no
+    readback). Gradient: dy written into zeros at the block (dynamic_update_slice).
+
+    >>> import fragflow as ff, numpy as np
+    >>> g = ff.Graph()
+    >>> with g.as_default():
+    ...     i = ff.placeholder((), "int32", name="i")
+    ...     y = ff.dynamic_slice(np.arange(6.0), [i], [2])
+    >>> s = ff.Session(g, backend="numpy")
+    >>> s.run(y, {i: 1}), s.run(y, {i: 9})
+    (array([1., 2.], dtype=float32), array([4., 5.], dtype=float32))
+    """
+    x = _value(operand)
+    return wrap(_st.dynamic_slice(x, _starts(start_indices), _ints(slice_sizes), name=name))
+
+
+@_export
+def dynamic_update_slice(operand, update, start_indices, name=None):
+    """JAX's lax.dynamic_update_slice: operand with update written over the block at
+    start_indices (as dynamic_slice's, clamped the same way so the update fits).
+    Gradients: the operand's is dy with zeros over the block, the update's the block of
+    dy; the starts get none."""
+    x = _value(operand)
+    u = _value(update, x.dtype)
+    return wrap(_st.dynamic_update_slice(x, u, _starts(start_indices), name=name))
 
 
 @_export

@@ -8,8 +8,11 @@ rule is the forward op again: second order works through the same table.
     broadcast_to    sum_like              gather          gather_grad
     gather_grad     gather                gather_nd       gather_nd_grad
     gather_nd_grad  gather_nd             unsorted_segment_sum  gather
+    dynamic_slice   dynamic_update_slice of dy into zeros
+    dynamic_update_slice  operand: dy with zeros over the block; update: dynamic_slice
 
-one_hot, top_k_rank and top_k_indices give integers: they are non-differentiable
+The int32 starts of the dynamic ops get no gradient. one_hot, top_k_rank and
+top_k_indices give integers: they are non-differentiable
 (top_k's values are a gather, whose gradient scatters dy to the chosen indices)."""
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ from ...ir.errors import GradientError
 from ...ir.ops import structure as _st
 from ...ir.ops.common import apply
 from ...ir.ops.shape import reshape
-from .build import reduce, sum_like
+from .build import reduce, sum_like, zeros_like
 from .registry import gradient
 
 
@@ -111,3 +114,16 @@ def _segment_sum(node, dy):
     # there; gather's zero for out-of-range ids matches the dropped rows
     return [_st.gather(dy, node.inputs[1], axis=0), None]
 
+
+
+@gradient("dynamic_slice")
+def _dynamic_slice(node, dy):
+    x, starts = node.inputs
+    return [_st.dynamic_update_slice(zeros_like(x), dy, starts), None]
+
+
+@gradient("dynamic_update_slice")
+def _dynamic_update_slice(node, dy):
+    _, update, starts = node.inputs
+    return [_st.dynamic_update_slice(dy, zeros_like(update), starts),
+            _st.dynamic_slice(dy, starts, update.shape), None]
