@@ -11,7 +11,8 @@ from fragflow.ir.ops.common import apply
 from fragflow.passes import fuse_updates as fu
 
 # awkward shapes: a scalar, sizes not a multiple of 4, a 1-element axis, and one past
-# Tuning.elementwise.uniform_constants_from (65,536) elements, where scalar constants become uniforms
+# Tuning.elementwise.uniform_constants_from (65,536) elements, where scalar constants
+# become uniforms
 SHAPES = [(), (5,), (2, 1, 5), (257, 259)]
 OPTIMIZERS = {
     "SGD": lambda: ff.optim.SGD(0.1),
