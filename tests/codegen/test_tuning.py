@@ -207,14 +207,19 @@ def test_kernels_of_a_lowered_graph_name_their_strategy():
                        [(8, 16), (16, 12)])
     kernels = lowered.kernels
     assert kernels
-    for k in kernels:
-        if k.strategy:
-            family, _, kind = k.strategy.partition(".")
-            assert family and kind, k.strategy
-    unnamed = [k.name for k in kernels if not k.strategy]
-    if unnamed:
-        pytest.skip(f"kernels of families without a strategy table yet (issue 24): "
-                    f"{', '.join(unnamed)}")
+    assert [k.strategy for k in kernels] == [
+        "matmul.plain", "softmax.direct", "reduce.texel_passes"], \
+        [(k.name, k.strategy) for k in kernels]
+
+
+def test_a_family_of_one_kernel_kind_names_it_after_its_template():
+    """Families without a table (one kind of kernel) name theirs '<family>.<template>'."""
+    kernels = _lowered(lambda x: ff.concat([ff.sin(x), ff.transpose(x)], 0),
+                       [(5, 5)]).kernels
+    assert all(k.strategy.count(".") == 1 for k in kernels), kernels
+    assert [k.strategy for k in kernels] == [
+        "elementwise.elementwise", "shape.shape", "structure.structure"], \
+        [(k.name, k.strategy) for k in kernels]
 
 
 # -- the other profiles' kernel choices, computed on this device -----------------------
