@@ -19,8 +19,10 @@ Constant, shape arithmetic); float initializers become Variables of the outer gr
   shape.
 - Scan (opset 9+): ff scan over axis 0, the scan inputs' axes and directions
   (scan_input_axes, scan_input_directions) and the outputs' (scan_output_axes,
-  scan_output_directions) by transposes and reverses around it. Opset 8's Scan (a
-  batch axis and sequence_lens) is not supported.
+  scan_output_directions) by transposes and reverses around it. Opset 8's Scan (batch
+  axis 0, sequence axis 1, optional sequence_lens): one scan per batch row (the batch
+  known at import), stacked; lengths known at import cut each row's inputs, fed ones
+  mask the steps past them (forward inputs only); outputs past a length are 0.
 
 Sub-graphs nest at most MAX_DEPTH deep.
 """
@@ -210,12 +212,97 @@ def loop(ctx, node, x, a):
 
 
 # -- Scan -----------------------------------------------------------------------------------
+def _scan_run(ctx, body, label, name, states, elems, n_state, keep=None):
+    """ff scan of body over elems (axis 0) from states: (final states, stacked outputs).
+    keep(t): a bool scalar, the step's states and outputs kept where true (states
+    passed on, outputs zero where false: opset 8's shorter sequences)."""
+    lead = [F.constant(np.int32(0))] if keep is not None else []
+    _, ctree = flatten(lead + list(states))
+    _, etree = flatten(list(elems))
+
+    def scan_body(carry, xs):
+        vs = carry[len(lead):]
+        outs = _tensors(ctx, run_body(ctx, body, [*vs, *xs], f"{label}'s body"))
+        new, ys = outs[:n_state], outs[n_state:]
+        if keep is None:
+            return new, ys
+        on = keep(carry[0])
+        new = [F.where(on, n, v) for n, v in zip(new, vs)]
+        ys = [F.where(on, y, F.zeros_like(y)) for y in ys]
+        return [carry[0] + 1, *new], ys
+    final, _, ys = _scan_core(scan_body, ctree, [t.value for t in lead + list(states)],
+                              etree, [t.value for t in elems], False, None, name, label,
+                              "onnx", carry_is_y=False)
+    return [wrap(v) for v in final[len(lead):]], [wrap(y) for y in ys]
+
+
+def _scan8(ctx, node, x, a, label):
+    """Opset 8: batch axis 0, sequence axis 1, an optional sequence_lens [batch]. One
+    ff scan per batch row (the batch must be known at import), stacked. Lengths known
+    at import cut each row's inputs to its length (a reversed input then starts at its
+    last valid step, as ONNX's); fed lengths mask the steps past them (forward inputs
+    only). Outputs past a row's length are 0."""
+    body = a["body"]
+    n_in = int(a["num_scan_inputs"])
+    lens, rest = (x[0] if x else None), list(x[1:])
+    n_state = len(rest) - n_in
+    n_out = len(body.output) - n_state
+    dirs = [int(d) for d in a.get("directions", [0] * n_in)]
+    if n_state < 0 or n_out < 0 or len(body.input) != n_state + n_in or len(dirs) != n_in:
+        raise ctx.error(f"{label}: {len(x)} inputs, num_scan_inputs={n_in}, a body of "
+                        f"{len(body.input)} inputs and {len(body.output)} outputs do not "
+                        f"agree")
+    if not n_in:
+        raise ctx.error(f"{label} has no scan inputs")
+    states, elems = _tensors(ctx, rest[:n_state]), _tensors(ctx, rest[n_state:])
+    batch = elems[0].shape[0] if elems[0].shape else None
+    steps = elems[0].shape[1] if len(elems[0].shape) > 1 else None
+    if batch is None:
+        raise ctx.error(f"{label}: opset 8's Scan needs the batch size (axis 0) known at "
+                        f"import")
+    fed = lens is not None and not (ctx.is_static(lens) or isinstance(lens, Init))
+    if lens is None or fed:
+        lengths = [steps] * batch
+    else:
+        lengths = ctx.ints(lens, "sequence_lens")
+        if len(lengths) != batch:
+            raise ctx.error(f"{label}: sequence_lens has {len(lengths)} entries for a "
+                            f"batch of {batch}")
+        if steps is None or any(not 0 < n <= steps for n in lengths):
+            raise ctx.error(f"{label}: sequence_lens {lengths} must be in [1, "
+                            f"{steps}] (the sequence axis)")
+    if fed:
+        if any(dirs):
+            raise ctx.error(f"{label}: fed sequence_lens with a reversed scan input (give "
+                            f"the lengths at import)")
+        lens_t = ctx.tensor(lens)
+        lens_t = lens_t if lens_t.dtype == "int32" else F.cast(lens_t, "int32")
+    finals, stacked = [], []
+    for b in range(batch):
+        n = lengths[b]
+        rows = []
+        for t, direction in zip(elems, dirs):
+            r = t[b] if n is None or n == steps else t[b, :n]
+            rows.append(F.reverse(r, [0]) if direction else r)
+        keep = None
+        if fed:
+            def keep(step, b=b):
+                return F.less(step, lens_t[b])
+        final, ys = _scan_run(ctx, body, label, f"{node.name or 'scan'}_{b}",
+                              [s[b] for s in states], rows, n_state, keep)
+        if n is not None and steps is not None and n < steps:
+            ys = [F.pad(y, [[0, steps - n]] + [[0, 0]] * (len(y.shape) - 1)) for y in ys]
+        finals.append(final)
+        stacked.append(ys)
+    outs = [F.stack([f[k] for f in finals], 0) for k in range(n_state)]
+    return outs + [F.stack([y[k] for y in stacked], 0) for k in range(n_out)]
+
+
 @rule("Scan")
 def scan(ctx, node, x, a):
     label = f"Scan '{node.name or node.output[0]}'"
     if ctx.opset < 9:
-        raise ctx.error(f"{label}: opset 8's Scan (a batch axis and sequence_lens) is not "
-                        f"supported; export with opset 9 or later")
+        return _scan8(ctx, node, x, a, label)
     body = a["body"]
     n_in = int(a["num_scan_inputs"])
     n_state = len(x) - n_in
@@ -240,17 +327,9 @@ def scan(ctx, node, x, a):
         elems.append(t)
     if not elems:
         raise ctx.error(f"{label} has no scan inputs")
-    _, ctree = flatten(list(states))
-    _, etree = flatten(list(elems))
-
-    def scan_body(carry, xs):
-        outs = run_body(ctx, body, [*carry, *xs], f"{label}'s body")
-        return _tensors(ctx, outs[:n_state]), _tensors(ctx, outs[n_state:])
-    final, _, ys = _scan_core(scan_body, ctree, [t.value for t in states], etree,
-                              [t.value for t in elems], False, None, node.name or "scan",
-                              label, "onnx", carry_is_y=False)
+    final, ys = _scan_run(ctx, body, label, node.name or "scan", states, elems, n_state)
     outs = []
-    for y, axis, direction in zip([wrap(v) for v in ys], out_axes, out_dirs):
+    for y, axis, direction in zip(ys, out_axes, out_dirs):
         if int(direction):
             y = F.reverse(y, [0])
         rank = len(y.shape)
@@ -260,4 +339,4 @@ def scan(ctx, node, x, a):
             perm.insert(axis, 0)
             y = F.transpose(y, perm)
         outs.append(y)
-    return [wrap(v) for v in final] + outs
+    return final + outs

@@ -1235,10 +1235,107 @@ def split(ctx, node, x, a):
     return outs
 
 
+_PASS_THROUGH = ("reshape", "expand_dims", "squeeze", "identity", "cast")
+
+
+def _index_terms(v, depth=0):
+    """The elements of an int value as terms: ("c", n) for a number known now, or
+    (value, k, offset) for element k of a value the graph computes, plus offset. Follows
+    the shape ops, int casts, 1-D concats and additions of constants, so that ends
+    computed as starts + 1 (a Loop body slicing at the iteration number) show their
+    difference. None where the element count is unknown."""
+    if any(d is None for d in v.shape):
+        return None
+    n = int(np.prod(v.shape, dtype=np.int64))
+    node = v.node
+    if node.op == "constant":
+        return [("c", int(e)) for e in np.asarray(node.attrs["value"]).reshape(-1)]
+    if depth < 16 and node.op in _PASS_THROUGH and node.inputs and \
+            node.inputs[0].dtype == "int32":
+        inner = _index_terms(node.inputs[0], depth + 1)
+        if inner is not None and len(inner) == n:
+            return inner
+    if depth < 16 and node.op == "concat" and v.type.rank == 1:
+        parts = [_index_terms(u, depth + 1) for u in node.inputs]
+        if all(p is not None for p in parts):
+            return [t for p in parts for t in p]
+    if depth < 16 and node.op in ("add", "sub") and len(node.inputs) == 2:
+        a, b = (_index_terms(u, depth + 1) for u in node.inputs)
+        if a is not None and b is not None and {len(a), len(b)} <= {1, n}:
+            a, b = (t * n if len(t) == 1 else t for t in (a, b))
+            sign = 1 if node.op == "add" else -1
+            out = []
+            for k, (ta, tb) in enumerate(zip(a, b)):
+                if ta[0] == "c" and tb[0] == "c":
+                    out.append(("c", ta[1] + sign * tb[1]))
+                elif tb[0] == "c":
+                    out.append((ta[0], ta[1], ta[2] + sign * tb[1]))
+                elif ta[0] == "c" and sign == 1:
+                    out.append((tb[0], tb[1], tb[2] + ta[1]))
+                else:
+                    out.append((v, k, 0))
+            return out
+    return [(v, k, 0) for k in range(n)]
+
+
+def _term_difference(end, start):
+    """end - start when import can tell (both numbers, or one computed element plus
+    two offsets), else None."""
+    if end[0] == "c" and start[0] == "c":
+        return end[1] - start[1]
+    if end[0] != "c" and start[0] != "c" and end[0] is start[0] and end[1] == start[1]:
+        return end[2] - start[2]
+    return None
+
+
+def _dynamic_slice(ctx, t, shape_, x, axes):
+    """Slice with starts the graph computes: a dynamic_slice where every size
+    (ends - starts) is known at import. Negative starts count from the end as ONNX's
+    do (dims known); a block that would run past the end is shifted back to fit (XLA's
+    clamp) where ONNX would return fewer elements, which a static shape cannot hold.
+    Where it cannot be, the error is ctx.static's for the starts (a backend may bind
+    them when they are a graph input, and import again)."""
+    def refuse(why):
+        ctx.static(x[1], f"starts (or, for a dynamic_slice, {why})")
+
+    if len(x) > 4 and x[4] is not None and any(v != 1 for v in ctx.ints(x[4], "steps")):
+        refuse("steps of 1")
+    starts_t, ends = ctx.tensor(x[1]), x[2]
+    s_terms = _index_terms(starts_t.value)
+    e_terms = [("c", v) for v in ctx.ints(ends, "ends")] \
+        if ctx.is_static(ends) or isinstance(ends, Init) else _index_terms(ctx.tensor(ends).value)
+    if s_terms is None or e_terms is None or len(s_terms) != len(e_terms):
+        refuse("as many starts as ends, known at import")
+    rank = len(shape_)
+    axes = list(range(len(s_terms))) if axes is None else [_axis(int(v), rank) for v in axes]
+    begin, sizes = [0] * rank, list(shape_)
+    for j, (ax, st, en) in enumerate(zip(axes, s_terms, e_terms)):
+        d = shape_[ax]
+        size = _term_difference(en, st)
+        if d is None or size is None:
+            refuse(f"the size along axis {ax}, ends - starts, known at import (the "
+                   f"result's shape would depend on the data)")
+        if st[0] == "c":                     # this axis's start is a number: ONNX's clamp
+            b, e = st[1] + d if st[1] < 0 else st[1], en[1] + d if en[1] < 0 else en[1]
+            b, e = min(max(b, 0), d), min(max(e, 0), d)
+            begin[ax], sizes[ax] = b, max(e - b, 0)
+            continue
+        sj = starts_t[j] if len(starts_t.shape) else starts_t
+        sj = sj if sj.dtype == "int32" else F.cast(sj, "int32")
+        begin[ax] = F.where(F.less(sj, 0), sj + d, sj)   # negative: from the end
+        sizes[ax] = min(max(size, 0), d)
+    if any(s is None for s in sizes):
+        refuse("the sliced tensor's shape known at import")
+    return F.dynamic_slice(ctx.tensor(t), begin, sizes)
+
+
 @rule("Slice")
 def slice_(ctx, node, x, a):
     t = x[0]
     shape_ = _shape(ctx, t)
+    if ctx.opset >= 10 and not (ctx.is_static(x[1]) or isinstance(x[1], Init)):
+        axes = ctx.ints(x[3], "axes") if len(x) > 3 and x[3] is not None else None
+        return _dynamic_slice(ctx, t, shape_, x, axes)
     if ctx.opset < 10:
         starts, ends = list(a["starts"]), list(a["ends"])
         axes, steps = a.get("axes"), None

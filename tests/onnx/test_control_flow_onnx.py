@@ -207,17 +207,152 @@ def test_scan_axes_and_directions_equal_onnxruntime(in_axis, in_dir, out_axis, o
           "scale": np.array(1.5, np.float32)})
 
 
-def test_opset_8_scan_is_refused_clearly():
-    body = helper.make_graph([helper.make_node("Add", ["a", "b"], ["c"]),
-                              helper.make_node("Identity", ["c"], ["d"])], "body",
-                             [vi("a", FLOAT, [2]), vi("b", FLOAT, [2])],
-                             [vi("c", FLOAT, [2]), vi("d", FLOAT, [2])])
-    m = model([helper.make_node("Scan", ["", "s0", "x"], ["s", "ys"], body=body,
-                                num_scan_inputs=1)],
-              [vi("s0", FLOAT, [1, 2]), vi("x", FLOAT, [1, 3, 2])],
-              [vi("s", FLOAT, [1, 2]), vi("ys", FLOAT, [1, 3, 2])], opset=8)
-    with pytest.raises(ff.onnx.OnnxImportError, match="opset 8's Scan"):
+def _scan8_model(lens, directions=(0, 1)):
+    """Opset 8's Scan: batch axis 0, sequence axis 1, a running sum over x read forward
+    and x read backward (the same input twice: a bidirectional scan); lens: None (no
+    sequence_lens), a list (a Constant) or "fed" (a graph input)."""
+    body = helper.make_graph([helper.make_node("Add", ["a", "f"], ["a2"]),
+                              helper.make_node("Mul", ["a2", "r"], ["y"])], "body",
+                             [vi("a", FLOAT, [2]), vi("f", FLOAT, [2]), vi("r", FLOAT, [2])],
+                             [vi("a2", FLOAT, [2]), vi("y", FLOAT, [2])])
+    pre = [] if lens is None or lens == "fed" else [const("lens", np.array(lens, np.int64))]
+    m = model(pre + [helper.make_node("Scan", ["" if lens is None else "lens", "s0", "x", "x"],
+                                      ["s", "ys"], body=body, num_scan_inputs=2,
+                                      directions=list(directions))],
+              [vi("s0", FLOAT, [3, 2]), vi("x", FLOAT, [3, 4, 2])] +
+              ([vi("lens", INT64, [3])] if lens == "fed" else []),
+              [vi("s", FLOAT, [3, 2]), vi("ys", FLOAT, [3, 4, 2])], opset=8)
+    return m
+
+
+def _scan8_loop(s0, x, lens, directions):
+    """Opset 8's semantics spelled out: row b runs lens[b] steps; a reversed input
+    reads its row's valid steps from the last; outputs past the length are 0."""
+    s, ys = s0.astype(np.float64).copy(), np.zeros(x.shape)
+    for b in range(x.shape[0]):
+        n = lens[b]
+        for t in range(n):
+            f = x[b, n - 1 - t] if directions[0] else x[b, t]
+            r = x[b, n - 1 - t] if directions[1] else x[b, t]
+            s[b] = s[b] + f
+            ys[b, t] = s[b] * r
+    return s, ys
+
+
+@pytest.mark.parametrize("directions", [(0, 1), (1, 0), (0, 0)])
+def test_opset_8_scan_with_a_batch_and_static_sequence_lens(directions):
+    """Lengths known at import (a Constant here; a fed one bound by the ONNX backend),
+    shorter than the sequence axis and different per row: each row's inputs are cut to
+    its length. Against the loop (onnxruntime's opset-8 Scan is not relied on)."""
+    s0 = rng.normal(size=(3, 2)).astype(np.float32)
+    x = rng.normal(size=(3, 4, 2)).astype(np.float32)
+    for lens in ([4, 4, 4], [3, 1, 4]):
+        imported = ff.onnx.load(_scan8_model(lens, directions))
+        want_s, want_ys = _scan8_loop(s0, x, lens, directions)
+        got = ff.Session(imported.graph, backend="numpy", passes=[]).run(
+            imported.outputs, imported.feed_dict({"s0": s0, "x": x}))
+        assert_close(got[0], want_s.astype(np.float32), 1e-5)
+        assert_close(got[1], want_ys.astype(np.float32), 1e-5)
+        assert [n.op for n in imported.graph.nodes].count("scan") == 3   # one per row
+
+
+def test_opset_8_scan_without_lengths_equals_onnxruntime():
+    s0 = rng.normal(size=(3, 2)).astype(np.float32)
+    x = rng.normal(size=(3, 4, 2)).astype(np.float32)
+    m = _scan8_model(None)
+    imported = both(m, {"s0": s0, "x": x})
+    want_s, want_ys = _scan8_loop(s0, x, [4, 4, 4], (0, 1))
+    got = ff.Session(imported.graph, backend="numpy").run(
+        imported.outputs, imported.feed_dict({"s0": s0, "x": x}))
+    assert_close(got[0], want_s.astype(np.float32), 1e-5)
+    assert_close(got[1], want_ys.astype(np.float32), 1e-5)
+
+
+def test_opset_8_scan_with_fed_sequence_lens_masks_the_steps_past_them():
+    s0 = rng.normal(size=(3, 2)).astype(np.float32)
+    x = rng.normal(size=(3, 4, 2)).astype(np.float32)
+    imported = ff.onnx.load(_scan8_model("fed", (0, 0)))
+    sess = ff.Session(imported.graph, backend="numpy")
+    for lens in ([4, 2, 1], [1, 4, 3]):
+        got = sess.run(imported.outputs, imported.feed_dict(
+            {"s0": s0, "x": x, "lens": np.array(lens, np.int32)}))
+        want_s, want_ys = _scan8_loop(s0, x, lens, (0, 0))
+        assert_close(got[0], want_s.astype(np.float32), 1e-5)
+        assert_close(got[1], want_ys.astype(np.float32), 1e-5)
+
+
+def test_opset_8_scan_fed_lens_with_a_reversed_input_is_refused_clearly():
+    with pytest.raises(ff.onnx.OnnxImportError, match="fed sequence_lens with a reversed"):
+        ff.onnx.load(_scan8_model("fed", (0, 1)))
+
+
+# -- Slice at starts the graph computes: dynamic_slice ------------------------------------
+def _slice_loop_model(offset, width):
+    """A Loop of 4 steps whose body slices a constant row at [i + offset, i + offset +
+    width) (loop11's pattern, wider) and adds the slice up; the slices stacked."""
+    table = np.arange(2 * 9, dtype=np.float32).reshape(2, 9) * 0.5 - 3
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["c_in"], ["c_out"]), const("table", table),
+         const("off", np.int64(offset)), const("w", np.int64(offset + width)),
+         helper.make_node("Add", ["i", "off"], ["b"]),
+         helper.make_node("Add", ["i", "w"], ["e"]),
+         helper.make_node("Unsqueeze", ["b"], ["starts"], axes=[0]),
+         helper.make_node("Unsqueeze", ["e"], ["ends"], axes=[0]),
+         const("axis", np.array([1], np.int64)),
+         helper.make_node("Slice", ["table", "starts", "ends", "axis"], ["piece"]),
+         helper.make_node("Add", ["y_in", "piece"], ["y_out"]),
+         helper.make_node("Identity", ["y_out"], ["scan_out"])],
+        "body", [vi("i", INT64, []), vi("c_in", BOOL, []), vi("y_in", FLOAT, [2, width])],
+        [vi("c_out", BOOL, []), vi("y_out", FLOAT, [2, width]),
+         vi("scan_out", FLOAT, [2, width])])
+    nodes = [const("M", np.int64(4)), const("c", np.array(True)),
+             helper.make_node("Loop", ["M", "c", "y0"], ["y", "ys"], body=body)]
+    return model(nodes, [vi("y0", FLOAT, [2, width])],
+                 [vi("y", FLOAT, [2, width]), vi("ys", FLOAT, [4, 2, width])], opset=11)
+
+
+@pytest.mark.parametrize("offset,width", [(0, 1), (2, 3), (-7, 2)])
+def test_slice_at_the_iteration_number_is_a_dynamic_slice(offset, width):
+    """Starts from the iteration number, ends = starts + width: the size is known at
+    import. offset -7: negative starts count from the end (9 - 7 + i)."""
+    m = _slice_loop_model(offset, width)
+    imported = both(m, {"y0": rng.normal(size=(2, width)).astype(np.float32)})
+    from fragflow.ir.printer import format_graph
+    text = format_graph(imported.graph)          # sub-graphs printed nested
+    assert "scan" in text and "dynamic_slice" in text, text
+
+
+def test_slice_at_a_fed_start_with_a_static_width_equals_onnxruntime():
+    """Top level: starts a graph input s, ends = s + 3 (two axes listed, the other
+    static): a dynamic_slice, no rebinding."""
+    nodes = [const("three", np.array([3], np.int64)), const("z", np.array([1], np.int64)),
+             const("zz", np.array([3], np.int64)),
+             helper.make_node("Add", ["s", "three"], ["e1"]),
+             helper.make_node("Concat", ["z", "s"], ["starts"], axis=0),
+             helper.make_node("Concat", ["zz", "e1"], ["ends"], axis=0),
+             helper.make_node("Slice", ["x", "starts", "ends"], ["y"])]
+    m = model(nodes, [vi("x", FLOAT, [4, 7]), vi("s", INT64, [1])], [vi("y", FLOAT, [2, 3])])
+    x = rng.normal(size=(4, 7)).astype(np.float32)
+    for start in (0, 2, 4, -5):
+        imported = both(m, {"x": x, "s": np.array([start], np.int64)})
+    assert "dynamic_slice" in [n.op for n in imported.graph.nodes]
+
+
+def test_slice_whose_size_depends_on_the_data_is_refused_clearly():
+    m = model([helper.make_node("Slice", ["x", "b", "e"], ["y"])],
+              [vi("x", FLOAT, [5]), vi("b", INT64, [1]), vi("e", INT64, [1])],
+              [vi("y", FLOAT, [None])])
+    with pytest.raises(ff.onnx.OnnxImportError, match=r"ends - starts, known at import"):
         ff.onnx.load(m)
+
+
+def test_an_imported_dynamic_slice_loop_on_gl_equals_numpy(gl):
+    imported = ff.onnx.load(_slice_loop_model(1, 2))
+    feed = imported.feed_dict({"y0": rng.normal(size=(2, 2)).astype(np.float32)})
+    want = ff.Session(imported.graph, backend="numpy", passes=[]).run(imported.outputs, feed)
+    got = ff.Session(imported.graph).run(imported.outputs, feed)
+    for a, b in zip(got, want):
+        assert_close(a, b, 1e-6)
 
 
 # -- RNN / GRU / LSTM over a sequence length known at feed time ----------------------------
