@@ -171,3 +171,17 @@ def test_errors():
             ff.dynamic_update_slice(x, ff.zeros((1, 1), "int32"), s)
         with pytest.raises(FragflowError, match="needs a static size"):
             ff.slice(x, s, [1, -1])
+
+
+def test_empty_blocks(gl):
+    a = np.arange(15, dtype=np.float32).reshape(3, 5)
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder(a.shape, name="x")
+        s = ff.placeholder((2,), "int32", name="s")
+        y = ff.dynamic_slice(x, s, [0, 3])
+        z = ff.dynamic_update_slice(x, ff.zeros((0, 2)), s)
+    out, ref = run_both(g, [y, z], {x: a, s: np.array([1, 4], np.int32)})
+    assert out[0].shape == ref[0].shape == (0, 3)
+    assert_matches(out[1], a, rtol=0, atol=0, what="an empty update changes nothing")
+    assert_matches(ref[1], a, rtol=0, atol=0, what="an empty update changes nothing (ref)")
