@@ -5,12 +5,12 @@ from . import control_flow as _control_flow  # noqa: F401 (Loop, If, Scan: rules
 from .errors import OnnxExportError, OnnxImportError, OnnxNotInstalledError, UnsupportedOnnxOpError
 from .exporter import export, exportable_ops
 from .importer import ImportedModel, load
+from .op_table import RULES as _RULES
 
 
 def supported_ops() -> list:
     """The ONNX op types ff.onnx.load imports, sorted."""
-    from .op_table import RULES
-    return sorted(RULES)
+    return sorted(_RULES)
 
 
 __all__ = ["load", "export", "exportable_ops", "ImportedModel", "supported_ops", "OnnxImportError",

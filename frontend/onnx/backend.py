@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..session import Session
 from .errors import OnnxImportError, require_onnx
 from .importer import load
 
 require_onnx()
+import onnx  # noqa: E402
+from onnx import numpy_helper  # noqa: E402
 from onnx.backend.base import Backend, BackendRep  # noqa: E402
 
 
@@ -55,7 +58,6 @@ class FragflowBackendRep(BackendRep):
             self.model = None                    # imported at run time
 
     def _set(self, model, bound):
-        from ..session import Session
         self.model, self.bound = model, bound
         self.session = Session(model.graph, backend=self.backend)
         self._fn = self.session.compile(model.outputs, feeds=model.inputs)
@@ -88,8 +90,6 @@ class FragflowBackendRep(BackendRep):
 
 def _with_initializers(model, arrays: dict):
     """A copy of model with the graph inputs named in arrays made initializers."""
-    import onnx
-    from onnx import numpy_helper
     if not arrays:
         return model
     copy = onnx.ModelProto()

@@ -21,6 +21,9 @@ from __future__ import annotations
 import math
 import os
 
+import numpy as np
+
+from ..tensor import Tensor
 from .errors import OnnxImportError, where
 
 MAX_BYTES = 2 ** 31             # protobuf's own limit on one file; external data included
@@ -367,11 +370,9 @@ def predicted_outputs(onnx, node, schema, inputs, opset: int) -> list | None:
     say), fed the static inputs' values; None when inference says nothing."""
     if schema is None:
         return None
-    import numpy as np
-    from onnx import helper, numpy_helper, shape_inference
+    from onnx import helper, numpy_helper, shape_inference  # optional: onnx (the caller has it)
 
-    from ..tensor import Tensor
-    from .importer import Init
+    from .importer import Init  # cycle: importer imports this module at its top
     types, data = {}, {}
     names = []
     for k, x in enumerate(inputs):

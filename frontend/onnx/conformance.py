@@ -28,6 +28,9 @@ import warnings
 
 import numpy as np
 
+from ...ir.errors import FragflowError
+from .errors import OnnxImportError, UnsupportedOnnxOpError
+
 SUPPORTED_DTYPES = {np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.int64),
                     np.dtype(np.bool_)}
 FILE_SUITES = ("pytorch-converted", "pytorch-operator", "simple")
@@ -44,7 +47,7 @@ class Case:
 
 
 def node_cases() -> list:
-    from onnx.backend.test.case.node import collect_testcases
+    from onnx.backend.test.case.node import collect_testcases  # optional: onnx
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
         cases = collect_testcases(None)
@@ -52,8 +55,8 @@ def node_cases() -> list:
 
 
 def file_cases(suites=FILE_SUITES) -> list:
-    import onnx
-    from onnx import numpy_helper
+    import onnx  # optional: this module imports without it (--help)
+    from onnx import numpy_helper  # optional, as onnx
     root = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data")
     out = []
     for suite in suites:
@@ -83,7 +86,7 @@ def _as_array(a):
     """A test value as an array: onnx's cases hold arrays, numpy scalars and, in newer
     versions, TensorProtos."""
     if hasattr(a, "SerializeToString") and hasattr(a, "dims"):
-        from onnx import numpy_helper
+        from onnx import numpy_helper  # optional: onnx
         return numpy_helper.to_array(a)
     if isinstance(a, (np.generic, int, float, bool)):
         return np.asarray(a)
@@ -103,7 +106,6 @@ def _unsupported_dtype(case):
 def _reason(err) -> str:
     """A failure reason with the node's name and numbers taken out, so that equal
     reasons count together."""
-    from .errors import OnnxImportError, UnsupportedOnnxOpError
     text = str(err).splitlines()[0] if str(err) else type(err).__name__
     if isinstance(err, UnsupportedOnnxOpError):
         m = re.match(r"(\w+) node", text)
@@ -117,8 +119,7 @@ def _reason(err) -> str:
 
 def run_case(case, backend: str):
     """("pass" | "fail" | "skip", reason)."""
-    from ...ir.errors import FragflowError
-    from .backend import FragflowBackend
+    from .backend import FragflowBackend  # backend.py needs onnx at its top; this module does not
     bad = _unsupported_dtype(case)
     if bad is not None:
         return "skip", f"dtype {bad}"

@@ -33,7 +33,7 @@ def where(node) -> str:
 def require_onnx():
     """The onnx module, or OnnxNotInstalledError saying how to install it."""
     try:
-        import onnx
+        import onnx  # optional (fragflow[onnx]): this is the check
     except ImportError:
         raise OnnxNotInstalledError(
             "the ONNX bridge needs the 'onnx' package: pip install 'fragflow[onnx]' "

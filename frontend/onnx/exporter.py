@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir.ops.conv import padding_arg, spatial_arg
-from ...ir.ops.registry import all_ops
+from ...ir.ops.registry import all_ops, get_op
 from ...ir.ops.shape import transpose_perm
 from ..tensor import Tensor
 from .errors import OnnxExportError, require_onnx
@@ -44,7 +44,7 @@ class Writer:
 
     def __init__(self, session=None):
         self.onnx = require_onnx()
-        from onnx import helper, numpy_helper
+        from onnx import helper, numpy_helper  # optional: onnx (require_onnx above)
         self.helper, self.numpy_helper = helper, numpy_helper
         self.nodes, self.initializers = [], []
         self.names: dict = {}            # fragflow Value -> ONNX name
@@ -500,7 +500,6 @@ def _prelu(w, node, x):
 @export_rule("fill", "range", "linspace", "zeros_like", "ones_like")
 def _static(w, node, x):
     """Ops whose result depends only on attributes and shapes: written as the value."""
-    from ...ir.ops.registry import get_op
     out = node.outputs[0]
     if not out.type.is_static:
         raise OnnxExportError(f"{node.op} '{node.name}' of an unknown shape")

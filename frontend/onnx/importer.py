@@ -1,24 +1,22 @@
 """Reading an ONNX model into a fragflow graph.
 
-The walk is simple: placeholders for the graph inputs, then each node in the model's
-(topological) order through its rule in op_table.RULES, then the outputs. What makes it
-more than a table lookup:
+The walk: placeholders for the graph inputs, each node in the model's (topological) order
+through its rule in op_table.RULES, then the outputs. What makes it more than a lookup:
 
 - Values known at import time stay numpy arrays ("static"): Constant nodes, integer
   initializers and everything computed only from them (Shape of a known shape, Gather,
   Concat, Unsqueeze, Slice...). A node whose inputs are all static is evaluated at
   import with onnx's reference evaluator, so shape arithmetic never reaches the GPU and
   rules may demand static inputs (Reshape's shape, Slice's starts).
-- Float initializers become ff.Variables (trainable=True, the default) so that
-  ff.gradients, the optimizers and sess.save work on the imported model; rules may ask
-  for a variable in another layout (a conv weight as HWIO), made once from the ONNX
-  array at import: the layout change costs nothing when the model runs.
+- Float initializers become ff.Variables (trainable=True, the default): ff.gradients, the
+  optimizers and sess.save work on the imported model. A rule may ask for a variable in
+  another layout (a conv weight as HWIO), made once at import: free when the model runs.
 - int64 becomes int32 where every value fits, else OnnxImportError naming the node.
 - ONNX is NCHW and fragflow's convolutions NHWC: rules keep ONNX's semantics exactly by
   transposing around each convolution; passes/layout_transposes.py removes the pairs.
-- A model is untrusted input: checks.py reads it within max_bytes and checks its
-  structure, tensors and nodes first; each node's output sizes (ONNX's shape inference)
-  and each tensor its rule adds are held to max_elements before they are made, and any
+- A model is untrusted input: checks.py reads it within max_bytes and checks its structure,
+  tensors and nodes first; each node's output sizes (ONNX's shape inference) and each tensor
+  its rule adds are held to max_elements before they are made (docs/ONNX.md, "Limits"); any
   other error of a rule becomes an OnnxImportError naming the node.
 """
 from __future__ import annotations
@@ -32,6 +30,7 @@ import numpy as np
 from ...ir.errors import FragflowError
 from ...ir.graph import Graph
 from ..ops import constant, name_scope, placeholder
+from ..session import Session
 from ..tensor import Tensor, Variable
 from . import checks
 from .checks import MAX_BYTES, MAX_ELEMENTS
@@ -93,7 +92,6 @@ class ImportedModel:
 
     def session(self, **kwargs):
         """An ff.Session of the model's graph (kwargs as ff.Session's)."""
-        from ..session import Session
         return Session(self.graph, **kwargs)
 
     def __repr__(self):
@@ -117,7 +115,7 @@ class Importer:
                  label: str = "onnx", max_elements: int = MAX_ELEMENTS,
                  max_bytes: int = MAX_BYTES):
         self.onnx = require_onnx()
-        from onnx import numpy_helper
+        from onnx import numpy_helper  # optional: onnx (require_onnx above)
         self.numpy_helper = numpy_helper
         self.model = model
         self.trainable = trainable
@@ -228,7 +226,7 @@ class Importer:
 
     # -- attributes -----------------------------------------------------------------------
     def attrs(self, node) -> dict:
-        from onnx import helper
+        from onnx import helper  # optional: onnx
         out = {}
         for a in node.attribute:
             value = helper.get_attribute_value(a)
@@ -248,7 +246,7 @@ class Importer:
 
     # -- the walk -------------------------------------------------------------------------
     def run(self) -> ImportedModel:
-        from .op_table import RULES
+        from .op_table import RULES  # cycle: op_table imports this module's Init at its top
         g = self.model.graph
         graph = self.graph = self.root = Graph(clean_name(g.name, "onnx_model"))
         initializer_names = {t.name for t in g.initializer}
@@ -404,8 +402,8 @@ class Importer:
         """node evaluated at import by onnx's reference evaluator (its inputs are all
         static); None when that fails or the result is large (then the rule runs and
         fold_constants may still fold it)."""
-        from onnx import helper
-        from onnx.reference import ReferenceEvaluator
+        from onnx import helper  # optional: onnx
+        from onnx.reference import ReferenceEvaluator  # optional: onnx
         if sum(x.size for x in inputs if x is not None) > STATIC_FOLD_LIMIT:
             return None
         names = [f"i{k}" for k in range(len(inputs))]

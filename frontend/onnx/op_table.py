@@ -14,6 +14,7 @@ beside this table: resize.py, pool_taps.py, recurrent.py, grid_sample.py, spectr
 """
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -23,7 +24,7 @@ import fragflow.frontend as F
 from ...ir.ops.registry import all_ops
 from .. import ops_nn_extra as NN  # gelu, hard_swish, layer/instance normalization
 from . import grid_sample as GS, pool_taps, recurrent, resize as R, spectral
-from .importer import Init
+from .importer import _DTYPES, Init, onnx_dtype_name
 
 RULES: dict = {}
 TO_NHWC, TO_NCHW = (0, 2, 3, 1), (0, 3, 1, 2)
@@ -163,15 +164,13 @@ def where(ctx, node, x, a):
 
 @rule("Cast")
 def cast(ctx, node, x, a):
-    from .importer import _DTYPES
     a.get("saturate")                 # float8 only: nothing to saturate in fragflow's dtypes
     to = a["to"]
     if isinstance(to, str):           # opset 1: the type's name
-        from onnx import TensorProto
+        from onnx import TensorProto  # optional: onnx
         to = TensorProto.DataType.Value(to.upper())
     dtype = _DTYPES.get(to)
     if dtype is None:
-        from .importer import onnx_dtype_name
         raise ctx.error(f"Cast to {onnx_dtype_name(a['to'])} is not supported (fragflow "
                         f"has float32, int32 and bool)")
     return F.cast(ctx.tensor(x[0]), dtype)
@@ -336,7 +335,6 @@ def col2im(ctx, node, x, a):
     """Sliding blocks (N, C * prod(block), L) summed back into (N, C, *image): for each
     position in the block, a gather of its column at a constant map of the image's
     pixels (masked where no block covers the pixel there), and the sum."""
-    import itertools
     t = ctx.tensor(x[0])
     image = ctx.ints(x[1], "image_shape")
     block = ctx.ints(x[2], "block_shape")
@@ -1452,7 +1450,7 @@ def range_(ctx, node, x, a):
 @rule("EyeLike")
 def eye_like(ctx, node, x, a):
     shape_ = _shape(ctx, x[0])
-    from onnx import helper
+    from onnx import helper  # optional: onnx
     dtype = helper.tensor_dtype_to_np_dtype(a["dtype"]) if "dtype" in a else (
         x[0].dtype if isinstance(x[0], np.ndarray) else np.float32)
     if len(shape_) != 2 or None in shape_:

@@ -25,7 +25,7 @@ MAX_TAPS = 4          # rows with more taps (antialiased downscales) use a matmu
 
 def _coefficient_function(mode, nearest_mode, cubic_coeff_a, antialias):
     """onnx's coefficient function for the mode, as its Resize op builds it."""
-    from onnx.reference.ops import op_resize as R
+    from onnx.reference.ops import op_resize as R  # optional: onnx (its reference Resize)
     if mode == "nearest":
         return lambda ratio, scale: R._nearest_coeffs(ratio, mode=nearest_mode)
     if mode == "cubic":
@@ -39,7 +39,7 @@ def axis_weights(n_in, n_out, scale, *, mode, coordinate_mode, nearest_mode="rou
     """(W, extrapolated): output j along the axis is sum_i W[j, i] * input[i], except
     where extrapolated[j] (tf_crop_and_resize outside the input), which is
     extrapolation_value. Computed by onnx's reference 1-D resize of an identity matrix."""
-    from onnx.reference.ops import op_resize as R
+    from onnx.reference.ops import op_resize as R  # optional: onnx (its reference Resize)
     coeffs = _coefficient_function(mode, nearest_mode, cubic_coeff_a, antialias)
     eye = np.eye(n_in, dtype=np.float64)
 
