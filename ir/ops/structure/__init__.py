@@ -10,12 +10,10 @@ The ops {attrs} (operands), each described in its module's docstring:
         (dy, indices, params: dy summed into params' shape); gather_nd, gather_nd_grad: the
         same for index tuples; unsorted_segment_sum {num_segments} (data, int32 segment_ids)
     one_hot {depth, on_value, off_value, axis, dtype}; top_k_rank; top_k_indices {k}
-    dynamic_slice {sizes} (x, int32 starts); dynamic_update_slice (x, update, int32
-        starts): a block at starts the graph computes, clamped to fit (XLA's rule)
+    dynamic_slice {sizes} (x, int32 starts); dynamic_update_slice (x, update, int32 starts)
 
 Composites in frontend/ops_structure.py build stack, unstack, split, slice, TF's
-strided_slice, top_k, space_to_batch_nd and batch_to_space_nd from these and the shape
-ops.
+strided_slice, top_k, space_to_batch_nd and batch_to_space_nd from these and shape ops.
 
 Out-of-range indices (gather, gather_nd; negative ones too) read 0, as TensorFlow does
 on GPUs (its CPU kernels raise); the scatter-like ops (gather_grad, gather_nd_grad,
