@@ -1,22 +1,10 @@
 """Keras's recurrent layers, ff.keras.layers.SimpleRNN, LSTM and GRU, on one `scan`
-over time each (frontend/rnn.py `recurrence`).
-
-Weights are Keras's, in its gate orders, so trained Keras weights load one to one:
-
-    SimpleRNN  kernel (in, u), recurrent_kernel (u, u), bias (u,)
-    LSTM       kernel (in, 4u), recurrent_kernel (u, 4u), bias (4u,): gates i, f, c, o
-               (unit_forget_bias: the f quarter of bias starts at 1)
-    GRU        kernel (in, 3u), recurrent_kernel (u, 3u): gates z, r, h; bias (2, 3u)
-               with reset_after=True (TF2's default: input and recurrent biases,
-               h = tanh(x W_h + b_h + r * (h_prev U_h + b'_h))), else bias (3u,) and
-               h = tanh(x W_h + b_h + (r * h_prev) U_h)
-
-kernel_initializer glorot_uniform, recurrent_initializer orthogonal, bias zeros, as
-Keras. Inputs are (batch, time, features); time may be unknown until the feed.
-return_sequences gives (batch, time, units), else the last step's (batch, units);
-return_state adds the final state ([output, h] or, for LSTM, [output, h, c]);
-go_backwards reads the sequence from its end (the outputs in that order, as Keras).
-Masking, dropout and stateful=True are not supported.
+over time each (frontend/rnn.py `recurrence`). Weights are Keras's, in its gate
+orders (LSTM i, f, c, o; GRU z, r, h, reset_after=True by default), initialized as
+Keras does, so trained Keras weights load one to one (docs/TENSORFLOW.md "Recurrent
+networks" has the shapes). Inputs are (batch, time, features), time possibly unknown
+until the feed; return_sequences, return_state and go_backwards as Keras. Masking,
+dropout and stateful=True are not supported.
 
 >>> import numpy as np, fragflow as ff
 >>> g = ff.Graph()

@@ -2,21 +2,9 @@
 (tf.nn.rnn_cell.BasicRNNCell, BasicLSTMCell, LSTMCell, GRUCell, MultiRNNCell), and
 the loop that ff.keras.layers.SimpleRNN / LSTM / GRU (frontend/layers_rnn.py) run.
 
-One recurrence is one `scan` node (ir/ops/control.py) over the time axis, whatever
-the sequence's length: the input's part of every gate, x_t W_x + b, is computed for
-all steps at once outside the loop (one matmul of (batch * time, features)); the body
-holds only h_{t-1} W_h, the gates and the new state. A sequence length that is only
-known when the graph is fed (a placeholder of shape (None, None, features)) is fine:
-the scan's length is the fed time axis. Gradients are the scan's (forward again,
-then a reverse scan of the body's VJP: passes/autodiff/control.py).
-
-Weights and gate orders are the libraries' own, so trained weights map one to one:
-
-    BasicRNNCell   kernel (in + units, units), bias (units,)           TF1's
-    BasicLSTMCell  kernel (in + units, 4 units): i, j, f, o; forget_bias added to f
-    LSTMCell       the same, named lstm_cell
-    GRUCell        gates/kernel (in + units, 2 units): r, u; candidate/kernel
-                   (in + units, units); gates/bias starts at 1
+One recurrence is one `scan` node over the time axis (its length may be known only at
+feed time); the input's part of every gate is one matmul over all steps outside the
+loop. Weights and gate orders are TF1's (docs/TENSORFLOW.md "Recurrent networks").
 
 >>> import numpy as np, fragflow as tf
 >>> g = tf.Graph()

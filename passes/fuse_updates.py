@@ -2,24 +2,21 @@
 new values become one fused_update node (ir/ops/update.py), one kernel writing one
 render target per variable.
 
-An optimizer's step assigns a variable and its slots values computed from each other:
-Adam's new variable reads the new m and v, Momentum's reads the new accumulator. Plain
-elementwise fusion cannot put them in one kernel (the new m has two consumers, its
-assign and the new variable), so Adam ran three kernels per variable and wrote m and v
-only to read them back. Here:
-
+An optimizer's step assigns a variable and its slots values computed from each other
+(Adam's new variable reads the new m and v); plain elementwise fusion cannot put them
+in one kernel (the new m has two consumers), so Adam ran three kernels per variable.
 - a group is the assigns whose new values (float32, elementwise, of one type) are
   computed from one another's, plus the one-element updates of one type (Adam's
-  beta1_power and beta2_power);
-- its kernel computes every elementwise op the new values need whose result nothing
-  outside the group reads; one-element results read elsewhere too (a learning rate
-  schedule, Adam's bias correction from the beta powers) are computed again in each
-  kernel rather than read from a kernel of their own;
+  beta powers);
+- its kernel computes every elementwise op the new values need that nothing outside
+  the group reads; one-element results read elsewhere too (a learning-rate schedule,
+  Adam's bias correction) are computed again in each kernel;
 - a group whose kernel would read more textures than a kernel binds, or that could not
   be placed where its members were, stays as it was, and the report says why.
 
 It runs after fuse_epilogues (an SGD update folded into its gradient's matmul stays
-there) and before fuse_elementwise, which fuses what is left."""
+there) and before fuse_elementwise, which fuses what is left.
+"""
 from __future__ import annotations
 
 from .fusion import MAX_STEPS, fusable, fused_steps, member_provenance

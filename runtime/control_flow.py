@@ -1,43 +1,22 @@
 """Control flow on GL (issue 25): a compiled graph holding while_loop, cond or scan
 nodes (ir/ops/control.py) runs as a ControlFlowPlan. Values stay on the GPU between
-its parts (gl_plan.Resident: a texture and its layout).
+its parts (gl_plan.Resident: a texture and its layout); docs/RUNTIME.md "Control flow
+on GL" has the whole scheme and its costs.
 
-- **Stages.** Each node outside the control nodes belongs to the first stage that can
-  compute it: stage k runs before control node k, the last one makes the fetches.
-  A stage fetches what it computes that later stages or control nodes need, and
-  hands those textures on (GLPlan.run_resident binds them in place of its feeds):
-  every value is computed once per run, and nothing crosses the host between
-  stages. Sources (constants, variables, run_counter) are read by each stage that
-  needs them; the user's feeds are uploaded by each stage or loop that reads them
-  (once per run).
-- **while_loop.** Its condition and body are compiled once as one plan of the loop
-  variables and captured values (the predicate and the body's results); per
-  iteration the plan's kernels are replayed, the predicate is read back (one value:
-  the only per-iteration sync) and, while it holds, the body's result textures swap
-  places with the loop variables' (ping-pong: nothing uploaded, read back or
-  allocated per iteration). The body's result of the last, false test is discarded.
-- **scan.** The carry ping-pongs the same way. Each step's element slice is copied
-  on the GPU from the elems' texture into the body's parameter (a copy shader with
-  the slice's offset as a uniform), and each step's ys are copied into their rows
-  [t*n, (t+1)*n) of the stacked result's texture (the viewport on those rows, color
-  masks for a texel shared with the next step): a scan uploads and reads back
-  nothing per step. The copies are one small draw per element and per ys (two or
-  three where n is not a multiple of 4): the body's kernels cannot render into the
-  stacked texture or read a slice in place themselves (they index from 0, by
-  gl_FragCoord); an offset uniform in codegen's indexing would remove both. On
-  llvmpipe a draw (40-60 us) costs more than the small upload and readback it
-  replaces (~20 us): W15's scan is slower per step than with them (commit notes).
-- **cond.** Its predicate is read back (one value); only the taken branch's plan
-  runs, on the textures its stage handed over.
+- Stages: each node outside the control nodes runs in the first stage that can
+  compute it; stages hand their textures on (GLPlan.run_resident), so every value is
+  computed once per run and nothing crosses the host between stages.
+- while_loop: condition and body compiled once as one plan, replayed per iteration;
+  the predicate read back (the only per-iteration sync); the body's result textures
+  swap places with the loop variables' (ping-pong).
+- scan: the carry ping-pongs; each step's element slice and its ys are copied on the
+  GPU (a small copy draw each, the offset a uniform): nothing uploaded or read back.
+- cond: its predicate read back; only the taken branch's plan runs.
 
 Where the textures cannot swap (a body returning a loop variable as it is, a body
-that itself holds control flow, whose plan is a ControlFlowPlan) the body's plan runs
-on textures the loop owns (two per loop variable) and its results are copied on the
-GPU into the other one of each pair: one copy per loop variable per iteration, still
-nothing uploaded or read back beyond the predicate. Only a loop variable whose shape
-changes under shape_invariants, and a run with an observer (profile, debug mode:
-every kernel of every iteration seen), take the host's path: the plan run whole each
-iteration with uploads and readbacks, slower, the same results.
+holding control flow) results are copied on the GPU into loop-owned pairs; only a
+shape changing under shape_invariants, and a run with an observer (profile, debug),
+take the host's path.
 """
 from __future__ import annotations
 

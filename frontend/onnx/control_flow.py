@@ -1,28 +1,18 @@
 """ONNX's control flow, Loop, If and Scan, imported as fragflow's while_loop, cond and
-scan (ir/ops/control.py).
+scan (ir/ops/control.py); docs/ONNX.md "Control flow" says what maps to what.
 
 A sub-graph attribute (Loop's body, If's branches, Scan's body) is imported by the
 same rules as the model, inside the function that frontend/control_flow.py traces:
-its inputs are the loop's parameters, and a name it reads from an enclosing graph
-(ONNX's outer-scope references) is that graph's value, which the trace captures as an
-input of the loop's node. Values known at import stay static inside bodies too (a
-Constant, shape arithmetic); float initializers become Variables of the outer graph.
+its inputs are the loop's parameters, and a name it reads from an enclosing graph is
+that graph's value, captured as an input of the loop's node. Values known at import
+stay static inside bodies too; float initializers become Variables of the outer graph.
 
-- If: a predicate known at import imports the taken branch only (no node); else
-  ff.cond, only the taken branch running. Both branches must give the same dtypes
-  and shapes.
-- Loop: without scan outputs, a while_loop on (iteration, cond, v...) that stops at
-  the trip count M (maximum_iterations when M is static: differentiable) or when
-  cond turns false. With scan outputs, a scan of M steps (M known at import, the
-  body's cond output the cond input passed on, or a constant true: the stacked
-  outputs then have M rows), since a data-dependent number of rows has no static
-  shape.
-- Scan (opset 9+): ff scan over axis 0, the scan inputs' axes and directions
-  (scan_input_axes, scan_input_directions) and the outputs' (scan_output_axes,
-  scan_output_directions) by transposes and reverses around it. Opset 8's Scan (batch
-  axis 0, sequence axis 1, optional sequence_lens): one scan per batch row (the batch
-  known at import), stacked; lengths known at import cut each row's inputs, fed ones
-  mask the steps past them (forward inputs only); outputs past a length are 0.
+- If: the taken branch only where the predicate is known at import, else ff.cond.
+- Loop: a while_loop on (iteration, cond, v...) stopping at the trip count M or when
+  cond turns false; with scan outputs, a scan of M steps (M known at import).
+- Scan (opset 9+): a scan over axis 0, other axes and directions by transposes and
+  reverses around it; opset 8's (batch axis 0, optional sequence_lens): one scan per
+  batch row, stacked.
 
 Sub-graphs nest at most MAX_DEPTH deep.
 """
