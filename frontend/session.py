@@ -21,7 +21,7 @@ from ..runtime import driver
 from ..runtime.backend import get_backend
 from . import default_session as _default, side_effects as _side_effects
 from .debugging import DebugObserver, Profile, timed_runs
-from .shaders import write_plan_shaders
+from .shaders import PlanPart, plan_entries, write_plan_shaders
 from .tensor import Tensor
 
 # Compiled plans a session keeps (per fetches, feeds and feed shapes); the least
@@ -378,11 +378,13 @@ class CompiledFunction:
 
     @property
     def kernels(self) -> list:
-        """The kernels of the last compiled specialisation, in run order."""
+        """The kernels of the last compiled specialisation, in run order; with control
+        flow, the kernels of each loop's and branch's plan where they run (a branch
+        not taken yet has none)."""
         if self._last is None:
             raise FragflowError("feed shapes are not known yet: call the function once "
                                 "(kernels depend on the shapes)")
-        return list(self._last.kernels)
+        return _flat(plan_entries(self._last.plan))
 
     def dump_shaders(self, directory: str) -> list:
         """Write one .frag file per kernel of the last compiled specialisation into
@@ -515,3 +517,11 @@ def _flatten(fetches):
             return type(fetches)(values)
         return flat, rebuild
     return [fetches], lambda out: out[0]
+
+
+def _flat(entries) -> list:
+    """Kernels of plan_entries, a loop's or branch's among them in place."""
+    out = []
+    for entry in entries:
+        out.extend(_flat(entry.entries) if isinstance(entry, PlanPart) else [entry])
+    return out

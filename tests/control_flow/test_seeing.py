@@ -256,3 +256,17 @@ def test_profile_shows_time_per_step_and_per_kernel_inside_each_loop(gl):
     text = p.table()
     assert "inside loops and branches" in text and "steps per run" in text
     assert re.search(r"…nner\.cond_and_body > k\d+_mul +sin\+mul +15 ", p.table(by="kernel"))
+
+
+def test_fn_kernels_lists_the_kernels_inside_loops_where_they_run(gl):
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [4], name="x")
+        n = tf.placeholder(tf.int32, [], name="n")
+        y = tf.while_loop(lambda i, v: i < n, lambda i, v: (i + 1, tf.sin(v) * 2.0),
+                          (0, x))[1]
+        z = tf.exp(y)
+    fn = tf.Session(g).compile([z], feeds=[x, n])
+    fn(np.ones(4, np.float32), np.int32(3))
+    assert [k.name for k in fn.kernels] == ["k0_less", "k1_add", "k2_mul", "k0_exp"]
+    assert all(k.strategy for k in fn.kernels)
