@@ -54,7 +54,8 @@ def test_w4_sized_convolutions_take_the_blocked_path(gl):
         assert_matches(a, b, rtol=1e-5, atol=1e-4)
 
 
-@pytest.mark.parametrize("x_shape, w_shape, kwargs", [
+# plain convolutions of awkward shapes (tests/ops/test_matmul_packed.py runs them packed)
+CONV2D_CASES = [
     ((2, 9, 11, 8), (3, 3, 8, 12), dict(padding="SAME")),                 # fours
     ((1, 10, 7, 3), (3, 3, 3, 5), dict(strides=2, padding="VALID")),       # C=3, COUT=5
     ((1, 8, 8, 4), (1, 1, 4, 6), dict()),                                  # 1x1
@@ -63,7 +64,10 @@ def test_w4_sized_convolutions_take_the_blocked_path(gl):
                                       padding=((1, 0), (2, 1)))),          # explicit pads
     ((1, 1, 1, 7), (1, 1, 7, 9), dict()),                                  # one pixel
     ((1, 2, 40, 4), (1, 3, 4, 1), dict(padding="SAME")),                   # COUT=1
-])
+]
+
+
+@pytest.mark.parametrize("x_shape, w_shape, kwargs", CONV2D_CASES)
 def test_conv2d_shapes(gl, x_shape, w_shape, kwargs):
     rng = np.random.default_rng(sum(x_shape) + sum(w_shape))
     x, w = normal(rng, *x_shape), normal(rng, *w_shape)

@@ -14,6 +14,7 @@ import pytest
 
 import fragflow as ff
 from tests.gradcheck import check_gradients
+from tests.ops.test_conv_fast import CONV2D_CASES
 from tests.ops.test_matmul import check
 from tests.ops.test_matmul_blocked import (  # noqa: F401
     test_batches_and_broadcasting,
@@ -88,16 +89,7 @@ def test_panels_of_odd_sizes_split_k_and_long_k(gl, tuning):
           tuning=tuning)
 
 
-@pytest.mark.parametrize("x_shape, w_shape, kwargs", [
-    ((2, 9, 11, 8), (3, 3, 8, 12), dict(padding="SAME")),                 # fours
-    ((1, 10, 7, 3), (3, 3, 3, 5), dict(strides=2, padding="VALID")),       # C=3, COUT=5
-    ((1, 8, 8, 4), (1, 1, 4, 6), dict()),                                  # 1x1
-    ((1, 12, 12, 8), (3, 3, 8, 8), dict(dilations=2, padding="SAME")),     # dilated
-    ((3, 5, 6, 5), (2, 3, 5, 4), dict(strides=(1, 2),
-                                      padding=((1, 0), (2, 1)))),          # explicit pads
-    ((1, 1, 1, 7), (1, 1, 7, 9), dict()),                                  # one pixel
-    ((1, 2, 40, 4), (1, 3, 4, 1), dict(padding="SAME")),                   # COUT=1
-])
+@pytest.mark.parametrize("x_shape, w_shape, kwargs", CONV2D_CASES)
 def test_conv2d_shapes(gl, x_shape, w_shape, kwargs):
     """tests/ops/test_conv_fast.py's plain convolutions, packed."""
     rng = np.random.default_rng(sum(x_shape) + sum(w_shape))
