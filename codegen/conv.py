@@ -530,17 +530,27 @@ def _emit_blocked(plan):
                   unroll=unroll_for(g.taps * g.C // (4 if fours else 1)),
                   **_helpers(x_blocks, [w] + extra))
     blocks, names = _target_operands(blocking, out, site.layouts, plan.targets)
+    return _blocked_kernels("conv_blocked.glsl.j2", plan, x, w, blocks, names, blocking,
+                            common, mapping="matmul", blocking=blocking,
+                            aligned=g.COUT % 4 == 0)
+
+
+def _blocked_kernels(template, plan, x, w, blocks, names, tiling, common, **stitch):
+    """A blocked conv's kernel and its stitch (applying the epilogue); where the
+    planner leaves the result in the render targets (plan.targets), the blocked kernel
+    alone, applying the epilogue itself. tiling: the blocked kernel's Blocking (or
+    depthwise block); stitch: the stitch's template context."""
+    site = plan.site
     args = (site.prefix, site.op, site.named_nodes)
+    extra = list(site.extra)
     if plan.targets is not None:
         return [matmul.blocked_kernel(
-            "conv_blocked.glsl.j2", *args, [x, w] + extra, blocks, names, blocking,
-            epilogue=site.epilogue, epilogue_vec4=True, result=out, **common)]
-    main = matmul.blocked_kernel("conv_blocked.glsl.j2", *args, [x, w], blocks, names,
-                                 blocking, epilogue=None, **common)
-    stitch = matmul.stitch_kernel(blocks, out, site.prefix + "s", site.op, site.named_nodes,
-                                  extra, site.epilogue, mapping="matmul", blocking=blocking,
-                                  aligned=g.COUT % 4 == 0)
-    return [main, stitch]
+            template, *args, [x, w] + extra, blocks, names, tiling,
+            epilogue=site.epilogue, epilogue_vec4=True, result=site.out, **common)]
+    main = matmul.blocked_kernel(template, *args, [x, w], blocks, names, tiling,
+                                 epilogue=None, **common)
+    return [main, matmul.stitch_kernel(blocks, site.out, site.prefix + "s", site.op,
+                                       site.named_nodes, extra, site.epilogue, **stitch)]
 
 
 # -- the blocked depthwise conv (depthwise_blocked.glsl.j2) ----------------------------
@@ -601,17 +611,8 @@ def _emit_depthwise_blocked(plan):
                   footprint_cols=sorted({fx for _, fx, _ in footprint}),
                   x_blocks=x_blocks and x_blocks.blocking,
                   **_helpers(x_blocks, [w] + extra), **row_loop)
-    args = (site.prefix, site.op, site.named_nodes)
-    if plan.targets is not None:
-        return [matmul.blocked_kernel(
-            "depthwise_blocked.glsl.j2", *args, [x, w] + extra, blocks, names, block,
-            epilogue=site.epilogue, epilogue_vec4=True, result=out, **common)]
-    main = matmul.blocked_kernel("depthwise_blocked.glsl.j2", *args, [x, w], blocks, names,
-                                 block, epilogue=None, **common)
-    stitch = matmul.stitch_kernel(blocks, out, site.prefix + "s", site.op, site.named_nodes,
-                                  extra, site.epilogue, mapping="depthwise", aligned=True,
-                                  g=g, block=block)
-    return [main, stitch]
+    return _blocked_kernels("depthwise_blocked.glsl.j2", plan, x, w, blocks, names, block,
+                            common, mapping="depthwise", aligned=True, g=g, block=block)
 
 
 # -- the blocked filter gradient (conv_filter_blocked.glsl.j2) -------------------------
