@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from ..ir.ops import control as _control
 from ..ir.ops.registry import get_op
-from .rewrite import rebuild
+from .rewrite import FreshNames, rebuild
 
 MAX_BRANCH_OPS = 16
 MAX_SELECT_ELEMENTS = 1 << 20
@@ -53,22 +53,18 @@ def _constant_pred(value):
     return bool(node.attrs["value"]) if node.op == "constant" else None
 
 
-def _inline(old, new, cond, label: str, args: list) -> list:
+def _inline(names, new, cond, label: str, args: list) -> list:
     """The branch's outputs computed in `new` from args: its nodes copied in, named
-    '<cond>_<branch>_<name>' where neither graph has that name (rebuild copies the
-    rest of `old` under their own names later)."""
+    '<cond>_<branch>_<name>' (names: a FreshNames)."""
     sub = cond.attrs[label]
     mapping = dict(zip(_control.params(sub), args))
     for node in sub.nodes:
         if node.op == "placeholder":
             continue
         base = f"{cond.name}_{label.split('_')[0]}_{node.name.rsplit('/', 1)[-1]}"
-        name, k = base, 0
-        while name in old or name in new:
-            k += 1
-            name = f"{base}_{k}"
         copy = new.add_node(node.op, [mapping[v] for v in node.inputs], dict(node.attrs),
-                            exact_name=name, scope=cond.scope, source=node.source)
+                            exact_name=names.fresh(new, base), scope=cond.scope,
+                            source=node.source)
         mapping.update(zip(node.outputs, copy.outputs))
     return [mapping[v] for v in sub.outputs]
 
@@ -77,13 +73,7 @@ def select_conds(graph, report):
     """Every cheap cond as a select, every cond of a constant predicate as its branch."""
     if not any(n.op == "cond" for n in graph.nodes):
         return graph
-
-    def fresh(new, base: str) -> str:
-        name, k = base, 0
-        while name in graph or name in new:
-            k += 1
-            name = f"{base}_{k}"
-        return name
+    names = FreshNames(graph)
 
     def transform(node, inputs, new, mapping):
         if node.op != "cond":
@@ -94,24 +84,24 @@ def select_conds(graph, report):
             label = "true_branch" if taken else "false_branch"
             report.append(f"cond '{node.name}': the predicate is constant, only its "
                           f"{label.replace('_', ' ')} is computed")
-            return _inline(graph, new, node, label, tcaps if taken else fcaps)
+            return _inline(names, new, node, label, tcaps if taken else fcaps)
         why = _why_not(node)
         if why is not None:
             report.append(f"cond '{node.name}' runs the taken branch only: {why}")
             return None
-        t = _inline(graph, new, node, "true_branch", tcaps)
-        f = _inline(graph, new, node, "false_branch", fcaps)
+        t = _inline(names, new, node, "true_branch", tcaps)
+        f = _inline(names, new, node, "false_branch", fcaps)
         report.append(f"cond '{node.name}' as a select: both branches cheap "
                       f"({_cost(node.attrs['true_branch'])} and "
                       f"{_cost(node.attrs['false_branch'])} ops), no sync")
         out = []
         for v, a, b in zip(node.outputs, t, f):
             picked = new.add_node("where", [pred, a, b], {},
-                                  exact_name=fresh(new, f"{node.name}_select"),
+                                  exact_name=names.fresh(new, f"{node.name}_select"),
                                   scope=node.scope, source=node.source).outputs[0]
             if picked.type != v.type:       # a scalar pred broadcasts; shapes agree
                 picked = new.add_node("reshape", [picked], {"shape": v.type.shape},
-                                      exact_name=fresh(new, f"{node.name}_select"),
+                                      exact_name=names.fresh(new, f"{node.name}_select"),
                                       scope=node.scope, source=node.source).outputs[0]
             out.append(picked)
         return out

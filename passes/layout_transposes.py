@@ -21,7 +21,7 @@ import numpy as np
 
 from ..ir.ops.registry import ops_where
 from ..ir.ops.shape import transpose_perm
-from .rewrite import consumers, rebuild
+from .rewrite import FreshNames, consumers, rebuild
 
 MAX_ROUNDS = 16
 # the ops a transpose moves past: pointwise ones (OpDef.pointwise), and the reductions
@@ -52,23 +52,6 @@ def _transpose_perm(value):
     return transpose_perm(node.attrs, value.type.rank) if node.op == "transpose" else None
 
 
-class _Names:
-    """Fresh node names: not in the graph being rewritten (its later nodes are copied
-    under their own names) nor in the new one."""
-
-    def __init__(self, graph):
-        self.taken = {n.name for n in graph.nodes}
-
-    def fresh(self, new, base, suffix="layout"):
-        k = 0
-        while True:
-            name = f"{base}/{suffix}" + (f"_{k}" if k else "")
-            if name not in self.taken and name not in new:
-                self.taken.add(name)
-                return name
-            k += 1
-
-
 def _reader_ok(node) -> bool:
     return node.op in ("transpose", "concat") or _pointwise(node.op) or \
         node.op in REDUCTIONS
@@ -77,7 +60,7 @@ def _reader_ok(node) -> bool:
 def _one_round(graph, report):
     readers = consumers(graph)
     fetched = set(graph.outputs)
-    names = _Names(graph)
+    names = FreshNames(graph)
 
     def dies(value) -> bool:
         """value (of the graph being rewritten: its copy in the new graph is the
@@ -85,7 +68,8 @@ def _one_round(graph, report):
         return value not in fetched and all(_reader_ok(r) for r in readers.get(value, ()))
 
     def add(new, op, inputs, attrs, node, base=None):
-        return new.add_node(op, inputs, attrs, exact_name=base or names.fresh(new, node.name),
+        return new.add_node(op, inputs, attrs,
+                            exact_name=base or names.fresh(new, node.name, "layout"),
                             scope=node.scope, source=node.source).outputs[0]
 
     def transform(node, inputs, new, mapping):

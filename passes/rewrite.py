@@ -53,6 +53,25 @@ def without_dead_nodes(graph: Graph) -> Graph:
     return new
 
 
+class FreshNames:
+    """Fresh node names for a rewrite: in neither the graph being rewritten (rebuild
+    copies its later nodes under their own names) nor the new one."""
+
+    def __init__(self, graph: Graph):
+        self.taken = {n.name for n in graph.nodes}
+
+    def fresh(self, new: Graph, base: str, suffix: str = "") -> str:
+        """base (base/suffix with a suffix), else with _1, _2, ... appended."""
+        stem = f"{base}/{suffix}" if suffix else base
+        k = 0
+        while True:
+            name = stem + (f"_{k}" if k else "")
+            if name not in self.taken and name not in new:
+                self.taken.add(name)
+                return name
+            k += 1
+
+
 def consumers(graph: Graph) -> dict:
     """{value: [consuming nodes]} (a node consuming a value twice is listed once)."""
     users: dict = {}
