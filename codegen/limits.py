@@ -15,13 +15,12 @@ constant of its own.
 """
 from __future__ import annotations
 
-import contextlib
-import contextvars
 from dataclasses import dataclass
 
 from ..ir.errors import FragflowError
 from ..ir.program_loops import LLVMPIPE_LOOP_LIMIT
 from . import tuning as _tuning
+from .active import Active
 
 DIALECTS = ("330", "300 es")
 # the loop iterations a window op's kernel keeps clear of max_loop_iterations
@@ -122,12 +121,9 @@ class Limits:
 
 DESKTOP = Limits()      # GL 3.3 core's guarantees: what lowering assumes unless told
 
-_active: contextvars.ContextVar = contextvars.ContextVar("fragflow_limits", default=DESKTOP)
-
-
-def active() -> Limits:
-    """The limits of the lowering in progress (DESKTOP outside one)."""
-    return _active.get()
+_ACTIVE = Active("fragflow_limits", DESKTOP)
+active = _ACTIVE.get          # the value of the lowering in progress
+lowering_with = _ACTIVE.using    # lower() wraps itself in it
 
 
 def loop_trips() -> int:
@@ -146,13 +142,3 @@ def unroll_for(trips: int) -> int:
     while trips > budget * unroll:
         unroll *= 2
     return unroll
-
-
-@contextlib.contextmanager
-def lowering_with(limits: Limits):
-    """Make `limits` the active ones for the block (lower() wraps itself in this)."""
-    token = _active.set(limits)
-    try:
-        yield limits
-    finally:
-        _active.reset(token)

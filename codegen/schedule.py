@@ -13,11 +13,11 @@ notes for another family's lowering, as it goes.
 """
 from __future__ import annotations
 
-import contextlib
-import contextvars
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+
+from .active import Active
 
 
 @dataclass(frozen=True)
@@ -65,18 +65,7 @@ def schedule(graph, limits, tuning, planners=()) -> Facts:
 
 
 EMPTY = Facts()
-_active: contextvars.ContextVar = contextvars.ContextVar("fragflow_facts", default=EMPTY)
+_ACTIVE = Active("fragflow_facts", EMPTY)
+active = _ACTIVE.get          # the value of the lowering in progress
+facts_with = _ACTIVE.using    # lower() wraps itself in it
 
-
-def active() -> Facts:
-    """The facts of the lowering in progress (none outside one)."""
-    return _active.get()
-
-
-@contextlib.contextmanager
-def facts_with(facts: Facts):
-    token = _active.set(facts)
-    try:
-        yield facts
-    finally:
-        _active.reset(token)

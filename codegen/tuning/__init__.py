@@ -19,13 +19,12 @@ the active one (`active()`, set by codegen/lower.py) and the plan cache keys on 
 """
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import dataclasses
 import os
 from dataclasses import dataclass, field
 
 from ...ir.errors import FragflowError
+from ..active import Active
 from . import conv as _conv, elementwise as _elementwise, matmul as _matmul, reduce as _reduce
 from .conv import ConvTuning
 from .elementwise import ElementwiseTuning
@@ -178,19 +177,7 @@ def _parse(raw: str, name: str):
 
 LLVMPIPE = Tuning()
 
-_active: contextvars.ContextVar = contextvars.ContextVar("fragflow_tuning", default=LLVMPIPE)
+_ACTIVE = Active("fragflow_tuning", LLVMPIPE)
+active = _ACTIVE.get          # the value of the lowering in progress
+tuning_with = _ACTIVE.using    # lower() wraps itself in it
 
-
-def active() -> Tuning:
-    """The tuning of the lowering in progress (the llvmpipe profile outside one)."""
-    return _active.get()
-
-
-@contextlib.contextmanager
-def tuning_with(tuning: Tuning):
-    """Make `tuning` the active one for the block (lower() wraps itself in this)."""
-    token = _active.set(tuning)
-    try:
-        yield tuning
-    finally:
-        _active.reset(token)
