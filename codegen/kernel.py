@@ -14,6 +14,7 @@ tells them apart by what they write (`Kernel.part`): a value between the node's 
 header says which kernel computes which node from that (`Kernel.computes`)."""
 from __future__ import annotations
 
+import copy
 import re
 from dataclasses import dataclass, field
 
@@ -129,6 +130,14 @@ class Kernel:
     def __post_init__(self):
         if HEADER_END in self.source:
             object.__setattr__(self, "source", _with_header(self))
+
+    def with_strategy(self, name: str) -> Kernel:
+        """This record naming the strategy that chose it. The header does not show the
+        strategy, so the source is kept as it is (dataclasses.replace would render the
+        header again)."""
+        out = copy.copy(self)
+        object.__setattr__(out, "strategy", name)
+        return out
 
     @property
     def node_records(self) -> tuple:

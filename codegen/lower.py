@@ -13,7 +13,6 @@ kernel name; make each name unique, e.g. "k<N>.p<i>_<node>" for the passes befor
 last and "k<N>_<node>" for the last, which is the name a single kernel would have."""
 from __future__ import annotations
 
-from dataclasses import replace
 from importlib import import_module
 from importlib.util import find_spec
 
@@ -86,9 +85,9 @@ def _lower(graph: Graph, limits: Limits) -> LoweredGraph:
             if _takes_texture(lowered_graph, node.inputs[1].name, out, layouts):
                 lowered_graph.steps.append(("alias", out, node.inputs[1].name))
             else:
-                kernel = replace(elementwise.lower_copy(node, layouts,
-                                                        f"k{len(lowered_graph.kernels)}"),
-                                 strategy="state.assign_copy")
+                kernel = elementwise.lower_copy(
+                    node, layouts, f"k{len(lowered_graph.kernels)}").with_strategy(
+                        "state.assign_copy")
                 lowered_graph.steps.append(("kernel", kernel))
             lowered_graph.assigns.append((node.inputs[0].node.name, out))
         else:
@@ -97,8 +96,8 @@ def _lower(graph: Graph, limits: Limits) -> LoweredGraph:
             # a node may run as several kernels (see the module docstring)
             for kernel in lowered if isinstance(lowered, list) else [lowered]:
                 if not kernel.strategy:     # a family with one kernel kind: its template's
-                    kernel = replace(kernel, strategy=f"{family}."
-                                     f"{kernel.template.split('.')[0] or node.op}")
+                    kernel = kernel.with_strategy(
+                        f"{family}.{kernel.template.split('.')[0] or node.op}")
                 _check_texture_units(node, kernel, units)
                 for b in kernel.outputs:        # values between a node's kernels
                     layouts.setdefault(b.value, b.layout)

@@ -17,7 +17,7 @@ runs each against the reference).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..ir.errors import FragflowError
@@ -99,5 +99,5 @@ def lower_with(table, site: Site, facts=None, tuning=None):
 def named(kernels, name: str):
     """kernels (one Kernel or a list) with Kernel.strategy set to name."""
     if isinstance(kernels, list):
-        return [replace(k, strategy=name) for k in kernels]
-    return replace(kernels, strategy=name)
+        return [k.with_strategy(name) for k in kernels]
+    return kernels.with_strategy(name)
