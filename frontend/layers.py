@@ -69,6 +69,19 @@ _LOGITS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 # which the Keras functional API (ff.Model(inputs, outputs)) finds its layers. A list:
 # a layer that returns its input (Dropout at inference) adds a call to that value
 CALLS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# {graph: {output value: (batch, time) bool value}}: Keras's masks, made by
+# Embedding(mask_zero=True) and Masking, read by the recurrent layers (layers_rnn.py)
+MASKS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def set_keras_mask(tensor, mask):
+    MASKS.setdefault(tensor.graph, {})[tensor.value] = mask.value
+
+
+def keras_mask(tensor):
+    """The Keras mask that came with tensor (a (batch, time) bool Tensor), or None."""
+    value = MASKS.get(tensor.graph, {}).get(tensor.value)
+    return None if value is None else wrap(value)
 
 
 def logits_of(tensor, activation):
@@ -632,8 +645,7 @@ class Embedding(Layer):
     def __init__(self, input_dim, output_dim, embeddings_initializer="uniform",
                  input_length=None, mask_zero=False, **kwargs):
         super().__init__(**kwargs)
-        if mask_zero:
-            raise AttrError("Embedding(mask_zero=True): fragflow has no masks")
+        self.mask_zero = bool(mask_zero)     # id 0 masks its step for the RNNs after it
         self.input_dim, self.output_dim = int(input_dim), int(output_dim)
         self.embeddings_initializer = embeddings_initializer
 
@@ -646,7 +658,10 @@ class Embedding(Layer):
 
     def call(self, x, training=False):
         ids = x if x.dtype == "int32" else _ops.cast(x, "int32")
-        return _ops.gather(self.embeddings, ids)
+        out = _ops.gather(self.embeddings, ids)
+        if self.mask_zero:
+            set_keras_mask(out, _ops.not_equal(ids, 0))
+        return out
 
 
 # Keras's longer names for the same layers.
@@ -803,10 +818,9 @@ class InputLayer(Layer):
 
 # Keras layers fragflow knows it lacks, with what to use (docs/TENSORFLOW.md)
 MISSING_LAYERS = {
-    **dict.fromkeys(["RNN", "Bidirectional", "LSTMCell", "GRUCell", "SimpleRNNCell",
-                     "ConvLSTM2D", "TimeDistributed"],
-                    "use SimpleRNN / LSTM / GRU (go_backwards=True for the reverse "
-                    "direction, ff.concat for a bidirectional pair)"),
+    **dict.fromkeys(["RNN", "LSTMCell", "GRUCell", "SimpleRNNCell", "ConvLSTM2D",
+                     "TimeDistributed"],
+                    "use SimpleRNN / LSTM / GRU (and Bidirectional)"),
     **dict.fromkeys(["Conv1D", "Conv3D", "Conv2DTranspose", "Conv3DTranspose"],
                     "use ff.nn.conv1d / conv3d / conv2d_transpose with a Variable"),
     **dict.fromkeys(["LayerNormalization", "GroupNormalization"],

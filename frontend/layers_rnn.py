@@ -3,8 +3,10 @@ over time each (frontend/rnn.py `recurrence`). Weights are Keras's, in its gate
 orders (LSTM i, f, c, o; GRU z, r, h, reset_after=True by default), initialized as
 Keras does, so trained Keras weights load one to one (docs/TENSORFLOW.md "Recurrent
 networks" has the shapes). Inputs are (batch, time, features), time possibly unknown
-until the feed; return_sequences, return_state and go_backwards as Keras. Masking,
-dropout and stateful=True are not supported.
+until the feed; return_sequences, return_state, go_backwards, initial_state, masks
+(Masking, Embedding(mask_zero=True) or the mask= argument), dropout and
+recurrent_dropout (masks drawn once per sequence, before the loop) and Bidirectional
+as Keras; stateful=True is refused.
 
 >>> import numpy as np, fragflow as ff
 >>> g = ff.Graph()
@@ -20,12 +22,24 @@ import numpy as np
 
 from ..ir.errors import AttrError, ShapeError
 from . import initializers as _init, layers as _layers, ops as _ops
-from .layers import Layer, _activation_name, activation_fn
-from .rnn import recurrence
+from .layers import CALLS, Layer, _activation_name, activation_fn, keras_mask, set_keras_mask
+from .rnn import RNNError, recurrence
+from .tensor import Tensor, as_tensor_value, wrap
 
-__all__ = ["SimpleRNN", "LSTM", "GRU"]
+__all__ = ["SimpleRNN", "LSTM", "GRU", "Bidirectional", "Masking"]
 
-_UNSUPPORTED = ("dropout", "recurrent_dropout", "stateful", "unroll", "time_major")
+
+def _tensor(x) -> Tensor:
+    return x if isinstance(x, Tensor) else wrap(as_tensor_value(x))
+
+
+def _rate(value, what, layer):
+    """Keras's dropout rates: clipped to [0, 1]; only 0 < rate < 1 drops anything."""
+    try:
+        return min(1.0, max(0.0, float(value)))
+    except (TypeError, ValueError):
+        raise AttrError(f"{layer}({what}=...) must be a number in [0, 1), got "
+                        f"{value!r}") from None
 
 
 class _Recurrent(Layer):
@@ -33,21 +47,44 @@ class _Recurrent(Layer):
 
     gates = 1
     default_recurrent_activation = "sigmoid"
+    keras_name = "rnn"               # Keras's default names: simple_rnn, lstm, gru
 
     def __init__(self, units, activation="tanh", recurrent_activation=None, use_bias=True,
                  kernel_initializer="glorot_uniform", recurrent_initializer="orthogonal",
                  bias_initializer="zeros", return_sequences=False, return_state=False,
-                 go_backwards=False, **kwargs):
-        for key in _UNSUPPORTED:
-            if kwargs.pop(key, None):
-                raise AttrError(f"{type(self).__name__}({key}=...) is not supported by "
-                                f"fragflow's recurrent layers")
+                 go_backwards=False, dropout=0.0, recurrent_dropout=0.0, stateful=False,
+                 unroll=False, seed=None, zero_output_for_mask=False, **kwargs):
+        what = type(self).__name__
+        if stateful:
+            raise AttrError(f"{what}(stateful=True) is not supported: fragflow's recurrent "
+                            f"layers start every batch from zeros (stateful=False); carry a "
+                            f"state across batches with return_state=True and "
+                            f"initial_state=[...] of the next call")
+        if kwargs.pop("time_major", False):
+            raise AttrError(f"{what}(time_major=True) is not supported: give "
+                            f"(batch, time, features) inputs")
+        implementation = kwargs.pop("implementation", 2)
+        if implementation not in (1, 2):
+            raise AttrError(f"{what}(implementation=...) must be 1 or 2, got "
+                            f"{implementation!r}")
+        self.dropout = _rate(dropout, "dropout", what)
+        self.recurrent_dropout = _rate(recurrent_dropout, "recurrent_dropout", what)
+        # Keras: recurrent dropout runs implementation 1, one mask per gate
+        self.implementation = 1 if self.recurrent_dropout else int(implementation)
+        self.unroll = bool(unroll)        # the same values either way: one scan
+        self.seed = seed
+        self.zero_output_for_mask = bool(zero_output_for_mask)
+        self.stateful = False
+        self._pending = (None, None)
+        self._rec_masks = None
         for key in ("kernel_regularizer", "recurrent_regularizer", "bias_regularizer",
                     "activity_regularizer", "kernel_constraint", "recurrent_constraint",
                     "bias_constraint"):
             if kwargs.pop(key, None) is not None:
                 raise AttrError(f"{type(self).__name__}({key}=...) is not supported")
         super().__init__(**kwargs)
+        if kwargs.get("name") is None:
+            self.name = self.keras_name
         if int(units) <= 0:
             raise AttrError(f"{type(self).__name__} needs a positive number of units, got "
                             f"{units}")
@@ -84,23 +121,134 @@ class _Recurrent(Layer):
     def _input_bias(self):
         return self.bias
 
-    def call(self, x, training=False):
-        if x.dtype != "float32":
-            x = _ops.cast(x, "float32")
-        xw = _ops.matmul(x, self.kernel)            # every step's input part, one matmul
+    @property
+    def training_dependent(self) -> bool:
+        """Whether training=True builds other ops (dropout): Sequential.fit then
+        builds the layers again for training, as for Dropout."""
+        return 0.0 < self.dropout < 1.0 or 0.0 < self.recurrent_dropout < 1.0
+
+    def __call__(self, inputs, mask=None, training=False, initial_state=None):
+        """Keras's call: mask (batch, time) bool, True where a step counts (by default
+        the mask of Masking / Embedding(mask_zero=True) that made inputs);
+        initial_state: the list of states ([h] or, for LSTM, [h, c]). inputs may be
+        the list [x, *initial_state]."""
+        if isinstance(inputs, (list, tuple)):
+            inputs, states = inputs[0], list(inputs[1:])
+            initial_state = states or initial_state
+        x = _tensor(inputs)
+        if mask is None:
+            mask = keras_mask(x)
+        self._pending = (mask, initial_state)
+        try:
+            out = super().__call__(x, training=training)
+        finally:
+            self._pending = (None, None)
+        if mask is not None and self.return_sequences:
+            set_keras_mask(out[0] if isinstance(out, list) else out, _tensor(mask))
+        return out
+
+    def _dropout_masks(self, like, width, rate, count):
+        """count masks (batch, width) of Keras's dropout (0 or 1 / (1 - rate)), drawn
+        once for the whole sequence, outside the loop (bodies draw no random values)."""
+        ones = _ops.zeros_like(_ops.slice(like, [0, 0], [-1, 1])) + _ops.ones([width])
+        return [_ops.dropout(ones, rate, seed=None if self.seed is None else
+                             int(self.seed) + k) for k in range(count)]
+
+    def _mask_count(self):
+        return self.gates if self.implementation == 1 else 1
+
+    def _project(self, x, masks):
+        """x @ kernel (+ the input bias) for every step at once; with dropout masks,
+        (x * mask_g) @ kernel_g per gate g (one mask for all gates: implementation 2)."""
+        if masks is None:
+            xw = _ops.matmul(x, self.kernel)
+        elif len(masks) == 1:
+            xw = _ops.matmul(x * _ops.expand_dims(masks[0], 1), self.kernel)
+        else:
+            n = self.units
+            xw = _ops.concat([_ops.matmul(x * _ops.expand_dims(m, 1), _ops.slice(
+                self.kernel, [0, g * n], [-1, n])) for g, m in enumerate(masks)], -1)
         if self.bias is not None and self._input_bias() is not None:
             xw = xw + self._input_bias()
+        return xw
+
+    def _recurrent(self, h, kernel, masks):
+        """h @ kernel, or with recurrent dropout masks (h * mask_g) @ kernel_g per gate
+        g of kernel's columns (one mask: (h * mask) @ kernel)."""
+        if masks is None:
+            return _ops.matmul(h, kernel)
+        if len(masks) == 1:
+            return _ops.matmul(h * masks[0], kernel)
+        n = self.units
+        return _ops.concat([_ops.matmul(h * masks[g], _ops.slice(kernel, [0, g * n],
+                                                                [-1, n]))
+                            for g in range(kernel.shape[-1] // n)], -1)
+
+    def call(self, x, training=False):
+        mask, initial_state = self._pending
+        if x.dtype != "float32":
+            x = _ops.cast(x, "float32")
+        first = _ops.gather(_ops.transpose(x, [1, 0, 2]), 0)       # (batch, features)
+        in_masks = self._dropout_masks(first, x.shape[-1], self.dropout,
+                                       self._mask_count()) \
+            if training and 0.0 < self.dropout < 1.0 else None
+        self._rec_masks = self._dropout_masks(first, self.units, self.recurrent_dropout,
+                                              self._mask_count()) \
+            if training and 0.0 < self.recurrent_dropout < 1.0 else None
+        xw = self._project(x, in_masks)             # every step's input part, one matmul
         xw = _ops.transpose(xw, [1, 0, 2])          # time-major for the scan
+        steps = None
+        if mask is not None:
+            steps = _ops.transpose(self._check_mask(mask, x), [1, 0])   # (time, batch)
         if self.go_backwards:
             xw = _ops.reverse(xw, [0])
+            steps = None if steps is None else _ops.reverse(steps, [0])
         row = _ops.gather(xw, 0)
         zeros = _ops.zeros_like(_ops.slice(row, [0, 0], [-1, 1])) + _ops.zeros([self.units])
-        outputs, state = recurrence(self.step, xw, self._initial(zeros), name=self.name)
+        state = self._initial(zeros) if initial_state is None else \
+            self._given_state(initial_state)
+        try:
+            outputs, state = recurrence(self.step, xw, state, name=self.name, mask=steps,
+                                        zero_output=self.zero_output_for_mask,
+                                        output_size=self.units)
+        finally:
+            self._rec_masks = None
         last = self._output_of(state)
         out = _ops.transpose(outputs, [1, 0, 2]) if self.return_sequences else last
         if not self.return_state:
             return out
         return [out, *self._state_list(state)]
+
+    def _check_mask(self, mask, x):
+        mask = _tensor(mask)
+        if len(mask.shape) != 2:
+            raise ShapeError(f"{type(self).__name__} '{self.name}': mask must be (batch, "
+                             f"time), got shape {list(mask.shape)} for inputs of shape "
+                             f"{list(x.shape)}")
+        for got, want in zip(mask.shape, x.shape[:2]):
+            if got is not None and want is not None and got != want:
+                raise ShapeError(f"{type(self).__name__} '{self.name}': mask of shape "
+                                 f"{list(mask.shape)} for inputs of shape "
+                                 f"{list(x.shape)}")
+        return _ops.cast(mask, "float32")
+
+    def _given_state(self, initial_state):
+        states = list(initial_state) if isinstance(initial_state, (list, tuple)) \
+            else [initial_state]
+        want = len(self._state_list(self._initial(None)))
+        if len(states) != want:
+            raise RNNError(f"{type(self).__name__} '{self.name}': initial_state needs "
+                           f"{want} tensor(s) (batch, {self.units}), got {len(states)}")
+        states = [_tensor(s) for s in states]
+        for s in states:
+            if len(s.shape) != 2 or s.shape[-1] not in (None, self.units):
+                raise ShapeError(f"{type(self).__name__} '{self.name}': an initial state "
+                                 f"must be (batch, {self.units}), got {list(s.shape)}")
+        states = [s if s.dtype == "float32" else _ops.cast(s, "float32") for s in states]
+        return self._from_list(states)
+
+    def _from_list(self, states):
+        return states[0]
 
     def _initial(self, zeros):
         return zeros
@@ -117,11 +265,14 @@ class _Recurrent(Layer):
 
     def get_config(self) -> dict:
         return {"units": self.units, "return_sequences": self.return_sequences,
-                "return_state": self.return_state, "go_backwards": self.go_backwards}
+                "return_state": self.return_state, "go_backwards": self.go_backwards,
+                "dropout": self.dropout, "recurrent_dropout": self.recurrent_dropout}
 
 
 class SimpleRNN(_Recurrent):
     """Keras's SimpleRNN: h = activation(x W + h_prev U + b) (tanh by default)."""
+
+    keras_name = "simple_rnn"
 
     def __init__(self, units, activation="tanh", use_bias=True,
                  kernel_initializer="glorot_uniform", recurrent_initializer="orthogonal",
@@ -131,8 +282,12 @@ class SimpleRNN(_Recurrent):
                          recurrent_initializer, bias_initializer, return_sequences,
                          return_state, go_backwards, **kwargs)
 
+    def _mask_count(self):
+        return 1                                    # Keras: one mask, whatever the gates
+
     def step(self, xw, h):
-        h = activation_fn(self.activation)(xw + _ops.matmul(h, self.recurrent_kernel))
+        h = activation_fn(self.activation)(
+            xw + self._recurrent(h, self.recurrent_kernel, self._rec_masks))
         return h, h
 
 
@@ -142,6 +297,7 @@ class LSTM(_Recurrent):
     recurrent_activation (sigmoid). return_state gives [output, h, c]."""
 
     gates = 4
+    keras_name = "lstm"
 
     def __init__(self, units, activation="tanh", recurrent_activation="sigmoid",
                  use_bias=True, kernel_initializer="glorot_uniform",
@@ -170,7 +326,7 @@ class LSTM(_Recurrent):
     def step(self, xw, state):
         h, c = state
         act, rec = activation_fn(self.activation), activation_fn(self.recurrent_activation)
-        z = xw + _ops.matmul(h, self.recurrent_kernel)
+        z = xw + self._recurrent(h, self.recurrent_kernel, self._rec_masks)
         i, f, g, o = _ops.split(z, 4, axis=-1)
         c = rec(f) * c + rec(i) * act(g)
         h = rec(o) * act(c)
@@ -182,6 +338,9 @@ class LSTM(_Recurrent):
     def _state_list(self, state):
         return [state[0], state[1]]
 
+    def _from_list(self, states):
+        return (states[0], states[1])
+
 
 class GRU(_Recurrent):
     """Keras's GRU: gates z, r, h; reset_after=True (TF2's default) applies the reset
@@ -189,6 +348,7 @@ class GRU(_Recurrent):
     h = z * h_prev + (1 - z) * h~."""
 
     gates = 3
+    keras_name = "gru"
 
     def __init__(self, units, activation="tanh", recurrent_activation="sigmoid",
                  use_bias=True, kernel_initializer="glorot_uniform",
@@ -210,8 +370,9 @@ class GRU(_Recurrent):
         act, rec = activation_fn(self.activation), activation_fn(self.recurrent_activation)
         n = self.units
         x_z, x_r, x_h = _ops.split(xw, 3, axis=-1)
+        masks = self._rec_masks                      # recurrent dropout: one per gate
         if self.reset_after:
-            hu = _ops.matmul(h, self.recurrent_kernel)
+            hu = self._recurrent(h, self.recurrent_kernel, masks)
             if self.bias is not None:
                 hu = hu + _ops.gather(self.bias, 1)
             h_z, h_r, h_h = _ops.split(hu, 3, axis=-1)
@@ -220,15 +381,190 @@ class GRU(_Recurrent):
         else:
             u_zr = _ops.slice(self.recurrent_kernel, [0, 0], [-1, 2 * n])
             u_h = _ops.slice(self.recurrent_kernel, [0, 2 * n], [-1, n])
-            h_z, h_r = _ops.split(_ops.matmul(h, u_zr), 2, axis=-1)
+            h_z, h_r = _ops.split(self._recurrent(h, u_zr, masks), 2, axis=-1)
             z, r = rec(x_z + h_z), rec(x_r + h_r)
-            cand = act(x_h + _ops.matmul(r * h, u_h))
+            h_h = h if masks is None else h * masks[-1]
+            cand = act(x_h + _ops.matmul(r * h_h, u_h))
         h = z * h + (1.0 - z) * cand
         return h, h
 
 
+class Masking(Layer):
+    """Keras's Masking: a step whose features all equal mask_value is masked (the
+    recurrent layers after it skip it) and its features are set to 0."""
+
+    def __init__(self, mask_value=0.0, **kwargs):
+        super().__init__(**kwargs)
+        self.mask_value = float(mask_value)
+
+    def call(self, x, training=False):
+        keep = _ops.reduce_any(_ops.not_equal(x, self.mask_value), axis=-1)
+        out = x * _ops.expand_dims(_ops.cast(keep, x.dtype), -1)
+        set_keras_mask(out, keep)
+        return out
+
+    def get_config(self) -> dict:
+        return {"mask_value": self.mask_value}
+
+
+_MERGE_MODES = ("concat", "sum", "mul", "ave", None)
+
+
+def _fresh_copy(layer, name, **changes):
+    """A new, unbuilt layer of layer's class and arguments (Keras rebuilds the wrapped
+    layer from its config): its own weights, named name."""
+    clone = type(layer).__new__(type(layer))
+    clone.__dict__.update(layer.__dict__, built=False, graph=None, _requested_name=None,
+                          _trainable_weights=[], _non_trainable_weights=[], updates=[],
+                          name=name, **changes)
+    return clone
+
+
+def _forget_call(out, x):
+    """Drop the record of an inner layer's call, so that ff.Model lists the wrapper,
+    not the layers it calls."""
+    if isinstance(out, Tensor):
+        entries = CALLS.get(out.graph, {}).get(out.value, [])
+        entries[:] = [e for e in entries if e[1] is not x.value]
+
+
+class Bidirectional(Layer):
+    """Keras's Bidirectional(layer, merge_mode='concat', backward_layer=None): layer
+    over the sequence and a copy of it (or backward_layer) over the reversed sequence,
+    their outputs merged by concat (on the features), sum, mul, ave, or None (the list
+    [forward, backward]). With return_sequences the backward outputs are put back in
+    time order; with return_state the states follow the output, the forward layer's
+    then the backward one's. The weights are 'bidirectional/forward_lstm/kernel', ...,
+    then 'bidirectional/backward_lstm/...'."""
+
+    def __init__(self, layer, merge_mode="concat", weights=None, backward_layer=None,
+                 **kwargs):
+        if not isinstance(layer, _Recurrent):
+            raise AttrError(f"Bidirectional needs a recurrent layer (SimpleRNN, LSTM, GRU), "
+                            f"got {type(layer).__name__}")
+        if backward_layer is not None and not isinstance(backward_layer, _Recurrent):
+            raise AttrError(f"Bidirectional's backward_layer must be a recurrent layer, "
+                            f"got {type(backward_layer).__name__}")
+        if merge_mode not in _MERGE_MODES:
+            raise AttrError(f"Bidirectional: merge_mode must be one of 'concat', 'sum', "
+                            f"'mul', 'ave' or None, got {merge_mode!r}")
+        if weights is not None:
+            raise AttrError("Bidirectional(weights=...) is not supported: set the weights "
+                            "with sess.set after the first call")
+        super().__init__(**kwargs)
+        base = layer.name[len("forward_"):] if layer.name.startswith("forward_") \
+            else layer.name
+        self.forward_layer = _fresh_copy(layer, "forward_" + base)
+        if backward_layer is None:
+            self.backward_layer = _fresh_copy(layer, "backward_" + base, go_backwards=True)
+        else:
+            self.backward_layer = backward_layer
+        fw, bw = self.forward_layer, self.backward_layer
+        if fw.go_backwards == bw.go_backwards:
+            raise AttrError(f"Bidirectional: the forward and backward layers must go in "
+                            f"opposite directions, both have go_backwards="
+                            f"{fw.go_backwards}")
+        for attr in ("return_sequences", "return_state"):
+            if getattr(fw, attr) != getattr(bw, attr):
+                raise AttrError(f"Bidirectional: forward and backward layers differ in "
+                                f"{attr} ({getattr(fw, attr)} and {getattr(bw, attr)})")
+        for sub in (fw, bw):                 # Keras: masked steps output zeros here
+            sub.zero_output_for_mask = sub.return_sequences
+        self.merge_mode = merge_mode
+        self.return_sequences, self.return_state = fw.return_sequences, fw.return_state
+
+    @property
+    def layer(self):
+        return self.forward_layer
+
+    @property
+    def trainable_weights(self) -> list:
+        if not self.trainable:
+            return []
+        return self.forward_layer.trainable_weights + self.backward_layer.trainable_weights
+
+    @property
+    def non_trainable_weights(self) -> list:
+        subs = self.forward_layer.weights + self.backward_layer.weights
+        return subs if not self.trainable else \
+            self.forward_layer.non_trainable_weights + \
+            self.backward_layer.non_trainable_weights
+
+    @property
+    def weights(self) -> list:
+        return self.forward_layer.weights + self.backward_layer.weights
+
+    @property
+    def training_dependent(self) -> bool:
+        return self.forward_layer.training_dependent or \
+            self.backward_layer.training_dependent
+
+    def __call__(self, inputs, mask=None, training=False, initial_state=None):
+        """Keras's call: mask (batch, time), initial_state the forward states then the
+        backward ones (inputs may be [x, *initial_state])."""
+        if isinstance(inputs, (list, tuple)):
+            inputs, states = inputs[0], list(inputs[1:])
+            initial_state = states or initial_state
+        x = _tensor(inputs)
+        if mask is None:
+            mask = keras_mask(x)
+        self._pending = (mask, initial_state)
+        try:
+            out = super().__call__(x, training=training)
+        finally:
+            self._pending = (None, None)
+        if mask is not None and self.return_sequences and isinstance(out, Tensor):
+            set_keras_mask(out, _tensor(mask))
+        return out
+
+    def call(self, x, training=False):
+        mask, initial_state = self._pending
+        fw_state = bw_state = None
+        if initial_state is not None:
+            states = list(initial_state)
+            if len(states) % 2:
+                raise RNNError(f"Bidirectional '{self.name}': initial_state needs the "
+                               f"forward layer's states then the backward one's (an even "
+                               f"number), got {len(states)}")
+            fw_state, bw_state = states[:len(states) // 2], states[len(states) // 2:]
+        y = self.forward_layer(x, mask=mask, training=training, initial_state=fw_state)
+        _forget_call(y, x)
+        y_rev = self.backward_layer(x, mask=mask, training=training,
+                                    initial_state=bw_state)
+        _forget_call(y_rev, x)
+        states = []
+        if self.return_state:
+            states = list(y[1:]) + list(y_rev[1:])
+            y, y_rev = y[0], y_rev[0]
+        if self.return_sequences:
+            y_rev = _ops.reverse(y_rev, [1])
+        if self.merge_mode == "concat":
+            out = _ops.concat([y, y_rev], -1)
+        elif self.merge_mode == "sum":
+            out = y + y_rev
+        elif self.merge_mode == "ave":
+            out = (y + y_rev) / 2.0
+        elif self.merge_mode == "mul":
+            out = y * y_rev
+        else:
+            return [y, y_rev, *states]
+        return [out, *states] if self.return_state else out
+
+    def compute_output_shape(self, input_shape) -> tuple:
+        shape = self.forward_layer.compute_output_shape(input_shape)
+        if self.merge_mode == "concat":
+            shape = (*shape[:-1], 2 * shape[-1])
+        return shape
+
+    def get_config(self) -> dict:
+        return {"merge_mode": self.merge_mode, "layer": self.forward_layer.get_config()}
+
+    def __repr__(self):
+        return f"<ff.layers.Bidirectional '{self.name}' of {self.forward_layer!r}>"
+
+
 # ff.layers (ff.keras.layers) holds them: fragflow.frontend imports this module, as
 # layers.py cannot (this module imports it)
-for _cls in (SimpleRNN, LSTM, GRU):
+for _cls in (SimpleRNN, LSTM, GRU, Bidirectional, Masking):
     setattr(_layers, _cls.__name__, _cls)
 _layers.__all__ += [n for n in __all__ if n not in _layers.__all__]

@@ -29,10 +29,11 @@ from ..ir.source import user_location
 from . import initializers as _init, ops as _ops
 from .control_flow import _scan_core, flatten, unflatten
 from .tensor import Tensor, as_tensor_value, wrap
-from .tf1 import get_variable, shape as _shape, variable_scope
+from .tf1 import get_variable, variable_scope
 
-__all__ = ["dynamic_rnn", "RNNCell", "BasicRNNCell", "BasicLSTMCell", "LSTMCell",
-           "GRUCell", "MultiRNNCell", "LSTMStateTuple", "recurrence"]
+__all__ = ["dynamic_rnn", "static_rnn", "bidirectional_dynamic_rnn", "RNNCell",
+           "BasicRNNCell", "BasicLSTMCell", "LSTMCell", "GRUCell", "MultiRNNCell",
+           "LSTMStateTuple", "recurrence", "reverse_sequence"]
 
 
 class RNNError(FragflowError, ValueError):
@@ -55,50 +56,112 @@ def _zeros_rows(like, width):
     return col + _ops.zeros([int(width)])
 
 
-def recurrence(step, xw, state, sequence_length=None, reverse=False, name="rnn"):
+def _steps_like(xw, axis=0):
+    """int32 (time, batch) index of each step along xw's axis (0: time, 1: batch), for a
+    time-major xw (time, batch, ...) whose sizes may be known only at the feed."""
+    ones = _ops.zeros_like(xw[:, :, 0]) + 1.0 if len(xw.shape) == 3 else \
+        _ops.zeros_like(xw) + 1.0
+    return _ops.cast(_ops.cumsum(ones, axis=axis) - 1.0, "int32")
+
+
+def _lengths(sequence_length, name, where):
+    lengths = _ops.cast(_tensor(sequence_length), "int32")
+    if len(lengths.shape) != 1:
+        raise RNNError(f"{name} ({where}): sequence_length must be a vector (batch,), "
+                       f"got shape {list(lengths.shape)}")
+    return lengths
+
+
+def sequence_mask_like(xw, sequence_length, name="rnn", where=None):
+    """float32 (time, batch): 1 where step t < sequence_length[b], for the time-major
+    xw (time, batch, ...)."""
+    lengths = _lengths(sequence_length, name, where or user_location())
+    return _ops.cast(_ops.less(_steps_like(xw), _ops.expand_dims(lengths, 0)), "float32")
+
+
+def reverse_sequence(x, sequence_length, time_major=True):
+    """tf.reverse_sequence for the RNNs: each row's first sequence_length[b] steps in
+    reverse order, the steps past it where they are (x (time, batch, ...), or (batch,
+    time, ...) with time_major=False)."""
+    x = _tensor(x)
+    if not time_major:
+        x = _ops.transpose(x, [1, 0] + list(range(2, len(x.shape))))
+    lengths = _lengths(sequence_length, "reverse_sequence", user_location())
+    t, b = _steps_like(x), _steps_like(x, axis=1)
+    n = _ops.expand_dims(lengths, 0) + t * 0
+    src = _ops.where(_ops.less(t, n), n - 1 - t, t)
+    out = _ops.gather_nd(x, _ops.stack([src, b], -1))
+    if not time_major:
+        out = _ops.transpose(out, [1, 0] + list(range(2, len(x.shape))))
+    return out
+
+
+def recurrence(step, xw, state, sequence_length=None, reverse=False, name="rnn",
+               mask=None, zero_output=None, output_size=None):
     """The loop of a recurrent layer: for each step t of the time-major xw
     (time, batch, ...), `output, state = step(xw[t], state)` (state: a nested structure
     of (batch, n) tensors), in one scan.
 
-    sequence_length (batch,): past a row's length its state is carried unchanged and
-    its output is zero, as TF's dynamic_rnn. reverse: from the last step to the first
+    mask (time, batch), 1 or 0 (bool or float): at a step where a row's mask is 0 its
+    state is carried unchanged and its output is zero (zero_output=True) or the
+    previous step's output (zero_output=False, Keras's masking: zeros before the first
+    step kept; needs output_size). sequence_length (batch,) is the mask t < length,
+    zero_output by default (TF's dynamic_rnn). reverse: from the last step to the first
     (outputs stay at their step's position). Returns (outputs (time, batch, units),
     final state)."""
     where = user_location()
+    if sequence_length is not None:
+        if mask is not None:
+            raise RNNError(f"{name} ({where}): give sequence_length or mask, not both")
+        mask = sequence_mask_like(xw, sequence_length, name, where)
+        zero_output = True if zero_output is None else zero_output
     leaves, tree = flatten(state)
     n = len(leaves)
-    lengths = None
-    if sequence_length is not None:
-        lengths = _ops.cast(_tensor(sequence_length), "int32")
-        if len(lengths.shape) != 1:
-            raise RNNError(f"{name} ({where}): sequence_length must be a vector (batch,), "
-                           f"got shape {list(lengths.shape)}")
-        start = _ops.cast(_shape(xw)[0], "int32") - 1 if reverse else \
-            _ops.constant(np.int32(0))
-        leaves = list(leaves) + [start]
-        tree = ("seq", list, (tree, ("leaf",)))
-    carry_values = [_tensor(v).value for v in leaves]
-    _, carry_tree = flatten(unflatten(tree, leaves))
-
-    def body(carry, x_t):
-        if lengths is None:
+    if mask is None:
+        def body(carry, x_t):
             out, new = step(x_t, carry)
             return new, out
-        old, t = carry
+        final, _, ys = _scan_core(body, tree, [_tensor(v).value for v in leaves],
+                                  ("leaf",), [xw.value], reverse, None, name,
+                                  f"recurrence '{name}'", where, carry_is_y=False)
+        return wrap(ys[0]), unflatten(tree, [wrap(v) for v in final])
+
+    mask = _tensor(mask)
+    if len(mask.shape) != 2:
+        raise RNNError(f"{name} ({where}): the mask must be (time, batch), got shape "
+                       f"{list(mask.shape)}")
+    m = _ops.expand_dims(_ops.cast(mask, "float32"), 2)           # (time, batch, 1)
+    zero_output = bool(zero_output)
+    if not zero_output:
+        if output_size is None:
+            raise RNNError(f"{name}: masking that repeats the previous output needs "
+                           f"the output size")
+        row = _ops.gather(xw, 0)
+        leaves = list(leaves) + [_zeros_rows(row, output_size)]
+        tree = ("seq", list, (tree, ("leaf",)))
+    elem_leaves, elem_tree = flatten((xw, m))
+
+    def masked(carry, elems):
+        x_t, m_t = elems
+        old, prev = (carry, None) if zero_output else carry
         out, new = step(x_t, old)
-        keep = _ops.expand_dims(_ops.cast(_ops.less(t, lengths), "float32"), 1)
         new_flat, new_tree = flatten(new)
         old_flat, _ = flatten(old)
-        mixed = [keep * a + (1.0 - keep) * b for a, b in zip(new_flat, old_flat)]
-        return [unflatten(new_tree, mixed), t - 1 if reverse else t + 1], keep * out
+        # where, not m * a + (1 - m) * b: a masked step's inf or NaN stays out
+        on = _ops.greater(m_t, 0.5)                                    # (batch, 1)
+        keep = [_ops.where(on, a, b) for a, b in zip(new_flat, old_flat)]
+        kept = unflatten(new_tree, keep)
+        if zero_output:
+            return kept, _ops.where(on, out, _ops.zeros_like(out))
+        y = _ops.where(on, out, prev)
+        return [kept, y], y
 
-    final, _, ys = _scan_core(body, carry_tree, carry_values, ("leaf",), [xw.value],
-                              reverse, None, name, f"recurrence '{name}'", where,
-                              carry_is_y=False)
+    final, _, ys = _scan_core(masked, tree, [_tensor(v).value for v in leaves],
+                              elem_tree, [v.value for v in elem_leaves], reverse, None,
+                              name, f"recurrence '{name}'", where, carry_is_y=False)
     final = [wrap(v) for v in final]
-    if lengths is not None:
-        final = final[:-1]
-    return wrap(ys[0]), unflatten(tree if lengths is None else tree[2][0], final[:n])
+    state_tree = tree if zero_output else tree[2][0]
+    return wrap(ys[0]), unflatten(state_tree, final[:n])
 
 
 # -- TF1's cells ---------------------------------------------------------------------------
@@ -400,8 +463,7 @@ def dynamic_rnn(cell, inputs, sequence_length=None, initial_state=None, dtype=No
                        f"features), got shape {list(x.shape)}")
     if x.dtype != "float32":
         x = _ops.cast(x, "float32")
-    name = scope if isinstance(scope, str) else (scope.name if scope is not None else None)
-    with variable_scope(name or "rnn") as vs:
+    with variable_scope(scope if scope is not None else "rnn") as vs:
         cell.build(x.shape[-1])
         xw = cell.project(x)                               # every step's input gates
         if not time_major:
@@ -442,3 +504,91 @@ def _check_state(cell, state, where):
     if len(want) != len(got):
         raise RNNError(f"dynamic_rnn ({where}): initial_state has {len(got)} tensors, "
                        f"the cell's state {len(want)} ({cell.state_size})")
+
+
+# -- static_rnn, bidirectional_dynamic_rnn --------------------------------------------------
+def static_rnn(cell, inputs, initial_state=None, dtype=None, sequence_length=None,
+               scope=None):
+    """TF1's tf.compat.v1.nn.static_rnn: the cell unrolled over a Python list of
+    (batch, features) inputs, one step of ops per element (no loop). Returns (outputs,
+    a list of (batch, cell.output_size), the final state). sequence_length (batch,):
+    as dynamic_rnn's, past a row's length its output is zero and its state the one at
+    its length. The variables are dynamic_rnn's ('rnn/basic_lstm_cell/kernel')."""
+    where = user_location()
+    if not isinstance(cell, RNNCell):
+        raise RNNError(f"static_rnn ({where}): cell must be a tf.nn.rnn_cell cell, got "
+                       f"{type(cell).__name__}")
+    if isinstance(inputs, Tensor) or not isinstance(inputs, (list, tuple)):
+        raise RNNError(f"static_rnn ({where}): inputs must be a list of (batch, "
+                       f"features) tensors, one per step (tf.unstack(x, axis=1)), got "
+                       f"{type(inputs).__name__}")
+    if not inputs:
+        raise RNNError(f"static_rnn ({where}): inputs is an empty list")
+    xs = [_tensor(x) for x in inputs]
+    xs = [x if x.dtype == "float32" else _ops.cast(x, "float32") for x in xs]
+    for k, x in enumerate(xs):
+        if len(x.shape) != 2:
+            raise RNNError(f"static_rnn ({where}): inputs[{k}] must be of rank 2 (batch, "
+                           f"features), got shape {list(x.shape)}")
+    with variable_scope(scope if scope is not None else "rnn"):
+        cell.build(xs[0].shape[-1])
+        if initial_state is None:
+            state = _zero_state_like(cell, _ops.expand_dims(xs[0], 0))
+        else:
+            state = initial_state
+            _check_state(cell, state, where)
+        lengths = None if sequence_length is None else \
+            _lengths(sequence_length, "static_rnn", where)
+        outputs = []
+        for t, x in enumerate(xs):
+            out, new = cell.recur(cell.project(x), state)
+            if lengths is not None:
+                on = _ops.expand_dims(_ops.less(np.int32(t), lengths), 1)     # (batch, 1)
+                flat_new, new_tree = flatten(new)
+                flat_old, _ = flatten(state)
+                new = unflatten(new_tree, [_ops.where(on, a, b)
+                                           for a, b in zip(flat_new, flat_old)])
+                out = _ops.where(on, out, _ops.zeros_like(out))
+            outputs.append(out)
+            state = new
+    return outputs, state
+
+
+def bidirectional_dynamic_rnn(cell_fw, cell_bw, inputs, sequence_length=None,
+                              initial_state_fw=None, initial_state_bw=None, dtype=None,
+                              parallel_iterations=None, swap_memory=False,
+                              time_major=False, scope=None):
+    """TF1's tf.compat.v1.nn.bidirectional_dynamic_rnn: dynamic_rnn of cell_fw over
+    inputs and of cell_bw over each row's first sequence_length steps reversed (the
+    whole sequence without sequence_length). Returns ((output_fw, output_bw),
+    (state_fw, state_bw)); output_bw is in the inputs' time order. Variables under
+    'bidirectional_rnn/fw/...' and 'bidirectional_rnn/bw/...'."""
+    where = user_location()
+    for what, cell in (("cell_fw", cell_fw), ("cell_bw", cell_bw)):
+        if not isinstance(cell, RNNCell):
+            raise RNNError(f"bidirectional_dynamic_rnn ({where}): {what} must be a "
+                           f"tf.nn.rnn_cell cell, got {type(cell).__name__}")
+    if cell_fw is cell_bw:
+        raise RNNError(f"bidirectional_dynamic_rnn ({where}): cell_fw and cell_bw are the "
+                       f"same cell object; make one cell per direction")
+    x = _tensor(inputs)
+    if len(x.shape) != 3:
+        raise RNNError(f"bidirectional_dynamic_rnn ({where}): inputs must be of rank 3, "
+                       f"got shape {list(x.shape)}")
+    time_axis = 0 if time_major else 1
+
+    def flip(t):
+        if sequence_length is None:
+            return _ops.reverse(t, [time_axis])
+        return reverse_sequence(t, sequence_length, time_major)
+
+    with variable_scope(scope if scope is not None else "bidirectional_rnn"):
+        with variable_scope("fw") as fw_scope:
+            out_fw, state_fw = dynamic_rnn(cell_fw, x, sequence_length, initial_state_fw,
+                                           dtype, time_major=time_major, scope=fw_scope)
+        with variable_scope("bw") as bw_scope:
+            out_rev, state_bw = dynamic_rnn(cell_bw, flip(x), sequence_length,
+                                            initial_state_bw, dtype,
+                                            time_major=time_major, scope=bw_scope)
+        out_bw = flip(out_rev)
+    return (out_fw, out_bw), (state_fw, state_bw)

@@ -561,4 +561,5 @@ class Model(Sequential):
 
 
 def _training_dependent(layer) -> bool:
-    return isinstance(layer, (BatchNormalization, Dropout))
+    return isinstance(layer, (BatchNormalization, Dropout)) or \
+        bool(getattr(layer, "training_dependent", False))     # RNNs with dropout

@@ -43,6 +43,8 @@ sparse_softmax_cross_entropy_with_logits = _ops.sparse_softmax_cross_entropy_wit
 sigmoid_cross_entropy_with_logits = _ops.sigmoid_cross_entropy_with_logits
 top_k = _ops.top_k
 dynamic_rnn = rnn_cell._rnn.dynamic_rnn     # TF1's recurrent loop (frontend/rnn.py)
+static_rnn = rnn_cell._rnn.static_rnn
+bidirectional_dynamic_rnn = rnn_cell._rnn.bidirectional_dynamic_rnn
 space_to_batch_nd, batch_to_space_nd = (_ops.space_to_batch_nd,
                                         _ops.batch_to_space_nd)
 
