@@ -20,7 +20,8 @@ def run_cases(root: str, cases: list, config: str, timeout: float = 120.0) -> di
     folder under root), feeds {name: (array, dtype)}, runs, variables, outputs
     {name: (shape, dtype)}, variable shapes {name: (shape, dtype)}. Returns
     {"info": {...}, case id: {"outputs": [{name: array} per run], "variables":
-    {name: array}, "error": str or None}}."""
+    {name: array}, "error": str or None, "reads": [predicates read back per run],
+    "profile", "page"}}."""
     listed = []
     for case in cases:
         feeds = {}
@@ -42,7 +43,7 @@ def run_cases(root: str, cases: list, config: str, timeout: float = 120.0) -> di
     for case in cases:
         results[case["id"]] = {"outputs": [{} for _ in range(case.get("runs", 1))],
                                "variables": {}, "error": None, "profile": None,
-                               "page": None}
+                               "page": None, "reads": None}
     for query, body in messages:
         kind = query.get("kind")
         if kind == "info":
@@ -61,6 +62,6 @@ def run_cases(root: str, cases: list, config: str, timeout: float = 120.0) -> di
                 results[case["id"]]["variables"][query["name"]] = array
         elif kind == "error":
             results[query["case"]]["error"] = body.decode(errors="replace")
-        elif kind in ("profile", "page"):
+        elif kind in ("profile", "page", "reads"):
             results[query["case"]][kind] = json.loads(body)
     return results

@@ -23,6 +23,7 @@ class Case:
     rtol: float = 1e-5
     atol: float = 1e-6
     session_steps: int = 0        # steps on the numpy executor before exporting its values
+    reads: int | None = None      # predicates a run reads back (control flow)
 
 
 def _edge_values(rng, shape):
@@ -284,6 +285,146 @@ def random_draws():
                 atol=1e-5)
 
 
+# -- control flow (while_loop, cond, scan: schedule version 2, docs/WEBGL.md) ------------
+# Each case's `reads` is how many predicates a run reads back (a while_loop one per
+# test of its condition, a cond one, a scan none), which the browser test checks.
+def while_loops():
+    """A loop counted by `i < 10` (data-dependent to the IR: its predicate is read back
+    each iteration), one whose condition is a constant with maximum_iterations (no
+    readback), and one whose trip count depends on the values, fed so that it runs
+    several iterations, and on other values zero."""
+    rng = np.random.default_rng(20)
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((3, 5), "float32", name="x")
+        big = ff.placeholder((3, 5), "float32", name="big")
+        i, v = ff.while_loop(lambda i, v: i < 10, lambda i, v: (i + 1, v * 0.9 + x),
+                             (0, x))
+        w = ff.while_loop(lambda w: True, lambda w: ff.tanh(w) * 1.5 + 0.25,
+                          x, maximum_iterations=6)
+
+        def grow(v, c):
+            return ff.reduce_max(ff.abs(v)) < 50.0
+        grown, count = ff.while_loop(grow, lambda v, c: (v * 1.7 + 0.1, c + 1), (x, 0))
+        kept, none = ff.while_loop(grow, lambda v, c: (v * 1.7 + 0.1, c + 1), (big, 0))
+        # results that cannot swap textures with the variables (copied first): two
+        # variables trading places, a variable returned as it is, a captured value
+        _, sa, sb = ff.while_loop(lambda i, a, b: i < 3, lambda i, a, b: (i + 1, b, a),
+                                  (0, x, big))
+        _, same, cap = ff.while_loop(lambda i, s, c: i < 2,
+                                     lambda i, s, c: (i + 1, s, big * 2.0), (0, x, x))
+        fetches = {"i": i, "v": v, "w": w, "grown": grown, "count": count,
+                   "kept": kept, "none": none, "swapped_a": sa, "swapped_b": sb,
+                   "same": same, "captured": cap}
+    xs = rng.standard_normal((3, 5)).astype(np.float32)
+    case = Case(g, fetches, {x: xs, big: xs * 100.0 + 60.0}, runs=2)
+    case.reads = 11 + int(np.ceil(np.log(50.0 / np.abs(xs).max()) / np.log(1.7))) + 2 \
+        + 4 + 3
+    return case
+
+
+def conds():
+    """Two conds whose branches are matmuls (not the select small branches become),
+    one taking its true branch, one its false; the predicates are computed."""
+    rng = np.random.default_rng(21)
+    g = ff.Graph()
+    with g.as_default():
+        a = ff.placeholder((4, 6), "float32", name="a")
+        w = ff.placeholder((6, 5), "float32", name="w")
+
+        def branches(p):
+            return ff.cond(ff.reduce_sum(p) > 0, lambda: ff.relu(p @ w) + 1.0,
+                           lambda: ff.tanh(p @ w) * 2.0 - ff.reduce_mean(p))
+        # the branch taken returns a feed as it is: the cond's result is its texture
+        same = ff.cond(ff.reduce_sum(a) < 100.0, lambda: a, lambda: a - ff.reduce_mean(a))
+        fetches = {"taken_true": branches(ff.abs(a)), "taken_false": branches(-ff.abs(a)),
+                   "both": branches(a) + branches(a * 2.0), "same": same * 2.0}
+    feeds = {a: rng.standard_normal((4, 6)).astype(np.float32),
+             w: rng.standard_normal((6, 5)).astype(np.float32)}
+    case = Case(g, fetches, feeds, rtol=1e-5, atol=1e-5)
+    case.reads = 5
+    return case
+
+
+def scans():
+    """tf.scan (carry = ys) forward and reverse over rows of 7 (ys not a whole number of
+    texels a step), lax-style scan with a carry and ys of other shapes and dtypes,
+    map_fn (ys only), foldr, and fori_loop (a scan without elements: counted)."""
+    rng = np.random.default_rng(22)
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((6, 7), "float32", name="x")
+        fetches = {
+            "cumulative": ff.scan(lambda acc, row: acc * 0.5 + row, x,
+                                  initializer=ff.zeros((7,))),
+            "reverse": ff.scan(lambda acc, row: ff.tanh(acc) + row, x,
+                               initializer=ff.ones((7,)), reverse=True),
+            "map": ff.map_fn(lambda row: ff.reduce_sum(row * row), x),
+            "foldr": ff.foldr(lambda acc, row: acc * 0.9 + ff.reduce_max(row), x,
+                              initializer=ff.constant(0.0)),
+            "fori": ff.fori_loop(0, 5, lambda i, v: v * 1.1 + ff.cast(i, "float32"), x),
+        }
+        # two carries, one int32 (the int copy shader places its ys)
+        sums, counts = ff.scan(lambda acc, row: (acc[0] + row, acc[1] + 2), x,
+                               initializer=(ff.zeros((7,)), ff.constant(1)), reverse=True)
+        fetches.update(sums=sums, counts=counts)
+    feeds = {x: rng.standard_normal((6, 7)).astype(np.float32)}
+    case = Case(g, fetches, feeds, runs=2, rtol=1e-5, atol=1e-5)
+    case.reads = 0
+    return case
+
+
+def nested_loops():
+    """A while_loop inside a while_loop, a cond inside the loop, a fori_loop inside a
+    cond (tests/control_flow/test_cf_gl.py's case), fed to take each outer branch."""
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((5, 3), "float32", name="x")
+        w = ff.placeholder((3,), "float32", name="w")
+
+        def nest(x):
+            def outer(i, acc):
+                _, inner = ff.while_loop(lambda j, a: j < i,
+                                         lambda j, a: (j + 1, a * 0.5 + w), (0, acc))
+                # a reduction in a branch: a cond that reads its predicate back (small
+                # elementwise branches become a select, passes/select_conds.py)
+                flipped = ff.cond(ff.reduce_sum(inner) > 0,
+                                  lambda: inner - ff.reduce_mean(inner),
+                                  lambda: inner + 2.0)
+                return i + 1, flipped
+            looped = ff.while_loop(lambda i, a: i < 4, outer, (0, x))[1]
+            return ff.cond(ff.reduce_sum(x) > 0,
+                           lambda: ff.fori_loop(0, 3, lambda i, v: v * w, looped),
+                           lambda: looped * 2.0)
+        fetches = {"positive": nest(ff.abs(x)), "negative": nest(-ff.abs(x))}
+    rng = np.random.default_rng(23)
+    feeds = {x: rng.standard_normal((5, 3)).astype(np.float32),
+             w: np.array([0.5, -1.0, 2.0], np.float32)}
+    case = Case(g, fetches, feeds)
+    # per nest: the outer loop tests 5 times, its 4 bodies run 0+1+2+3 inner
+    # iterations (10 tests of the inner condition) and a cond each; then the last cond
+    case.reads = 2 * (5 + 10 + 4 + 1)
+    return case
+
+
+def lstm():
+    """A Keras LSTM over 5 steps (one scan) returning its sequences and states."""
+    rng = np.random.default_rng(24)
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((2, 5, 3), "float32", name="x")
+        layer = ff.keras.layers.LSTM(8, return_sequences=True, return_state=True)
+        seq, h, c = layer(x)
+        fetches = {"sequences": seq, "h": h, "c": c}
+    case = Case(g, fetches, {x: rng.standard_normal((2, 5, 3)).astype(np.float32)},
+                rtol=1e-5, atol=1e-5)
+    case.reads = 0
+    return case
+
+
+CONTROL_CASES = ("while_loops", "conds", "scans", "nested_loops", "lstm")
+
 CASES = {fn.__name__: fn for fn in (
     elementwise, integers, reductions, matmuls, convolutions, softmaxes, structure,
-    small_cnn, cnn_training_step, mlp_adam_from_session, onnx_model, random_draws)}
+    small_cnn, cnn_training_step, mlp_adam_from_session, onnx_model, random_draws,
+    while_loops, conds, scans, nested_loops, lstm)}

@@ -17,8 +17,8 @@ from tests.webgl.cases import CASES
 
 # FRAGFLOW_REQUIRE_CHROMIUM=1: fail instead of skipping where chromium is missing
 # exports whose index.html the harness opens too, and whose profile it takes
-PAGES = ("cnn_training_step",)
-PROFILES = ("small_cnn",)
+PAGES = ("cnn_training_step", "nested_loops")
+PROFILES = ("small_cnn", "lstm")
 REQUIRE = os.environ.get("FRAGFLOW_REQUIRE_CHROMIUM", "") not in ("", "0")
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from tests.reference import assert_matches
 from tests.webgl.browser import CONFIGS
-from tests.webgl.cases import CASES
+from tests.webgl.cases import CASES, CONTROL_CASES
 from tests.webgl.conftest import reference
 
 # Where a rasteriser's arithmetic is not IEEE's, and how (docs/WEBGL.md): these
@@ -51,7 +51,7 @@ def test_export_matches_the_numpy_executor(exported, browser_results, config, na
 
 
 @pytest.mark.parametrize("config", list(CONFIGS))
-@pytest.mark.parametrize("name", ["cnn_training_step"])
+@pytest.mark.parametrize("name", ["cnn_training_step", "nested_loops"])
 def test_index_html_runs_the_model_and_shows_every_kernel(exported, browser_results,
                                                           config, name):
     _, spec, export = exported[1][name]
@@ -66,6 +66,27 @@ def test_index_html_runs_the_model_and_shows_every_kernel(exported, browser_resu
 
 @pytest.mark.parametrize("config", list(CONFIGS))
 def test_profile_times_every_kernel(exported, browser_results, config):
-    times = browser_results[config]["small_cnn"]["profile"]
-    assert len(times) == len(exported[1]["small_cnn"][2].schedule["kernels"])
-    assert all(t is None or t >= 0 for t in times)     # NaN (JSON null): a disjoint query
+    rows = browser_results[config]["small_cnn"]["profile"]
+    assert len(rows) == len(exported[1]["small_cnn"][2].schedule["kernels"])
+    assert all(t is None or t >= 0 for t, _ in rows)   # NaN (JSON null): a disjoint query
+    assert [calls for _, calls in rows] == [1] * len(rows)
+
+
+@pytest.mark.parametrize("config", list(CONFIGS))
+def test_profile_counts_a_scans_kernels_once_a_step(exported, browser_results, config):
+    schedule = exported[1]["lstm"][2].schedule
+    (scan,) = [s for s in schedule["program"] if s["kind"] == "scan"]
+    body = {k for s in scan["body"]["steps"] for k in range(s["first"], s["first"] + s["count"])}
+    rows = browser_results[config]["lstm"]["profile"]
+    assert len(rows) == len(schedule["kernels"]) and body
+    assert [calls for _, calls in rows] == [5 if k in body else 1 for k in range(len(rows))]
+
+
+@pytest.mark.parametrize("config", list(CONFIGS))
+@pytest.mark.parametrize("name", CONTROL_CASES)
+def test_control_flow_reads_back_its_predicates_only(exported, browser_results, config,
+                                                     name):
+    """One readPixels per test of a while_loop's condition and per cond, none for a
+    scan or a loop whose condition is a constant (cases.py counts them per case)."""
+    case = exported[1][name][0]
+    assert browser_results[config][name]["reads"] == [case.reads] * case.runs

@@ -27,19 +27,25 @@ from importlib import resources
 
 import numpy as np
 
+from ...codegen.layout import layout_for
 from ...codegen.limits import Limits
 from ...codegen.lower import lower
 from ...codegen.tuning import Tuning, TuningError
 from ...frontend.tensor import Tensor
 from ...ir.errors import FragflowError
-from ...ir.graph import Value
-from ...ir.ops.state import RUN_COUNTER
+from ...ir.graph import Graph, Value
+from ...ir.ops import control as _control
+from ...ir.ops.registry import get_op
+from ...ir.ops.state import RUN_COUNTER, placeholder
 from ...ir.types import TensorType
 from ...runtime.driver import optimize
 from ...runtime.memory_plan import plan_memory
 
+has_control_flow = _control.has_control_flow
+
 FORMAT = "fragflow.webgl"
 VERSION = 1
+CONTROL_VERSION = 2              # a schedule with a `program` (control flow)
 MODEL_MARK = "/*@fragflow-model@*/null"      # runtime.js: where the schedule goes
 PAGE_MARK = "@fragflow-title@"               # page.html: the model's name
 # WebGL2's guaranteed minima (the WebGL 2.0 spec's table of ES 3.0 limits): an export
@@ -103,13 +109,19 @@ def export(fetches, feeds, directory, session=None, *, max_draw_buffers: int = 4
         raise TuningError(f"webgl.export(tuning=...) takes an ff.Tuning, not "
                           f"{type(tuning).__name__}")
     optimized = _optimize(graph, fetch_values, feed_types, max_draw_buffers)
-    lowered = lower_for_webgl(optimized.graph, max_draw_buffers, tuning)
-    values = _variable_values(graph, lowered, session)
+    values = _Variables(graph, session)
     inputs = [(v.node.name, optimized.feed_names[v], v) for v in feed_values
               if v in optimized.feed_names]
-    schedule, blob = build_schedule(lowered, inputs, list(zip(labels, fetch_values)),
-                                    values, name or graph.name)
-    return write_export(schedule, blob, directory, lowered.kernels, page=page)
+    outputs = list(zip(labels, fetch_values))
+    if has_control_flow(optimized.graph):
+        schedule, blob, kernels = build_control_schedule(
+            optimized.graph, inputs, outputs, values, name or graph.name,
+            max_draw_buffers, tuning)
+    else:
+        lowered = lower_for_webgl(optimized.graph, max_draw_buffers, tuning)
+        schedule, blob, kernels = build_schedule(lowered, inputs, outputs, values,
+                                                 name or graph.name)
+    return write_export(schedule, blob, directory, kernels, page=page)
 
 
 # -- feeds, fetches and variables -------------------------------------------------------
@@ -172,24 +184,8 @@ def _feed_types(feeds, graph) -> tuple:
     return values, types
 
 
-def _variable_values(graph, lowered, session) -> dict:
-    """{variable name: array} for each variable the lowered graph reads or assigns:
-    the session's current values, else the initial ones."""
-    names = set(lowered.variables.values()) | {var for var, _ in lowered.assigns}
-    out = {}
-    for var in sorted(names):
-        node = graph.node(var)
-        if session is not None:
-            if session.graph is not graph:
-                raise WebGLExportError("the session runs another graph than the fetches'")
-            out[var] = np.asarray(session.get(node.outputs[0]))
-        else:
-            out[var] = np.asarray(node.attrs["initial_value"])
-    return out
-
-
 # -- lowering with WebGL2's limits ------------------------------------------------------
-def _optimize(graph, fetch_values, feed_types, max_draw_buffers: int):
+def _optimize(graph, fetch_values, feed_types, max_draw_buffers: int = WEBGL2_DRAW_BUFFERS):
     """The driver's prune and pass pipeline with WebGL2's texture units and the
     export's render targets (fuse_updates writes one target per result)."""
     return optimize(graph, fetch_values, feed_types, max_texture_units=WEBGL2_TEXTURE_UNITS,
@@ -224,118 +220,414 @@ def _as_stored(array: np.ndarray, layout) -> np.ndarray:
                                 ).reshape(-1)
 
 
-def build_schedule(lowered, inputs, outputs, variable_values: dict, name: str) -> tuple:
-    """(schedule dict, model.bin bytes) of a LoweredGraph.
+class _Variables:
+    """{variable name: array} on demand: the session's current values, else the
+    initial ones."""
 
-    inputs: (user name, name in the compiled graph, user Value) per feed, in feed order;
-    outputs: (label, user Value) per fetch; variable_values: {variable name: array}."""
-    layouts = lowered.layouts
-    memory = plan_memory(lowered)
-    blob = bytearray()
-    slots: list = []              # what the runtime makes a texture for
-    slot_of: dict = {}            # value name (a root) -> slot index
+    def __init__(self, graph, session):
+        if session is not None and session.graph is not graph:
+            raise WebGLExportError("the session runs another graph than the fetches'")
+        self.graph, self.session = graph, session
 
-    def add_slot(kind, layout, layers=0, **extra):
-        slots.append(dict(kind=kind, width=layout.width, height=layout.height,
-                          format="f" if layers else _texture_format(layout),
-                          layers=layers, **extra))
-        return len(slots) - 1
+    def __getitem__(self, var):
+        node = self.graph.node(var)
+        if self.session is not None:
+            return np.asarray(self.session.get(node.outputs[0]))
+        return np.asarray(node.attrs["initial_value"])
 
-    def store(array, layout):
+
+class _Builder:
+    """The schedule's parts as they are made: slots (each with its layout), model.bin,
+    kernels (one list for the whole model: programs are shared by source), variables,
+    assigns. stage() adds a LoweredGraph's kernels; program() a compiled graph's,
+    with its control-flow nodes as nested steps (docs/WEBGL.md, "Control flow")."""
+
+    def __init__(self, variable_values, max_draw_buffers: int = WEBGL2_DRAW_BUFFERS,
+                 tuning: Tuning | None = None):
+        self.variable_values = variable_values
+        self.max_draw_buffers, self.tuning = max_draw_buffers, tuning
+        self.max_texture_size = Limits.webgl2(max_draw_buffers=max_draw_buffers) \
+            .max_texture_size
+        self.blob = bytearray()
+        self.slots: list = []            # what the runtime makes a texture for
+        self.layouts: list = []          # slot -> the layout of the value it holds
+        self.kernels: list = []          # the schedule's kernel records
+        self.kernel_objects: list = []   # the Kernels, in the same order
+        self.program_of: dict = {}       # compiled source -> the first kernel's index
+        self.variable_slot: dict = {}    # variable name -> slot
+        self.variables: list = []
+        self.assigns: list = []
+        self.counter = -1
+
+    def add_slot(self, kind, layout, layers=0, **extra) -> int:
+        self.slots.append(dict(kind=kind, width=layout.width, height=layout.height,
+                               format="f" if layers else _texture_format(layout),
+                               layers=layers, **extra))
+        self.layouts.append(layout)
+        return len(self.slots) - 1
+
+    def own(self, kind: str, type_: TensorType) -> int:
+        """A slot of the value of this type (a loop variable's, a scan's stacked ys..)."""
+        return self.add_slot(kind, layout_for(type_, self.max_texture_size))
+
+    def store(self, array, layout) -> list:
         flat = _as_stored(array, layout)
-        blob.extend(b"\0" * (-len(blob) % 16))
-        offset = len(blob)
-        blob.extend(flat.astype("<" + flat.dtype.str[1:]).tobytes())
+        self.blob.extend(b"\0" * (-len(self.blob) % 16))
+        offset = len(self.blob)
+        self.blob.extend(flat.astype("<" + flat.dtype.str[1:]).tobytes())
         return [offset, int(flat.size)]
 
-    counter = -1
-    for value in lowered.feeds:
-        kind = "counter" if value == RUN_COUNTER else "feed"
-        slot_of[value] = add_slot(kind, layouts[value])
-        if kind == "counter":
-            counter = slot_of[value]
-    for value, array in lowered.constants.items():
-        array = np.asarray(array)
-        slot_of[value] = add_slot("constant", layouts[value],
-                                  data=store(array, layouts[value]))
-    variable_slot: dict = {}          # variable name -> slot
-    variables = []
-
-    def variable(var, layout):
-        if var not in variable_slot:
-            array = np.asarray(variable_values[var])
+    def variable(self, var, layout) -> int:
+        if var not in self.variable_slot:
+            array = np.asarray(self.variable_values[var])
             if array.shape != tuple(layout.shape):
                 raise WebGLExportError(f"variable '{var}' holds shape {array.shape}, the "
                                        f"graph reads it as {tuple(layout.shape)}")
-            variable_slot[var] = add_slot("variable", layout, data=store(array, layout))
-            variables.append({"name": var, "shape": list(layout.shape),
-                              "dtype": layout.dtype, "slot": variable_slot[var]})
-        return variable_slot[var]
+            self.variable_slot[var] = self.add_slot("variable", layout,
+                                                    data=self.store(array, layout))
+            self.variables.append({"name": var, "shape": list(layout.shape),
+                                   "dtype": layout.dtype, "slot": self.variable_slot[var]})
+        return self.variable_slot[var]
 
-    for value, var in lowered.variables.items():
-        slot_of[value] = variable(var, layouts[value])
-    scratch = []
-    for key in memory.textures:             # the memory plan's shared textures
-        width, height, fmt = key
-        slots.append(dict(kind="scratch", width=width, height=height,
-                          format="i" if fmt == "rgba32i" else "f", layers=0))
-        scratch.append(len(slots) - 1)
-    for value, index in memory.texture_of.items():
-        slot_of[value] = scratch[index]
-    kernels = []
-    program_of: dict = {}                   # compiled source -> the first kernel's index
-    for step in lowered.steps:
-        if step[0] != "kernel":
+    def feed_slots(self, lowered) -> dict:
+        """A slot per feed of a LoweredGraph (the run counter's is the counter)."""
+        bound = {}
+        for value in lowered.feeds:
+            if value == RUN_COUNTER:
+                self.counter = self.add_slot("counter", lowered.layouts[value])
+            else:
+                bound[value] = self.add_slot("feed", lowered.layouts[value])
+        return bound
+
+    def stage(self, lowered, bound: dict) -> tuple:
+        """(steps, output slots, output constants) of a LoweredGraph whose feeds live in
+        the slots `bound` ({feed name: slot}): its constants, variables, the memory
+        plan's textures and its kernels added. An output constant is its value (a
+        loop's condition known at export), else None."""
+        layouts = lowered.layouts
+        memory = plan_memory(lowered)
+        slot_of: dict = {}
+        missing = []
+        for value in lowered.feeds:
+            if value == RUN_COUNTER:
+                if self.counter < 0:
+                    self.counter = self.add_slot("counter", layouts[value])
+                slot_of[value] = self.counter
+            elif value in bound:
+                slot_of[value] = bound[value]
+            else:
+                missing.append(value)
+        if missing:
+            raise WebGLExportError(f"the fetches need placeholders that are not among "
+                                   f"the feeds: {', '.join(missing)}")
+        for value, array in lowered.constants.items():
+            slot_of[value] = self.add_slot("constant", layouts[value],
+                                           data=self.store(np.asarray(array),
+                                                           layouts[value]))
+        for value, var in lowered.variables.items():
+            slot_of[value] = self.variable(var, layouts[value])
+        scratch = []
+        for key in memory.textures:             # the memory plan's shared textures
+            width, height, fmt = key
+            self.slots.append(dict(kind="scratch", width=width, height=height,
+                                   format="i" if fmt == "rgba32i" else "f", layers=0))
+            self.layouts.append(None)
+            scratch.append(len(self.slots) - 1)
+        for value, index in memory.texture_of.items():
+            slot_of[value] = scratch[index]
+            self.layouts[scratch[index]] = layouts[value]
+        first = len(self.kernels)
+        for step in lowered.steps:
+            if step[0] != "kernel":
+                continue
+            kernel = step[1]
+            out_layout = layouts[kernel.output.value]
+            if kernel.output_layers:
+                slot_of[kernel.output.value] = self.add_slot("layers", out_layout,
+                                                             layers=kernel.output_layers)
+            index = len(self.kernels)
+            program = self.program_of.setdefault(kernel.compiled_source, index)
+            self.kernels.append({
+                "name": kernel.name, "op": kernel.op, "scope": kernel.scope,
+                "program": program,
+                "source": es_source(kernel.source),
+                "samplers": [b.sampler for b in kernel.inputs],
+                "inputs": [slot_of[memory.root(b.value)] for b in kernel.inputs],
+                "outputs": [slot_of[b.value] for b in kernel.outputs],
+                "layers": kernel.output_layers,
+                "width": out_layout.width, "height": out_layout.height,
+                "uniforms": [[uname, glsl_type, value]
+                             for uname, (glsl_type, value) in kernel.uniforms.items()],
+            })
+            self.kernel_objects.append(kernel)
+        for alias, root in memory.roots.items():
+            slot_of[alias] = slot_of[root]
+        self.assigns.extend([self.variable(var, layouts[value]), slot_of[memory.root(value)]]
+                            for var, value in lowered.assigns)
+        outputs = [slot_of[memory.root(n)] for n in lowered.outputs]
+        constants = [lowered.constants.get(memory.root(n)) for n in lowered.outputs]
+        count = len(self.kernels) - first
+        steps = [{"kind": "kernels", "first": first, "count": count}] if count else []
+        return steps, outputs, constants
+
+    def schedule(self, name, inputs, outputs, program=None) -> dict:
+        """inputs, outputs: (label, slot) in feed and fetch order."""
+        def described(label, slot):
+            layout = self.layouts[slot]
+            return {"name": label, "shape": list(layout.shape), "dtype": layout.dtype,
+                    "size": layout.size, "slot": slot}
+        kernels = self.kernels
+        schedule = {
+            "format": FORMAT, "version": VERSION if program is None else CONTROL_VERSION,
+            "name": name,
+            "inputs": [described(label, slot) for label, slot in inputs],
+            "outputs": [described(label, slot) for label, slot in outputs],
+            "variables": self.variables,
+            "counter": self.counter,
+            "slots": self.slots,
+            "kernels": kernels,
+            "assigns": self.assigns,
+            "drawBuffers": max([len(k["outputs"]) or 1 for k in kernels] +
+                               [k["layers"] for k in kernels] + [1]),
+            "binBytes": len(self.blob),
+        }
+        if program is not None:
+            schedule["program"] = program
+        return schedule
+
+    # -- control flow ------------------------------------------------------------------
+    def program(self, graph, bound: dict) -> tuple:
+        """(steps, output slots, output constants) of a compiled graph (after the
+        passes) whose placeholders live in `bound` ({placeholder name: slot}): one stage
+        without control flow; else stages between its control nodes (as
+        runtime/control_flow.py runs them: every value computed once, handed on in its
+        texture), each control node a step holding its sub-graphs' programs."""
+        if not has_control_flow(graph):
+            return self.stage(lower_for_webgl(graph, self.max_draw_buffers, self.tuning),
+                              bound)
+        staged, controls, inputs_of, results = _staged(graph)
+        fetches = _stage_fetches(staged, controls, inputs_of, results)
+        env = {n.outputs[0]: bound[n.name] for n in staged.nodes
+               if n.op == "placeholder" and n.name in bound}
+        steps: list = []
+        outputs = constants = None
+        for stage, wanted in enumerate(fetches):
+            if wanted:
+                types = {v: v.type for v in env}
+                optimized = _optimize(staged, wanted, types, self.max_draw_buffers)
+                names = {optimized.feed_names[v]: env[v] for v in env
+                         if v in optimized.feed_names}
+                more, outs, consts = self.program(optimized.graph, names)
+                steps += more
+                env.update(zip(wanted, outs))
+                if stage == len(controls):
+                    outputs, constants = outs, consts
+            if stage < len(controls):
+                node, outs = controls[stage]
+                step, slots = self.control(node, [env[v] for v in inputs_of[stage]])
+                steps.append(step)
+                env.update(zip(outs, slots))
+        return steps, outputs, constants
+
+    def sub(self, name: str, graph, types: list, slots: list) -> dict:
+        """A sub-graph's program, its parameters of these (static) types in these
+        slots: {"steps", "outputs"} and its output constants."""
+        g = Graph(name)
+        params = [placeholder(g, t.shape, t.dtype, name=f"p{k}") for k, t in enumerate(types)]
+        g.outputs = _control.inline(g, graph, params)
+        optimized = _optimize(g, g.outputs, dict(zip(params, types)), self.max_draw_buffers)
+        bound = {optimized.feed_names[p]: s for p, s in zip(params, slots)
+                 if p in optimized.feed_names}
+        steps, outputs, constants = self.program(optimized.graph, bound)
+        return {"steps": steps, "outputs": outputs}, constants
+
+    def _copyable(self, node, slot: int) -> int:
+        if self.slots[slot]["layers"]:
+            raise WebGLExportError(f"{node.where()}: a value it carries or slices lives in "
+                                   f"an array texture, which the runtime's copies cannot "
+                                   f"read")
+        return slot
+
+    def _next(self, node, outputs: list, types: list, made: range) -> list:
+        """Per loop variable: -1 where the body's result texture can swap places with
+        the variable's (a scratch texture of the body's own, no other variable's), else
+        a slot the result is copied into first (a loop variable returned as it is, a
+        constant, a captured value, a cond's result)."""
+        out, seen = [], set()
+        for slot, t in zip(outputs, types):
+            self._copyable(node, slot)
+            if self.slots[slot]["kind"] == "scratch" and slot in made and slot not in seen:
+                out.append(-1)
+            else:
+                out.append(self.own("loop", t))
+            seen.add(slot)
+        return out
+
+    def control(self, node, slots: list) -> tuple:
+        """(the step of a while_loop, cond or scan node reading `slots`, the slots of
+        its outputs)."""
+        types = [v.type for v in node.inputs]
+        for v, t in zip(node.inputs, types):
+            if not t.is_static:
+                raise WebGLExportError(f"{node.where()}: its input '{v.name}' has shape "
+                                       f"{t}, not a fixed one: an export has fixed shapes")
+        label = node.name.replace("/", ".")
+        attrs = node.attrs
+        if node.op == "cond":
+            _, tcaps, fcaps = _control._cond_split(slots, attrs)
+            _, ttypes, ftypes = _control._cond_split(types, attrs)
+            true, _ = self.sub(f"{label}.true", attrs["true_branch"], ttypes, tcaps)
+            false, _ = self.sub(f"{label}.false", attrs["false_branch"], ftypes, fcaps)
+            outs = [self.own("alias", v.type) for v in node.outputs]
+            return {"kind": "cond", "name": node.name, "pred": slots[0], "true": true,
+                    "false": false, "outputs": outs}, outs
+        if node.op == "while_loop":
+            n = attrs["num_vars"]
+            var_types, ctypes, btypes = _control._while_split(types, attrs)
+            _, ccaps, bcaps = _control._while_split(slots, attrs)
+            var_types = _control.loop_types(var_types, attrs)
+            for name, t in zip(_control._names(attrs, n), var_types):
+                if not t.is_static:
+                    raise WebGLExportError(
+                        f"{node.where()}: {name} has the shape invariant {t}: its shape "
+                        f"may change between iterations, which an export (fixed shapes, "
+                        f"textures made once) cannot hold")
+            init = [self._copyable(node, s) for s in slots[:n]]
+            loop_vars = [self.own("loop", t) for t in var_types]
+            cond, (known,) = self.sub(f"{label}.cond", attrs["cond"], var_types + ctypes,
+                                      loop_vars + ccaps)
+            before = len(self.slots)
+            body, _ = self.sub(f"{label}.body", attrs["body"], var_types + btypes,
+                               loop_vars + bcaps)
+            limit = attrs["maximum_iterations"]
+            if known is not None:           # the condition is a constant
+                if bool(known) and limit is None:
+                    raise WebGLExportError(f"{node.where()}: its condition is always true "
+                                           f"and it has no maximum_iterations: it never "
+                                           f"ends")
+                limit = 0 if not bool(known) else limit
+            step = {"kind": "while", "name": node.name, "init": init, "vars": loop_vars,
+                    "next": self._next(node, body["outputs"], var_types,
+                                       range(before, len(self.slots))),
+                    "cond": None if known is not None else
+                    {"steps": cond["steps"], "pred": cond["outputs"][0]},
+                    "body": body, "maxIterations": None if limit is None else int(limit)}
+            return step, loop_vars
+        nc = attrs["num_carry"]
+        carry_types, elem_types, cap_types = _control._scan_split(types, attrs)
+        _, elems, caps = _control._scan_split(slots, attrs)
+        length = _control.scan_length(elem_types, attrs)
+        slice_types = [TensorType(t.shape[1:], t.dtype) for t in elem_types]
+        init = [self._copyable(node, s) for s in slots[:nc]]
+        carry = [self.own("loop", t) for t in carry_types]
+        sliced = [self.own("loop", t) for t in slice_types]
+        before = len(self.slots)
+        body, _ = self.sub(f"{label}.body", attrs["body"],
+                           carry_types + slice_types + cap_types, carry + sliced + caps)
+        made = range(before, len(self.slots))
+        ys = [[self.own("loop", v.type), _size(v.type) // max(length, 1)]
+              for v in node.outputs[nc:]]
+        for slot in body["outputs"][nc:]:
+            self._copyable(node, slot)
+        step = {"kind": "scan", "name": node.name, "length": int(length),
+                "reverse": bool(attrs["reverse"]), "init": init, "vars": carry,
+                "next": self._next(node, body["outputs"][:nc], carry_types, made),
+                "elems": [[self._copyable(node, e), s, _size(t)]
+                          for e, s, t in zip(elems, sliced, slice_types)],
+                "body": body, "ys": ys}
+        return step, carry + [slot for slot, _ in ys]
+
+
+def _size(t: TensorType) -> int:
+    return int(np.prod(t.shape, dtype=np.int64))
+
+
+def _staged(graph) -> tuple:
+    """graph with each control node's outputs made placeholders: (the staged graph,
+    [(control node, its output placeholders)], each control node's inputs there, the
+    graph's outputs there)."""
+    staged = Graph(graph.name)
+    mapping: dict = {}
+    controls = []
+    for node in graph.nodes:
+        if get_op(node.op).family == _control.FAMILY:
+            outs = [placeholder(staged, v.shape, v.dtype,
+                                name=f"{node.name.replace('/', '.')}.out{k}")
+                    for k, v in enumerate(node.outputs)]
+            controls.append((node, outs))
+        else:
+            outs = staged.add_copy(node, [mapping[v] for v in node.inputs]).outputs
+        mapping.update(zip(node.outputs, outs))
+    return (staged, controls, [[mapping[v] for v in node.inputs] for node, _ in controls],
+            [mapping[v] for v in graph.outputs])
+
+
+def _stage_fetches(staged, controls, inputs_of, results) -> list:
+    """Per stage (one before each control node, and the last), what it computes that a
+    later stage, its control node or the outputs read: a value belongs to the first
+    stage that can compute it (after the control nodes whose outputs it reads)."""
+    level: dict = {}     # value -> its stage; -1: a parameter; None: a source (any stage)
+    for k, (_, outs) in enumerate(controls):
+        level.update((v, k + 1) for v in outs)
+    for node in staged.nodes:
+        if node.outputs and node.outputs[0] in level:
             continue
-        kernel = step[1]
-        out_layout = layouts[kernel.output.value]
-        if kernel.output_layers:
-            slot_of[kernel.output.value] = add_slot("layers", out_layout,
-                                                    layers=kernel.output_layers)
-        index = len(kernels)
-        program = program_of.setdefault(kernel.compiled_source, index)
-        kernels.append({
-            "name": kernel.name, "op": kernel.op, "scope": kernel.scope,
-            "program": program,
-            "source": es_source(kernel.source),
-            "samplers": [b.sampler for b in kernel.inputs],
-            "inputs": [slot_of[memory.root(b.value)] for b in kernel.inputs],
-            "outputs": [slot_of[b.value] for b in kernel.outputs],
-            "layers": kernel.output_layers,
-            "width": out_layout.width, "height": out_layout.height,
-            "uniforms": [[uname, glsl_type, value]
-                         for uname, (glsl_type, value) in kernel.uniforms.items()],
-        })
-    for alias, root in memory.roots.items():
-        slot_of[alias] = slot_of[root]
+        here = -1 if node.op == "placeholder" else None if not node.inputs else \
+            max([level[v] for v in node.inputs if level[v] is not None] + [0])
+        level.update((v, here) for v in node.outputs)
+    last = len(controls)
+    fetches: list = [[] for _ in range(last + 1)]
+    control_outs = {v for _, outs in controls for v in outs}
 
-    def described(label, value_name):
-        layout = layouts[value_name]
-        return {"name": label, "shape": list(layout.shape),
-                "dtype": layout.dtype, "size": layout.size,
-                "slot": slot_of[memory.root(value_name)]}
+    def need(value, stage):         # stage (or its control node) reads value
+        at = level[value]
+        if at == -1 or value in control_outs:       # in hand: a parameter, a result
+            return
+        at = stage if at is None else at
+        if value not in fetches[at]:
+            fetches[at].append(value)
+    for node in staged.nodes:
+        at = level[node.outputs[0]] if node.outputs else None
+        if at is not None and at >= 0:
+            for v in node.inputs:
+                if level[v] is not None and 0 <= level[v] < at:
+                    need(v, at)
+    for k, inputs in enumerate(inputs_of):
+        for v in inputs:
+            need(v, k)
+    fetches[last] = list(results)
+    return fetches
 
-    schedule = {
-        "format": FORMAT, "version": VERSION, "name": name,
-        "inputs": [described(user, inner) for user, inner, _ in inputs],
-        "outputs": [described(label, inner)
-                    for (label, _), inner in zip(outputs, lowered.outputs)],
-        "variables": variables,
-        "counter": counter,
-        "slots": slots,
-        "kernels": kernels,
-        "assigns": [[variable(var, layouts[value]), slot_of[memory.root(value)]]
-                    for var, value in lowered.assigns],
-        "drawBuffers": max([len(k["outputs"]) or 1 for k in kernels] +
-                           [k["layers"] for k in kernels] + [1]),
-        "binBytes": len(blob),
-    }
-    fed = {inner for _, inner, _ in inputs}
-    missing = [v for v in lowered.feeds if v != RUN_COUNTER and v not in fed]
-    if missing:
-        raise WebGLExportError(f"the fetches need placeholders that are not among the "
-                               f"feeds: {', '.join(missing)}")
-    return schedule, bytes(blob)
+
+def build_schedule(lowered, inputs, outputs, variable_values, name: str) -> tuple:
+    """(schedule dict, model.bin bytes) of a LoweredGraph (a graph without control
+    flow: one list of kernels).
+
+    inputs: (user name, name in the compiled graph, user Value) per feed, in feed order;
+    outputs: (label, user Value) per fetch; variable_values: {variable name: array}."""
+    builder = _Builder(variable_values)
+    bound = builder.feed_slots(lowered)
+    _, slots, _ = builder.stage(lowered, bound)
+    schedule = builder.schedule(name, [(user, bound[inner]) for user, inner, _ in inputs],
+                                [(label, slot) for (label, _), slot in zip(outputs, slots)])
+    return schedule, bytes(builder.blob), builder.kernel_objects
+
+
+def build_control_schedule(compiled_graph, inputs, outputs, variable_values, name: str,
+                           max_draw_buffers: int = WEBGL2_DRAW_BUFFERS,
+                           tuning: Tuning | None = None) -> tuple:
+    """(schedule dict, model.bin bytes, Kernels) of a compiled graph holding while_loop,
+    cond or scan nodes: the schedule's `program` nests their sub-graphs' programs."""
+    builder = _Builder(variable_values, max_draw_buffers, tuning)
+    by_name = {n.name: n.outputs[0] for n in compiled_graph.nodes if n.op == "placeholder"}
+    bound = {inner: builder.add_slot("feed", layout_for(by_name[inner].type,
+                                                        builder.max_texture_size))
+             for _, inner, _ in inputs}
+    program, slots, _ = builder.program(compiled_graph, bound)
+    schedule = builder.schedule(name, [(user, bound[inner]) for user, inner, _ in inputs],
+                                [(label, slot) for (label, _), slot in zip(outputs, slots)],
+                                program)
+    return schedule, bytes(builder.blob), builder.kernel_objects
 
 
 # -- files ------------------------------------------------------------------------------

@@ -21,9 +21,38 @@
 // writing one slot, several (render targets 0, 1, ..) or the layers of one array.
 // After the fetches are read back, each assigned variable swaps textures with the
 // slot its new value was computed into: the next run computes into the old one.
+// A graph with control flow (schedule version 2) has a `program`: steps that draw a
+// range of kernels, and while/scan/cond steps holding their sub-graphs' steps; loop
+// variables swap textures with the body's results, a while_loop reads its predicate
+// back once per iteration, a scan copies its slices and ys with a small shader.
 // See docs/WEBGL.md.
 
 const MODEL = /*@fragflow-model@*/null;
+
+// The copy shader of loops (float and int): elements [lo, hi) of the target are those
+// [lo + delta, hi + delta) of src, in the target's texels [tlo, thi); elements of a
+// drawn texel outside [lo, hi) are 0 (color masks keep a shared texel's others).
+const copyShader = (p, v) => `#version 300 es
+precision highp float;
+precision highp int;
+uniform highp ${p}sampler2D src;
+uniform int sw, dw, lo, hi, delta, tlo, thi;
+out ${v} result;
+${v} at(int t) { return texelFetch(src, ivec2(t % sw, t / sw), 0); }
+void main() {
+  int t = int(gl_FragCoord.y) * dw + int(gl_FragCoord.x);
+  if (t < tlo || t >= thi) discard;
+  int o = 4 * t;
+  if (o >= lo && o + 4 <= hi && ((o + delta) & 3) == 0) { result = at((o + delta) >> 2); return; }
+  ${v} r = ${v}(0);
+  for (int c = 0; c < 4; c++) {
+    int s = o + c + delta;
+    if (o + c >= lo && o + c < hi) r[c] = at(s >> 2)[s & 3];
+  }
+  result = r;
+}
+`;
+const COPY_UNIFORMS = ['sw', 'dw', 'lo', 'hi', 'delta', 'tlo', 'thi'];
 
 const VERTEX_SHADER = `#version 300 es
 // One triangle that covers the viewport; no vertex data (gl_VertexID only).
@@ -88,8 +117,9 @@ async function fetchBin(url) {
 
 class Model {
   constructor(gl, spec, options) {
-    if (!spec || spec.format !== 'fragflow.webgl' || spec.version !== 1) {
-      throw new FragflowError('model.js holds no fragflow.webgl version 1 schedule');
+    if (!spec || spec.format !== 'fragflow.webgl' || !(spec.version === 1 ||
+        (spec.version === 2 && spec.program))) {
+      throw new FragflowError('model.js holds no fragflow.webgl version 1 or 2 schedule');
     }
     this.gl = gl;
     this.spec = spec;
@@ -98,6 +128,7 @@ class Model {
     this.variables = spec.variables.map(({name, shape, dtype}) => ({name, shape, dtype}));
     this.kernels = spec.kernels.map(({name, op, scope, source}) => ({name, op, scope, source}));
     this.runs = 0;                  // the run counter random ops draw from
+    this.predicateReads = 0;        // readbacks of loop and cond predicates, last run
     this.timings = {};              // load phases, in milliseconds
     this._disposed = false;
     this._checkContext(options);
@@ -142,8 +173,8 @@ class Model {
       throw new FragflowError(`model.bin has ${bin.byteLength} bytes, the model expects ` +
         `${this.spec.binBytes}: model.js and model.bin come from different exports`);
     }
-    this.slots = this.spec.slots.map((s) => {
-      const slot = {spec: s, texture: this._texture(s)};
+    this.slots = this.spec.slots.map((s) => {     // a cond's results: its branch's
+      const slot = {spec: s, texture: s.kind === 'alias' ? null : this._texture(s)};
       if (s.data) this._write(slot, dataOf(bin, s));
       return slot;
     });
@@ -281,8 +312,9 @@ class Model {
       gl.detachShader(p.program, p.fragment);
       gl.deleteShader(p.fragment);
     }
-    gl.deleteShader(vertex);
     this.programs = [...programs.values()].map((p) => p.program);
+    if (this.spec.program) this._copiers(vertex);
+    gl.deleteShader(vertex);
     this._launches(programs);
     this.timings.compile = performance.now() - t0;
   }
@@ -291,7 +323,7 @@ class Model {
   _launches(programs) {
     const gl = this.gl;
     const setters = {float: 'uniform1f', int: 'uniform1i', bool: 'uniform1i', uint: 'uniform1ui'};
-    this.launches = this.spec.kernels.map((k) => {
+    this.launches = this.spec.kernels.map((k, index) => {
       const program = programs.get(k.program).program;
       gl.useProgram(program);
       k.samplers.forEach((name, unit) => {     // samplers never change units
@@ -305,7 +337,7 @@ class Model {
         if (location !== null) uniforms.push([setters[type], location, Number(value)]);
       }
       return {
-        kernel: k, program, uniforms, layers: k.layers, fbo: null, fbos: new Map(),
+        kernel: k, index, program, uniforms, layers: k.layers, fbo: null, fbos: new Map(),
         inputs: k.inputs.map((i) => this.slots[i]),
         outputs: k.outputs.map((i) => this.slots[i]),
         width: k.width, height: k.height,
@@ -318,7 +350,8 @@ class Model {
    * the assigns (variables stay on the GPU). Resolves to {output name: typed array}. */
   async run(feeds) {
     this._begin(feeds);
-    for (const launch of this.launches) this._draw(launch);
+    if (this.spec.program) this._exec(this.spec.program, (launch) => this._draw(launch));
+    else for (const launch of this.launches) this._draw(launch);
     return this._end();
   }
 
@@ -347,6 +380,7 @@ class Model {
       this._write(this.counter.slot, this.counter.staging);
     }
     this.runs += 1;
+    this.predicateReads = 0;
     // state a shared context may have changed: nothing blends, tests or culls
     for (const cap of [gl.BLEND, gl.DEPTH_TEST, gl.STENCIL_TEST, gl.SCISSOR_TEST,
       gl.CULL_FACE, gl.DITHER, gl.RASTERIZER_DISCARD]) gl.disable(cap);
@@ -386,6 +420,122 @@ class Model {
       bound.height = launch.height;
     }
     gl.drawArrays(gl.TRIANGLES, 0, 3);
+  }
+
+  // -- control flow (docs/WEBGL.md, "Control flow") ------------------------------------
+  _copiers(vertex) {
+    const gl = this.gl;
+    this.copy = {};
+    for (const [format, p, v] of [['f', '', 'vec4'], ['i', 'i', 'ivec4']]) {
+      const fragment = gl.createShader(gl.FRAGMENT_SHADER);
+      gl.shaderSource(fragment, copyShader(p, v));
+      gl.compileShader(fragment);
+      const program = gl.createProgram();
+      gl.attachShader(program, vertex);
+      gl.attachShader(program, fragment);
+      gl.linkProgram(program);
+      if (!gl.getProgramParameter(program, gl.LINK_STATUS)) {
+        throw new FragflowError(`the copy shader did not compile:\n${gl.getShaderInfoLog(fragment)}`);
+      }
+      gl.deleteShader(fragment);
+      gl.useProgram(program);
+      gl.uniform1i(gl.getUniformLocation(program, 'src'), 0);
+      const at = {};
+      for (const u of COPY_UNIFORMS) at[u] = gl.getUniformLocation(program, u);
+      this.copy[format] = {program, at};
+      this.programs.push(program);
+    }
+  }
+
+  /** Run steps: kernels, and while/scan/cond steps; draw(launch) draws a kernel. */
+  _exec(steps, draw) {
+    for (const s of steps) {
+      if (s.kind === 'kernels') {
+        for (let i = s.first; i < s.first + s.count; i++) draw(this.launches[i]);
+      } else if (s.kind === 'cond') {         // only the branch taken runs
+        const branch = this._predicate(s.pred) ? s.true : s.false;
+        this._exec(branch.steps, draw);
+        s.outputs.forEach((o, k) => { this.slots[o].texture = this.slots[branch.outputs[k]].texture; });
+      } else {
+        this._loop(s, draw);
+      }
+    }
+  }
+
+  /** A while_loop or scan: the loop variables start as copies of their initial
+   * values; each iteration runs the body, then swaps each variable's texture with its
+   * result's (or with a copy of it, where `next` names a slot to copy it into). */
+  _loop(s, draw) {
+    const slots = this.slots;
+    const scan = s.kind === 'scan';
+    const trips = scan ? s.length : s.maxIterations;       // null: until the predicate
+    const outs = s.body.outputs;
+    s.init.forEach((from, k) => this._copy(slots[from], slots[s.vars[k]]));
+    for (let i = 0; trips === null || i < trips; i++) {
+      const t = scan && s.reverse ? s.length - 1 - i : i;
+      if (scan) {
+        for (const [from, into, n] of s.elems) this._copy(slots[from], slots[into], 0, n, t * n);
+      } else if (s.cond) {
+        this._exec(s.cond.steps, draw);
+        if (!this._predicate(s.cond.pred)) break;
+      }
+      this._exec(s.body.steps, draw);
+      if (scan) {
+        s.ys.forEach(([into, n], k) => this._copy(slots[outs[s.vars.length + k]], slots[into],
+          t * n, (t + 1) * n, -t * n, true));
+      }
+      s.next.forEach((n, k) => { if (n >= 0) this._copy(slots[outs[k]], slots[n]); });
+      s.vars.forEach((v, k) => {
+        const other = slots[s.next[k] >= 0 ? s.next[k] : outs[k]];
+        [slots[v].texture, other.texture] = [other.texture, slots[v].texture];
+      });
+    }
+  }
+
+  /** A bool scalar's value: one texel read back (waits for the GPU). */
+  _predicate(index) {
+    const gl = this.gl;
+    this.pixel = this.pixel || new Int32Array(4);
+    gl.bindFramebuffer(gl.FRAMEBUFFER, this._framebuffer(this.slots[index].texture));
+    this.bound.fbo = null;
+    gl.readPixels(0, 0, 1, 1, gl.RGBA_INTEGER, gl.INT, this.pixel);
+    this.predicateReads += 1;
+    return this.pixel[0] !== 0;
+  }
+
+  /** Copy elements with the copy shader: all of from into to (same size), or (a
+   * scan's slice) to's elements [lo, hi) from those [lo + delta, hi + delta) of from,
+   * the rest of to zeroed, or (place: a scan's ys) only to's elements [lo, hi). */
+  _copy(from, to, lo, hi, delta, place) {
+    const gl = this.gl;
+    const bound = this.bound;
+    const src = from.texture;
+    const dst = to.texture;
+    const {width, format} = dst.spec;
+    const texels = width * dst.spec.height;
+    if (hi === undefined) [lo, hi, delta] = [0, 4 * texels, 0];
+    if (hi <= lo) return;
+    const {program, at} = this.copy[format];
+    gl.useProgram(program);
+    bound.program = program;
+    gl.activeTexture(gl.TEXTURE0);
+    gl.bindTexture(gl.TEXTURE_2D, src.id);
+    bound.units[0] = src;
+    bound.fbo = this._framebuffer(dst);
+    gl.bindFramebuffer(gl.FRAMEBUFFER, bound.fbo);
+    [src.spec.width, width, lo, hi, delta].forEach((value, k) => gl.uniform1i(at[COPY_UNIFORMS[k]], value));
+    for (const [first, end, mask] of place ? texelDraws(lo, hi) : [[0, texels, 15]]) {
+      gl.uniform1i(at.tlo, first);
+      gl.uniform1i(at.thi, end);
+      const row = Math.floor(first / width);
+      const rows = Math.floor((end - 1) / width) + 1 - row;
+      if (rows === 1) gl.viewport(first % width, row, end - first, 1);
+      else gl.viewport(0, row, width, rows);       // the rows drawn only
+      if (mask !== 15) gl.colorMask(!!(mask & 1), !!(mask & 2), !!(mask & 4), !!(mask & 8));
+      gl.drawArrays(gl.TRIANGLES, 0, 3);
+      if (mask !== 15) gl.colorMask(true, true, true, true);
+    }
+    bound.width = bound.height = -1;
   }
 
   _end() {
@@ -437,51 +587,53 @@ class Model {
    * One observed run: each kernel's time, from GPU timer queries
    * (EXT_disjoint_timer_query_webgl2) where the context offers them, else the CPU's
    * clock around the draw and a one-texel readback (which waits for the GPU). The run
-   * counts as a run (its assigns apply). Resolves to
-   * {method, outputs, kernels: [{name, op, scope, ms}], totalMs}.
+   * counts as a run (its assigns apply). Resolves to {method, outputs, kernels:
+   * [{name, op, scope, ms, calls}], totalMs}: a kernel in a loop sums its draws.
    */
   async profile(feeds) {
     const gl = this.gl;
     const ext = this.timerExt;
-    this._begin(feeds);
-    const rows = [];
+    const rows = this.spec.kernels.map(({name, op, scope}) => ({name, op, scope, ms: 0, calls: 0}));
     const pixel = new Float32Array(4);
     const ipixel = new Int32Array(4);
-    const queries = [];
-    for (const launch of this.launches) {
-      const k = launch.kernel;
+    const queries = [];                 // [query, row]
+    const draw = (launch) => {          // a kernel in a loop: once per iteration
+      const row = rows[launch.index];
+      row.calls += 1;
       if (ext) {
         const query = gl.createQuery();
         gl.beginQuery(ext.TIME_ELAPSED_EXT, query);
         this._draw(launch);
         gl.endQuery(ext.TIME_ELAPSED_EXT);
-        queries.push(query);
-        rows.push({name: k.name, op: k.op, scope: k.scope, ms: 0});
-      } else {
-        const t0 = performance.now();
-        this._draw(launch);
-        const out = launch.outputs[0].texture;
-        if (!launch.layers) {        // wait for it: read one texel back
-          gl.bindFramebuffer(gl.FRAMEBUFFER, this._framebuffer(out));
-          this.bound.fbo = null;
-          if (out.spec.format === 'i') gl.readPixels(0, 0, 1, 1, gl.RGBA_INTEGER, gl.INT, ipixel);
-          else gl.readPixels(0, 0, 1, 1, gl.RGBA, gl.FLOAT, pixel);
-        }
-        rows.push({name: k.name, op: k.op, scope: k.scope, ms: performance.now() - t0});
+        queries.push([query, row]);
+        return;
       }
-    }
+      const t0 = performance.now();
+      this._draw(launch);
+      const out = launch.outputs[0].texture;
+      if (!launch.layers) {        // wait for it: read one texel back
+        gl.bindFramebuffer(gl.FRAMEBUFFER, this._framebuffer(out));
+        this.bound.fbo = null;
+        if (out.spec.format === 'i') gl.readPixels(0, 0, 1, 1, gl.RGBA_INTEGER, gl.INT, ipixel);
+        else gl.readPixels(0, 0, 1, 1, gl.RGBA, gl.FLOAT, pixel);
+      }
+      row.ms += performance.now() - t0;
+    };
+    this._begin(feeds);
+    if (this.spec.program) this._exec(this.spec.program, draw);
+    else this.launches.forEach(draw);
     const outputs = this._end();
     let method = 'cpu';
     if (ext && queries.length) {
       method = 'timer-query';
       // results come after control went back to the browser: poll
       for (let tries = 0; tries < 2000; tries++) {
-        if (gl.getQueryParameter(queries[queries.length - 1], gl.QUERY_RESULT_AVAILABLE)) break;
+        if (gl.getQueryParameter(queries[queries.length - 1][0], gl.QUERY_RESULT_AVAILABLE)) break;
         await new Promise((resolve) => setTimeout(resolve, 1));
       }
       const disjoint = gl.getParameter(ext.GPU_DISJOINT_EXT);
-      queries.forEach((query, i) => {
-        rows[i].ms = disjoint ? NaN : gl.getQueryParameter(query, gl.QUERY_RESULT) / 1e6;
+      queries.forEach(([query, row]) => {
+        row.ms += disjoint ? NaN : gl.getQueryParameter(query, gl.QUERY_RESULT) / 1e6;
         gl.deleteQuery(query);
       });
       if (disjoint) method = 'timer-query (disjoint: no times)';
@@ -498,6 +650,7 @@ class Model {
       for (const fbo of launch.fbos.values()) gl.deleteFramebuffer(fbo);
     }
     for (const slot of this.slots || []) {
+      if (slot.spec.kind === 'alias') continue;   // another slot's texture
       if (slot.texture.fbo) gl.deleteFramebuffer(slot.texture.fbo);
       gl.deleteTexture(slot.texture.id);
     }
@@ -514,6 +667,21 @@ function dataOf(bin, s) {
   const Array = s.format === 'i' ? Int32Array : Float32Array;
   flat.set(new Array(bin, offset, count));
   return flat;
+}
+
+/** Draws covering elements [lo, hi): [first texel, end texel, color mask] with whole
+ * texels at once, and a texel shared with a neighbouring range masked to its part. */
+function texelDraws(lo, hi) {
+  const first = lo >> 2;
+  const last = (hi - 1) >> 2;
+  if (first === last) return [[first, first + 1, ((1 << (hi - lo)) - 1) << (lo & 3)]];
+  const draws = [];
+  const wholeLo = (lo + 3) >> 2;
+  const wholeHi = hi >> 2;
+  if (lo & 3) draws.push([first, first + 1, 15 & ~((1 << (lo & 3)) - 1)]);
+  if (wholeLo < wholeHi) draws.push([wholeLo, wholeHi, 15]);
+  if (hi & 3) draws.push([last, last + 1, (1 << (hi & 3)) - 1]);
+  return draws;
 }
 
 function staging(s) {

@@ -1,0 +1,176 @@
+"""ff.webgl.export of graphs with while_loop, cond and scan, without a browser: the
+schedule's nested program (docs/WEBGL.md, "Control flow"), which textures loops swap
+or copy, what is read back, and the graphs an export refuses. The browser runs of the
+same cases (tests/webgl/cases.py CONTROL_CASES) are in test_browser.py."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fragflow as ff
+from tests.webgl.cases import conds, lstm, nested_loops, scans, while_loops
+
+
+def _export(case, tmp_path):
+    return ff.webgl.export(case.fetches, list(case.feeds), tmp_path)
+
+
+def _steps(steps):
+    """Every step, nested ones too, in order."""
+    for step in steps:
+        yield step
+        for part in ("cond", "body", "true", "false"):
+            if step.get(part):
+                yield from _steps(step[part]["steps"])
+
+
+def _kernel_ranges(steps) -> list:
+    return [k for s in _steps(steps) if s["kind"] == "kernels"
+            for k in range(s["first"], s["first"] + s["count"])]
+
+
+def test_a_graph_without_control_flow_keeps_the_version_1_schedule(tmp_path):
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((4,), "float32", name="x")
+        y = ff.exp(x) * 2.0
+    schedule = ff.webgl.export(y, [x], tmp_path).schedule
+    assert schedule["version"] == 1 and "program" not in schedule
+
+
+def test_the_program_runs_every_kernel_once_in_its_place(tmp_path):
+    schedule = _export(nested_loops(), tmp_path).schedule
+    assert schedule["version"] == 2
+    kinds = [s["kind"] for s in _steps(schedule["program"])]
+    assert {"while", "cond", "scan", "kernels"} <= set(kinds)
+    # every kernel belongs to exactly one step: the top level's, a body's or a branch's
+    assert sorted(_kernel_ranges(schedule["program"])) == list(range(len(schedule["kernels"])))
+    for kernel in schedule["kernels"]:
+        assert kernel["source"].startswith("#version 300 es\n")
+
+
+def _loop(schedule, name):
+    return next(s for s in _steps(schedule["program"]) if s.get("name") == name)
+
+
+def test_while_loops_read_their_predicate_unless_the_condition_is_a_constant(tmp_path):
+    export = _export(while_loops(), tmp_path)
+    schedule, slots = export.schedule, export.schedule["slots"]
+    loops = [s for s in schedule["program"] if s["kind"] == "while"]
+    assert len(loops) == 6
+    counted = [s for s in loops if s["cond"] is None]
+    assert [s["maxIterations"] for s in counted] == [6]      # `lambda w: True`, at most 6
+    for step in loops:
+        assert len(step["init"]) == len(step["vars"]) == len(step["next"]) == \
+            len(step["body"]["outputs"])
+        if step["cond"] is not None:
+            assert step["maxIterations"] is None
+            pred = slots[step["cond"]["pred"]]
+            assert pred["format"] == "i" and pred["width"] == pred["height"] == 1
+        for var in step["vars"]:
+            assert slots[var]["kind"] == "loop"
+
+
+def test_results_swap_textures_unless_they_cannot(tmp_path):
+    """A body's own result swaps textures with its variable; a variable returned as it
+    is or in another's place is copied into a slot of the loop's first."""
+    export = _export(while_loops(), tmp_path)
+    slots = export.schedule["slots"]
+    loops = [s for s in export.schedule["program"] if s["kind"] == "while"]
+    def key(slot):
+        return slots[slot]["width"], slots[slot]["height"], slots[slot]["format"]
+    for step in loops:
+        for var, out, nxt in zip(step["vars"], step["body"]["outputs"], step["next"]):
+            if nxt == -1:
+                assert slots[out]["kind"] == "scratch" and key(out) == key(var)
+            else:
+                assert slots[nxt]["kind"] == "loop" and key(nxt) == key(var)
+    trading = loops[4]                     # (i, a, b) -> (i + 1, b, a)
+    assert trading["next"][0] == -1 and trading["next"][1] >= 0 and trading["next"][2] >= 0
+    assert trading["body"]["outputs"][1:] == trading["vars"][:0:-1]
+    same = loops[5]                        # (i, s, c) -> (i + 1, s, big * 2)
+    assert same["next"][1] >= 0 and same["body"]["outputs"][1] == same["vars"][1]
+    for step in loops:                     # a swapped texture is never a variable's too
+        swapped = [o for o, n in zip(step["body"]["outputs"], step["next"]) if n == -1]
+        assert len(set(swapped)) == len(swapped) and not set(swapped) & set(step["vars"])
+
+
+def test_a_scan_slices_its_elements_and_places_its_ys(tmp_path):
+    export = _export(scans(), tmp_path)
+    schedule, slots = export.schedule, export.schedule["slots"]
+    steps = [s for s in schedule["program"] if s["kind"] == "scan"]
+    # cumulative, map, fori_loop forward; reverse, foldr, (sums, counts) reverse
+    assert sorted(s["reverse"] for s in steps) == [False] * 3 + [True] * 3
+    two = next(s for s in steps if len(s["vars"]) == 2 and s["elems"])    # sums, counts
+    assert [slots[v]["format"] for v in two["vars"]] == ["f", "i"]
+    assert [n for _, n in two["ys"]] == [7, 1]
+    assert [slots[y]["format"] for y, _ in two["ys"]] == ["f", "i"]
+    (x,) = [i["slot"] for i in schedule["inputs"]]
+    for step in steps:
+        for elems, param, size in step["elems"]:      # rows of x, sliced from its texture
+            assert elems == x and size == 7 and slots[param]["kind"] == "loop"
+        assert step["length"] == (5 if not step["elems"] else 6)   # fori_loop: 5 steps
+
+
+def test_a_cond_holds_both_branches_and_results_in_the_branch_taken(tmp_path):
+    export = _export(conds(), tmp_path)
+    slots = export.schedule["slots"]
+    steps = [s for s in _steps(export.schedule["program"]) if s["kind"] == "cond"]
+    assert len(steps) == 5
+    for step in steps:
+        assert slots[step["pred"]]["format"] == "i"
+        assert [slots[o]["kind"] for o in step["outputs"]] == ["alias"]
+        assert len(step["true"]["outputs"]) == len(step["false"]["outputs"]) == 1
+        assert step["false"]["steps"]
+    # `lambda: a`: no kernel, its result is the feed's texture (the runtime points the
+    # cond's result at it)
+    (same,) = [s for s in steps if not s["true"]["steps"]]
+    a = next(i["slot"] for i in export.schedule["inputs"] if i["name"] == "a")
+    assert same["true"]["outputs"] == [a]
+
+
+def test_an_lstm_is_one_scan_reading_its_weights_where_they_are(tmp_path):
+    export = _export(lstm(), tmp_path)
+    schedule = export.schedule
+    (scan,) = [s for s in _steps(schedule["program"]) if s["kind"] == "scan"]
+    assert scan["length"] == 5 and len(scan["vars"]) == 2        # h and c
+    body = set(_kernel_ranges(scan["body"]["steps"]))
+    weights = {v["slot"] for v in schedule["variables"]}
+    assert len(weights) == 3
+    read = {i for k in body for i in schedule["kernels"][k]["inputs"]}
+    assert weights & read, "the body reads the variables' textures, no copy"
+
+
+def test_a_loop_variable_whose_shape_changes_is_refused_naming_the_loop(tmp_path):
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((2,), "float32", name="x")
+        _, grown = ff.while_loop(lambda i, v: i < 3,
+                                 lambda i, v: (i + 1, ff.concat([v, v], 0)), (0, x),
+                                 shape_invariants=(ff.TensorShape([]),
+                                                   ff.TensorShape([None])))
+    with pytest.raises(ff.webgl.WebGLExportError,
+                       match=r"while_loop 'while'.*test_webgl_control_flow.py.*shape "
+                             r"invariant.*fixed shapes"):
+        ff.webgl.export(grown, [x], tmp_path)
+
+
+def test_a_loop_that_never_ends_is_refused(tmp_path):
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((2,), "float32", name="x")
+        y = ff.while_loop(lambda v: True, lambda v: v + 1.0, x)
+    with pytest.raises(ff.webgl.WebGLExportError, match=r"while_loop 'while'.*never ends"):
+        ff.webgl.export(y, [x], tmp_path)
+
+
+def test_a_loop_whose_condition_is_false_at_export_runs_no_iteration(tmp_path):
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((2,), "float32", name="x")
+        y = ff.while_loop(lambda v: False, lambda v: v + 1.0, x)
+    (step,) = [s for s in ff.webgl.export(y, [x], tmp_path).schedule["program"]
+               if s["kind"] == "while"]
+    assert step["cond"] is None and step["maxIterations"] == 0
+    np.testing.assert_array_equal(
+        ff.Session(g, backend="numpy").run(y, {x: np.ones(2, np.float32)}), [1.0, 1.0])
