@@ -195,6 +195,7 @@ class _Recurrent(Layer):
         self._rec_masks = self._dropout_masks(first, self.units, self.recurrent_dropout,
                                               self._mask_count()) \
             if training and 0.0 < self.recurrent_dropout < 1.0 else None
+        self._last_dropout_masks = (in_masks, self._rec_masks)     # what tests check
         xw = self._project(x, in_masks)             # every step's input part, one matmul
         xw = _ops.transpose(xw, [1, 0, 2])          # time-major for the scan
         steps = None

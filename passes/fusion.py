@@ -229,8 +229,9 @@ def _takes_epilogue(node) -> bool:
 
 
 def _broadcasts_to(shape, target) -> bool:
+    # an unknown dim is read as it is (readable() took it at the head's shape)
     return len(shape) <= len(target) and all(
-        a == 1 or a == b for a, b in zip(reversed(shape), reversed(target)))
+        a == 1 or a == b or a is None for a, b in zip(reversed(shape), reversed(target)))
 
 
 def epilogue_steps(head, members: list) -> tuple:
