@@ -15,7 +15,7 @@ HARNESS = os.path.join(os.path.dirname(__file__), "harness.html")
 _DTYPES = {"float32": np.float32, "int32": np.int32, "bool": np.uint8}
 
 
-def run_cases(root: str, cases: list, config: str, timeout: float = 120.0) -> dict:
+def run_cases(root: str, cases: list, config: str, timeout: float = 240.0) -> dict:
     """Run exported models in one browser launch. cases: dicts with id, dir (the export's
     folder under root), feeds {name: (array, dtype)}, runs, variables, outputs
     {name: (shape, dtype)}, variable shapes {name: (shape, dtype)}. Returns

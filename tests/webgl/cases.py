@@ -368,7 +368,12 @@ def scans():
         sums, counts = ff.scan(lambda acc, row: (acc[0] + row, acc[1] + 2), x,
                                initializer=(ff.zeros((7,)), ff.constant(1)), reverse=True)
         fetches.update(sums=sums, counts=counts)
-    feeds = {x: rng.standard_normal((6, 7)).astype(np.float32)}
+        empty = ff.placeholder((0, 7), "float32", name="empty")     # zero steps
+        fetches.update(
+            zero_steps=ff.scan(lambda acc, row: acc + row, empty, initializer=ff.ones((7,))),
+            zero_fold=ff.foldl(lambda acc, row: acc * row, empty, initializer=x[0]))
+    feeds = {x: rng.standard_normal((6, 7)).astype(np.float32),
+             empty: np.zeros((0, 7), np.float32)}
     case = Case(g, fetches, feeds, runs=2, rtol=1e-5, atol=1e-5)
     case.reads = 0
     return case
@@ -422,9 +427,31 @@ def lstm():
     return case
 
 
-CONTROL_CASES = ("while_loops", "conds", "scans", "nested_loops", "lstm")
+def lstm_training_step():
+    """SGD through the LSTM (its gradient is a reverse scan): after 3 steps in the page
+    the weights equal Session.run's."""
+    rng = np.random.default_rng(25)
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((4, 5, 3), "float32", name="x")
+        y = ff.placeholder((4, 2), "float32", name="y")
+        layer = ff.keras.layers.LSTM(6)
+        dense = ff.keras.layers.Dense(2)
+        loss = ff.reduce_mean(ff.square(dense(layer(x)) - y))
+        step = ff.optim.SGD(0.5).minimize(loss)
+        fetches = {"loss": loss, "step": step}
+    feeds = {x: rng.standard_normal((4, 5, 3)).astype(np.float32),
+             y: rng.standard_normal((4, 2)).astype(np.float32)}
+    case = Case(g, fetches, feeds, runs=3, variables=list(layer.weights) + list(dense.weights),
+                rtol=1e-4, atol=1e-5)
+    case.reads = 0
+    return case
+
+
+CONTROL_CASES = ("while_loops", "conds", "scans", "nested_loops", "lstm",
+                 "lstm_training_step")
 
 CASES = {fn.__name__: fn for fn in (
     elementwise, integers, reductions, matmuls, convolutions, softmaxes, structure,
     small_cnn, cnn_training_step, mlp_adam_from_session, onnx_model, random_draws,
-    while_loops, conds, scans, nested_loops, lstm)}
+    while_loops, conds, scans, nested_loops, lstm, lstm_training_step)}

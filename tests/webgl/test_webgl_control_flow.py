@@ -99,17 +99,19 @@ def test_a_scan_slices_its_elements_and_places_its_ys(tmp_path):
     export = _export(scans(), tmp_path)
     schedule, slots = export.schedule, export.schedule["slots"]
     steps = [s for s in schedule["program"] if s["kind"] == "scan"]
-    # cumulative, map, fori_loop forward; reverse, foldr, (sums, counts) reverse
-    assert sorted(s["reverse"] for s in steps) == [False] * 3 + [True] * 3
+    # cumulative, map, fori_loop, zero steps forward; reverse, foldr, (sums, counts)
+    assert sorted(s["reverse"] for s in steps) == [False] * 5 + [True] * 3
     two = next(s for s in steps if len(s["vars"]) == 2 and s["elems"])    # sums, counts
     assert [slots[v]["format"] for v in two["vars"]] == ["f", "i"]
     assert [n for _, n in two["ys"]] == [7, 1]
     assert [slots[y]["format"] for y, _ in two["ys"]] == ["f", "i"]
-    (x,) = [i["slot"] for i in schedule["inputs"]]
+    x, empty = [i["slot"] for i in schedule["inputs"]]
+    assert [s["length"] for s in steps] == [6, 6, 6, 6, 5, 6, 0, 0]   # fori_loop: 5 steps
     for step in steps:
-        for elems, param, size in step["elems"]:      # rows of x, sliced from its texture
-            assert elems == x and size == 7 and slots[param]["kind"] == "loop"
-        assert step["length"] == (5 if not step["elems"] else 6)   # fori_loop: 5 steps
+        for elems, param, size in step["elems"]:      # rows, sliced from the feed's texture
+            assert elems == (x if step["length"] else empty) and size == 7
+            assert slots[param]["kind"] == "loop"
+    assert [n for s in steps for _, n in s["ys"]] == [7, 7, 1, 7, 1, 7]
 
 
 def test_a_cond_holds_both_branches_and_results_in_the_branch_taken(tmp_path):

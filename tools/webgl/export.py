@@ -525,7 +525,7 @@ class _Builder:
         body, _ = self.sub(f"{label}.body", attrs["body"],
                            carry_types + slice_types + cap_types, carry + sliced + caps)
         made = range(before, len(self.slots))
-        ys = [[self.own("loop", v.type), _size(v.type) // max(length, 1)]
+        ys = [[self.own("loop", v.type), _size(TensorType(v.shape[1:], v.dtype))]
               for v in node.outputs[nc:]]
         for slot in body["outputs"][nc:]:
             self._copyable(node, slot)
