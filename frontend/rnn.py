@@ -1,10 +1,12 @@
-"""Recurrent networks on the control-flow ops: tf.nn.dynamic_rnn with TF1's cells
+"""Recurrent networks on the control-flow ops: tf.nn.dynamic_rnn,
+bidirectional_dynamic_rnn and static_rnn (unrolled) with TF1's cells
 (tf.nn.rnn_cell.BasicRNNCell, BasicLSTMCell, LSTMCell, GRUCell, MultiRNNCell), and
 the loop that ff.keras.layers.SimpleRNN / LSTM / GRU (frontend/layers_rnn.py) run.
 
 One recurrence is one `scan` node over the time axis (its length may be known only at
 feed time); the input's part of every gate is one matmul over all steps outside the
-loop. Weights and gate orders are TF1's (docs/TENSORFLOW.md "Recurrent networks").
+loop; a (time, batch) mask (sequence_length, Keras's masks) is scanned beside it.
+Weights and gate orders are TF1's (docs/TENSORFLOW.md "Recurrent networks").
 
 >>> import numpy as np, fragflow as tf
 >>> g = tf.Graph()
