@@ -298,8 +298,9 @@ def while_loops():
     with g.as_default():
         x = ff.placeholder((3, 5), "float32", name="x")
         big = ff.placeholder((3, 5), "float32", name="big")
-        i, v = ff.while_loop(lambda i, v: i < 10, lambda i, v: (i + 1, v * 0.9 + x),
-                             (0, x))
+        i, v, flag = ff.while_loop(lambda i, v, f: i < 10,
+                                   lambda i, v, f: (i + 1, v * 0.9 + x, ff.logical_not(f)),
+                                   (0, x, ff.constant(True)))
         w = ff.while_loop(lambda w: True, lambda w: ff.tanh(w) * 1.5 + 0.25,
                           x, maximum_iterations=6)
 
@@ -313,7 +314,7 @@ def while_loops():
                                   (0, x, big))
         _, same, cap = ff.while_loop(lambda i, s, c: i < 2,
                                      lambda i, s, c: (i + 1, s, big * 2.0), (0, x, x))
-        fetches = {"i": i, "v": v, "w": w, "grown": grown, "count": count,
+        fetches = {"i": i, "v": v, "flag": flag, "w": w, "grown": grown, "count": count,
                    "kept": kept, "none": none, "swapped_a": sa, "swapped_b": sb,
                    "same": same, "captured": cap}
     xs = rng.standard_normal((3, 5)).astype(np.float32)

@@ -8,7 +8,14 @@ import numpy as np
 import pytest
 
 import fragflow as ff
-from tests.webgl.cases import conds, lstm, nested_loops, scans, while_loops
+from tests.webgl.cases import (
+    conds,
+    lstm,
+    lstm_training_step,
+    nested_loops,
+    scans,
+    while_loops,
+)
 
 
 def _export(case, tmp_path):
@@ -141,6 +148,21 @@ def test_an_lstm_is_one_scan_reading_its_weights_where_they_are(tmp_path):
     assert len(weights) == 3
     read = {i for k in body for i in schedule["kernels"][k]["inputs"]}
     assert weights & read, "the body reads the variables' textures, no copy"
+
+
+def test_stages_compute_each_value_once_and_hand_it_on(tmp_path):
+    """SGD through an LSTM: forward scan, the loss, two reverse scans of its gradient,
+    the updates. A value that a later stage or the outputs read is fetched from the
+    stage that computed it, not computed again."""
+    export = _export(lstm_training_step(), tmp_path)
+    program = export.schedule["program"]
+    assert [s["kind"] for s in program] == ["kernels", "scan", "kernels", "scan", "scan",
+                                            "kernels"]
+    top = [k for s in program if s["kind"] == "kernels"
+           for k in range(s["first"], s["first"] + s["count"])]
+    nodes = [export.kernels[k].name.split("_", 1)[1] for k in top]
+    assert len(nodes) == len(set(nodes)), sorted(nodes)
+    assert len(export.schedule["assigns"]) == 6      # 5 weights and the step counter
 
 
 def test_a_loop_variable_whose_shape_changes_is_refused_naming_the_loop(tmp_path):

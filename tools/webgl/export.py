@@ -15,8 +15,11 @@ prune, the pass pipeline) and codegen's lower() with WebGL2's limits and the "we
 tuning profile (codegen/tuning; `tuning=` to choose another); the schedule is
 then what GLPlan would build (runtime/gl_plan.py), as data: the memory plan's textures
 (runtime/memory_plan.py), views resolved to the texture they share, multi-target and
-array-texture kernels, and the texture swaps of the assigns. docs/WEBGL.md describes
-the format and the runtime's API.
+array-texture kernels, and the texture swaps of the assigns. A graph with while_loop,
+cond or scan is cut in stages between them, and each control node's sub-graphs are
+optimized and lowered the same way into programs of their own, nested in the
+schedule's `program` (version 2; _Builder.program). docs/WEBGL.md describes the
+format and the runtime's API.
 """
 from __future__ import annotations
 
@@ -595,6 +598,9 @@ def _stage_fetches(staged, controls, inputs_of, results) -> list:
     for k, inputs in enumerate(inputs_of):
         for v in inputs:
             need(v, k)
+    for v in results:                   # an output an earlier stage computes: fetched there
+        if level[v] is not None and level[v] < last:
+            need(v, last)
     fetches[last] = list(results)
     return fetches
 
