@@ -166,6 +166,28 @@ def recurrence(step, xw, state, sequence_length=None, reverse=False, name="rnn",
     return wrap(ys[0]), unflatten(state_tree, final[:n])
 
 
+def _counted_rows(batch_size):
+    """(n, 1) zeros for a scalar tensor n that tf.shape counted (`tf.shape(x)[k]` of a
+    dim known only at the feed, or a constant): fragflow's shapes come from the feed,
+    not from tensor values, so the zeros are shaped like the line tf.shape counted."""
+    part = batch_size.value
+    node = part.node
+    if node.op == "strided_slice" and len(node.attrs["spec"]) == 1 and \
+            node.attrs["spec"][0][0] == "index" and node.inputs[0].node.op == "concat":
+        part = node.inputs[0].node.inputs[node.attrs["spec"][0][1]]   # tf.shape's dim k
+        if part.node.op == "expand_dims":
+            part = part.node.inputs[0]
+    if part.node.op == "constant" and part.shape == ():
+        return _ops.zeros([int(np.asarray(part.node.attrs["value"])), 1])
+    if part.node.op == "sum" and part.node.inputs[0].node.op == "ones_like":
+        line = wrap(part.node.inputs[0])                      # what tf.shape counted
+        return _ops.expand_dims(_ops.zeros_like(_ops.cast(line, "float32")), 1)
+    raise RNNError(f"zero_state ({user_location()}): a tensor batch_size must be "
+                   f"tf.shape(x)[k] of a tensor (fragflow shapes come from the feed, not "
+                   f"from values); got {batch_size!r}: give an int, or leave initial_state "
+                   f"out of dynamic_rnn")
+
+
 # -- TF1's cells ---------------------------------------------------------------------------
 def _snake(name: str) -> str:
     return "".join("_" + c.lower() if c.isupper() else c for c in name).lstrip("_") \
@@ -203,11 +225,13 @@ class RNNCell:
         return self.num_units
 
     def zero_state(self, batch_size, dtype="float32"):
-        """The state of zeros for batch_size rows (an int, or a scalar tensor)."""
+        """The state of zeros for batch_size rows: an int, or a scalar tensor counting
+        a tensor's rows (`tf.shape(x)[0]`, TF1's idiom)."""
+        rows = _counted_rows(batch_size) if isinstance(batch_size, Tensor) else None
+
         def z():
-            if isinstance(batch_size, Tensor):
-                return _ops.zeros_like(_ops.expand_dims(_ops.cast(_ops.range(
-                    batch_size), "float32"), 1)) + _ops.zeros([self.num_units])
+            if rows is not None:
+                return rows + _ops.zeros([self.num_units])
             return _ops.zeros([int(batch_size), self.num_units])
         return self._state(z)
 

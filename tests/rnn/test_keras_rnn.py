@@ -233,3 +233,36 @@ def test_keras_lstm_on_gl_equals_numpy(gl):
         raise
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["SimpleRNN", "LSTM", "GRU"])
+def test_initial_state_argument_and_list_input_equal_torch(kind):
+    """layer(x, initial_state=[h0(, c0)]) and Keras's list form layer([x, h0(, c0)])
+    against torch's (h0(, c0)), forward and the gradient wrt h0."""
+    torch.manual_seed(5)
+    ref = TORCH[kind]()
+    rng = np.random.default_rng(5)
+    h0, c0 = (rng.normal(size=(B, U)).astype(np.float32) for _ in range(2))
+    x = _x(5)
+    g = ff.Graph()
+    with g.as_default():
+        xp = ff.placeholder((None, None, F), name="x")
+        hp = ff.placeholder((None, U), name="h0")
+        states = [hp, ff.constant(c0)] if kind == "LSTM" else [hp]
+        layer = getattr(ff.keras.layers, kind)(U, return_sequences=True)
+        y = layer(xp, initial_state=states)
+        y_list = layer([xp, *states])
+        gh = ff.gradients(ff.reduce_sum(ff.sin(y)), [hp])[0]
+    sess = ff.Session(g, backend="numpy")
+    for w, value in zip(layer.weights, _torch_weights(kind, ref)):
+        sess.set(w, value)
+    got, got_list, got_gh = sess.run([y, y_list, gh], {xp: x, hp: h0})
+    h0t = torch.tensor(h0[None], requires_grad=True)
+    init = (h0t, torch.tensor(c0[None])) if kind == "LSTM" else h0t
+    want = ref(torch.tensor(x), init)[0]
+    torch.sin(want).sum().backward()
+    np.testing.assert_allclose(got, want.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(got_list, got)
+    np.testing.assert_allclose(got_gh, h0t.grad.numpy()[0], rtol=1e-4, atol=1e-5)
+    with g.as_default(), pytest.raises(ff.FragflowError, match="initial_state needs"):
+        layer(xp, initial_state=states + [hp])

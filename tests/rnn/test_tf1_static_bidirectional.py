@@ -189,3 +189,30 @@ def test_bidirectional_dynamic_rnn_on_gl_equals_numpy(gl):
     got = tf.Session(g).run([a, b, gk], feed)
     for u, v in zip(got, want):
         np.testing.assert_allclose(u, v, rtol=1e-4, atol=1e-5)
+
+
+def test_zero_state_of_a_counted_batch_equals_the_default_state():
+    """TF1's idiom cell.zero_state(tf.shape(x)[0], tf.float32), the batch known only
+    at the feed; a batch size that is not a counted dim is a clear error."""
+    g = tf.Graph()
+    with g.as_default():
+        xp = tf.placeholder(tf.float32, [None, None, F], name="x")
+        cell = tf.nn.rnn_cell.MultiRNNCell([tf.nn.rnn_cell.BasicLSTMCell(H),
+                                            tf.nn.rnn_cell.GRUCell(H)])
+        zero = cell.zero_state(tf.shape(xp)[0], tf.float32)
+        out, _ = tf.nn.dynamic_rnn(cell, xp, initial_state=zero, scope="given")
+        other = tf.nn.rnn_cell.MultiRNNCell([tf.nn.rnn_cell.BasicLSTMCell(H),
+                                             tf.nn.rnn_cell.GRUCell(H)])
+        want, _ = tf.nn.dynamic_rnn(other, xp, dtype=tf.float32, scope="default")
+        assert tf.nn.rnn_cell.GRUCell(H).zero_state(tf.constant(7)).shape == (7, H)
+        with pytest.raises(tf.FragflowError, match=r"tf.shape\(x\)\[k\]"):
+            tf.nn.rnn_cell.GRUCell(H).zero_state(tf.reduce_sum(tf.ones([3], tf.int32)))
+    sess = tf.Session(g, backend="numpy")
+    rng = np.random.default_rng(8)
+    for a, b in zip(cell.variables, other.variables):
+        value = (rng.normal(size=a.shape) * 0.5).astype(np.float32)
+        sess.set(a, value)
+        sess.set(b, value)
+    got_zero, got, ref = sess.run([_flat(zero), out, want], {xp: _x(8, (2, T, F))})
+    assert all(z.shape == (2, H) and not z.any() for z in got_zero)
+    np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-7)
