@@ -368,6 +368,10 @@ class _Builder:
         self.assigns.extend([self.variable(var, layouts[value]), slot_of[memory.root(value)]]
                             for var, value in lowered.assigns)
         outputs = [slot_of[memory.root(n)] for n in lowered.outputs]
+        layered = [n for n, slot in zip(lowered.outputs, outputs) if self.slots[slot]["layers"]]
+        if layered:         # codegen stitches its blocks: a value never ends in layers
+            raise WebGLExportError(f"value '{layered[0]}' is left in an array texture, "
+                                   f"which no later kernel, loop or readback can read")
         constants = [lowered.constants.get(memory.root(n)) for n in lowered.outputs]
         count = len(self.kernels) - first
         steps = [{"kind": "kernels", "first": first, "count": count}] if count else []
