@@ -308,6 +308,8 @@ def while_loops():
             return ff.reduce_max(ff.abs(v)) < 50.0
         grown, count = ff.while_loop(grow, lambda v, c: (v * 1.7 + 0.1, c + 1), (x, 0))
         kept, none = ff.while_loop(grow, lambda v, c: (v * 1.7 + 0.1, c + 1), (big, 0))
+        capped, two = ff.while_loop(grow, lambda v, c: (v * 1.7 + 0.1, c + 1), (x, 0),
+                                    maximum_iterations=2)      # stops before grow does
         # results that cannot swap textures with the variables (copied first): two
         # variables trading places, a variable returned as it is, a captured value
         _, sa, sb = ff.while_loop(lambda i, a, b: i < 3, lambda i, a, b: (i + 1, b, a),
@@ -315,12 +317,13 @@ def while_loops():
         _, same, cap = ff.while_loop(lambda i, s, c: i < 2,
                                      lambda i, s, c: (i + 1, s, big * 2.0), (0, x, x))
         fetches = {"i": i, "v": v, "flag": flag, "w": w, "grown": grown, "count": count,
-                   "kept": kept, "none": none, "swapped_a": sa, "swapped_b": sb,
+                   "kept": kept, "none": none, "capped": capped, "two": two,
+                   "swapped_a": sa, "swapped_b": sb,
                    "same": same, "captured": cap}
     xs = rng.standard_normal((3, 5)).astype(np.float32)
     case = Case(g, fetches, {x: xs, big: xs * 100.0 + 60.0}, runs=2)
     case.reads = 11 + int(np.ceil(np.log(50.0 / np.abs(xs).max()) / np.log(1.7))) + 2 \
-        + 4 + 3
+        + 2 + 4 + 3
     return case
 
 

@@ -64,14 +64,14 @@ def test_while_loops_read_their_predicate_unless_the_condition_is_a_constant(tmp
     export = _export(while_loops(), tmp_path)
     schedule, slots = export.schedule, export.schedule["slots"]
     loops = [s for s in schedule["program"] if s["kind"] == "while"]
-    assert len(loops) == 6
+    assert len(loops) == 7
     counted = [s for s in loops if s["cond"] is None]
     assert [s["maxIterations"] for s in counted] == [6]      # `lambda w: True`, at most 6
+    assert [s["maxIterations"] for s in loops if s["cond"]] == [None] * 3 + [2] + [None] * 2
     for step in loops:
         assert len(step["init"]) == len(step["vars"]) == len(step["next"]) == \
             len(step["body"]["outputs"])
         if step["cond"] is not None:
-            assert step["maxIterations"] is None
             pred = slots[step["cond"]["pred"]]
             assert pred["format"] == "i" and pred["width"] == pred["height"] == 1
         for var in step["vars"]:
@@ -92,10 +92,10 @@ def test_results_swap_textures_unless_they_cannot(tmp_path):
                 assert slots[out]["kind"] == "scratch" and key(out) == key(var)
             else:
                 assert slots[nxt]["kind"] == "loop" and key(nxt) == key(var)
-    trading = loops[4]                     # (i, a, b) -> (i + 1, b, a)
+    trading = loops[5]                     # (i, a, b) -> (i + 1, b, a)
     assert trading["next"][0] == -1 and trading["next"][1] >= 0 and trading["next"][2] >= 0
     assert trading["body"]["outputs"][1:] == trading["vars"][:0:-1]
-    same = loops[5]                        # (i, s, c) -> (i + 1, s, big * 2)
+    same = loops[6]                        # (i, s, c) -> (i + 1, s, big * 2)
     assert same["next"][1] >= 0 and same["body"]["outputs"][1] == same["vars"][1]
     for step in loops:                     # a swapped texture is never a variable's too
         swapped = [o for o, n in zip(step["body"]["outputs"], step["next"]) if n == -1]
