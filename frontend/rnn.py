@@ -1,6 +1,6 @@
 """Recurrent networks on the control-flow ops: tf.nn.dynamic_rnn,
-bidirectional_dynamic_rnn and static_rnn (unrolled) with TF1's cells
-(tf.nn.rnn_cell.BasicRNNCell, BasicLSTMCell, LSTMCell, GRUCell, MultiRNNCell), and
+bidirectional_dynamic_rnn, static_rnn and static_bidirectional_rnn (unrolled), with
+TF1's cells (tf.nn.rnn_cell.BasicRNNCell, BasicLSTMCell, LSTMCell, GRUCell, MultiRNNCell), and
 the loop that ff.keras.layers.SimpleRNN / LSTM / GRU (frontend/layers_rnn.py) run.
 
 One recurrence is one `scan` node over the time axis (its length may be known only at
@@ -33,7 +33,8 @@ from .control_flow import _scan_core, flatten, unflatten
 from .tensor import Tensor, as_tensor_value, wrap
 from .tf1 import get_variable, variable_scope
 
-__all__ = ["dynamic_rnn", "static_rnn", "bidirectional_dynamic_rnn", "RNNCell",
+__all__ = ["dynamic_rnn", "static_rnn", "bidirectional_dynamic_rnn",
+           "static_bidirectional_rnn", "RNNCell",
            "BasicRNNCell", "BasicLSTMCell", "LSTMCell", "GRUCell", "MultiRNNCell",
            "LSTMStateTuple", "recurrence", "reverse_sequence"]
 
@@ -618,3 +619,35 @@ def bidirectional_dynamic_rnn(cell_fw, cell_bw, inputs, sequence_length=None,
                                             time_major=time_major, scope=bw_scope)
         out_bw = flip(out_rev)
     return (out_fw, out_bw), (state_fw, state_bw)
+
+
+def static_bidirectional_rnn(cell_fw, cell_bw, inputs, initial_state_fw=None,
+                             initial_state_bw=None, dtype=None, sequence_length=None,
+                             scope=None):
+    """TF1's tf.compat.v1.nn.static_bidirectional_rnn: static_rnn of cell_fw over the
+    list inputs and of cell_bw over each row's first sequence_length steps reversed.
+    Returns (outputs, state_fw, state_bw), outputs the list of concat([fw, bw], 1) per
+    step, in the inputs' order; variables 'bidirectional_rnn/fw/...', '.../bw/...'."""
+    where = user_location()
+    if cell_fw is cell_bw:
+        raise RNNError(f"static_bidirectional_rnn ({where}): cell_fw and cell_bw are the "
+                       f"same cell object; make one cell per direction")
+    if isinstance(inputs, Tensor) or not isinstance(inputs, (list, tuple)) or not inputs:
+        raise RNNError(f"static_bidirectional_rnn ({where}): inputs must be a non-empty "
+                       f"list of (batch, features) tensors, one per step")
+
+    def flip(steps):
+        if sequence_length is None:
+            return list(steps)[::-1]
+        stacked = _ops.stack([_tensor(s) for s in steps], 0)        # (time, batch, ...)
+        return _ops.unstack(reverse_sequence(stacked, sequence_length), axis=0)
+
+    with variable_scope(scope if scope is not None else "bidirectional_rnn"):
+        with variable_scope("fw") as fw_scope:
+            out_fw, state_fw = static_rnn(cell_fw, inputs, initial_state_fw, dtype,
+                                          sequence_length, scope=fw_scope)
+        with variable_scope("bw") as bw_scope:
+            rev, state_bw = static_rnn(cell_bw, flip(inputs), initial_state_bw, dtype,
+                                       sequence_length, scope=bw_scope)
+    outputs = [_ops.concat([a, b], 1) for a, b in zip(out_fw, flip(rev))]
+    return outputs, state_fw, state_bw

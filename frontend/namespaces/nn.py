@@ -45,6 +45,7 @@ top_k = _ops.top_k
 dynamic_rnn = rnn_cell._rnn.dynamic_rnn     # TF1's recurrent loop (frontend/rnn.py)
 static_rnn = rnn_cell._rnn.static_rnn
 bidirectional_dynamic_rnn = rnn_cell._rnn.bidirectional_dynamic_rnn
+static_bidirectional_rnn = rnn_cell._rnn.static_bidirectional_rnn
 space_to_batch_nd, batch_to_space_nd = (_ops.space_to_batch_nd,
                                         _ops.batch_to_space_nd)
 

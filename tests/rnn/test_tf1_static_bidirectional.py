@@ -216,3 +216,37 @@ def test_zero_state_of_a_counted_batch_equals_the_default_state():
     got_zero, got, ref = sess.run([_flat(zero), out, want], {xp: _x(8, (2, T, F))})
     assert all(z.shape == (2, H) and not z.any() for z in got_zero)
     np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("lengths", [False, True], ids=["full", "sequence_length"])
+def test_static_bidirectional_rnn_equals_bidirectional_dynamic_rnn(lengths):
+    g = tf.Graph()
+    with g.as_default():
+        xp = tf.placeholder(tf.float32, [None, T, F], name="x")
+        lp = tf.placeholder(tf.int32, [None], name="lengths") if lengths else None
+        cells = [tf.nn.rnn_cell.BasicLSTMCell(H), tf.nn.rnn_cell.GRUCell(H),
+                 tf.nn.rnn_cell.BasicLSTMCell(H), tf.nn.rnn_cell.GRUCell(H)]
+        outs, st_fw, st_bw = tf.compat.v1.nn.static_bidirectional_rnn(
+            cells[0], cells[1], tf.unstack(xp, axis=1), dtype=tf.float32,
+            sequence_length=lp, scope="static")
+        (d_fw, d_bw), (dst_fw, dst_bw) = tf.nn.bidirectional_dynamic_rnn(
+            cells[2], cells[3], xp, sequence_length=lp, dtype=tf.float32, scope="dynamic")
+        grads = tf.gradients(tf.reduce_sum(tf.sin(tf.stack(outs, 1))), [xp])
+        dgrads = tf.gradients(tf.reduce_sum(tf.sin(tf.concat([d_fw, d_bw], -1))), [xp])
+    assert len(outs) == T and outs[0].shape == (None, 2 * H)
+    assert cells[1].variables[0].name == "static/bw/gru_cell/gates/kernel"
+    sess = tf.Session(g, backend="numpy")
+    rng = np.random.default_rng(9)
+    for a, b in zip(cells[0].variables + cells[1].variables,
+                    cells[2].variables + cells[3].variables):
+        value = (rng.normal(size=a.shape) * 0.5).astype(np.float32)
+        sess.set(a, value)
+        sess.set(b, value)
+    feed = {xp: _x(9)}
+    if lengths:
+        feed[lp] = LENGTHS
+    got = sess.run([tf.stack(outs, 1), st_fw.h, st_bw, grads[0]], feed)
+    want = sess.run([tf.concat([d_fw, d_bw], -1), dst_fw.h, dst_bw, dgrads[0]], feed)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert not np.allclose(got[0][:, :, H:], got[0][:, ::-1, H:])
