@@ -452,10 +452,31 @@ def lstm_training_step():
     return case
 
 
+def control_gradients():
+    """Gradients through a while_loop with maximum_iterations and through a cond."""
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((4,), "float32", name="x")
+        # polynomial (GLSL ES lets sin be 2e-4 off on SwiftShader, as it is)
+        _, y = ff.while_loop(lambda i, v: i < 3,
+                             lambda i, v: (i + 1, v * x - 0.25 * v * v * v),
+                             (0, x), maximum_iterations=5)
+        (gx,) = ff.gradients(ff.reduce_sum(y * y), [x])
+        c = ff.cond(ff.reduce_sum(x) > 0, lambda: ff.reduce_sum(ff.exp(x)) * x,
+                    lambda: x * 3.0)
+        (gc,) = ff.gradients(ff.reduce_sum(c * c), [x])
+        fetches = {"y": y, "grad_while": gx, "grad_cond": gc}
+    case = Case(g, fetches, {x: np.array([0.5, -1.0, 2.0, 0.25], np.float32)}, atol=1e-5)
+    # the loop tests its condition 4 times, the gradient's loop (which runs the forward
+    # pass again, passes/autodiff/control.py) 4 more; the cond and its gradient's cond
+    case.reads = 4 + 4 + 1 + 1
+    return case
+
+
 CONTROL_CASES = ("while_loops", "conds", "scans", "nested_loops", "lstm",
-                 "lstm_training_step")
+                 "lstm_training_step", "control_gradients")
 
 CASES = {fn.__name__: fn for fn in (
     elementwise, integers, reductions, matmuls, convolutions, softmaxes, structure,
     small_cnn, cnn_training_step, mlp_adam_from_session, onnx_model, random_draws,
-    while_loops, conds, scans, nested_loops, lstm, lstm_training_step)}
+    while_loops, conds, scans, nested_loops, lstm, lstm_training_step, control_gradients)}

@@ -165,6 +165,37 @@ def test_stages_compute_each_value_once_and_hand_it_on(tmp_path):
     assert len(export.schedule["assigns"]) == 6      # 5 weights and the step counter
 
 
+def test_cli_exports_an_onnx_loop(tmp_path):
+    """`fragflow export model.onnx --webgl`: an ONNX Loop (a while_loop) is a step."""
+    pytest.importorskip("onnx", reason="onnx (the test extra) is not installed")
+    from onnx import TensorProto, helper
+
+    from fragflow.tools.cli import main
+    f, b = TensorProto.FLOAT, TensorProto.BOOL
+    body = helper.make_graph(
+        [helper.make_node("Add", ["v_in", "v_in"], ["v_out"]),
+         helper.make_node("ReduceSum", ["v_out"], ["s"], keepdims=0),
+         helper.make_node("Less", ["s", "limit"], ["c_out"])], "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("c_in", b, []),
+         helper.make_tensor_value_info("v_in", f, [3])],
+        [helper.make_tensor_value_info("c_out", b, []),
+         helper.make_tensor_value_info("v_out", f, [3])])
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["", "c0", "v0"], ["v"], body=body)], "loop",
+        [helper.make_tensor_value_info("c0", b, []),
+         helper.make_tensor_value_info("v0", f, [3]),
+         helper.make_tensor_value_info("limit", f, [])],
+        [helper.make_tensor_value_info("v", f, [3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    (tmp_path / "loop.onnx").write_bytes(model.SerializeToString())
+    assert main(["export", str(tmp_path / "loop.onnx"), "--webgl", "-o",
+                 str(tmp_path / "web")]) == 0
+    text = (tmp_path / "web" / "model.js").read_text()
+    assert '"version":2' in text and '"kind":"while"' in text
+
+
 def test_a_loop_variable_whose_shape_changes_is_refused_naming_the_loop(tmp_path):
     g = ff.Graph()
     with g.as_default():
