@@ -113,7 +113,7 @@ def compile(graph: Graph, fetches, feed_types: dict, backend="gl", variables=Non
         if entry is not None:
             try:
                 return _cached(entry, graph, fetches, feed_types, backend, variables,
-                               initial)
+                               initial, tuning)
             except Exception as exc:    # noqa: BLE001 - a bad entry is only a miss
                 warnings.warn(f"fragflow: the plan cache's entry {key} did not build "
                               f"({type(exc).__name__}: {exc}); compiling again",
@@ -123,6 +123,10 @@ def compile(graph: Graph, fetches, feed_types: dict, backend="gl", variables=Non
         if backend.limits is not None and has_control_flow(optimized.graph):
             # while_loop, cond, scan: their sub-graphs run as plans of their own
             plan = ControlFlowPlan(backend, optimized.graph, variables, initial, tuning)
+            if key:
+                plan_cache.store_graph(key, optimized.graph,
+                                       _feed_entries(graph, optimized.feed_names),
+                                       optimized.fusion_report)
             return Compiled(plan, optimized.feed_names, optimized.fusion_report,
                             variables, None, optimized.graph)
         lowered = None
@@ -131,10 +135,7 @@ def compile(graph: Graph, fetches, feed_types: dict, backend="gl", variables=Non
         plan = backend.build_plan(optimized.graph if lowered is None else lowered,
                                   variables, initial)
         if key:
-            numbers = {node: i for i, node in enumerate(graph.nodes)}
-            plan_cache.store(key, lowered,
-                             [(numbers[v.node], v.index, name)
-                              for v, name in optimized.feed_names.items()],
+            plan_cache.store(key, lowered, _feed_entries(graph, optimized.feed_names),
                              optimized.fusion_report)
         return Compiled(plan, optimized.feed_names, optimized.fusion_report, variables,
                         lowered, optimized.graph)
@@ -154,15 +155,28 @@ def _plan_cache_key(graph, fetches, feed_types, backend, passes, disable, dump_d
         return None
 
 
-def _cached(entry, graph, fetches, feed_types, backend, variables, initial) -> Compiled:
+def _feed_entries(graph, feed_names: dict) -> list:
+    """The plan cache's form of feed names: (node index, output index, name)."""
+    numbers = {node: i for i, node in enumerate(graph.nodes)}
+    return [(numbers[v.node], v.index, name) for v, name in feed_names.items()]
+
+
+def _cached(entry, graph, fetches, feed_types, backend, variables, initial,
+            tuning) -> Compiled:
     """The record of a plan from the plan cache's entry: the passes run only if someone
-    asks for the compiled graph (Compiled.graph)."""
+    asks for the compiled graph (Compiled.graph). A control-flow entry holds the
+    compiled graph itself: its ControlFlowPlan is made from it (its sub-plans still
+    compile, at the first run)."""
     lowered, feed_names, report = entry
+    names = {graph.nodes[i].outputs[j]: name for i, j, name in feed_names}
+    if isinstance(lowered, Graph):
+        plan_cache.check_graph(lowered, graph, fetches, feed_types, feed_names, initial)
+        plan = ControlFlowPlan(backend, lowered, variables, initial, tuning)
+        return Compiled(plan, names, report, variables, None, lowered)
     plan_cache.check_user_code(lowered, graph)
     plan = backend.build_plan(lowered, variables, initial)
     return Compiled(
-        plan, {graph.nodes[i].outputs[j]: name for i, j, name in feed_names}, report,
-        variables, lowered,
+        plan, names, report, variables, lowered,
         _make_graph=lambda: optimize(graph, fetches, feed_types,
                                      max_texture_units=backend.max_texture_units,
                                      max_draw_buffers=backend.max_draw_buffers).graph)

@@ -10,12 +10,13 @@ custom gradients are not in the key (the graph holds what they built). Settings 
 functions replaced at run time are not in it either: hence opt-in.
 
 Entries are JSON (the lowered graph; kernels and layouts as tagged records) and a .bin
-of its constants (its first line's table says where): loading runs no code and makes
-only codegen's records. An entry that cannot be read or used is ignored with a warning
-and the graph compiled again; loaded shaders go through the sanitiser's check, which
-skips only the lines of this graph's own gpgpu_program GLSL (check_user_code). Like
-Jinja's bytecode cache, the directory is used only when it is this user's alone.
-docs/ARCHITECTURE.md ("The plan cache") has more; docs/PERFORMANCE.md its timings.
+of its constants: loading runs no code and makes only codegen's records; a graph with
+control flow keeps its compiled graph (store_graph: serialize's JSON, read as an
+untrusted file, its digest keyed by the directory's own secret; check_graph). An entry
+that cannot be read or used is ignored with a warning and compiled again; loaded
+shaders pass the sanitiser's check, which skips only the lines of this graph's own
+gpgpu_program GLSL (check_user_code). The directory is used only when it is this
+user's alone. docs/ARCHITECTURE.md ("The plan cache"), docs/RUNTIME.md: timings.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ import contextlib
 import dataclasses
 import functools
 import hashlib
+import hmac
 import importlib
 import json
 import os
@@ -36,6 +38,9 @@ import numpy as np
 from ..codegen.kernel import Kernel, LoweredGraph
 from ..codegen.program import user_glsl
 from ..ir import sanitize
+from ..ir.graph import Graph
+from ..ir.ops.control import subgraphs
+from ..ir.serialize import graph_from_json, graph_to_json
 from .shader_cache import cache_dir
 
 FORMAT = 2
@@ -88,6 +93,13 @@ def code_fingerprint() -> str:
 
 
 def _attr_text(value, h) -> str:
+    if isinstance(value, Graph):          # a loop's body, a branch: all of its nodes
+        lines, index = _node_lines(value, h)
+        try:
+            outputs = [index[v] for v in value.outputs]
+        except KeyError:
+            raise Uncacheable("a sub-graph returning a value of another graph") from None
+        return f"graph({value.name!r};{';'.join(lines)};{outputs!r})"
     if isinstance(value, np.ndarray):
         h.update(np.ascontiguousarray(value).tobytes())
         return f"array({value.dtype.str},{value.shape})"
@@ -100,25 +112,37 @@ def _attr_text(value, h) -> str:
     raise Uncacheable(f"an attr of type {type(value).__name__}")
 
 
+def _node_lines(graph, h) -> tuple:
+    """A line per node of graph (op, name, scope, source line, inputs, attrs: sub-graphs
+    in full) and {value: (node index, output index)}."""
+    index, lines = {}, []
+    for i, node in enumerate(graph.nodes):
+        for v in node.outputs:
+            index[v] = (i, v.index)
+        attrs = [(k, _attr_text(v, h)) for k, v in sorted(node.attrs.items())]
+        try:
+            inputs = [index[v] for v in node.inputs]
+        except KeyError:
+            raise Uncacheable("a node reading a value of another graph") from None
+        lines.append(repr((node.op, node.name, node.scope, node.source,   # unambiguous
+                           inputs, attrs)))
+    return lines, index
+
+
 def plan_key(graph, fetches, feed_types: dict, limits, tuning=None) -> str:
     """The hash naming the entry of (graph, fetches, feed types) on a device with
     these limits (codegen/limits.py's Limits: the dialect and every limit lowering
     reads, by its repr) lowered with this tuning (codegen/tuning: every knob);
     Uncacheable when the graph has what the key cannot describe."""
     h = hashlib.blake2b(digest_size=20)
-    index = {}
     # numpy's and Python's versions: constant folding runs the numpy references
     lines = [f"fragflow plan {FORMAT} {code_fingerprint()} {limits!r} "
              f"{tuning.key() if tuning is not None else None} numpy "
              f"{np.__version__} {sys.version}",
              repr(sorted((k, v) for k, v in os.environ.items() if k.startswith("FRAGFLOW_")
                          and k != "FRAGFLOW_PLAN_CACHE"))]
-    for i, node in enumerate(graph.nodes):
-        for v in node.outputs:
-            index[v] = (i, v.index)
-        attrs = [(k, _attr_text(v, h)) for k, v in sorted(node.attrs.items())]
-        lines.append(repr((node.op, node.name, node.scope, node.source,   # unambiguous
-                           [index[v] for v in node.inputs], attrs)))
+    nodes, index = _node_lines(graph, h)
+    lines += nodes
     try:
         lines.append(repr([index[v] for v in fetches]))
         lines.append(repr(sorted((index[v], t.shape, t.dtype)
@@ -246,11 +270,38 @@ def store(key: str, lowered: LoweredGraph, feed_names: list, fusion_report: list
         offset += a.nbytes
     if offset > MAX_ENTRY_BYTES:
         return                  # big weights: reading them back would cost like folding
+    # the .bin: its table ([offset, dtype, shape] per array) as a JSON line, then the
+    # arrays' bytes
+    _write(directory, key, json.dumps(table).encode() + b"\n"
+           + b"".join(a.tobytes() for a in arrays), doc)
+
+
+def store_graph(key: str, graph: Graph, feed_names: list, fusion_report: list) -> None:
+    """Write the entry of a compiled graph holding control flow (the GL runtime makes
+    its ControlFlowPlan from the graph): the graph in ir/serialize.py's JSON form, with
+    its sub-graphs, and the digest of that text. Skipped quietly where it cannot be."""
+    directory = plan_dir()
+    if not _private_dir(directory):
+        return
+    try:
+        text = graph_to_json(graph, indent=None)
+    except (TypeError, ValueError):            # an attr JSON cannot hold
+        return
+    if len(text) > MAX_ENTRY_BYTES:
+        return
+    secret = _secret(directory)
+    if secret is None:
+        return
+    doc = {"format": FORMAT, "key": key, "kind": "graph", "graph": text,
+           "digest": _digest(secret, key, text),
+           "feed_names": [list(entry) for entry in feed_names],
+           "fusion_report": list(fusion_report)}
+    _write(directory, key, b"[]\n", doc)
+
+
+def _write(directory: Path, key: str, blob: bytes, doc: dict) -> None:
     temporary = None
     try:
-        # the .bin: its table ([offset, dtype, shape] per array) as a JSON line, then
-        # the arrays' bytes
-        blob = json.dumps(table).encode() + b"\n" + b"".join(a.tobytes() for a in arrays)
         for suffix, data in ((".bin", blob),
                              (".json", json.dumps(doc).encode())):   # the JSON last
             with tempfile.NamedTemporaryFile(dir=directory, delete=False,
@@ -326,18 +377,105 @@ def load(key: str):
         doc = json.loads(path.read_text(encoding="utf-8"), object_hook=_decoder(arrays))
         if doc.get("format") != FORMAT or doc.get("key") != key:
             raise ValueError("an entry of another key or format")
-        fields = doc["lowered"]
-        if sorted(fields) != sorted(f.name for f in dataclasses.fields(LoweredGraph)):
-            raise ValueError("a lowered graph of other fields")
-        lowered = LoweredGraph(**fields)
-        for kernel in lowered.kernels:
-            if not isinstance(kernel, Kernel) or not isinstance(kernel.source, str):
-                raise ValueError("a step that is not a kernel")
-            sanitize.check_shader(kernel.source, _user_lines(kernel))
+        if doc.get("kind") == "graph":
+            loaded = _graph_of(doc)
+        else:
+            loaded = _lowered_of(doc)
         feed_names = [(int(i), int(j), str(name)) for i, j, name in doc["feed_names"]]
         report = [str(line) for line in doc["fusion_report"]]
     except Exception as exc:       # noqa: BLE001 - any broken entry is only a miss
         warnings.warn(f"fragflow: ignoring the plan cache entry {path} "
                       f"({type(exc).__name__}: {exc}); compiling again", stacklevel=3)
         return None
-    return lowered, feed_names, report
+    return loaded, feed_names, report
+
+
+def _graph_of(doc) -> Graph:
+    """The compiled graph of a graph entry: read as ff.load_graph reads an untrusted
+    file (bounded, checked before anything is built); user GLSL is let through here
+    and checked against the graph being compiled by check_graph."""
+    text, digest = doc["graph"], doc.get("digest")
+    secret = _secret(plan_dir())
+    if not isinstance(text, str) or not isinstance(digest, str) or secret is None or \
+            not hmac.compare_digest(digest, _digest(secret, doc["key"], text)):
+        raise ValueError("a graph this cache did not write (its digest differs)")
+    return graph_from_json(text, allow_programs=True, max_bytes=MAX_ENTRY_BYTES)
+
+
+def _secret(directory: Path) -> bytes | None:
+    """The cache directory's own random key (made once, readable by this user only):
+    a graph entry's digest is keyed by it, so an entry written anywhere else, or
+    edited, is refused (a compiled graph runs as it says)."""
+    path = directory / "secret"
+    with contextlib.suppress(FileExistsError, OSError):
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(os.urandom(32))
+    try:
+        info = path.stat()
+        if hasattr(os, "getuid") and (info.st_uid != os.getuid() or info.st_mode & 0o077):
+            return None
+        secret = path.read_bytes()
+    except OSError:
+        return None
+    return secret if len(secret) == 32 else None
+
+
+def _digest(secret: bytes, key: str, text: str) -> str:
+    return hmac.new(secret, f"{key}\n{text}".encode(), hashlib.blake2b).hexdigest()
+
+
+def _lowered_of(doc) -> LoweredGraph:
+    fields = doc["lowered"]
+    if sorted(fields) != sorted(f.name for f in dataclasses.fields(LoweredGraph)):
+        raise ValueError("a lowered graph of other fields")
+    lowered = LoweredGraph(**fields)
+    for kernel in lowered.kernels:
+        if not isinstance(kernel, Kernel) or not isinstance(kernel.source, str):
+            raise ValueError("a step that is not a kernel")
+        sanitize.check_shader(kernel.source, _user_lines(kernel))
+    return lowered
+
+
+def _all_nodes(graph: Graph):
+    """graph's nodes and those of its sub-graphs, at any depth."""
+    stack = [graph]
+    while stack:
+        g = stack.pop()
+        for node in g.nodes:
+            yield node
+            stack.extend(sub for _, sub in subgraphs(node))
+
+
+def _fits(got, want) -> bool:
+    return got.dtype == want.dtype and len(got.shape) == len(want.shape) and all(
+        a is None or b is None or a == b for a, b in zip(got.shape, want.shape))
+
+
+def check_graph(loaded: Graph, graph, fetches, feed_types: dict, feed_names: list,
+                initial: dict) -> None:
+    """ValueError unless a graph entry fits the compile asking for it: its user GLSL
+    is that of graph's own gpgpu_programs (at any depth), it returns a value of each
+    fetch's type, each feed name is a placeholder of the feed's type, and its variables
+    are graph's (same names, initial values)."""
+    own = {user_glsl(n.attrs) for n in _all_nodes(graph) if n.op == "gpgpu_program"}
+    if not own.issuperset(user_glsl(n.attrs) for n in _all_nodes(loaded)
+                          if n.op == "gpgpu_program"):
+        raise ValueError("a gpgpu_program that is not one of this graph's")
+    if len(loaded.outputs) != len(fetches) or not all(
+            _fits(got.type, want.type) for got, want in zip(loaded.outputs, fetches)):
+        raise ValueError("outputs that are not the fetches' types")
+    nodes = {n.name: n for n in loaded.nodes}
+    for i, j, name in feed_names:
+        node = nodes.get(name)
+        want = feed_types.get(graph.nodes[i].outputs[j])
+        if node is None or node.op != "placeholder" or want is None or \
+                node.outputs[0].type != want:
+            raise ValueError(f"feed {name!r} is not a placeholder of the feed's type")
+    for node in loaded.nodes:
+        if node.op == "variable":
+            value = initial.get(node.name)
+            mine = node.attrs["initial_value"]
+            if value is None or value.dtype != mine.dtype or not np.array_equal(
+                    value, mine, equal_nan=value.dtype.kind == "f"):
+                raise ValueError(f"variable {node.name!r} is not one of this graph's")
