@@ -138,6 +138,8 @@ def _kernel(nodes, steps, result, inputs, out, prefix, constants=None, indexed=F
     for b in inputs:
         b.index = broadcast_index(out.layout.shape, b.layout.shape)
         b.read = read_of(b.index) if b.size > 1 else "splat"
+        if b.read == "same" and (b.layout.window or out.layout.window):
+            b.read = "texel"        # a window (codegen/windows.py): not this fragment's texel
         if constants and b.value in constants and uniforms_pay(out.size):
             b.read = "uniform"
             uniforms[f"u_{b.arg}"] = (b.scalar, constants[b.value])

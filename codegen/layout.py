@@ -6,7 +6,7 @@ on the element count, so reshapes are free (the same texture, another shape).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -28,6 +28,9 @@ class Layout:
     dtype: str
     width: int
     height: int
+    # a scan step's slice or output inside a larger texture of (width, height): the
+    # int uniform of this name holds the texel where it starts (runtime/control_flow.py)
+    window: str = field(default="", kw_only=True)
 
     @property
     def size(self) -> int:

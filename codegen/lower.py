@@ -13,6 +13,7 @@ kernel name; make each name unique, e.g. "k<N>.p<i>_<node>" for the passes befor
 last and "k<N>_<node>" for the last, which is the name a single kernel would have."""
 from __future__ import annotations
 
+from dataclasses import replace
 from importlib import import_module
 from importlib.util import find_spec
 
@@ -39,13 +40,17 @@ PLANNERS = (import_module(f"{__package__}.conv").plan_blocks,)
 
 
 def lower(graph: Graph, limits: Limits | int | None = None,
-          max_texture_units: int | None = None, tuning: Tuning | None = None) -> LoweredGraph:
+          max_texture_units: int | None = None, tuning: Tuning | None = None,
+          windows: dict | None = None) -> LoweredGraph:
     """limits: the dialect and the device's limits (codegen/limits.py; a context's:
     `Limits.from_context(info)`); None: GL 3.3 core's. The older form
     lower(graph, max_texture_size, max_texture_units=None) means desktop GL with those.
     tuning: the knobs kernel choice follows (codegen/tuning; None: the llvmpipe
     profile). The scheduling step (codegen/schedule.py) runs first; the families read
-    the limits, the tuning and its facts as their modules' `active()` while this runs."""
+    the limits, the tuning and its facts as their modules' `active()` while this runs.
+    windows: {value name: (width, height, uniform)}: values that live inside a larger
+    texture at a texel offset the uniform holds (a scan step's slices and outputs,
+    runtime/control_flow.py; window_safe says which kernels honour them)."""
     if limits is None or isinstance(limits, int):
         limits = Limits(max_texture_size=limits or DESKTOP.max_texture_size,
                         max_texture_units=DESKTOP.max_texture_units if max_texture_units is None
@@ -55,15 +60,23 @@ def lower(graph: Graph, limits: Limits | int | None = None,
     tuning = Tuning() if tuning is None else tuning
     with lowering_with(limits), tuning_with(tuning), \
             facts_with(schedule(graph, limits, tuning, PLANNERS)):
-        return _lower(graph, limits)
+        return _lower(graph, limits, windows or {})
 
 
-def _lower(graph: Graph, limits: Limits) -> LoweredGraph:
+def _lower(graph: Graph, limits: Limits, windows: dict) -> LoweredGraph:
     max_texture_size, units = limits.max_texture_size, limits.max_texture_units
     layouts = {}
     for node in graph.nodes:
         for v in node.outputs:
             layouts[v.name] = layout_for(v.type, max_texture_size, f"{node.where()}'s output")
+            if v.name in windows:
+                width, height, uniform = windows[v.name]
+                layouts[v.name] = replace(layouts[v.name], width=width, height=height,
+                                          window=uniform)
+            elif node.op in VIEW_OPS and layouts[node.inputs[0].name].window:
+                within = layouts[node.inputs[0].name]     # a view shares its texture
+                layouts[v.name] = replace(layouts[v.name], width=within.width,
+                                          height=within.height, window=within.window)
     lowered_graph = LoweredGraph(layouts=layouts, feeds=[], constants={}, variables={},
                                  steps=[], assigns=[], outputs=[v.name for v in graph.outputs])
     for node in graph.nodes:

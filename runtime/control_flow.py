@@ -27,6 +27,8 @@ import numpy as np
 from ..codegen import lower
 from ..codegen.kernel import Binding
 from ..codegen.layout import layout_for
+from ..codegen.lower import VIEW_OPS as lower_views
+from ..codegen.windows import unsafe_windows
 from ..ir.errors import NumericsError
 from ..ir.graph import Graph
 from ..ir.ops import control as _control
@@ -66,7 +68,11 @@ class _SubPlan:
     """A graph's plan for feeds of given types: its plan, its feed names in the order
     of the graph's parameters, and the textures its loop owns (released with it)."""
 
-    def __init__(self, owner, graph: Graph, feed_values: list, fetches: list):
+    def __init__(self, owner, graph: Graph, feed_values: list, fetches: list,
+                 windows: dict | None = None):
+        """windows: {("param", k) or ("output", j): (width, height, uniform)}, the
+        parameters and outputs to read and write inside larger textures (a scan's,
+        _ScanWindows); `self.windows` keeps those every kernel honours."""
         from .driver import optimize  # a cycle: the driver builds ControlFlowPlans
         backend = owner.backend
         types = dict(feed_values)
@@ -74,14 +80,53 @@ class _SubPlan:
                              max_texture_units=backend.max_texture_units,
                              max_draw_buffers=backend.max_draw_buffers)
         self.names = [optimized.feed_names.get(v) for v in types]
+        self.windows: dict = {}
         if has_control_flow(optimized.graph):
             self.plan = ControlFlowPlan(backend, optimized.graph, owner.variables,
                                         owner.initial, owner.tuning)
         else:
-            lowered = lower(optimized.graph, backend.limits, tuning=owner.tuning)
+            lowered, self.windows = self._lower(optimized.graph, backend.limits,
+                                                owner.tuning, windows or {})
             self.plan = backend.build_plan(lowered, owner.variables, owner.initial)
         self.backend = backend
         self._owned: dict = {}          # purpose -> [Texture, ...]
+
+    def _lower(self, graph, limits, tuning, wanted: dict) -> tuple:
+        """(lowered graph, windows kept): lowered again without the windows a kernel
+        does not honour (codegen/windows.py) or that no kernel writes."""
+        outputs = []
+        for v in graph.outputs:         # a view's window is its source's
+            while v.node.op in lower_views and v.node.inputs:
+                v = v.node.inputs[0]
+            outputs.append(v.name)
+        names, kinds = {}, {}
+        for (kind, k), window in sorted(wanted.items(), key=lambda kw: kw[0][0] != "param"):
+            name = self.names[k] if kind == "param" else outputs[k]
+            if name is not None and name not in names:
+                names[name], kinds[name] = window, kind
+        while True:
+            lowered = lower(graph, limits, tuning=tuning,
+                            windows={n: w[:3] for n, w in names.items()})
+            bad = set()
+            written = {}
+            for s in lowered.steps:
+                if s[0] == "kernel":
+                    bad |= unsafe_windows(s[1])
+                    for b in s[1].outputs:
+                        written[b.value] = written.get(b.value, 0) + 1
+            feeds = set(lowered.feeds)
+            bad |= {w[2] for name, w in names.items()
+                    if (name not in feeds if kinds[name] == "param"
+                        else written.get(name) != 1)}
+            # a carry read inside the stacked result of an output no longer windowed
+            alive = {w[2] for w in names.values()} - bad
+            bad |= {w[2] for w in names.values() if w[3] is not None
+                    and wanted[("output", w[3])][2] not in alive}
+            if not bad:
+                break
+            names = {n: w for n, w in names.items() if w[2] not in bad}
+        kept = {w[2] for w in names.values()}
+        return lowered, {key: w for key, w in wanted.items() if w[2] in kept}
 
     def run(self, values: list, extra: dict | None = None, observer=None,
             resident: bool = False) -> list:
@@ -283,13 +328,16 @@ class ControlFlowPlan:
             if key not in self._in_use and key != but:
                 self._plans.pop(key).release()
 
-    def _sub(self, purpose, node, build, types, keep: bool = True) -> _SubPlan:
-        """The plan of the graph build(types) makes for parameters of these types."""
+    def _sub(self, purpose, node, build, types, keep: bool = True,
+             windows=None) -> _SubPlan:
+        """The plan of the graph build(types) makes for parameters of these types;
+        windows(fetches): the windows to try (_SubPlan)."""
         types = list(types)
 
         def make():
             graph, params, fetches = build(types)
-            return _SubPlan(self, graph, list(zip(params, types)), fetches)
+            return _SubPlan(self, graph, list(zip(params, types)), fetches,
+                            windows(fetches) if windows else None)
         return self._cached((purpose, node.name, tuple(types)), make, keep)
 
     def _run_control(self, node, values: list, extra: dict, observer=None) -> list:
@@ -394,7 +442,16 @@ class ControlFlowPlan:
             return list(carry) + stacked
         slice_types = [TensorType(t.shape[1:], t.dtype) for t in elem_types]
         types = [_type(c) for c in carry] + slice_types + [_type(c) for c in caps]
-        step = self._sub("scan", node, build, types)
+        # the body's plan with what windows its kernels honour; run whole (with an
+        # observer) its windows start at texel 0, which is right for a plan's own feeds
+        step = self._sub("scan", node, build, types, windows=WINDOWS and (
+            lambda outs: _scan_windows(outs, types, elem_types, nc, length,
+                                       self.backend.device.max_texture_size)))
+        if observer is None and step.windows:
+            run = _WindowedScan.of(step, nc, len(elems))
+            if run is not None:
+                return run(types, carry, elems, caps, steps)
+            step = self._sub("scan.copies", node, build, types)
         if observer is None:
             return self._scan_on_gpu(step, types, carry, elems, caps, steps, extra)
         carry, caps = [_array(c) for c in carry], [_array(c) for c in caps]
@@ -470,6 +527,252 @@ class ControlFlowPlan:
                 copier.place(y, into, i)
             loop.advance(outs[:nc])
         return loop.current() + (stacked or [])
+
+
+# -- a scan's slices and outputs read and written in place -----------------------------------
+# Windows (codegen/windows.py): the body's kernels read each element slice inside the
+# elements' texture and write each step's ys inside the stacked result, at texel offsets
+# set per draw: no copy per step. A y that is also carried (an RNN's h) is read back by
+# the next step, and a texture cannot be read while it is drawn into: such a y goes to
+# two stacked textures by turns and one draw merges them when the scan ends. Whatever a
+# kernel cannot read or write in place (codegen/windows.py) is copied as before.
+WINDOWS = True
+
+
+def _scan_windows(outs: list, types: list, elem_types: list, nc: int, length: int,
+                  max_texture_size: int) -> dict:
+    """The windows to try for a scan body whose fetches are outs (carry..., ys...):
+    {("param", k) | ("output", k): (width, height, uniform, linked output or None)}."""
+    windows = {}
+
+    def add(key, stacked: TensorType, link=None):
+        lay = layout_for(stacked, max_texture_size)
+        windows[key] = (lay.width, lay.height, f"ff_window{len(windows)}", link)
+    for k, t in enumerate(elem_types):
+        if t.size and (t.size // t.shape[0]) % 4 == 0:
+            add(("param", nc + k), t)
+    for j in range(nc, len(outs)):
+        y = outs[j].type
+        if y.size and y.size % 4 == 0 and not any(outs[j] is outs[m] for m in range(nc, j)):
+            add(("output", j), TensorType((length,) + tuple(y.shape), y.dtype))
+    for c in range(nc):
+        linked = [j for j in range(nc, len(outs)) if outs[j] is outs[c]
+                  and ("output", j) in windows]
+        if linked and types[c] == outs[c].type:
+            w = windows[("output", linked[0])]
+            windows[("param", c)] = (w[0], w[1], f"ff_window{len(windows)}", linked[0])
+    return windows
+
+
+class _WindowedScan:
+    """A scan run with windows (above). Per carry, how its value gets to the next
+    step: "linked" (it is a windowed y: read inside that y's pair, or copied out of it
+    where its reader cannot), "same" (the body returns its parameter), "swap" (its
+    result texture and its parameter's swap), "copy" (copied on the GPU)."""
+
+    def __init__(self, step, nc, ne, feeds, launches, kinds):
+        self.step, self.nc, self.ne, self.plan = step, nc, ne, step.plan
+        self.feeds, self.launches, self.kinds = feeds, launches, kinds
+        self.copier = _copier(step.backend.device)
+
+    @classmethod
+    def of(cls, step, nc, ne):
+        """None where the plan is not a GLPlan or reads feeds besides its parameters."""
+        plan, windows = step.plan, step.windows
+        if not all(hasattr(plan, a) for a in ("_uploads", "_launches", "_readbacks",
+                                              "_launch_info")):
+            return None
+        by_name = {name: (slot, layout) for name, slot, layout, _ in plan._uploads}
+        if set(by_name) - set(step.names):
+            return None
+        feeds = [by_name.get(n) if n is not None else None for n in step.names]
+        outs = plan._readbacks
+        feed_slots = {id(f[0]) for f in feeds if f is not None}
+        kinds = []
+        for c in range(nc):
+            slot = outs[c][0]
+            linked = next((j for j in range(nc, len(outs)) if outs[j][0] is slot
+                           and ("output", j) in windows), None)
+            if linked is not None:
+                kinds.append(("linked", linked))
+            elif feeds[c] is not None and slot is feeds[c][0]:
+                kinds.append(("same", None))
+            elif feeds[c] is None:
+                kinds.append(("none", None))
+            elif id(slot) in feed_slots or any(outs[m][0] is slot for m in range(nc)
+                                               if m != c) or \
+                    slot.texture.key != feeds[c][0].texture.key:
+                kinds.append(("copy", None))
+            else:
+                kinds.append(("swap", None))
+        from .gl_resources import GL  # imports OpenGL: only once a context exists
+        launches = []
+        with step.backend.device.gl:
+            for launch, (kernel, _) in zip(plan._launches, plan._launch_info):
+                names = {b.layout.window for b in kernel.inputs if b.layout.window}
+                out = kernel.output.layout.window
+                names |= {out} if out else set()
+                where = [(GL.glGetUniformLocation(launch[0], n), n) for n in sorted(names)]
+                launches.append((launch, where, out or None, kernel.output.layout))
+        return cls(step, nc, ne, feeds, launches, kinds)
+
+    def __call__(self, types, carry, elems, caps, steps) -> list:
+        with self.step.backend.device.gl:
+            restore = []                    # (slot, its own texture)
+            try:
+                return self._run(types, carry, elems, caps, steps, restore)
+            finally:
+                for slot, texture in reversed(restore):
+                    slot.texture = texture
+                self._reset()
+
+    def _reset(self) -> None:
+        """Every window back at texel 0 (a program keeps its uniforms: a run of the
+        plan whole, as an observer's, then reads its own textures from their start)."""
+        GL = self.copier.gl
+        for launch, located, _, _ in self.launches:
+            if located:
+                GL.glUseProgram(launch[0])
+                for location, _ in located:
+                    GL.glUniform1i(location, 0)
+        _bound().forget()
+
+    def _run(self, types, carry, elems, caps, steps, restore) -> list:
+        step, nc, ne, plan, copier = self.step, self.nc, self.ne, self.plan, self.copier
+        windows, feeds, outs = step.windows, self.feeds, plan._readbacks
+        from .gl_plan import draw, draw_rows  # imports OpenGL: only with a context
+        BOUND, GL = _bound(), copier.gl
+        length, ny = len(steps), len(outs) - nc
+        size_of = lambda j: outs[j][1].size  # noqa: E731 - one output's elements
+
+        def point(slot, texture):
+            restore.append((slot, slot.texture))
+            slot.texture = texture
+
+        def fill(slot, layout, value):
+            """a parameter's own texture = value (at texel 0 of a window)"""
+            if _is_resident(value) and value.layout.texture_key == layout.texture_key \
+                    and not layout.window:
+                copier.whole(value, slot.texture)
+            elif _is_resident(value):
+                copier.slice(value, slot.texture, 0, value.layout.size)
+            else:
+                slot.texture.upload(_texels(value, layout))
+        for k, value in enumerate(list(carry) + [None] * ne + list(caps)):
+            if feeds[k] is None or value is None:
+                continue
+            slot, layout = feeds[k]
+            if k >= nc + ne and _is_resident(value) and \
+                    value.layout.texture_key == layout.texture_key:
+                point(slot, value.texture)          # a capture: read where it is
+            else:
+                fill(slot, layout, value)
+        held = []                                   # the elements, in standard layouts
+        for k, e in enumerate(elems):
+            lay = layout_for(_type(e), step.backend.device.max_texture_size)
+            if not (_is_resident(e) and e.layout == lay):
+                ((texture, lay),) = step.owned(("elems", k), [_type(e)])
+                if _is_resident(e):
+                    copier.slice(e, texture, 0, e.layout.size)
+                else:
+                    texture.upload(_texels(e, lay))
+                e = _resident(texture, lay)
+            held.append(e)
+            if ("param", nc + k) in windows and feeds[nc + k] is not None:
+                point(feeds[nc + k][0], e.texture)
+        sizes = [types[nc + k].size for k in range(ne)]
+        y_types = [TensorType((length,) + tuple(outs[j][1].shape), outs[j][1].dtype)
+                   for j in range(nc, nc + ny)]
+        stacked = [_resident(t, lay) for t, lay in step.owned("ys", y_types)]
+        pairs = {w[3]: tuple(step.owned(("ys.pair", w[3], half), [y_types[w[3] - nc]])[0][0]
+                             for half in (0, 1))
+                 for w in windows.values() if w[3] is not None}
+        for j in range(nc, nc + ny):
+            if ("output", j) in windows:
+                point(outs[j][0], stacked[j - nc].texture)
+        # where a value is now: its slot's texture, at its window's start this step
+        window_of = {id(feeds[k][0] if kind == "param" else outs[k][0]): w[2]
+                     for (kind, k), w in windows.items()
+                     if kind == "output" or feeds[k] is not None}
+        shared = {j: next(m for m in range(nc, nc + ny) if outs[m][0] is outs[j][0]
+                          and ("output", m) in windows)
+                  for j in range(nc, nc + ny) if ("output", j) not in windows and
+                  any(outs[m][0] is outs[j][0] and ("output", m) in windows
+                      for m in range(nc, nc + ny))}
+
+        def where(slot) -> tuple:
+            return slot.texture, 4 * bases.get(window_of.get(id(slot)), 0)
+        for c in range(nc):
+            if ("param", c) in windows:
+                point(feeds[c][0], feeds[c][0].texture)     # restored when done
+        BOUND.forget()
+        bases, previous = {}, None
+        for n, i in enumerate(steps):
+            for k in range(ne):
+                if feeds[nc + k] is None:
+                    continue
+                w = windows.get(("param", nc + k))
+                if w is not None:
+                    bases[w[2]] = i * sizes[k] // 4
+                else:
+                    copier.slice(held[k], feeds[nc + k][0].texture, i, sizes[k],
+                                 fresh=False)
+            for j in range(nc, nc + ny):
+                w = windows.get(("output", j))
+                if w is not None:
+                    bases[w[2]] = i * size_of(j) // 4
+                    if j in pairs:
+                        outs[j][0].texture = pairs[j][n % 2]
+            for c in range(nc):
+                w = windows.get(("param", c))
+                if w is not None and n > 0:
+                    feeds[c][0].texture = pairs[w[3]][(n - 1) % 2]
+                    bases[w[2]] = previous * size_of(w[3]) // 4
+                elif w is not None:
+                    bases[w[2]] = 0
+            for launch, located, out, out_layout in self.launches:
+                if not located:
+                    draw(*launch)
+                    continue
+                if BOUND.shader != launch[0]:
+                    GL.glUseProgram(launch[0])
+                    BOUND.shader = launch[0]
+                for location, name in located:
+                    GL.glUniform1i(location, bases[name])
+                if out is None:
+                    draw(*launch)
+                else:
+                    base, width = bases[out], out_layout.width
+                    row0 = base // width
+                    draw_rows(launch, row0,
+                              (base + -(-out_layout.size // 4) - 1) // width - row0 + 1)
+            for j in range(nc, nc + ny):
+                if ("output", j) not in windows and j not in shared:
+                    texture, offset = where(outs[j][0])
+                    copier.copy(texture, offset, stacked[j - nc].texture, i * size_of(j),
+                                size_of(j))
+            for c, (kind, _) in enumerate(self.kinds):
+                if kind == "swap":
+                    feed, out = feeds[c][0], outs[c][0]
+                    feed.texture, out.texture = out.texture, feed.texture
+                elif kind == "copy" or kind == "linked" and feeds[c] is not None and \
+                        ("param", c) not in windows:
+                    texture, offset = where(outs[c][0])
+                    copier.load(texture, offset, feeds[c][0].texture, size_of(c))
+            previous = i
+        finals = []
+        for c, ((texture, lay), (kind, _)) in enumerate(
+                zip(step.owned("carry", types[:nc]), self.kinds)):
+            if lay.size:
+                src = feeds[c][0] if kind in ("swap", "same", "copy") else outs[c][0]
+                copier.load(*where(src), texture, lay.size)
+            finals.append(_resident(texture, lay))
+        for j, (even, odd) in pairs.items():
+            copier.merge(even, odd, stacked[j - nc].texture, size_of(j) // 4, length,
+                         steps[0] != 0)
+        for j, source in shared.items():        # the same values: the same texture
+            stacked[j - nc] = _resident(stacked[source - nc].texture, stacked[j - nc].layout)
+        return finals + stacked
 
 
 def _bound():
@@ -690,13 +993,38 @@ void main() {{
 _UNIFORMS = ("src_width", "dst_width", "lo", "hi", "delta", "tlo", "thi")
 
 
+# A windowed scan's y that is also carried went to two textures by turns (step n to
+# src0 where n is even); their geometry is the stacked result's, so a texel is where
+# it is in both.
+_MERGE_GLSL = """{version}
+{precision}
+// fragflow: a scan's stacked result from the two textures its steps wrote by turns
+uniform highp {prefix}sampler2D src0;
+uniform highp {prefix}sampler2D src1;
+uniform int dst_width;
+uniform int step_texels;
+uniform int last;
+uniform int reverse;
+out {vec} result;
+
+void main() {{
+    ivec2 p = ivec2(gl_FragCoord.xy);
+    int i = (p.y * dst_width + p.x) / step_texels;
+    int n = reverse != 0 ? last - i : i;
+    result = (n & 1) == 0 ? texelFetch(src0, p, 0) : texelFetch(src1, p, 0);
+}}
+"""
+
+_MERGE_UNIFORMS = ("dst_width", "step_texels", "last", "reverse")
+
+
 class _CopyShader:
     """What LinkedShaderCache.get links: a hand-written kernel record."""
 
-    def __init__(self, source: str, name: str):
+    def __init__(self, source: str, name: str, inputs=("src",)):
         self.compiled_source = self.source = source
         self.name, self.user_code = name, None
-        self.inputs = (Binding("src", "", None),)
+        self.inputs = tuple(Binding(n, "", None) for n in inputs)
         self.uniforms: dict = {}
 
 
@@ -714,10 +1042,15 @@ class _GPUCopy:
                                        precision="\n".join(limits.precision),
                                        prefix=prefix, vec=vec)
             self.kernels[fmt] = _CopyShader(source, f"control_flow_copy_{fmt}")
+            source = _MERGE_GLSL.format(version=limits.version_line,
+                                        precision="\n".join(limits.precision),
+                                        prefix=prefix, vec=vec)
+            self.kernels["merge", fmt] = _CopyShader(source, f"control_flow_merge_{fmt}",
+                                                     ("src0", "src1"))
 
-    def _shader(self, fmt: str) -> tuple:
+    def _shader(self, fmt, uniforms=_UNIFORMS) -> tuple:
         """The linked shader, its uniforms' locations and the values they hold;
-        linked (and pinned: two shaders for the process's life) again if the cache
+        linked (and pinned: four shaders for the process's life) again if the cache
         let it go."""
         kernel = self.kernels[fmt]
         shader = self.device.shaders.get(kernel)
@@ -726,8 +1059,27 @@ class _GPUCopy:
             _bound().forget()              # linking it used glUseProgram
             self.device.shaders.pin([kernel])
             known = self.linked[fmt] = (shader, {u: self.gl.glGetUniformLocation(shader, u)
-                                                 for u in _UNIFORMS}, {})
+                                                 for u in uniforms}, {})
         return known
+
+    def merge(self, even, odd, dst, step_texels: int, length: int, reverse: bool) -> None:
+        """dst = even's texels where the step they hold was drawn at an even turn, else
+        odd's (a windowed scan's carried y, _WindowedScan); the three of one geometry."""
+        BOUND, GL = _bound(), self.gl
+        with self.device.gl:
+            BOUND.forget()
+            shader, where, _ = self._shader(("merge", dst.format), _MERGE_UNIFORMS)
+            GL.glUseProgram(shader)
+            for name, value in zip(_MERGE_UNIFORMS, (dst.width, step_texels, length - 1,
+                                                     int(reverse))):
+                GL.glUniform1i(where[name], int(value))
+            for unit, texture in enumerate((even, odd)):
+                GL.glActiveTexture(GL.GL_TEXTURE0 + unit)
+                GL.glBindTexture(GL.GL_TEXTURE_2D, texture.id)
+            GL.glBindFramebuffer(GL.GL_FRAMEBUFFER, dst.fbo)
+            GL.glViewport(0, 0, dst.width, dst.height)
+            GL.glDrawArrays(GL.GL_TRIANGLES, 0, 3)
+            BOUND.forget()
 
     def _draw(self, src, dst, lo, hi, delta, draws, fresh=True) -> None:
         """draws: (texel lo, texel hi, color mask) per draw into dst. Binds through
@@ -752,12 +1104,14 @@ class _GPUCopy:
                                                delta)):
                 uniform(name, int(value))
             texture_id = src.texture.id
-            if BOUND.textures.get(0) != texture_id:
-                if BOUND.active_unit != 0:
-                    GL.glActiveTexture(GL.GL_TEXTURE0)
-                    BOUND.active_unit = 0
-                GL.glBindTexture(GL.GL_TEXTURE_2D, texture_id)
-                BOUND.textures[0] = texture_id
+            # bound again even where BOUND says it is: measured on llvmpipe, a texture
+            # drawn into and sampled by one copy read as zeros in the next copy that
+            # sampled it without binding it again
+            if BOUND.active_unit != 0:
+                GL.glActiveTexture(GL.GL_TEXTURE0)
+                BOUND.active_unit = 0
+            GL.glBindTexture(GL.GL_TEXTURE_2D, texture_id)
+            BOUND.textures[0] = texture_id
             if BOUND.framebuffer != dst.fbo:
                 GL.glBindFramebuffer(GL.GL_FRAMEBUFFER, dst.fbo)
                 BOUND.framebuffer = dst.fbo
@@ -782,6 +1136,19 @@ class _GPUCopy:
                 GL.glDrawArrays(GL.GL_TRIANGLES, 0, 3)
                 if masked:
                     GL.glColorMask(True, True, True, True)
+
+    def load(self, src, offset: int, dst, n: int) -> None:
+        """dst (a texture) = src's (a texture's) elements [offset, offset + n), the rest
+        of dst zeroed as an upload pads it; binds through BOUND as _draw(fresh=False)."""
+        self._draw(_resident(src, None), dst, 0, n, offset,
+                   [(0, dst.width * dst.height, (True,) * 4)], fresh=False)
+
+    def copy(self, src, offset: int, dst, at: int, n: int) -> None:
+        """dst's elements [at, at + n) = src's [offset, offset + n) (textures); the rest
+        of dst is left as it is."""
+        if n:
+            self._draw(_resident(src, None), dst, at, at + n, offset - at,
+                       _texel_draws(at, at + n), fresh=False)
 
     def whole(self, src, dst) -> None:
         """dst (a texture of src's size and format) = src, every texel."""

@@ -110,6 +110,15 @@ def draw(shader_id, inputs, uniforms, out, width, height, bound=BOUND) -> None:
     GL.glDrawArrays(_TRIANGLES, 0, 3)
 
 
+def draw_rows(launch, row0: int, rows: int, bound=BOUND) -> None:
+    """draw(*launch) into rows [row0, row0 + rows) of its target only (a kernel writing
+    a window of a larger texture: codegen/windows.py)."""
+    shader_id, inputs, uniforms, out, width, _ = launch
+    bound.width = bound.height = None       # the next draw sets its whole viewport again
+    GL.glViewport(0, row0, width, rows)
+    draw(shader_id, inputs, uniforms, out, None, None, bound)
+
+
 def _timer_entry_points():
     """(GL_TIME_ELAPSED, glGetQueryObjectui64v) of this context, or None: GL 3.3 core
     has them; OpenGL ES only through EXT_disjoint_timer_query."""
@@ -261,6 +270,8 @@ class GLPlan:
         shared = [new_slot(key) for key in memory.textures]
         for value, index in memory.texture_of.items():
             slot_of[value] = shared[index]
+            if layouts[value].window:   # the runtime points it into a larger texture
+                slot_of[value] = new_slot(layouts[value].texture_key)
         self._launches = []
         self._launch_info = []         # (kernel, output layout) per launch
         for step in lowered_graph.steps:

@@ -1,0 +1,243 @@
+"""A scan's slices and ys read and written in place (runtime/control_flow.py windows,
+codegen/windows.py): results against the numpy executor running the graph as built;
+no copy drawn per step where every kernel honours its windows (copies counted with a
+spy, for two step counts); the fallbacks (sizes not a multiple of 4, kernels that
+address a texture their own way, carries returned as they are or twice) still right;
+the same bits as the copying path."""
+import numpy as np
+import pytest
+
+import fragflow as tf
+from fragflow.codegen.kernel import Binding
+from fragflow.codegen.layout import Layout
+from fragflow.codegen.windows import unsafe_windows
+from fragflow.runtime import control_flow as cf
+
+RNG = np.random.default_rng(2025)
+
+
+@pytest.fixture
+def copies(gl, monkeypatch):
+    """Copy draws and merges control flow makes, counted."""
+    counts = {"copies": 0, "merges": 0}
+    draw, merge = cf._GPUCopy._draw, cf._GPUCopy.merge
+
+    def counted_draw(self, *args, **kw):
+        counts["copies"] += 1
+        return draw(self, *args, **kw)
+
+    def counted_merge(self, *args, **kw):
+        counts["merges"] += 1
+        return merge(self, *args, **kw)
+    monkeypatch.setattr(cf._GPUCopy, "_draw", counted_draw)
+    monkeypatch.setattr(cf._GPUCopy, "merge", counted_merge)
+    return counts
+
+
+def _graph(build, shapes):
+    g = tf.Graph("windows")
+    with g.as_default():
+        feeds = {name: tf.placeholder(dtype, shape, name=name)
+                 for name, (dtype, shape) in shapes.items()}
+        fetches = build(**feeds)
+    return g, feeds, fetches
+
+
+def _run(copies, build, shapes, values, windows=True, monkeypatch=None):
+    """(GL results of the second run, its counts, numpy's results, the scans' windows)."""
+    g, feeds, fetches = _graph(build, shapes)
+    feed = {feeds[k]: v for k, v in values.items()}
+    want = tf.Session(g, backend="numpy", passes=[]).run(fetches, feed)
+    with tf.Session(g) as sess:
+        sess.run(fetches, feed)
+        copies.update(copies=0, merges=0)
+        got = sess.run(fetches, feed)
+        counts = dict(copies)
+        used = _windows_of(sess)
+    return got, counts, want, used
+
+
+def _windows_of(sess):
+    """The windows every scan sub-plan of the session's plans kept."""
+    found = []
+    for compiled in list(sess._plans.values()):
+        plan = getattr(compiled, "plan", None)
+        for key, sub in getattr(plan, "_plans", {}).items():
+            if key[0] == "scan":
+                found.append(dict(sub.windows))
+    return found
+
+
+def _check(got, want, rtol=1e-5, atol=1e-5):
+    for a, b in zip(got, want):
+        assert np.shape(a) == np.shape(b) and np.asarray(a).dtype == np.asarray(b).dtype
+        np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)
+
+
+def _rnn(x, w, u):
+    """h = tanh(x_t w + h u): h is the carry and the ys (read by the next step inside
+    the stacked result's pair), x_t read inside x."""
+    hs = tf.scan(lambda h, xt: tf.tanh(tf.matmul(xt, w) + tf.matmul(h, u)), x,
+                 initializer=tf.zeros((4, 8)))
+    return [hs, hs[-1] * 1.0]
+
+
+def _rnn_feeds(steps):
+    return ({"x": (tf.float32, (steps, 4, 8)), "w": (tf.float32, (8, 8)),
+             "u": (tf.float32, (8, 8))},
+            {"x": RNG.normal(size=(steps, 4, 8)).astype(np.float32),
+             "w": (RNG.normal(size=(8, 8)) * 0.5).astype(np.float32),
+             "u": (RNG.normal(size=(8, 8)) * 0.5).astype(np.float32)})
+
+
+@pytest.mark.parametrize("steps", [1, 2, 7, 8])
+def test_an_rnn_scan_copies_nothing_per_step(copies, steps):
+    shapes, values = _rnn_feeds(steps)
+    got, counts, want, used = _run(copies, _rnn, shapes, values)
+    _check(got, want)
+    assert used and set(used[0]) == {("param", 0), ("param", 1), ("output", 1)}
+    # the initial carry in, the last carry out: two copies and one merge, any steps
+    assert counts == {"copies": 2, "merges": 1}
+
+
+def test_the_copies_do_not_grow_with_the_steps(copies):
+    seen = []
+    for steps in (3, 30):
+        shapes, values = _rnn_feeds(steps)
+        got, counts, want, _ = _run(copies, _rnn, shapes, values)
+        _check(got, want)
+        seen.append(counts)
+    assert seen[0] == seen[1]
+
+
+def _reverse_and_more(x, k, w):
+    """A reverse scan with two elems (one int32), three ys (one int32, one not carried,
+    one a view of a kernel's output), and a capture."""
+    def step(acc, e):
+        h, n = acc[0], acc[1]
+        xt, kt = e
+        h2 = tf.tanh(tf.matmul(xt, w) + h * 0.5)
+        n2 = n + kt
+        return (h2, n2, n2 * 2, tf.reshape(h2 * 3.0, (8, 2)))
+    out = tf.scan(step, (x, k), initializer=(tf.zeros((4, 4)), tf.zeros((4, 4), tf.int32),
+                                             tf.zeros((4, 4), tf.int32), tf.zeros((8, 2))),
+                  reverse=True)
+    return list(out)
+
+
+@pytest.mark.parametrize("steps", [5, 6])
+def test_a_reverse_scan_with_int_and_view_outputs(copies, steps):
+    shapes = {"x": (tf.float32, (steps, 4, 4)), "k": (tf.int32, (steps, 4, 4)),
+              "w": (tf.float32, (4, 4))}
+    values = {"x": RNG.normal(size=(steps, 4, 4)).astype(np.float32),
+              "k": RNG.integers(-5, 6, size=(steps, 4, 4)).astype(np.int32),
+              "w": RNG.normal(size=(4, 4)).astype(np.float32)}
+    got, counts, want, used = _run(copies, _reverse_and_more, shapes, values)
+    _check(got, want)
+    assert used and ("param", 4) in used[0] and ("param", 5) in used[0]
+
+
+def _odd_sizes(x):
+    """Slices and ys of 15 elements: steps share texels, so they are copied."""
+    return [tf.scan(lambda a, xt: a * 0.5 + tf.exp(xt), x)]
+
+
+def test_sizes_not_a_multiple_of_four_are_copied(copies):
+    counts = []
+    for steps in (3, 9):
+        x = RNG.normal(size=(steps, 3, 5)).astype(np.float32)
+        got, c, want, used = _run(copies, _odd_sizes, {"x": (tf.float32, (steps, 3, 5))},
+                                  {"x": x})
+        _check(got, want)
+        assert not any(used)
+        counts.append(c["copies"])
+    assert counts[1] - counts[0] == 6 * 2       # a slice and a y per step
+
+
+def _reduced_slice(x):
+    """The slice read by a reduction (its kernels address textures their own way) and
+    by an elementwise op: the window is dropped, the slice copied, the result right."""
+    return [tf.scan(lambda a, xt: a + tf.reduce_sum(xt, axis=1) + xt[:, 0], x,
+                    initializer=tf.zeros((4,)))]
+
+
+def test_a_kernel_that_cannot_read_a_window_gets_a_copy(copies):
+    x = RNG.normal(size=(6, 4, 8)).astype(np.float32)
+    got, counts, want, used = _run(copies, _reduced_slice,
+                                   {"x": (tf.float32, (6, 4, 8))}, {"x": x})
+    _check(got, want)
+    assert used and ("param", 1) not in used[0]
+    assert counts["copies"] >= 6                # one slice per step at least
+
+
+def _carry_kinds(x):
+    """Carries returned as they are, returned twice, unused by the body, and carried
+    without being a y."""
+    def body(acc, xt):
+        keep, twice_a, twice_b, unused, swapped = acc
+        new = tf.tanh(xt + swapped)
+        return (keep, new, new, xt * 2.0, swapped * 0.5 + xt)
+    init = tuple(tf.ones((4, 4)) * float(i) for i in range(5))
+    return list(tf.scan(body, x, initializer=init))
+
+
+def test_carries_of_every_kind(copies):
+    x = RNG.normal(size=(5, 4, 4)).astype(np.float32)
+    got, counts, want, used = _run(copies, _carry_kinds,
+                                   {"x": (tf.float32, (5, 4, 4))}, {"x": x})
+    _check(got, want)
+    assert used
+
+
+def test_windows_give_the_bits_of_the_copying_path(copies, monkeypatch):
+    shapes, values = _rnn_feeds(9)
+    windowed = _run(copies, _rnn, shapes, values)
+    monkeypatch.setattr(cf, "WINDOWS", False)
+    copied = _run(copies, _rnn, shapes, values)
+    assert any(windowed[3]) and not any(copied[3])
+    for a, b in zip(windowed[0], copied[0]):
+        np.testing.assert_array_equal(a, b)
+    assert copied[1]["copies"] > windowed[1]["copies"]
+
+
+def test_memory_stays_flat_over_runs(gl):
+    shapes, values = _rnn_feeds(12)
+    g, feeds, fetches = _graph(_rnn, shapes)
+    feed = {feeds[k]: v for k, v in values.items()}
+    with tf.Session(g) as sess:
+        sess.run(fetches, feed)
+        before = sess.memory()["textures"]
+        for _ in range(5):
+            sess.run(fetches, feed)
+        assert sess.memory()["textures"] == before
+
+
+class _Kernel:
+    """The parts of a Kernel unsafe_windows reads."""
+
+    def __init__(self, source, inputs, output, output_layers=0):
+        self.compiled_source = source
+        self.inputs, self.output_layers = inputs, output_layers
+        self.outputs = (output,)
+
+
+def _binding(name, window=""):
+    return Binding(name, name, Layout((16,), "float32", 4, 1, window=window))
+
+
+def test_unsafe_windows_reads_the_source():
+    x, out = _binding("x0", "ff_window0"), _binding("ff_out", "ff_window1")
+    safe = ("uniform sampler2D x0;   // x: f32[16]\n"
+            "uniform int ff_window0;\n"
+            "vec4 texel_x0(int t) { return texelFetch(x0, ivec2((t + ff_window0) % 4, 0), 0); }\n"
+            "int texel = int(gl_FragCoord.y) * 4 + int(gl_FragCoord.x) - ff_window1;\n")
+    assert unsafe_windows(_Kernel(safe, (x,), out)) == set()
+    uv = safe + "vec4 v = textureLod(x0, ff_uv, 0.0);\n"
+    assert unsafe_windows(_Kernel(uv, (x,), out)) == {"ff_window0"}
+    coord = safe + "ivec2 xy = ivec2(gl_FragCoord.xy);\n"
+    assert unsafe_windows(_Kernel(coord, (x,), out)) == {"ff_window1"}
+    assert unsafe_windows(_Kernel(safe, (x,), out, output_layers=2)) == {"ff_window1"}
+    no_main = safe.replace("gl_FragCoord", "p")
+    assert unsafe_windows(_Kernel(no_main, (x,), out)) == {"ff_window1"}
+    plain = _binding("x0")
+    assert unsafe_windows(_Kernel(uv, (plain,), _binding("ff_out"))) == set()
