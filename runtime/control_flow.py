@@ -9,8 +9,10 @@ on GL" has the whole scheme and its costs.
 - while_loop: condition and body compiled once as one plan, replayed per iteration;
   the predicate read back (the only per-iteration sync); the body's result textures
   swap places with the loop variables' (ping-pong).
-- scan: the carry ping-pongs; each step's element slice and its ys are copied on the
-  GPU (a small copy draw each, the offset a uniform): nothing uploaded or read back.
+- scan: the body's kernels read each element slice and write each step's ys in
+  place, at offsets set per draw (windows, below); the carry ping-pongs. What a kernel
+  cannot read or write in place is copied on the GPU (a small draw, the offset a
+  uniform): nothing uploaded or read back per step.
 - cond: its predicate read back; only the taken branch's plan runs.
 
 Where the textures cannot swap (a body returning a loop variable as it is, a body
@@ -613,7 +615,9 @@ class _WindowedScan:
                 out = kernel.output.layout.window
                 names |= {out} if out else set()
                 where = [(GL.glGetUniformLocation(launch[0], n), n) for n in sorted(names)]
-                launches.append((launch, where, out or None, kernel.output.layout))
+                layout = kernel.output.layout          # (width, texels) of a window
+                launches.append((launch, where, out or None,
+                                 (layout.width, -(-layout.size // 4))))
         return cls(step, nc, ne, feeds, launches, kinds)
 
     def __call__(self, types, carry, elems, caps, steps) -> list:
@@ -643,7 +647,8 @@ class _WindowedScan:
         from .gl_plan import draw, draw_rows  # imports OpenGL: only with a context
         BOUND, GL = _bound(), copier.gl
         length, ny = len(steps), len(outs) - nc
-        size_of = lambda j: outs[j][1].size  # noqa: E731 - one output's elements
+        sizes_out = [o[1].size for o in outs]
+        size_of = sizes_out.__getitem__          # an output's elements
 
         def point(slot, texture):
             restore.append((slot, slot.texture))
@@ -742,10 +747,9 @@ class _WindowedScan:
                 if out is None:
                     draw(*launch)
                 else:
-                    base, width = bases[out], out_layout.width
+                    base, width = bases[out], out_layout[0]
                     row0 = base // width
-                    draw_rows(launch, row0,
-                              (base + -(-out_layout.size // 4) - 1) // width - row0 + 1)
+                    draw_rows(launch, row0, (base + out_layout[1] - 1) // width - row0 + 1)
             for j in range(nc, nc + ny):
                 if ("output", j) not in windows and j not in shared:
                     texture, offset = where(outs[j][0])
