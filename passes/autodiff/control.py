@@ -11,7 +11,8 @@ differentiated again.
                 rows, one written per iteration), as TF's while_v2 accumulators; the
                 backward a while_loop of that trip count reading the stacks, its body
                 the vector-Jacobian product of the forward body; variables of unknown
-                shape: the loop again as a masked scan of maximum_iterations steps.
+                shape, or stacks over MAX_STACK_ELEMENTS: the loop again as a masked
+                scan of maximum_iterations steps.
                 Without maximum_iterations no gradient (as TF2 under XLA; JAX's
                 while_loop has no reverse mode either)
     cond        a cond of the two branches' vector-Jacobian products: the taken
@@ -147,6 +148,11 @@ def _scan(node, dys):
 # The recording body of a while_loop its gradient rewrote says what it records: the
 # loop variables (the first n), and the condition and body over those before recording.
 _RECORDING = "_fragflow_recording"
+# the most elements a loop's stacks may hold (maximum_iterations x its variables'):
+# each iteration writes its stacks whole (a loop variable's texture ping-pongs on GL:
+# ~0.3 ms an iteration at this size on llvmpipe, about what a draw costs); a bigger
+# loop is differentiated as a masked scan of maximum_iterations steps instead
+MAX_STACK_ELEMENTS = 1 << 16
 
 
 class _Recording(NamedTuple):
@@ -255,7 +261,9 @@ def _while(node, dys):
             raise GradientError(f"{node.where()}: the gradient of a while_loop needs its "
                                 f"loop variables' shapes fixed (shape_invariants lets "
                                 f"'{v.name}' change)")
-    if not all(t.is_static for t in carried):
+    stacked = int(limit) * sum(int(np.prod(t.shape, dtype=np.int64)) for t in carried) \
+        if all(t.is_static for t in carried) else None
+    if stacked is None or stacked > MAX_STACK_ELEMENTS:
         return _while_by_scan(node, dys)
     if int(limit) == 0:             # no iteration: the variables pass through
         _, ccaps, bcaps = _control._while_split(list(node.inputs), attrs)
@@ -312,9 +320,10 @@ def _backward(node, rec: _Recording, dys) -> list:
 
 
 def _while_by_scan(node, dys):
-    """Loop variables of unknown shape (no stack to keep them in): the loop again as a
-    scan of maximum_iterations steps whose body runs the original body under a cond
-    while the loop is still active, then the scan rule."""
+    """Loop variables of unknown shape (no stack to keep them in) or stacks over
+    MAX_STACK_ELEMENTS: the loop again as a scan of maximum_iterations steps whose body
+    runs the original body under a cond while the loop is still active, then the scan
+    rule (a scan writes each step's row alone)."""
     attrs = node.attrs
     limit = attrs["maximum_iterations"]
     n = attrs["num_vars"]

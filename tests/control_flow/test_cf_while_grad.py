@@ -11,6 +11,7 @@ import torch
 
 import fragflow as tf
 from fragflow.ir.ops import control
+from fragflow.passes.autodiff import control as autodiff_control
 from fragflow.runtime import control_flow as cf
 from tests.gradcheck import check_gradients
 
@@ -234,3 +235,17 @@ def test_a_loop_variable_of_unknown_shape_still_has_a_gradient():
     with tf.Session(g, backend="numpy") as sess:
         got = sess.run(gx, {x: np.float32([1.0, 2.0])})      # 3 -> 6 -> 12: two trips
     np.testing.assert_allclose(got, [4.0, 4.0])
+
+
+def test_stacks_over_the_bound_take_the_masked_scan(monkeypatch):
+    # each iteration writes its stacks whole: past MAX_STACK_ELEMENTS the loop is
+    # differentiated as a scan of maximum_iterations steps (a row written per step)
+    monkeypatch.setattr(autodiff_control, "MAX_STACK_ELEMENTS", 3 * LIMIT - 1)
+    g = tf.Graph()
+    with g.as_default():
+        w = tf.placeholder(tf.float32, [3], name="w")
+        h = tf.placeholder(tf.float32, [3], name="h")
+        tf.gradients(tf.reduce_sum(_data_dependent(w, h)), [w])
+    assert _loops(g)[0].attrs["num_vars"] == 1
+    assert [n.op for n in g.nodes].count("scan") == 3
+    check_gradients(_data_dependent, {"w": W, "h": H}, backend="numpy")
