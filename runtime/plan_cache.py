@@ -285,7 +285,7 @@ def store_graph(key: str, graph: Graph, feed_names: list, fusion_report: list) -
         return
     try:
         text = graph_to_json(graph, indent=None)
-    except (TypeError, ValueError):            # an attr JSON cannot hold
+    except Exception:       # noqa: BLE001 - a graph the JSON form cannot hold: not kept
         return
     if len(text) > MAX_ENTRY_BYTES:
         return

@@ -215,3 +215,16 @@ def test_only_the_graphs_own_user_glsl_comes_back(cache, monkeypatch):
         again, _ = _run(model)
     for a, b in zip(first, again):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_graph_the_json_form_cannot_hold_is_compiled_and_not_kept(cache, monkeypatch):
+    def refuse(graph, indent=1):
+        raise ff.SerializationError("an attr the JSON form cannot hold")
+    monkeypatch.setattr(plan_cache, "graph_to_json", refuse)
+    model = _model()
+    got, _ = _run(model)
+    g, x, _, fetches, _ = model
+    want = ff.Session(g, backend="numpy", passes=[]).run(fetches, {x: XB})
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert not list(cache.glob("*.json"))
