@@ -662,8 +662,9 @@ def w14(case, cfg):
              "(issue 25)")
 def w15(case, cfg):
     """A scan on GL (each step's slice read and its ys written in place by the body's
-    kernels: nothing copied, uploaded or read back per step) against its ideal: the body's kernels alone, their launches
-    replayed 200 times from the plan of the same cell assigning a Variable."""
+    kernels: nothing copied, uploaded or read back per step) against its ideal: the
+    body's kernels alone, their launches replayed 200 times from the plan of the same
+    cell assigning a Variable."""
     steps, batch, n_in, n_h = 200, 32, 16, 64
     rng = np.random.default_rng(15)
     xs = rng.standard_normal((steps, batch, n_in)).astype(np.float32)
