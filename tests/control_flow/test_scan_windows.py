@@ -241,3 +241,23 @@ def test_unsafe_windows_reads_the_source():
     assert unsafe_windows(_Kernel(no_main, (x,), out)) == {"ff_window1"}
     plain = _binding("x0")
     assert unsafe_windows(_Kernel(uv, (plain,), _binding("ff_out"))) == set()
+
+
+def test_ten_thousand_steps_hold_as_many_textures_as_ten(gl):
+    """Windows allocate nothing per step: the same textures (the stacked results grow
+    with the steps, their number does not)."""
+    held = []
+    for steps in (10, 10_000):
+        g, feeds, fetches = _graph(
+            lambda x: [tf.scan(lambda h, xt: tf.tanh(h * 0.5 + xt), x)[-1]],
+            {"x": (tf.float32, (steps, 8))})
+        x = RNG.normal(size=(steps, 8)).astype(np.float32)
+        want = tf.Session(g, backend="numpy", passes=[]).run(fetches, {feeds["x"]: x})
+        with tf.Session(g) as sess:
+            sess.run(fetches, {feeds["x"]: x})
+            held.append(sess.memory()["textures"])
+            got = sess.run(fetches, {feeds["x"]: x})
+            held.append(sess.memory()["textures"])
+            assert any(_windows_of(sess))
+        _check(got, want)
+    assert held == [held[0]] * 4
