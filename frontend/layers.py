@@ -149,6 +149,9 @@ class Layer:
     """Base class: subclasses define build(input_shape) (making Variables with
     add_weight) and call(x, training) (building ops)."""
 
+    # Keras's supports_masking: the output keeps the input's Keras mask (batch, time)
+    supports_masking = False
+
     def __init__(self, name=None, trainable=True, input_shape=None, **kwargs):
         if kwargs:
             raise _unexpected_argument(type(self), sorted(kwargs)[0])
@@ -211,6 +214,10 @@ class Layer:
             out = self.call(x, training=bool(training))
         if isinstance(out, Tensor):      # what ff.Model(inputs, outputs) replays
             CALLS.setdefault(graph, {}).setdefault(out.value, []).append((self, x.value))
+            mask = keras_mask(x) if self.supports_masking else None
+            if mask is not None and keras_mask(out) is None and \
+                    len(out.shape) >= 2 and tuple(out.shape[:2]) == tuple(x.shape[:2]):
+                set_keras_mask(out, mask)
         return out
 
     def _scope(self) -> str:
@@ -297,6 +304,7 @@ class Dense(Layer):
 
     kernel: (input_dim, units); bias: (units,). Inputs of rank > 2 are flattened to
     (-1, input_dim) around the matmul (Keras applies Dense to the last axis)."""
+    supports_masking = True          # Keras: the mask goes on
 
     def __init__(self, units, activation=None, use_bias=True,
                  kernel_initializer="glorot_uniform", bias_initializer="zeros", **kwargs):
@@ -457,6 +465,7 @@ class BatchNormalization(Layer):
         moving = moving * momentum + batch_statistic * (1 - momentum)
     training=False: with moving_mean and moving_variance. Both modes compute
     (x - mean) * gamma / sqrt(variance + epsilon) + beta (ff.batch_normalization)."""
+    supports_masking = True          # Keras: the mask goes on
 
     def __init__(self, axis=-1, momentum=0.99, epsilon=1e-3, center=True, scale=True,
                  beta_initializer="zeros", gamma_initializer="ones",
@@ -515,6 +524,7 @@ class BatchNormalization(Layer):
 class Dropout(Layer):
     """training=True: ff.dropout (zero with probability rate, scale the rest by
     1 / (1 - rate)); training=False: the input itself."""
+    supports_masking = True          # Keras: the mask goes on
 
     def __init__(self, rate, noise_shape=None, seed=None, **kwargs):
         super().__init__(**kwargs)
@@ -595,6 +605,7 @@ class Flatten(Layer):
 
 class Activation(Layer):
     """An activation by name ("relu", "softmax", ...) or function."""
+    supports_masking = True          # Keras: the mask goes on
 
     def __init__(self, activation, **kwargs):
         super().__init__(**kwargs)
@@ -607,6 +618,7 @@ class Activation(Layer):
 class Softmax(Layer):
     """softmax over axis (Keras's layers.Softmax), e.g. after a model that ends in
     logits."""
+    supports_masking = True          # Keras: the mask goes on
 
     def __init__(self, axis=-1, **kwargs):
         super().__init__(**kwargs)
@@ -620,6 +632,7 @@ class Softmax(Layer):
 
 class ReLU(Layer):
     """max(x, 0) (Keras's layers.ReLU without its options)."""
+    supports_masking = True          # Keras: the mask goes on
 
     def call(self, x, training=False):
         return _ops.relu(x)
