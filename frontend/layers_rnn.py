@@ -457,7 +457,8 @@ class Bidirectional(Layer):
             else layer.name
         self.forward_layer = _fresh_copy(layer, "forward_" + base)
         if backward_layer is None:
-            self.backward_layer = _fresh_copy(layer, "backward_" + base, go_backwards=True)
+            self.backward_layer = _fresh_copy(layer, "backward_" + base,  # Keras: flipped
+                                              go_backwards=not layer.go_backwards)
         else:
             self.backward_layer = backward_layer
         fw, bw = self.forward_layer, self.backward_layer
