@@ -165,6 +165,14 @@ class Sequential:
             x = layer(x, training=training)
         return x
 
+    def _as_input(self, x) -> np.ndarray:
+        """x as the model's input takes it: float32, or the dtype its Input declares
+        (token ids for an Embedding as int32), as Keras casts to its inputs' dtypes."""
+        x = np.asarray(x)
+        self._ensure_built(x)
+        dtype = getattr(self.input, "dtype", "float32")
+        return x.astype({"int32": np.int32, "bool": np.bool_}.get(str(dtype), np.float32))
+
     def _ensure_built(self, x):
         if self.input is None and self._built_from_model():
             self.build(None)
@@ -348,7 +356,7 @@ class Sequential:
         last validation_split of the data, is evaluated after each epoch. Returns a
         History of the mean loss and metrics per epoch (and "val_" ones). callbacks:
         ff.keras.callbacks (TensorBoard, EarlyStopping, ...), told of each epoch's logs."""
-        x = np.asarray(x, np.float32)
+        x = self._as_input(x)
         if len(x) != len(y):
             raise ShapeError(f"fit: x has {len(x)} examples but y has {len(y)}")
         if validation_split and validation_data is None:
@@ -401,7 +409,7 @@ class Sequential:
     def train_on_batch(self, x, y):
         """One training step on exactly this batch: [loss, *metrics] before the step
         (the loss alone without metrics)."""
-        x = np.asarray(x, np.float32)
+        x = self._as_input(x)
         self._ensure_built(x)
         self._ensure_training()
         run = self.session.compile(self._train, feeds=[self.input, self.labels])
@@ -411,7 +419,7 @@ class Sequential:
     def evaluate(self, x, y, batch_size=None, verbose=0, return_dict=False):
         """The loss and metrics over (x, y) in inference mode: the loss alone if there
         are no metrics, else [loss, *metrics] (a dict with return_dict)."""
-        x = np.asarray(x, np.float32)
+        x = self._as_input(x)
         if len(x) != len(y) or len(x) == 0:
             raise ShapeError(f"evaluate: x has {len(x)} examples and y {len(y)}")
         self._ensure_built(x)
@@ -432,7 +440,7 @@ class Sequential:
 
     def predict(self, x, batch_size=None, verbose=0) -> np.ndarray:
         """The model's outputs (inference mode) for x, batch by batch."""
-        x = np.asarray(x, np.float32)
+        x = self._as_input(x)
         if len(x) == 0:
             raise ShapeError("predict needs at least one example")
         self._ensure_built(x)
