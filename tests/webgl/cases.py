@@ -467,8 +467,8 @@ def control_gradients():
         (gc,) = ff.gradients(ff.reduce_sum(c * c), [x])
         fetches = {"y": y, "grad_while": gx, "grad_cond": gc}
     case = Case(g, fetches, {x: np.array([0.5, -1.0, 2.0, 0.25], np.float32)}, atol=1e-5)
-    # the loop tests its condition 4 times, the gradient's loop (which runs the forward
-    # pass again, passes/autodiff/control.py) 4 more; the cond and its gradient's cond
+    # the loop tests its condition 4 times (3 trips), the backward loop as many (its
+    # forward's trip count, passes/autodiff/control.py); the cond and its gradient's cond
     case.reads = 4 + 4 + 1 + 1
     return case
 
