@@ -30,6 +30,7 @@ from ..codegen import lower
 from ..codegen.kernel import Binding
 from ..codegen.layout import layout_for
 from ..codegen.lower import VIEW_OPS as lower_views
+from ..codegen.tuning import Tuning
 from ..codegen.windows import unsafe_windows
 from ..ir.errors import NumericsError
 from ..ir.graph import Graph
@@ -446,7 +447,8 @@ class ControlFlowPlan:
         types = [_type(c) for c in carry] + slice_types + [_type(c) for c in caps]
         # the body's plan with what windows its kernels honour; run whole (with an
         # observer) its windows start at texel 0, which is right for a plan's own feeds
-        step = self._sub("scan", node, build, types, windows=WINDOWS and (
+        windowed = (self.tuning or Tuning()).scan_windows
+        step = self._sub("scan", node, build, types, windows=windowed and (
             lambda outs: _scan_windows(outs, types, elem_types, nc, length,
                                        self.backend.device.max_texture_size)))
         if observer is None and step.windows:
@@ -538,7 +540,7 @@ class ControlFlowPlan:
 # the next step, and a texture cannot be read while it is drawn into: such a y goes to
 # two stacked textures by turns and one draw merges them when the scan ends. Whatever a
 # kernel cannot read or write in place (codegen/windows.py) is copied as before.
-WINDOWS = True
+# Tuning.scan_windows=False copies everything (tests compare the two).
 
 
 def _scan_windows(outs: list, types: list, elem_types: list, nc: int, length: int,

@@ -58,6 +58,9 @@ class Tuning:
     # None: the device's limit's half (Limits.loop_trips). Tests shrink it to reach
     # unrolled paths with small inputs.
     max_loop_trips: int | None = None
+    # a scan body's kernels read its element slices and write its ys in place (windows,
+    # codegen/windows.py); False: a copy draw per slice and per ys each step
+    scan_windows: bool = True
 
     def __post_init__(self):
         if self.profile not in PROFILES:
@@ -69,6 +72,9 @@ class Tuning:
                 raise TuningError(f"Tuning.{name} must be a tuple of strategy names, "
                                   f"not {value!r}")
             object.__setattr__(self, name, tuple(value))
+        if not isinstance(self.scan_windows, bool):
+            raise TuningError(f"Tuning.scan_windows must be True or False, not "
+                              f"{self.scan_windows!r}")
         trips = self.max_loop_trips
         if trips is not None and (not isinstance(trips, int) or isinstance(trips, bool)
                                   or trips < 1):

@@ -43,12 +43,12 @@ def _graph(build, shapes):
     return g, feeds, fetches
 
 
-def _run(copies, build, shapes, values, windows=True, monkeypatch=None):
+def _run(copies, build, shapes, values, tuning=None):
     """(GL results of the second run, its counts, numpy's results, the scans' windows)."""
     g, feeds, fetches = _graph(build, shapes)
     feed = {feeds[k]: v for k, v in values.items()}
     want = tf.Session(g, backend="numpy", passes=[]).run(fetches, feed)
-    with tf.Session(g) as sess:
+    with tf.Session(g, tuning=tuning) as sess:
         sess.run(fetches, feed)
         copies.update(copies=0, merges=0)
         got = sess.run(fetches, feed)
@@ -189,11 +189,10 @@ def test_carries_of_every_kind(copies):
     assert used
 
 
-def test_windows_give_the_bits_of_the_copying_path(copies, monkeypatch):
+def test_windows_give_the_bits_of_the_copying_path(copies):
     shapes, values = _rnn_feeds(9)
     windowed = _run(copies, _rnn, shapes, values)
-    monkeypatch.setattr(cf, "WINDOWS", False)
-    copied = _run(copies, _rnn, shapes, values)
+    copied = _run(copies, _rnn, shapes, values, tf.Tuning().with_(scan_windows=False))
     assert any(windowed[3]) and not any(copied[3])
     for a, b in zip(windowed[0], copied[0]):
         np.testing.assert_array_equal(a, b)
@@ -261,3 +260,10 @@ def test_ten_thousand_steps_hold_as_many_textures_as_ten(gl):
             assert any(_windows_of(sess))
         _check(got, want)
     assert held == [held[0]] * 4
+
+
+def test_the_tuning_turns_windows_off():
+    assert tf.Tuning().scan_windows is True
+    assert tf.Tuning().from_env("scan_windows=false").scan_windows is False
+    with pytest.raises(tf.TuningError, match="scan_windows must be True or False"):
+        tf.Tuning(scan_windows=1)
