@@ -267,3 +267,36 @@ def test_the_tuning_turns_windows_off():
     assert tf.Tuning().from_env("scan_windows=false").scan_windows is False
     with pytest.raises(tf.TuningError, match="scan_windows must be True or False"):
         tf.Tuning(scan_windows=1)
+
+
+def test_unsafe_windows_refuses_a_windowed_output_among_several():
+    """A kernel drawing two outputs (draw buffers) writes them at one texel: a window
+    on either is not honoured, even where main() names it."""
+    x, out = _binding("x0", "ff_window0"), _binding("ff_out", "ff_window1")
+    safe = ("uniform sampler2D x0;\n"
+            "vec4 texel_x0(int t) { return texelFetch(x0, ivec2((t + ff_window0) % 4, 0), 0); }\n"
+            "int texel = int(gl_FragCoord.y) * 4 + int(gl_FragCoord.x) - ff_window1;\n")
+    assert unsafe_windows(_Kernel(safe, (x,), out)) == set()
+    two = _Kernel(safe, (x,), out)
+    two.outputs = (out, _binding("ff_out1"))
+    assert unsafe_windows(two) == {"ff_window1"}
+
+
+def _viewed_slice(x, c):
+    """The slice read through a view (a reshape: the view's window is its source's) and
+    a capture of the ys' shape added elementwise (read by texel index inside the y's
+    window, not at the fragment's texel)."""
+    return [tf.scan(lambda a, xt: tf.tanh(a * c + tf.reshape(xt, (8, 4)) * 2.0), x,
+                    initializer=tf.zeros((8, 4)))]
+
+
+@pytest.mark.parametrize("steps", [3, 6])
+def test_a_viewed_slice_and_a_capture_keep_their_windows(copies, steps):
+    x = RNG.normal(size=(steps, 4, 8)).astype(np.float32)
+    c = RNG.normal(size=(8, 4)).astype(np.float32)
+    got, counts, want, used = _run(copies, _viewed_slice, {"x": (tf.float32, (steps, 4, 8)),
+                                                           "c": (tf.float32, (8, 4))},
+                                   {"x": x, "c": c})
+    _check(got, want)
+    assert used and {("param", 0), ("param", 1), ("output", 1)} <= set(used[0])
+    assert counts["copies"] <= 2, counts
