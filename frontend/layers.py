@@ -831,9 +831,8 @@ class InputLayer(Layer):
 
 # Keras layers fragflow knows it lacks, with what to use (docs/TENSORFLOW.md)
 MISSING_LAYERS = {
-    **dict.fromkeys(["RNN", "LSTMCell", "GRUCell", "SimpleRNNCell", "ConvLSTM2D",
-                     "TimeDistributed"],
-                    "use SimpleRNN / LSTM / GRU (and Bidirectional)"),
+    **dict.fromkeys(["ConvLSTM2D", "TimeDistributed"],
+                    "use SimpleRNN / LSTM / GRU / RNN(cell) (and Bidirectional)"),
     **dict.fromkeys(["Conv1D", "Conv3D", "Conv2DTranspose", "Conv3DTranspose"],
                     "use ff.nn.conv1d / conv3d / conv2d_transpose with a Variable"),
     **dict.fromkeys(["LayerNormalization", "GroupNormalization"],

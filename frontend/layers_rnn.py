@@ -18,15 +18,20 @@ as Keras; stateful=True is refused.
 """
 from __future__ import annotations
 
+import copy
+import inspect
+
 import numpy as np
 
 from ..ir.errors import AttrError, ShapeError
+from ..ir.graph import get_default_graph
 from . import initializers as _init, layers as _layers, ops as _ops
 from .layers import CALLS, Layer, _activation_name, activation_fn, keras_mask, set_keras_mask
 from .rnn import RNNError, recurrence
 from .tensor import Tensor, as_tensor_value, wrap
 
-__all__ = ["SimpleRNN", "LSTM", "GRU", "Bidirectional", "Masking"]
+__all__ = ["SimpleRNN", "LSTM", "GRU", "Bidirectional", "Masking", "RNN", "SimpleRNNCell",
+           "LSTMCell", "GRUCell", "StackedRNNCells"]
 
 
 def _tensor(x) -> Tensor:
@@ -418,6 +423,11 @@ def _fresh_copy(layer, name, **changes):
     clone.__dict__.update(layer.__dict__, built=False, graph=None, _requested_name=None,
                           _trainable_weights=[], _non_trainable_weights=[], updates=[],
                           name=name, **changes)
+    if isinstance(layer, RNN):               # its own cell: its own weights
+        if getattr(layer.cell, "built", False):
+            raise AttrError(f"Bidirectional: the cell of RNN '{layer.name}' is already "
+                            f"built (its weights made); give an RNN of a new cell")
+        clone.cell = copy.deepcopy(layer.cell)
     return clone
 
 
@@ -565,8 +575,555 @@ class Bidirectional(Layer):
         return f"<ff.layers.Bidirectional '{self.name}' of {self.forward_layer!r}>"
 
 
+# -- Keras's generic RNN(cell) and its cells --------------------------------------------
+_REFUSED_CELL_ARGS = ("kernel_regularizer", "recurrent_regularizer", "bias_regularizer",
+                      "kernel_constraint", "recurrent_constraint", "bias_constraint")
+
+
+class _Cell(Layer):
+    """What SimpleRNNCell, LSTMCell and GRUCell share: one step of SimpleRNN / LSTM /
+    GRU. The cell holds a layer of that class (its core) and runs the core's step on the
+    core's weights, so RNN(LSTMCell(n)) is LSTM(n): the same weights, names and loop."""
+
+    layer_class: type = _Recurrent
+    keras_name = "rnn_cell"
+
+    def __init__(self, units, layer_args, kwargs):
+        what = type(self).__name__
+        for key in _REFUSED_CELL_ARGS:
+            if kwargs.pop(key, None) is not None:
+                raise AttrError(f"{what}({key}=...) is not supported")
+        core_args = {k: kwargs.pop(k) for k in ("implementation",) if k in kwargs}
+        super().__init__(**kwargs)
+        if kwargs.get("name") is None:
+            self.name = self.keras_name
+        self._core = self.layer_class(units, **layer_args, **core_args)
+        self.units = self._core.units
+        self._step_masks = None            # (input, recurrent) dropout masks, set by RNN
+
+    def __getattr__(self, name):
+        """The core's settings (activation, dropout, kernel, ...) read as the cell's."""
+        if name.startswith("_") or "_core" not in self.__dict__:
+            raise AttributeError(name)
+        return getattr(self.__dict__["_core"], name)
+
+    @property
+    def state_size(self):
+        return self.units
+
+    @property
+    def output_size(self) -> int:
+        return self.units
+
+    def build(self, input_shape):
+        """input_shape: one step's, (batch, features)."""
+        if len(input_shape) != 2 or input_shape[-1] is None:
+            raise ShapeError(f"{type(self).__name__} '{self.name}' needs steps of shape "
+                             f"(batch, features) with known features, got "
+                             f"{list(input_shape)}")
+        self._core.build((input_shape[0], None, input_shape[-1]))
+        self._trainable_weights = self._core._trainable_weights   # one list, the core's
+        self.kernel, self.recurrent_kernel = self._core.kernel, self._core.recurrent_kernel
+        self.bias = self._core.bias
+        self.built = True
+
+    def __call__(self, inputs, states=None, training=False):
+        """Keras's cell(inputs, states): one step, (output, new_states)."""
+        x = _tensor(inputs)
+        if states is None:
+            raise RNNError(f"{type(self).__name__} '{self.name}' is called as "
+                           f"cell(inputs, states): states is missing")
+        graph = x.graph
+        if not self.built:
+            self._claim_name(graph)
+            self.graph = graph
+            with graph.as_default(), graph.name_scope(self._scope()):
+                self.build(tuple(x.shape))
+        with graph.as_default(), graph.name_scope(self._scope()):
+            return self.call(x, states, training=training)
+
+    def call(self, inputs, states, training=False):
+        """(output, new_states) of one step: states the list of the cell's states ([h],
+        LSTMCell [h, c]); a bare tensor gives a bare tensor back (SimpleRNN, GRU)."""
+        core = self._core
+        nested = isinstance(states, (list, tuple))
+        states = [_tensor(s) for s in (states if nested else [states])]
+        if len(states) != len(core._state_list(core._initial(None))):
+            raise RNNError(f"{type(self).__name__} '{self.name}' needs "
+                           f"{len(core._state_list(core._initial(None)))} state(s), got "
+                           f"{len(states)}")
+        x = _tensor(inputs)
+        if x.dtype != "float32":
+            x = _ops.cast(x, "float32")
+        in_masks, rec_masks = self._step_masks or self._draw_masks(x, states[0],
+                                                                   training)
+        xw = self._project(x, in_masks)
+        core._rec_masks = rec_masks
+        try:
+            out, new = core.step(xw, core._from_list(states))
+        finally:
+            core._rec_masks = None
+        new = core._state_list(new)
+        return out, (new if nested or len(new) > 1 else new[0])
+
+    def _draw_masks(self, x, h, training):
+        """A call of its own (not in RNN's loop) with training=True draws its masks."""
+        core = self._core
+        if not training:
+            return None, None
+        count = core._mask_count()
+        return (core._dropout_masks(x, x.shape[-1], core.dropout, count)
+                if 0.0 < core.dropout < 1.0 else None,
+                core._dropout_masks(h, self.units, core.recurrent_dropout, count)
+                if 0.0 < core.recurrent_dropout < 1.0 else None)
+
+    def _project(self, x, masks):
+        """x (batch, features) @ kernel + the input bias, masks as the core's _project."""
+        core, n = self._core, self.units
+        if masks is None:
+            xw = _ops.matmul(x, core.kernel)
+        elif len(masks) == 1:
+            xw = _ops.matmul(x * masks[0], core.kernel)
+        else:
+            xw = _ops.concat([_ops.matmul(x * m, _ops.slice(core.kernel, [0, g * n],
+                                                              [-1, n]))
+                              for g, m in enumerate(masks)], -1)
+        if core.bias is not None and core._input_bias() is not None:
+            xw = xw + core._input_bias()
+        return xw
+
+    def get_initial_state(self, batch_size=None):
+        """Keras's: the list of zero states, each (batch_size, units)."""
+        if not isinstance(batch_size, (int, np.integer)) or isinstance(batch_size, bool):
+            raise RNNError(f"{type(self).__name__}.get_initial_state(batch_size) needs "
+                           f"a Python int, got {batch_size!r}")
+        count = len(self._core._state_list(self._core._initial(None)))
+        return [_ops.zeros((int(batch_size), self.units)) for _ in range(count)]
+
+    @property
+    def training_dependent(self) -> bool:
+        return self._core.training_dependent
+
+    def get_config(self) -> dict:
+        return {"units": self.units, "activation": self._core.activation,
+                "use_bias": self._core.use_bias, "dropout": self._core.dropout,
+                "recurrent_dropout": self._core.recurrent_dropout}
+
+
+class SimpleRNNCell(_Cell):
+    """Keras's SimpleRNNCell: one step of SimpleRNN, for RNN(cell)."""
+
+    layer_class = SimpleRNN
+    keras_name = "simple_rnn_cell"
+
+    def __init__(self, units, activation="tanh", use_bias=True,
+                 kernel_initializer="glorot_uniform", recurrent_initializer="orthogonal",
+                 bias_initializer="zeros", dropout=0.0, recurrent_dropout=0.0, seed=None,
+                 **kwargs):
+        super().__init__(units, dict(
+            activation=activation, use_bias=use_bias, kernel_initializer=kernel_initializer,
+            recurrent_initializer=recurrent_initializer, bias_initializer=bias_initializer,
+            dropout=dropout, recurrent_dropout=recurrent_dropout, seed=seed), kwargs)
+
+
+class LSTMCell(_Cell):
+    """Keras's LSTMCell: one step of LSTM, states [h, c]."""
+
+    layer_class = LSTM
+    keras_name = "lstm_cell"
+
+    def __init__(self, units, activation="tanh", recurrent_activation="sigmoid",
+                 use_bias=True, kernel_initializer="glorot_uniform",
+                 recurrent_initializer="orthogonal", bias_initializer="zeros",
+                 unit_forget_bias=True, dropout=0.0, recurrent_dropout=0.0, seed=None,
+                 **kwargs):
+        super().__init__(units, dict(
+            activation=activation, recurrent_activation=recurrent_activation,
+            use_bias=use_bias, kernel_initializer=kernel_initializer,
+            recurrent_initializer=recurrent_initializer, bias_initializer=bias_initializer,
+            unit_forget_bias=unit_forget_bias, dropout=dropout,
+            recurrent_dropout=recurrent_dropout, seed=seed), kwargs)
+
+    @property
+    def state_size(self):
+        return [self.units, self.units]
+
+
+class GRUCell(_Cell):
+    """Keras's GRUCell: one step of GRU (reset_after=True by default)."""
+
+    layer_class = GRU
+    keras_name = "gru_cell"
+
+    def __init__(self, units, activation="tanh", recurrent_activation="sigmoid",
+                 use_bias=True, kernel_initializer="glorot_uniform",
+                 recurrent_initializer="orthogonal", bias_initializer="zeros",
+                 dropout=0.0, recurrent_dropout=0.0, reset_after=True, seed=None,
+                 **kwargs):
+        super().__init__(units, dict(
+            activation=activation, recurrent_activation=recurrent_activation,
+            use_bias=use_bias, kernel_initializer=kernel_initializer,
+            recurrent_initializer=recurrent_initializer, bias_initializer=bias_initializer,
+            dropout=dropout, recurrent_dropout=recurrent_dropout, reset_after=reset_after,
+            seed=seed), kwargs)
+
+
+def _check_cell(cell, where):
+    """A cell is anything with call(inputs, states) and state_size (Keras's rule)."""
+    if not callable(getattr(cell, "call", None)) or not hasattr(cell, "state_size"):
+        raise AttrError(f"{where} needs a cell with a call(inputs, states) method and a "
+                        f"state_size attribute (or a list of such cells), got "
+                        f"{type(cell).__name__}")
+
+
+def _sizes(size, cell):
+    """state_size as ints: an int, or a (nested) list of them."""
+    if isinstance(size, (list, tuple)):
+        return [_sizes(s, cell) for s in size]
+    try:
+        if isinstance(size, bool):
+            raise TypeError
+        return int(size)
+    except (TypeError, ValueError):
+        raise AttrError(f"cell {type(cell).__name__}: state_size must be an int or a list "
+                        f"of ints (states of shape (batch, size)), got {size!r}") from None
+
+
+def _output_size(cell) -> int:
+    """Keras's: output_size, else the first state's size."""
+    size = getattr(cell, "output_size", None)
+    if size is None:
+        size = _sizes(cell.state_size, cell)
+        while isinstance(size, list):
+            size = size[0]
+    return int(size)
+
+
+def _takes_training(cell) -> bool:
+    try:
+        return "training" in inspect.signature(cell.call).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _leaves(tree) -> list:
+    if isinstance(tree, (list, tuple)):
+        return [leaf for t in tree for leaf in _leaves(t)]
+    return [tree]
+
+
+def _rebuild(like, leaves):
+    """leaves in like's nesting (lists)."""
+    it = iter(leaves)
+
+    def go(t):
+        return [go(s) for s in t] if isinstance(t, (list, tuple)) else next(it)
+    return go(like)
+
+
+class StackedRNNCells(Layer):
+    """Keras's StackedRNNCells(cells): the cells one after the other in each step, each
+    one's output the next one's input; state_size the list of the cells' (RNN([c1, c2])
+    makes one). Its cells' weights are named by cell: 'rnn/lstm_cell/kernel',
+    'rnn/lstm_cell_1/kernel', ..."""
+
+    def __init__(self, cells, **kwargs):
+        cells = list(cells)
+        if not cells:
+            raise AttrError("StackedRNNCells needs at least one cell")
+        for cell in cells:
+            _check_cell(cell, "StackedRNNCells")
+        super().__init__(**kwargs)
+        if kwargs.get("name") is None:
+            self.name = "stacked_rnn_cells"
+        taken = set()
+        for cell in cells:                   # Keras's names: lstm_cell, lstm_cell_1, ...
+            base, n = getattr(cell, "name", type(cell).__name__), 0
+            name = base
+            while name in taken:
+                n += 1
+                name = f"{base}_{n}"
+            taken.add(name)
+            if isinstance(cell, Layer):
+                cell.name = name
+        self.cells = cells
+
+    @property
+    def state_size(self):
+        return [c.state_size for c in self.cells]
+
+    @property
+    def output_size(self) -> int:
+        return _output_size(self.cells[-1])
+
+    @property
+    def trainable_weights(self) -> list:
+        return [w for c in self.cells for w in getattr(c, "trainable_weights", [])] \
+            if self.trainable else []
+
+    @property
+    def non_trainable_weights(self) -> list:
+        if not self.trainable:
+            return self.weights
+        return [w for c in self.cells for w in getattr(c, "non_trainable_weights", [])]
+
+    @property
+    def weights(self) -> list:
+        return [w for c in self.cells for w in getattr(c, "weights", [])]
+
+    def build(self, input_shape):
+        graph = get_default_graph()
+        for cell in self.cells:
+            if not getattr(cell, "built", False) and callable(getattr(cell, "build",
+                                                                      None)):
+                with graph.name_scope(getattr(cell, "name", type(cell).__name__)):
+                    cell.build(tuple(input_shape))
+                cell.built = True
+            input_shape = (input_shape[0], _output_size(cell))
+        self.built = True
+
+    def call(self, inputs, states, training=False):
+        """Keras's: each cell on the previous one's output and its own states."""
+        new_states = []
+        for cell, state in zip(self.cells, states):
+            is_list = isinstance(state, (list, tuple))
+            state = list(state) if is_list else [state]
+            kw = {"training": training} if _takes_training(cell) else {}
+            inputs, state = cell.call(inputs, state, **kw)
+            if not isinstance(state, (list, tuple)):
+                state = [state]
+            new_states.append(state[0] if len(state) == 1 and not is_list
+                              else list(state))
+        return inputs, new_states
+
+    def get_config(self) -> dict:
+        return {"cells": [{"class_name": type(c).__name__,
+                           "config": c.get_config() if hasattr(c, "get_config") else {}}
+                          for c in self.cells]}
+
+
+class RNN(_Recurrent):
+    """Keras's RNN(cell, return_sequences=False, return_state=False, go_backwards=False,
+    stateful=False, unroll=False, zero_output_for_mask=False): any cell (SimpleRNNCell,
+    LSTMCell, GRUCell, StackedRNNCells, a list of cells, or a user's Layer with
+    state_size and call(inputs, states)) over the time axis, in one scan. A built-in cell
+    runs its layer's loop: RNN(LSTMCell(n)) is LSTM(n), with the input projection out of
+    the loop; other cells run call(x_t, states) in the scan's body. unroll=True runs the
+    same scan (the same values). Weights: the cell's, under the RNN's name without a
+    cell level ('rnn/kernel', as LSTM's 'lstm/kernel'); a stack's under each cell's
+    name ('rnn/lstm_cell/kernel', 'rnn/lstm_cell_1/kernel')."""
+
+    def __init__(self, cell, return_sequences=False, return_state=False,
+                 go_backwards=False, stateful=False, unroll=False,
+                 zero_output_for_mask=False, **kwargs):
+        if stateful:
+            raise AttrError("RNN(stateful=True) is not supported: fragflow's recurrent "
+                            "layers start every batch from zeros (stateful=False); carry a "
+                            "state across batches with return_state=True and "
+                            "initial_state=[...] of the next call")
+        if kwargs.pop("time_major", False):
+            raise AttrError("RNN(time_major=True) is not supported: give "
+                            "(batch, time, features) inputs")
+        if isinstance(cell, (list, tuple)):
+            cell = StackedRNNCells(cell)
+        _check_cell(cell, "RNN")
+        _sizes(cell.state_size, cell)
+        Layer.__init__(self, **kwargs)
+        if kwargs.get("name") is None:
+            self.name = "rnn"
+        self.cell = cell
+        self.return_sequences = bool(return_sequences)
+        self.return_state = bool(return_state)
+        self.go_backwards = bool(go_backwards)
+        self.unroll = bool(unroll)            # the same values either way: one scan
+        self.zero_output_for_mask = bool(zero_output_for_mask)
+        self.stateful = False
+        self._pending = (None, None)
+
+    @property
+    def units(self) -> int:
+        return _output_size(self.cell)
+
+    @property
+    def state_size(self):
+        return self.cell.state_size
+
+    @property
+    def trainable_weights(self) -> list:
+        return list(getattr(self.cell, "trainable_weights", [])) if self.trainable else []
+
+    @property
+    def non_trainable_weights(self) -> list:
+        if not self.trainable:
+            return self.weights
+        return list(getattr(self.cell, "non_trainable_weights", []))
+
+    @property
+    def weights(self) -> list:
+        return list(getattr(self.cell, "weights", []))
+
+    def _cells(self) -> list:
+        return list(self.cell.cells) if isinstance(self.cell, StackedRNNCells) \
+            else [self.cell]
+
+    @property
+    def training_dependent(self) -> bool:
+        return any(getattr(c, "training_dependent", False) for c in self._cells())
+
+    def build(self, input_shape):
+        if len(input_shape) != 3 or input_shape[-1] is None:
+            raise ShapeError(f"RNN '{self.name}' needs inputs of shape (batch, time, "
+                             f"features) with known features, got {list(input_shape)}")
+        if not getattr(self.cell, "built", False) and callable(getattr(self.cell, "build",
+                                                                       None)):
+            self.cell.build((input_shape[0], input_shape[-1]))   # one step's shape
+            self.cell.built = True
+
+    def call(self, x, training=False):
+        if isinstance(self.cell, _Cell):                # the layer's own loop
+            core, (mask, initial_state) = self.cell._core, self._pending
+            saved = dict(core.__dict__)
+            core.__dict__.update(name=self.name, return_sequences=self.return_sequences,
+                                 return_state=self.return_state,
+                                 go_backwards=self.go_backwards,
+                                 zero_output_for_mask=self.zero_output_for_mask,
+                                 _pending=(mask, initial_state))
+            try:
+                return core.call(x, training=training)
+            finally:
+                core.__dict__.clear()
+                core.__dict__.update(saved)
+        return self._generic(x, training)
+
+    def _zero_state(self, cell, row):
+        """The cell's initial states: zeros (batch, size) shaped as its state_size (a
+        cell's own get_initial_state(batch_size) when it has one)."""
+        if isinstance(cell, _Cell):
+            return [_zeros_like_rows(row, cell.units)
+                    for _ in _leaves(_sizes(cell.state_size, cell))]
+        if isinstance(cell, StackedRNNCells):
+            return [self._zero_state(c, row) for c in cell.cells]
+        own = getattr(cell, "get_initial_state", None)
+        if callable(own):
+            batch = row.shape[0]
+            return own(batch_size=batch if batch is not None else _ops.shape(row)[0])
+
+        def zeros(size):
+            return [zeros(s) for s in size] if isinstance(size, list) else \
+                _zeros_like_rows(row, size)
+        return zeros(_sizes(cell.state_size, cell))
+
+    def _generic(self, x, training):
+        mask, initial_state = self._pending
+        cell = self.cell
+        if x.dtype != "float32":
+            x = _ops.cast(x, "float32")
+        xt = _ops.transpose(x, [1, 0, 2])                       # time-major for the scan
+        steps = None
+        if mask is not None:
+            steps = _ops.transpose(self._check_mask(mask, x), [1, 0])   # (time, batch)
+        if self.go_backwards:
+            xt = _ops.reverse(xt, [0])
+            steps = None if steps is None else _ops.reverse(steps, [0])
+        row = _ops.gather(xt, 0)                                # (batch, features)
+        zero = self._zero_state(cell, row)
+        if not isinstance(zero, (list, tuple)):
+            zero = [zero]
+        zero = _rebuild(zero, [_tensor(s) for s in _leaves(zero)])
+        state = zero if initial_state is None else self._given(initial_state, zero)
+        kw = {"training": training} if _takes_training(cell) else {}
+        what = f"RNN '{self.name}': cell {type(cell).__name__}"
+
+        def step(x_t, states):
+            result = cell.call(x_t, states, **kw)
+            if not isinstance(result, (list, tuple)) or len(result) != 2:
+                raise RNNError(f"{what}: call(inputs, states) must return "
+                               f"(output, new_states), got {type(result).__name__}")
+            out, new = result
+            new = _leaves(new if isinstance(new, (list, tuple)) else [new])
+            old = _leaves(states)
+            if len(new) != len(old):
+                raise RNNError(f"{what} returned {len(new)} state(s) for the "
+                               f"{len(old)} of its state_size")
+            new = [_tensor(s) for s in new]
+            for a, b in zip(new, old):
+                if tuple(a.shape[1:]) != tuple(b.shape[1:]):
+                    raise ShapeError(f"{what} returned a state of shape "
+                                     f"{list(a.shape)} for one of shape {list(b.shape)}")
+            return _tensor(out), _rebuild(states, new)
+
+        self._set_step_masks(row, training)
+        try:
+            outputs, final = recurrence(step, xt, state, name=self.name, mask=steps,
+                                        zero_output=self.zero_output_for_mask,
+                                        output_size=_output_size(cell))
+        finally:
+            for c in self._cells():
+                if isinstance(c, _Cell):
+                    c._step_masks = None
+        # the last step's output: a masked step repeats the previous one (or is zeros
+        # with zero_output_for_mask), as Keras's last_output
+        last = _ops.gather(_ops.reverse(outputs, [0]), 0)
+        out = _ops.transpose(outputs, [1, 0, 2]) if self.return_sequences else last
+        if not self.return_state:
+            return out
+        return [out, *final]
+
+    def _set_step_masks(self, row, training):
+        """The built-in cells' dropout masks, drawn once per sequence before the loop
+        (bodies draw no random values)."""
+        width = row.shape[-1]
+        for c in self._cells():
+            if isinstance(c, _Cell):
+                core, count = c._core, c._core._mask_count()
+                c._step_masks = (
+                    core._dropout_masks(row, width, core.dropout, count)
+                    if training and 0.0 < core.dropout < 1.0 else None,
+                    core._dropout_masks(row, c.units, core.recurrent_dropout, count)
+                    if training and 0.0 < core.recurrent_dropout < 1.0 else None)
+            width = _output_size(c)
+
+    def _given(self, initial_state, zero):
+        """initial_state (nested as the states, or flat) in the states' nesting."""
+        given = _leaves(list(initial_state) if isinstance(initial_state, (list, tuple))
+                        else [initial_state])
+        want = _leaves(zero)
+        if len(given) != len(want):
+            raise RNNError(f"RNN '{self.name}': initial_state needs {len(want)} tensor(s) "
+                           f"(the cell's state_size {self.cell.state_size}), got "
+                           f"{len(given)}")
+        given = [_tensor(s) for s in given]
+        for g, w in zip(given, want):
+            if len(g.shape) != 2 or g.shape[-1] not in (None, w.shape[-1]):
+                raise ShapeError(f"RNN '{self.name}': an initial state must be (batch, "
+                                 f"{w.shape[-1]}), got {list(g.shape)}")
+        given = [g if g.dtype == "float32" else _ops.cast(g, "float32") for g in given]
+        return _rebuild(zero, given)
+
+    def compute_output_shape(self, input_shape) -> tuple:
+        batch, time = input_shape[0], input_shape[1]
+        return (batch, time, self.units) if self.return_sequences else (batch, self.units)
+
+    def get_config(self) -> dict:
+        return {"cell": {"class_name": type(self.cell).__name__,
+                         "config": self.cell.get_config()
+                         if hasattr(self.cell, "get_config") else {}},
+                "return_sequences": self.return_sequences,
+                "return_state": self.return_state, "go_backwards": self.go_backwards,
+                "unroll": self.unroll}
+
+    def __repr__(self):
+        return f"<ff.layers.RNN '{self.name}' of {type(self.cell).__name__}>"
+
+
+def _zeros_like_rows(row, width):
+    col = _ops.zeros_like(_ops.slice(row, [0, 0], [-1, 1]))            # (batch, 1)
+    return col + _ops.zeros([int(width)])
+
+
 # ff.layers (ff.keras.layers) holds them: fragflow.frontend imports this module, as
 # layers.py cannot (this module imports it)
-for _cls in (SimpleRNN, LSTM, GRU, Bidirectional, Masking):
+for _cls in (SimpleRNN, LSTM, GRU, Bidirectional, Masking, RNN, SimpleRNNCell, LSTMCell,
+             GRUCell, StackedRNNCells):
     setattr(_layers, _cls.__name__, _cls)
 _layers.__all__ += [n for n in __all__ if n not in _layers.__all__]
