@@ -300,3 +300,117 @@ def test_a_viewed_slice_and_a_capture_keep_their_windows(copies, steps):
     _check(got, want)
     assert used and {("param", 0), ("param", 1), ("output", 1)} <= set(used[0])
     assert counts["copies"] <= 2, counts
+
+
+def _wide_rnn(x, w, u):
+    """Steps of 12 texels in stacked textures 128 texels wide: windows that straddle
+    two rows (a draw's rows, a fetch's row)."""
+    hs = tf.scan(lambda h, xt: tf.tanh(tf.matmul(xt, w) + tf.matmul(h, u)), x,
+                 initializer=tf.zeros((4, 12)))
+    return [hs]
+
+
+@pytest.mark.parametrize("steps", [11, 23])
+def test_windows_straddling_rows(copies, steps):
+    shapes = {"x": (tf.float32, (steps, 4, 12)), "w": (tf.float32, (12, 12)),
+              "u": (tf.float32, (12, 12))}
+    values = {"x": RNG.normal(size=(steps, 4, 12)).astype(np.float32),
+              "w": (RNG.normal(size=(12, 12)) * 0.4).astype(np.float32),
+              "u": (RNG.normal(size=(12, 12)) * 0.4).astype(np.float32)}
+    got, counts, want, used = _run(copies, _wide_rnn, shapes, values)
+    _check(got, want)
+    assert used and {("param", 0), ("param", 1), ("output", 1)} <= set(used[0])
+
+
+def _matmul_chain(x, w, u):
+    """Kernels' intermediates whose textures the plan shares out (memory planning): the
+    windowed ys' slots must be their own."""
+    def body(h, xt):
+        a = tf.matmul(xt, w)
+        b = tf.matmul(a, u)
+        c = tf.matmul(b, w)
+        return tf.tanh(tf.matmul(c, u) * 0.1 + h)
+    return [tf.scan(body, x, initializer=tf.zeros((4, 8)))]
+
+
+def test_windowed_values_do_not_share_the_plans_textures(copies):
+    shapes, values = _rnn_feeds(6)
+    got, counts, want, used = _run(copies, _matmul_chain, shapes, values)
+    _check(got, want, rtol=1e-4, atol=1e-4)
+    assert used and ("output", 1) in used[0]
+
+
+def _slice_as_y(x):
+    """A y that is the element slice itself: read in place, the y copied out of it."""
+    return list(tf.scan(lambda acc, xt: (acc[0] + xt, xt), x,
+                        initializer=(tf.zeros((4, 8)), tf.zeros((4, 8)))))
+
+
+def test_a_y_that_is_its_slice(copies):
+    x = RNG.normal(size=(5, 4, 8)).astype(np.float32)
+    got, counts, want, used = _run(copies, _slice_as_y, {"x": (tf.float32, (5, 4, 8))},
+                                   {"x": x})
+    _check(got, want)
+    assert used and ("param", 2) in used[0]
+
+
+def _carry_read_by_a_reduction(x):
+    """The carry (also the ys) read by a reduction, which cannot read a window: its
+    window is dropped, the y's kept, the carry copied out of the stacked result."""
+    return [tf.scan(lambda h, xt: tf.tanh(xt + tf.reduce_sum(h, axis=0, keepdims=True)),
+                    x, initializer=tf.zeros((4, 8)))]
+
+
+def test_a_carry_read_by_a_reduction(copies):
+    x = (RNG.normal(size=(6, 4, 8)) * 0.3).astype(np.float32)
+    got, counts, want, used = _run(copies, _carry_read_by_a_reduction,
+                                   {"x": (tf.float32, (6, 4, 8))}, {"x": x})
+    _check(got, want)
+    assert used
+
+
+def _y_of_a_reduction(x):
+    """The ys (also the carry) written by a reduction over the slice and the carry."""
+    return [tf.scan(lambda a, xt: tf.reduce_sum(xt + a, axis=0), x,
+                    initializer=tf.zeros((8,)))]
+
+
+def test_a_y_written_by_a_reduction(copies):
+    x = (RNG.normal(size=(6, 4, 8)) * 0.3).astype(np.float32)
+    got, counts, want, used = _run(copies, _y_of_a_reduction,
+                                   {"x": (tf.float32, (6, 4, 8))}, {"x": x})
+    _check(got, want, rtol=1e-4, atol=1e-4)
+    assert used
+
+
+def _gpu_initializer(x, h0):
+    """An initializer a kernel makes (resident on the GPU) and fetched too: the scan
+    must not draw into its texture."""
+    init = tf.tanh(h0) * 2.0
+    hs = tf.scan(lambda h, xt: h * 0.5 + xt, x, initializer=init)
+    return [hs, init]
+
+
+def test_a_resident_initializer_is_left_as_it_is(copies):
+    x = RNG.normal(size=(5, 4, 8)).astype(np.float32)
+    h0 = RNG.normal(size=(4, 8)).astype(np.float32)
+    got, counts, want, used = _run(copies, _gpu_initializer,
+                                   {"x": (tf.float32, (5, 4, 8)), "h0": (tf.float32, (4, 8))},
+                                   {"x": x, "h0": h0})
+    _check(got, want)
+
+
+def test_a_profile_after_a_windowed_run(gl):
+    """A profile runs the body's plan whole (an observer): its windows back at texel 0."""
+    shapes, values = _rnn_feeds(5)
+    g, feeds, fetches = _graph(_rnn, shapes)
+    feed = {feeds[k]: v for k, v in values.items()}
+    want = tf.Session(g, backend="numpy", passes=[]).run(fetches, feed)
+    with tf.Session(g) as sess:
+        sess.run(fetches, feed)
+        assert any(_windows_of(sess))
+        sess.profile(fetches, feed, runs=1)
+        _check(sess.run(fetches, feed), want)
+    with tf.Session(g, debug=True) as sess:
+        sess.run(fetches, feed)
+        _check(sess.run(fetches, feed), want)
