@@ -980,8 +980,12 @@ class RNN(_Recurrent):
             self.cell.built = True
 
     def call(self, x, training=False):
-        if isinstance(self.cell, _Cell):                # the layer's own loop
-            core, (mask, initial_state) = self.cell._core, self._pending
+        core, (mask, initial_state) = getattr(self.cell, "_core", None), self._pending
+        # the layer's own loop; but its last output is the last state, where Keras's
+        # RNN gives the last step's output (zeros if masked, with zero_output_for_mask)
+        if isinstance(self.cell, _Cell) and not (
+                self.zero_output_for_mask and mask is not None and
+                not self.return_sequences):
             saved = dict(core.__dict__)
             core.__dict__.update(name=self.name, return_sequences=self.return_sequences,
                                  return_state=self.return_state,
@@ -991,6 +995,7 @@ class RNN(_Recurrent):
             try:
                 return core.call(x, training=training)
             finally:
+                self._last_dropout_masks = core.__dict__.get("_last_dropout_masks")
                 core.__dict__.clear()
                 core.__dict__.update(saved)
         return self._generic(x, training)

@@ -208,24 +208,33 @@ def test_gradients_through_rnn_of_lstm_cell_equal_torch(stacked):
     np.testing.assert_allclose(gx, xt.grad.numpy(), rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("go_backwards", [False, True], ids=["forward", "backwards"])
 @pytest.mark.parametrize("zero_output", [False, True], ids=["repeat", "zeros"])
-def test_masks_through_the_generic_loop_equal_keras_rule(zero_output):
+def test_masks_through_the_generic_loop_equal_keras_rule(zero_output, go_backwards):
     x = _x(12)
     g = ff.Graph()
     with g.as_default():
         xp = ff.placeholder((None, None, F), name="x")
         masked = L.Masking(0.0)(xp)
         layer = L.RNN([L.GRUCell(U)], return_sequences=True, return_state=True,
-                      zero_output_for_mask=zero_output)
+                      zero_output_for_mask=zero_output, go_backwards=go_backwards)
         seq, (h,) = layer(masked)
+        last = L.RNN(L.GRUCell(U), zero_output_for_mask=zero_output,   # not a stack
+                     go_backwards=go_backwards, name="last")
+        out = last(masked)
     assert ff.keras.layers.Masking is L.Masking
     sess = ff.Session(g, backend="numpy")
     weights = _set_random(sess, layer.weights, 13)
     feed = x * MASK[:, :, None]                    # Masking(0.0) reads these zeros
-    got = sess.run([seq, h], {xp: feed})
-    ys, hn, _ = keras_loop("GRU", feed, weights, mask=MASK, zero_output=zero_output)
+    for w, v in zip(last.weights, weights):
+        sess.set(w, v)
+    got = sess.run([seq, h, out], {xp: feed})
+    ys, hn, _ = keras_loop("GRU", feed, weights, mask=MASK, zero_output=zero_output,
+                           go_backwards=go_backwards)
     np.testing.assert_allclose(got[0], ys, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(got[1], hn, rtol=1e-5, atol=1e-5)
+    # the output without return_sequences: the last step's (Keras's last_output)
+    np.testing.assert_allclose(got[2], ys[:, -1], rtol=1e-5, atol=1e-5)
 
 
 def test_cell_called_on_its_own_is_one_step():
