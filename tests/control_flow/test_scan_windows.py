@@ -414,3 +414,34 @@ def test_a_profile_after_a_windowed_run(gl):
     with tf.Session(g, debug=True) as sess:
         sess.run(fetches, feed)
         _check(sess.run(fetches, feed), want)
+
+
+def _odd_resident_initializer(x, h0):
+    """A resident initializer of 15 elements (its carry swaps textures with the body's
+    result, no window) and fetched too: the scan must not draw into its texture."""
+    init = tf.tanh(h0) * 2.0
+    return [tf.scan(lambda h, xt: h * 0.5 + xt, x, initializer=init), init]
+
+
+def test_an_odd_resident_initializer_is_left_as_it_is(copies):
+    x = RNG.normal(size=(5, 3, 5)).astype(np.float32)
+    h0 = RNG.normal(size=(3, 5)).astype(np.float32)
+    got, counts, want, used = _run(copies, _odd_resident_initializer,
+                                   {"x": (tf.float32, (5, 3, 5)), "h0": (tf.float32, (3, 5))},
+                                   {"x": x, "h0": h0})
+    _check(got, want)
+
+
+def _slice_through_elementwise(x, w, u):
+    """The slice read by an elementwise kernel whose output is not windowed (it goes
+    on to a matmul): read by texel index, the slice's window kept."""
+    return [tf.scan(lambda h, xt: tf.tanh(tf.matmul(tf.exp(xt) - 1.0, w) + tf.matmul(h, u)),
+                    x, initializer=tf.zeros((4, 8)))]
+
+
+def test_a_slice_read_by_an_elementwise_kernel_keeps_its_window(copies):
+    shapes, values = _rnn_feeds(5)
+    values["x"] = values["x"] * 0.3
+    got, counts, want, used = _run(copies, _slice_through_elementwise, shapes, values)
+    _check(got, want, rtol=1e-4, atol=1e-4)
+    assert used and ("param", 1) in used[0]
