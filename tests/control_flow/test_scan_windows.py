@@ -420,16 +420,19 @@ def _odd_resident_initializer(x, h0):
     """A resident initializer of 15 elements (its carry swaps textures with the body's
     result, no window) and fetched too: the scan must not draw into its texture."""
     init = tf.tanh(h0) * 2.0
-    return [tf.scan(lambda h, xt: h * 0.5 + xt, x, initializer=init), init]
+    out = tf.scan(lambda acc, xt: (acc[0] * 0.5 + 1.0, tf.tanh(xt + acc[1])), x,
+                  initializer=(init, tf.zeros((4, 8))))
+    return list(out) + [init]
 
 
 def test_an_odd_resident_initializer_is_left_as_it_is(copies):
-    x = RNG.normal(size=(5, 3, 5)).astype(np.float32)
+    x = RNG.normal(size=(5, 4, 8)).astype(np.float32)
     h0 = RNG.normal(size=(3, 5)).astype(np.float32)
     got, counts, want, used = _run(copies, _odd_resident_initializer,
-                                   {"x": (tf.float32, (5, 3, 5)), "h0": (tf.float32, (3, 5))},
+                                   {"x": (tf.float32, (5, 4, 8)), "h0": (tf.float32, (3, 5))},
                                    {"x": x, "h0": h0})
     _check(got, want)
+    assert used and ("param", 2) in used[0]
 
 
 def _slice_through_elementwise(x, w, u):
