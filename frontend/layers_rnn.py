@@ -25,6 +25,7 @@ import numpy as np
 
 from ..ir.errors import AttrError, ShapeError
 from ..ir.graph import get_default_graph
+from ..ir.source import user_location
 from . import initializers as _init, layers as _layers, ops as _ops
 from .layers import CALLS, Layer, _activation_name, activation_fn, keras_mask, set_keras_mask
 from .rnn import RNNError, recurrence
@@ -771,9 +772,9 @@ class GRUCell(_Cell):
 def _check_cell(cell, where):
     """A cell is anything with call(inputs, states) and state_size (Keras's rule)."""
     if not callable(getattr(cell, "call", None)) or not hasattr(cell, "state_size"):
-        raise AttrError(f"{where} needs a cell with a call(inputs, states) method and a "
-                        f"state_size attribute (or a list of such cells), got "
-                        f"{type(cell).__name__}")
+        raise AttrError(f"{where} ({user_location()}) needs a cell with a call(inputs, "
+                        f"states) method and a state_size attribute (or a list of such "
+                        f"cells), got {type(cell).__name__}")
 
 
 def _sizes(size, cell):
@@ -785,8 +786,9 @@ def _sizes(size, cell):
             raise TypeError
         return int(size)
     except (TypeError, ValueError):
-        raise AttrError(f"cell {type(cell).__name__}: state_size must be an int or a list "
-                        f"of ints (states of shape (batch, size)), got {size!r}") from None
+        raise AttrError(f"cell {type(cell).__name__} ({user_location()}): state_size must "
+                        f"be an int or a list of ints (states of shape (batch, size)), "
+                        f"got {size!r}") from None
 
 
 def _output_size(cell) -> int:
@@ -917,13 +919,13 @@ class RNN(_Recurrent):
                  go_backwards=False, stateful=False, unroll=False,
                  zero_output_for_mask=False, **kwargs):
         if stateful:
-            raise AttrError("RNN(stateful=True) is not supported: fragflow's recurrent "
-                            "layers start every batch from zeros (stateful=False); carry a "
-                            "state across batches with return_state=True and "
-                            "initial_state=[...] of the next call")
+            raise AttrError(f"RNN(stateful=True) ({user_location()}) is not supported: "
+                            f"fragflow's recurrent layers start every batch from zeros "
+                            f"(stateful=False); carry a state across batches with "
+                            f"return_state=True and initial_state=[...] of the next call")
         if kwargs.pop("time_major", False):
-            raise AttrError("RNN(time_major=True) is not supported: give "
-                            "(batch, time, features) inputs")
+            raise AttrError(f"RNN(time_major=True) ({user_location()}) is not supported: give "
+                            f"(batch, time, features) inputs")
         if isinstance(cell, (list, tuple)):
             cell = StackedRNNCells(cell)
         _check_cell(cell, "RNN")
@@ -986,6 +988,10 @@ class RNN(_Recurrent):
         if isinstance(self.cell, _Cell) and not (
                 self.zero_output_for_mask and mask is not None and
                 not self.return_sequences):
+            if initial_state is not None:            # RNN's message, not LSTM's
+                row = _ops.gather(_ops.transpose(x, [1, 0, 2]), 0)
+                initial_state = _leaves(self._given(initial_state,
+                                                    self._zero_state(self.cell, row)))
             saved = dict(core.__dict__)
             core.__dict__.update(name=self.name, return_sequences=self.return_sequences,
                                  return_state=self.return_state,
@@ -1037,7 +1043,7 @@ class RNN(_Recurrent):
         zero = _rebuild(zero, [_tensor(s) for s in _leaves(zero)])
         state = zero if initial_state is None else self._given(initial_state, zero)
         kw = {"training": training} if _takes_training(cell) else {}
-        what = f"RNN '{self.name}': cell {type(cell).__name__}"
+        what = f"RNN '{self.name}' ({user_location()}): cell {type(cell).__name__}"
 
         def step(x_t, states):
             result = cell.call(x_t, states, **kw)
@@ -1094,14 +1100,15 @@ class RNN(_Recurrent):
                         else [initial_state])
         want = _leaves(zero)
         if len(given) != len(want):
-            raise RNNError(f"RNN '{self.name}': initial_state needs {len(want)} tensor(s) "
-                           f"(the cell's state_size {self.cell.state_size}), got "
-                           f"{len(given)}")
+            raise RNNError(f"RNN '{self.name}' ({user_location()}): initial_state needs "
+                           f"{len(want)} tensor(s) (the cell's state_size "
+                           f"{self.cell.state_size}), got {len(given)}")
         given = [_tensor(s) for s in given]
         for g, w in zip(given, want):
             if len(g.shape) != 2 or g.shape[-1] not in (None, w.shape[-1]):
-                raise ShapeError(f"RNN '{self.name}': an initial state must be (batch, "
-                                 f"{w.shape[-1]}), got {list(g.shape)}")
+                raise ShapeError(f"RNN '{self.name}' ({user_location()}): an initial "
+                                 f"state must be (batch, {w.shape[-1]}), got "
+                                 f"{list(g.shape)}")
         given = [g if g.dtype == "float32" else _ops.cast(g, "float32") for g in given]
         return _rebuild(zero, given)
 

@@ -309,18 +309,19 @@ def test_bad_cells_and_arguments_are_clear_errors():
     g = ff.Graph()
     with g.as_default():
         xp = ff.placeholder((None, None, F), name="x")
-        with pytest.raises(ff.FragflowError, match=r"stateful=True\) is not supported"):
+        here = r"\(.*test_rnn_cells\.py:[0-9]+\)"        # the user's line
+        with pytest.raises(ff.FragflowError, match=rf"stateful=True\) {here} is not"):
             L.RNN(L.LSTMCell(U), stateful=True)
         with pytest.raises(ff.FragflowError, match="state_size"):
             L.RNN(L.Dense(U))
-        with pytest.raises(ff.FragflowError, match="initial_state needs 2"):
+        with pytest.raises(ff.FragflowError, match=rf"{here}: initial_state needs 2"):
             L.RNN(L.LSTMCell(U))(xp, initial_state=[ff.zeros((B, U))])
 
         class WrongStates(MinimalRNNCell):
             def call(self, inputs, states):
                 out, _ = super().call(inputs, states)
                 return out, [out, out]
-        with pytest.raises(ff.FragflowError, match="returned 2 state"):
+        with pytest.raises(ff.FragflowError, match=rf"{here}: cell WrongStates returned 2 state"):
             L.RNN(WrongStates(U))(xp)
 
         class NoTuple(MinimalRNNCell):
