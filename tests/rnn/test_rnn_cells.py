@@ -178,8 +178,9 @@ def test_custom_python_cell_against_numpy_with_mask_and_initial_state(backend):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("stacked", [False, True], ids=["cell", "stack_of_one"])
-def test_gradients_through_rnn_of_lstm_cell_equal_torch(stacked):
+def test_gradients_through_rnn_of_lstm_cell_equal_torch(stacked, backend):
     torch = pytest.importorskip("torch", reason="torch is the reference")
     torch.manual_seed(0)
     ref = torch.nn.LSTM(F, U, batch_first=True)
@@ -195,7 +196,7 @@ def test_gradients_through_rnn_of_lstm_cell_equal_torch(stacked):
             states = states[0]
         loss = ff.reduce_sum(seq * seq) + ff.reduce_sum(ff.sin(states[1]))
         grads = ff.gradients(loss, [cell.kernel, cell.recurrent_kernel, xp])
-    sess = ff.Session(g, backend="numpy")
+    sess = _session(g, backend)
     for w, v in zip(layer.weights, keras_weights("LSTM", ref)):
         sess.set(w, v)
     gk, gr, gx = sess.run(grads, {xp: x})
