@@ -172,6 +172,66 @@ def _param_graph(name: str, types: list) -> tuple:
     return g, [placeholder(g, t.shape, t.dtype, name=f"p{k}") for k, t in enumerate(types)]
 
 
+def stage_graph(graph: Graph) -> tuple:
+    """graph with each control node's outputs made placeholders: (the staged graph,
+    [(control node, its output placeholders)], each control node's inputs there, the
+    graph's outputs there). The WebGL export stages graphs the same way."""
+    staged = Graph(graph.name)
+    mapping: dict = {}
+    controls = []
+    for node in graph.nodes:
+        if get_op(node.op).family == _control.FAMILY:
+            outs = [placeholder(staged, v.shape, v.dtype,
+                                name=f"{node.name.replace('/', '.')}.out{k}")
+                    for k, v in enumerate(node.outputs)]
+            controls.append((node, outs))
+        else:
+            outs = staged.add_copy(node, [mapping[v] for v in node.inputs]).outputs
+        mapping.update(zip(node.outputs, outs))
+    return (staged, controls, [[mapping[v] for v in node.inputs] for node, _ in controls],
+            [mapping[v] for v in graph.outputs])
+
+
+def stage_fetches(staged: Graph, controls, inputs_of, results) -> list:
+    """Per stage (one before each control node, and the last), what it computes that a
+    later stage, its control node or the outputs read: a value belongs to the first
+    stage that can compute it (after the control nodes whose outputs it reads)."""
+    level: dict = {}     # value -> its stage; -1: a parameter; None: a source (any stage)
+    for k, (_, outs) in enumerate(controls):
+        level.update((v, k + 1) for v in outs)
+    for node in staged.nodes:
+        if node.outputs and node.outputs[0] in level:
+            continue
+        here = -1 if node.op == "placeholder" else None if not node.inputs else \
+            max([level[v] for v in node.inputs if level[v] is not None] + [0])
+        level.update((v, here) for v in node.outputs)
+    last = len(controls)
+    fetches: list = [[] for _ in range(last + 1)]
+    control_outs = {v for _, outs in controls for v in outs}
+
+    def need(value, stage):         # stage (or its control node) reads value
+        at = level[value]
+        if at == -1 or value in control_outs:       # in hand: a parameter, a result
+            return
+        at = stage if at is None else at
+        if value not in fetches[at]:
+            fetches[at].append(value)
+    for node in staged.nodes:
+        at = level[node.outputs[0]] if node.outputs else None
+        if at is not None and at >= 0:
+            for v in node.inputs:
+                if level[v] is not None and 0 <= level[v] < at:
+                    need(v, at)
+    for k, inputs in enumerate(inputs_of):
+        for v in inputs:
+            need(v, k)
+    for v in results:                   # an output an earlier stage computes: fetched there
+        if level[v] is not None and level[v] < last:
+            need(v, last)
+    fetches[last] = list(results)
+    return fetches
+
+
 class ControlFlowPlan:
     """A GL plan for a compiled graph with control-flow nodes (see the module
     docstring). It has the plan interface (runtime/backend.py): run, run_observed,
@@ -186,69 +246,13 @@ class ControlFlowPlan:
         self.graph = graph
         self._plans: OrderedDict = OrderedDict()   # (purpose, node, types) -> _SubPlan
         self._in_use: set = set()       # keys of the sub-plans this run has used
-        staged = Graph(graph.name)
-        mapping: dict = {}
-        self._controls = []              # (control node, its outputs in `staged`)
-        for node in graph.nodes:
-            if get_op(node.op).family == _control.FAMILY:
-                outs = [placeholder(staged, v.shape, v.dtype,
-                                    name=f"{node.name.replace('/', '.')}.out{k}")
-                        for k, v in enumerate(node.outputs)]
-                self._controls.append((node, outs))
-            else:
-                outs = staged.add_copy(node, [mapping[v] for v in node.inputs]).outputs
-            mapping.update(zip(node.outputs, outs))
+        staged, self._controls, self._inputs, self._outputs = stage_graph(graph)
         self._staged = staged
-        self._inputs = [[mapping[v] for v in node.inputs] for node, _ in self._controls]
-        self._outputs = [mapping[v] for v in graph.outputs]
         control_outs = {v for _, outs in self._controls for v in outs}
         self._user_feeds = [n.outputs[0] for n in staged.nodes if n.op == "placeholder"
                             and n.outputs[0] not in control_outs]
-        self._stage_fetches = self._stages(staged, control_outs)
-
-    def _stages(self, staged: Graph, control_outs: set) -> list:
-        """Per stage (one before each control node, and the last), the values it
-        computes that a later stage, a control node or the fetches need."""
-        level: dict = {}        # value -> its stage; None: a source each stage reads
-        for k, (_, outs) in enumerate(self._controls):
-            level.update((v, k + 1) for v in outs)
-        for node in staged.nodes:
-            if node.outputs and node.outputs[0] in level:
-                continue
-            if node.op == "placeholder":
-                here = -1                        # the user's feeds: in hand from the start
-            elif not node.inputs:
-                here = None
-            else:
-                here = max([level[v] for v in node.inputs if level[v] is not None],
-                           default=0)
-                here = max(here, 0)
-            level.update((v, here) for v in node.outputs)
-        last = len(self._controls)
-        fetches = [[] for _ in range(last + 1)]
-
-        def need(value, stage):      # a value stage `stage` or a control there reads
-            at = level[value]
-            if value in control_outs or at == -1:
-                return
-            at = stage if at is None else at
-            if at < stage or (at == stage and stage < last):
-                if value not in fetches[at]:
-                    fetches[at].append(value)
-        for node in staged.nodes:
-            at = level[node.outputs[0]] if node.outputs else None
-            if at is not None and at >= 0:
-                for v in node.inputs:
-                    if level[v] is not None and level[v] < at:
-                        need(v, at)
-        for k, inputs in enumerate(self._inputs):
-            for v in inputs:
-                need(v, k)
-        for v in self._outputs:
-            if level[v] is not None and level[v] < last:
-                need(v, last)
-        fetches[last] = list(self._outputs)
-        return fetches
+        self._stage_fetches = stage_fetches(staged, self._controls, self._inputs,
+                                            self._outputs)
 
     # -- the plan interface -------------------------------------------------------------
     def run(self, feeds: dict) -> list:

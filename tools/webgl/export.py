@@ -38,9 +38,9 @@ from ...frontend.tensor import Tensor
 from ...ir.errors import FragflowError
 from ...ir.graph import Graph, Value
 from ...ir.ops import control as _control
-from ...ir.ops.registry import get_op
 from ...ir.ops.state import RUN_COUNTER, placeholder
 from ...ir.types import TensorType
+from ...runtime.control_flow import stage_fetches, stage_graph
 from ...runtime.driver import optimize
 from ...runtime.memory_plan import plan_memory
 
@@ -412,8 +412,8 @@ class _Builder:
         if not has_control_flow(graph):
             return self.stage(lower_for_webgl(graph, self.max_draw_buffers, self.tuning),
                               bound)
-        staged, controls, inputs_of, results = _staged(graph)
-        fetches = _stage_fetches(staged, controls, inputs_of, results)
+        staged, controls, inputs_of, results = stage_graph(graph)
+        fetches = stage_fetches(staged, controls, inputs_of, results)
         env = {n.outputs[0]: bound[n.name] for n in staged.nodes
                if n.op == "placeholder" and n.name in bound}
         steps: list = []
@@ -547,66 +547,6 @@ class _Builder:
 
 def _size(t: TensorType) -> int:
     return int(np.prod(t.shape, dtype=np.int64))
-
-
-def _staged(graph) -> tuple:
-    """graph with each control node's outputs made placeholders: (the staged graph,
-    [(control node, its output placeholders)], each control node's inputs there, the
-    graph's outputs there)."""
-    staged = Graph(graph.name)
-    mapping: dict = {}
-    controls = []
-    for node in graph.nodes:
-        if get_op(node.op).family == _control.FAMILY:
-            outs = [placeholder(staged, v.shape, v.dtype,
-                                name=f"{node.name.replace('/', '.')}.out{k}")
-                    for k, v in enumerate(node.outputs)]
-            controls.append((node, outs))
-        else:
-            outs = staged.add_copy(node, [mapping[v] for v in node.inputs]).outputs
-        mapping.update(zip(node.outputs, outs))
-    return (staged, controls, [[mapping[v] for v in node.inputs] for node, _ in controls],
-            [mapping[v] for v in graph.outputs])
-
-
-def _stage_fetches(staged, controls, inputs_of, results) -> list:
-    """Per stage (one before each control node, and the last), what it computes that a
-    later stage, its control node or the outputs read: a value belongs to the first
-    stage that can compute it (after the control nodes whose outputs it reads)."""
-    level: dict = {}     # value -> its stage; -1: a parameter; None: a source (any stage)
-    for k, (_, outs) in enumerate(controls):
-        level.update((v, k + 1) for v in outs)
-    for node in staged.nodes:
-        if node.outputs and node.outputs[0] in level:
-            continue
-        here = -1 if node.op == "placeholder" else None if not node.inputs else \
-            max([level[v] for v in node.inputs if level[v] is not None] + [0])
-        level.update((v, here) for v in node.outputs)
-    last = len(controls)
-    fetches: list = [[] for _ in range(last + 1)]
-    control_outs = {v for _, outs in controls for v in outs}
-
-    def need(value, stage):         # stage (or its control node) reads value
-        at = level[value]
-        if at == -1 or value in control_outs:       # in hand: a parameter, a result
-            return
-        at = stage if at is None else at
-        if value not in fetches[at]:
-            fetches[at].append(value)
-    for node in staged.nodes:
-        at = level[node.outputs[0]] if node.outputs else None
-        if at is not None and at >= 0:
-            for v in node.inputs:
-                if level[v] is not None and 0 <= level[v] < at:
-                    need(v, at)
-    for k, inputs in enumerate(inputs_of):
-        for v in inputs:
-            need(v, k)
-    for v in results:                   # an output an earlier stage computes: fetched there
-        if level[v] is not None and level[v] < last:
-            need(v, last)
-    fetches[last] = list(results)
-    return fetches
 
 
 def build_schedule(lowered, inputs, outputs, variable_values, name: str) -> tuple:
