@@ -48,6 +48,23 @@ def _rate(value, what, layer):
                         f"{value!r}") from None
 
 
+def _call_pending(layer, call, inputs, mask, training, initial_state) -> tuple:
+    """(outputs, mask) of Layer.__call__ `call` on a recurrent layer's inputs (x, or
+    [x, *initial_state]), with the mask (the one that came with x by default) and the
+    initial states left in layer._pending while it builds its graph."""
+    if isinstance(inputs, (list, tuple)):
+        inputs, states = inputs[0], list(inputs[1:])
+        initial_state = states or initial_state
+    x = _tensor(inputs)
+    if mask is None:
+        mask = keras_mask(x)
+    layer._pending = (mask, initial_state)
+    try:
+        return call(x, training=training), mask
+    finally:
+        layer._pending = (None, None)
+
+
 class _Recurrent(Layer):
     """What SimpleRNN, LSTM and GRU share: the loop over time and the outputs."""
 
@@ -138,17 +155,8 @@ class _Recurrent(Layer):
         the mask of Masking / Embedding(mask_zero=True) that made inputs);
         initial_state: the list of states ([h] or, for LSTM, [h, c]). inputs may be
         the list [x, *initial_state]."""
-        if isinstance(inputs, (list, tuple)):
-            inputs, states = inputs[0], list(inputs[1:])
-            initial_state = states or initial_state
-        x = _tensor(inputs)
-        if mask is None:
-            mask = keras_mask(x)
-        self._pending = (mask, initial_state)
-        try:
-            out = super().__call__(x, training=training)
-        finally:
-            self._pending = (None, None)
+        out, mask = _call_pending(self, super().__call__, inputs, mask, training,
+                                  initial_state)
         if mask is not None and self.return_sequences:
             set_keras_mask(out[0] if isinstance(out, list) else out, _tensor(mask))
         return out
@@ -515,17 +523,8 @@ class Bidirectional(Layer):
     def __call__(self, inputs, mask=None, training=False, initial_state=None):
         """Keras's call: mask (batch, time), initial_state the forward states then the
         backward ones (inputs may be [x, *initial_state])."""
-        if isinstance(inputs, (list, tuple)):
-            inputs, states = inputs[0], list(inputs[1:])
-            initial_state = states or initial_state
-        x = _tensor(inputs)
-        if mask is None:
-            mask = keras_mask(x)
-        self._pending = (mask, initial_state)
-        try:
-            out = super().__call__(x, training=training)
-        finally:
-            self._pending = (None, None)
+        out, mask = _call_pending(self, super().__call__, inputs, mask, training,
+                                  initial_state)
         if mask is not None and self.return_sequences and isinstance(out, Tensor):
             set_keras_mask(out, _tensor(mask))
         return out
