@@ -166,14 +166,7 @@ def recurrent(ctx, node, x, a, kind):
         ys.append(F.stack([outs[t] for t in range(seq)], axis=0))    # (seq, batch, hidden)
         hs.append(H)
         cs.append(C)
-    Y = F.stack(ys, axis=1)                                              # (seq, dirs, b, h)
-    Y_h = F.stack(hs, axis=0)                                            # (dirs, b, h)
-    Y_c = F.stack(cs, axis=0) if kind == "LSTM" else None
-    if layout:
-        Y = F.transpose(Y, (2, 0, 1, 3))
-        Y_h = F.transpose(Y_h, (1, 0, 2))
-        Y_c = F.transpose(Y_c, (1, 0, 2)) if Y_c is not None else None
-    return [Y, Y_h] + ([Y_c] if kind == "LSTM" else [])
+    return _outputs(kind, ys, hs, cs, layout)
 
 
 def _gru_step(xt, hr, H, Rd, wb, rb, hidden, f, g, clipped, linear_before_reset):
@@ -272,8 +265,14 @@ def _scan_recurrent(kind, X, W, R, B, h0, c0, P, lens, layout, direction, dirs, 
         ys.append(out)
         hs.append(final[0] if kind == "LSTM" else final)
         cs.append(final[1] if kind == "LSTM" else None)
+    return _outputs(kind, ys, hs, cs, layout)
+
+
+def _outputs(kind, ys, hs, cs, layout) -> list:
+    """[Y, Y_h] (and Y_c for LSTM) from each direction's (seq, batch, hidden) outputs
+    and final states; layout 1: batch first, as ONNX's layout attribute says."""
     Y = F.stack(ys, axis=1)                                              # (seq, dirs, b, h)
-    Y_h = F.stack(hs, axis=0)
+    Y_h = F.stack(hs, axis=0)                                            # (dirs, b, h)
     Y_c = F.stack(cs, axis=0) if kind == "LSTM" else None
     if layout:
         Y = F.transpose(Y, (2, 0, 1, 3))
