@@ -8,6 +8,7 @@ import json
 
 import numpy as np
 import pytest
+from test_plan_cache import _loads  # the spy on plan_cache.load
 
 import fragflow as ff
 from fragflow.runtime import driver, plan_cache
@@ -47,18 +48,6 @@ def _run(model):
         fn = sess.compile(fetches, feeds=[x])
         out = fn(XB)
         return out, fn
-
-
-def _loads(monkeypatch) -> list:
-    found = []
-    real = plan_cache.load
-
-    def spy(key):
-        entry = real(key)
-        found.append(entry is not None)
-        return entry
-    monkeypatch.setattr(plan_cache, "load", spy)
-    return found
 
 
 def _passes_on(monkeypatch, graph) -> list:
