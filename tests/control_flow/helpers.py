@@ -1,4 +1,5 @@
-"""What the control-flow tests share: a numpy session over a graph built by a function."""
+"""What the control-flow tests share: a numpy session over a graph built by a function,
+graphs of placeholders, result checks and call counters."""
 from __future__ import annotations
 
 import numpy as np
@@ -34,3 +35,29 @@ def _flat(x):
     if isinstance(x, (list, tuple)):
         return [v for item in x for v in _flat(item)]
     return [x]
+
+
+def graph_of(build, shapes, name="cf"):
+    """(graph, {name: placeholder}, build(**placeholders)): shapes {name: (dtype, shape)}."""
+    g = ff.Graph(name)
+    with g.as_default():
+        feeds = {n: ff.placeholder(dtype, shape, name=n) for n, (dtype, shape) in shapes.items()}
+        fetches = build(**feeds)
+    return g, feeds, fetches
+
+
+def check_close(got, want, rtol=1e-5, atol=1e-5):
+    """Each result of the shape and dtype of its reference, and close to it."""
+    for a, b in zip(got, want):
+        assert np.shape(a) == np.shape(b) and np.asarray(a).dtype == np.asarray(b).dtype
+        np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)
+
+
+def count_calls(monkeypatch, owner, method: str, counts: dict, key: str) -> None:
+    """counts[key] += 1 at each call of owner.method (which still runs)."""
+    real = getattr(owner, method)
+
+    def counted(self, *args, **kw):
+        counts[key] += 1
+        return real(self, *args, **kw)
+    monkeypatch.setattr(owner, method, counted)

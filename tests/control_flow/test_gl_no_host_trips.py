@@ -7,6 +7,7 @@ import pytest
 
 import fragflow as tf
 from fragflow.runtime import control_flow as cf
+from tests.control_flow.helpers import check_close, count_calls, graph_of
 
 RNG = np.random.default_rng(25)
 
@@ -17,33 +18,14 @@ def trips(gl, monkeypatch):
     the GPU copies control flow draws instead."""
     from fragflow.runtime import gl_resources
     counts = {"uploads": 0, "readbacks": 0, "copies": 0}
-    upload, readback = gl_resources.Texture.upload, gl_resources.Texture.readback
-    draw = cf._GPUCopy._draw
-
-    def counted_upload(self, flat):
-        counts["uploads"] += 1
-        return upload(self, flat)
-
-    def counted_readback(self):
-        counts["readbacks"] += 1
-        return readback(self)
-
-    def counted_draw(self, *args):
-        counts["copies"] += 1
-        return draw(self, *args)
-    monkeypatch.setattr(gl_resources.Texture, "upload", counted_upload)
-    monkeypatch.setattr(gl_resources.Texture, "readback", counted_readback)
-    monkeypatch.setattr(cf._GPUCopy, "_draw", counted_draw)
+    count_calls(monkeypatch, gl_resources.Texture, "upload", counts, "uploads")
+    count_calls(monkeypatch, gl_resources.Texture, "readback", counts, "readbacks")
+    count_calls(monkeypatch, cf._GPUCopy, "_draw", counts, "copies")
     return counts
 
 
 def _session(build, shapes):
-    g = tf.Graph("trips")
-    with g.as_default():
-        feeds = {name: tf.placeholder(dtype, shape, name=name)
-                 for name, (dtype, shape) in shapes.items()}
-        fetches = build(**feeds)
-    return g, feeds, fetches
+    return graph_of(build, shapes, "trips")
 
 
 def _counted(trips, sess, fetches, feed):
@@ -54,10 +36,7 @@ def _counted(trips, sess, fetches, feed):
     return out, dict(trips)
 
 
-def _check(got, want, rtol=1e-5, atol=1e-5):
-    for a, b in zip(got, want):
-        assert np.shape(a) == np.shape(b) and np.asarray(a).dtype == np.asarray(b).dtype
-        np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)
+_check = check_close
 
 
 def _scan_rnn(x, w):

@@ -12,6 +12,7 @@ from fragflow.codegen.kernel import Binding
 from fragflow.codegen.layout import Layout
 from fragflow.codegen.windows import unsafe_windows
 from fragflow.runtime import control_flow as cf
+from tests.control_flow.helpers import check_close, count_calls, graph_of
 
 RNG = np.random.default_rng(2025)
 
@@ -20,27 +21,13 @@ RNG = np.random.default_rng(2025)
 def copies(gl, monkeypatch):
     """Copy draws and merges control flow makes, counted."""
     counts = {"copies": 0, "merges": 0}
-    draw, merge = cf._GPUCopy._draw, cf._GPUCopy.merge
-
-    def counted_draw(self, *args, **kw):
-        counts["copies"] += 1
-        return draw(self, *args, **kw)
-
-    def counted_merge(self, *args, **kw):
-        counts["merges"] += 1
-        return merge(self, *args, **kw)
-    monkeypatch.setattr(cf._GPUCopy, "_draw", counted_draw)
-    monkeypatch.setattr(cf._GPUCopy, "merge", counted_merge)
+    count_calls(monkeypatch, cf._GPUCopy, "_draw", counts, "copies")
+    count_calls(monkeypatch, cf._GPUCopy, "merge", counts, "merges")
     return counts
 
 
 def _graph(build, shapes):
-    g = tf.Graph("windows")
-    with g.as_default():
-        feeds = {name: tf.placeholder(dtype, shape, name=name)
-                 for name, (dtype, shape) in shapes.items()}
-        fetches = build(**feeds)
-    return g, feeds, fetches
+    return graph_of(build, shapes, "windows")
 
 
 def _run(copies, build, shapes, values, tuning=None):
@@ -68,10 +55,7 @@ def _windows_of(sess):
     return found
 
 
-def _check(got, want, rtol=1e-5, atol=1e-5):
-    for a, b in zip(got, want):
-        assert np.shape(a) == np.shape(b) and np.asarray(a).dtype == np.asarray(b).dtype
-        np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)
+_check = check_close
 
 
 def _rnn(x, w, u):
