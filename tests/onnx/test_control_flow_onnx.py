@@ -409,19 +409,18 @@ def test_fed_sequence_lens_equal_onnxruntime(kind, direction):
         assert_close(a, b, 1e-5)
 
 
+def _gl_equals_numpy(imported, feed):
+    """The imported graph on GL against the numpy executor running it as built."""
+    want = ff.Session(imported.graph, backend="numpy", passes=[]).run(imported.outputs, feed)
+    got = ff.Session(imported.graph).run(imported.outputs, feed)
+    for a, b in zip(got, want):
+        assert_close(a, b, 1e-5)
+
+
 def test_an_imported_if_on_gl_equals_numpy(gl):
     imported = ff.onnx.load(_if_model())
     x = rng.normal(size=(2, 3)).astype(np.float32)
-    want = ff.Session(imported.graph, backend="numpy", passes=[]).run(
-        imported.outputs, imported.feed_dict({"x": x}))
-    try:
-        got = ff.Session(imported.graph).run(imported.outputs, imported.feed_dict({"x": x}))
-    except ff.FragflowError as err:
-        if "runs on backend='numpy' only" in str(err):
-            pytest.skip(f"the GL backend cannot run control flow yet: {err}")
-        raise
-    for a, b in zip(got, want):
-        assert_close(a, b, 1e-5)
+    _gl_equals_numpy(imported, imported.feed_dict({"x": x}))
 
 
 def test_sub_graphs_nested_too_deep_are_refused():
@@ -443,13 +442,4 @@ def test_an_imported_lstm_over_a_fed_length_on_gl_equals_numpy(gl):
     m = _recurrent_model("LSTM", "bidirectional", with_lens=False)
     imported = ff.onnx.load(m)
     x = rng.normal(size=(7, 2, F_)).astype(np.float32)
-    feed = {imported.inputs[0]: x}
-    want = ff.Session(imported.graph, backend="numpy", passes=[]).run(imported.outputs, feed)
-    try:
-        got = ff.Session(imported.graph).run(imported.outputs, feed)
-    except ff.FragflowError as err:
-        if "runs on backend='numpy' only" in str(err):
-            pytest.skip(f"the GL backend cannot run control flow yet: {err}")
-        raise
-    for a, b in zip(got, want):
-        assert_close(a, b, 1e-5)
+    _gl_equals_numpy(imported, {imported.inputs[0]: x})
