@@ -93,6 +93,7 @@ class _SubPlan:
             self.plan = backend.build_plan(lowered, owner.variables, owner.initial)
         self.backend = backend
         self._owned: dict = {}          # purpose -> [Texture, ...]
+        self.windowed = False           # a scan step's _WindowedScan (None: cannot), once
 
     def _lower(self, graph, limits, tuning, wanted: dict) -> tuple:
         """(lowered graph, windows kept): lowered again without the windows a kernel
@@ -456,7 +457,9 @@ class ControlFlowPlan:
             lambda outs: _scan_windows(outs, types, elem_types, nc, length,
                                        self.backend.device.max_texture_size)))
         if observer is None and step.windows:
-            run = _WindowedScan.of(step, nc, len(elems))
+            if step.windowed is False:
+                step.windowed = _WindowedScan.of(step, nc, len(elems))
+            run = step.windowed
             if run is not None:
                 return run(types, carry, elems, caps, steps)
             step = self._sub("scan.copies", node, build, types)
@@ -705,11 +708,11 @@ class _WindowedScan:
         window_of = {id(feeds[k][0] if kind == "param" else outs[k][0]): w[2]
                      for (kind, k), w in windows.items()
                      if kind == "output" or feeds[k] is not None}
-        shared = {j: next(m for m in range(nc, nc + ny) if outs[m][0] is outs[j][0]
-                          and ("output", m) in windows)
-                  for j in range(nc, nc + ny) if ("output", j) not in windows and
-                  any(outs[m][0] is outs[j][0] and ("output", m) in windows
-                      for m in range(nc, nc + ny))}
+        # a y not windowed whose slot a windowed y writes: the same values
+        windowed_y = {id(outs[m][0]): m for m in reversed(range(nc, nc + ny))
+                      if ("output", m) in windows}
+        shared = {j: windowed_y[id(outs[j][0])] for j in range(nc, nc + ny)
+                  if ("output", j) not in windows and id(outs[j][0]) in windowed_y}
 
         def where(slot) -> tuple:
             return slot.texture, 4 * bases.get(window_of.get(id(slot)), 0)
