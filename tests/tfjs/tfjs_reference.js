@@ -1,6 +1,8 @@
 // The oracle of tests/tfjs: TF.js 4.22 (pure-JS CPU backend) in node runs a graph model.
 //   node tfjs_reference.js info MODEL_JSON            -> JSON: inputs, outputs, node names
 //   node tfjs_reference.js run MODEL_JSON FEEDS OUT   -> runs on FEEDS, writes OUT
+//   node tfjs_reference.js many LIST                  -> LIST: JSON [[MODEL_JSON, FEEDS,
+//                                                        OUT], ...]: one node for many
 // FEEDS: JSON {name: {dtype, shape, file}} with raw little-endian float32/int32 files;
 // OUT: JSON {outputs: [{name, dtype, shape, file}]} with raw files beside it.
 // Needs NODE_PATH holding @tensorflow/tfjs (the Makefile installs it into a cache).
@@ -31,6 +33,17 @@ async function loadModel(file) {
 async function main() {
   await tf.setBackend('cpu');
   const [mode, file, feedsFile, outFile] = process.argv.slice(2);
+  if (mode === 'many') {
+    const list = JSON.parse(fs.readFileSync(file, 'utf8'));
+    for (const [m, f, o] of list) {
+      try {
+        await runOne(await loadModel(m), f, o);
+      } catch (err) {
+        fs.writeFileSync(o, JSON.stringify({error: String(err && err.message || err)}));
+      }
+    }
+    return;
+  }
   const model = await loadModel(file);
   if (mode === 'info') {
     process.stdout.write(JSON.stringify({
@@ -39,6 +52,10 @@ async function main() {
     }));
     return;
   }
+  await runOne(model, feedsFile, outFile);
+}
+
+async function runOne(model, feedsFile, outFile) {
   const feeds = JSON.parse(fs.readFileSync(feedsFile, 'utf8'));
   const dir = path.dirname(feedsFile);
   const inputs = {};
