@@ -226,3 +226,19 @@ def test_uint8_dequantization_is_the_float64_formula_rounded_once():
     np.testing.assert_array_equal(got, want)
     ints = reader.dequantize(np.array([0, 1, 2, 3], np.uint8), 0.5, -1.0, "int32")
     np.testing.assert_array_equal(ints, [-1, 0, 0, 1])      # Math.round: -0.5 -> -0, 0.5 -> 1
+
+
+def test_trainable_weights_are_variables_that_train(tmp_path):
+    b = small()
+    b.op("Square", "sq", ["y"])
+    path = write(tmp_path, b)
+    frozen = ff.tfjs.load(path)
+    assert frozen.variables == {}
+    model = ff.tfjs.load(path, trainable=True)
+    assert list(model.variables) == ["w"]
+    x = np.ones((1, 4), np.float32)
+    with model.graph.as_default():
+        loss = ff.reduce_sum(model.outputs_by_name["sq"])
+        grad, = ff.gradients(loss, [model.variables["w"]])
+    g = ff.Session(model.graph, backend="numpy").run(grad, model.feed_dict({"x": x}))
+    np.testing.assert_allclose(g, np.full((4, 2), 2 * 4.0))   # d(sum (x@w)^2)/dw = 2 x^T (x@w)
