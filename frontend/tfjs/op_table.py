@@ -37,7 +37,7 @@ def rule(*op_types):
 CONTROL_FLOW = {"Enter", "Exit", "Merge", "Switch", "NextIteration", "LoopCond", "While",
                 "StatelessWhile", "If", "StatelessIf"}
 DATA_DEPENDENT = {"NonMaxSuppressionV2", "NonMaxSuppressionV3", "NonMaxSuppressionV4",
-                  "NonMaxSuppressionV5", "Where", "TopKV2", "SparseToDense", "Unique",
+                  "NonMaxSuppressionV5", "Where", "SparseToDense", "Unique",
                   "ListDiff", "Bincount", "DenseBincount"}
 
 
@@ -117,7 +117,7 @@ BINARY = {
     "Maximum": F.maximum, "Minimum": F.minimum, "Pow": F.pow, "FloorDiv": F.floordiv,
     "FloorMod": F.floormod, "Mod": F.floormod, "SquaredDifference": F.squared_difference,
     "Atan2": F.atan2, "Less": F.less, "Greater": F.greater, "LessEqual": F.less_equal,
-    "GreaterEqual": F.greater_equal, "Equal": F.equal, "NotEqual": F.not_equal,
+    "GreaterEqual": F.greater_equal,
     "LogicalAnd": F.logical_and, "LogicalOr": F.logical_or, "Prelu": F.prelu,
 }
 
@@ -144,6 +144,14 @@ def div(ctx, node, x, a):
             F.equal(q, 0.0), F.ones_like(q), q))
     # TF.js's div of two int32 tensors is floorDiv
     return F.floordiv(p, q) if p.dtype == "int32" and q.dtype == "int32" else F.div(p, q)
+
+
+@rule("Equal", "NotEqual")
+def equal(ctx, node, x, a):
+    # incompatible_shape_error=false makes TF answer false for shapes that do not
+    # broadcast; fragflow refuses those shapes at import either way
+    a.get("incompatible_shape_error")
+    return (F.equal if node.op == "Equal" else F.not_equal)(T(ctx, x[0]), T(ctx, x[1]))
 
 
 @rule("IdentityN")
@@ -538,6 +546,24 @@ def gather(ctx, node, x, a):
 @rule("GatherNd")
 def gather_nd(ctx, node, x, a):
     return F.gather_nd(T(ctx, x[0]), T(ctx, x[1]))
+
+
+@rule("TopKV2")
+def top_k(ctx, node, x, a):
+    """TopKV2 with a k known at import (a Const: the output shapes are static). A k the
+    graph computes gives shapes that depend on the data: refused, as the other
+    data-dependent ops. Ties keep the lower index first, as TF."""
+    a.get("sorted")                # TF.js sorts whatever it says; so does fragflow
+    if not ctx.is_static(x[1]):
+        raise ctx.error("k is computed by the graph: the outputs' shapes would depend on "
+                        "the data, which ff.tfjs.load does not import yet (docs/TFJS.md, "
+                        "Limits)")
+    k = ctx.ints(x[1], "k")[0]
+    v = T(ctx, x[0])
+    if k < 0 or (v.shape[-1] is not None and k > v.shape[-1]):
+        raise ctx.error(f"k={k} is outside [0, {v.shape[-1]}] (the last axis)")
+    result = F.top_k(v, k=k)
+    return [result.values, result.indices]
 
 
 @rule("OneHot")

@@ -316,6 +316,17 @@ def case_shape_arithmetic(b):
 
 
 @case
+def case_top_k(b):
+    b.placeholder("x", [2, 6])
+    b.const("k", np.array(3, np.int32))
+    b.op("TopKV2", "top", ["x", "k"], sorted=True)
+    b.op("Equal", "eq", ["x", "x"], incompatible_shape_error=True)
+    x = np.array([[0.5, 2.0, 2.0, -1.0, 2.0, 0.0], [3.0, 1.0, 4.0, 1.0, 5.0, 9.0]],
+                 np.float32)                 # ties: the lower index first, as TF
+    return {"x": x}, ["top", "top:1", "eq"]
+
+
+@case
 def case_batch_norm(b):
     b.placeholder("x", [1, 3, 3, 4])
     for name in ("scale", "offset", "mean"):

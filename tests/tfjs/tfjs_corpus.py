@@ -21,10 +21,10 @@ CACHE = os.environ.get("FRAGFLOW_TFJS_CACHE", os.path.expanduser("~/.cache/fragf
 NODE_MODULES = os.path.join(CACHE, "node_modules")
 MODELS = os.path.join(NODE_MODULES, "@vladmandic", "human-models", "models")
 
-# Six models need control flow, TensorArrays/TensorLists or ops with data-dependent
+# Four models need control flow, TensorArrays/TensorLists or ops with data-dependent
 # shapes (docs/TFJS.md, Limits): they are refused with a TfjsImportError naming the op.
-REFUSED = {"centernet": "TopKV2", "faceboxes": "Enter", "handtrack": "TensorListReserve",
-           "movenet-multipose": "TopKV2", "nanodet": "SparseToDense", "rvm": "Switch"}
+REFUSED = {"faceboxes": "Enter", "handtrack": "TensorListReserve",
+           "nanodet": "SparseToDense", "rvm": "Switch"}
 
 
 def _missing(what: str):
