@@ -37,7 +37,7 @@ def rule(*op_types):
 CONTROL_FLOW = {"Enter", "Exit", "Merge", "Switch", "NextIteration", "LoopCond", "While",
                 "StatelessWhile", "If", "StatelessIf"}
 DATA_DEPENDENT = {"NonMaxSuppressionV2", "NonMaxSuppressionV3", "NonMaxSuppressionV4",
-                  "NonMaxSuppressionV5", "Where", "SparseToDense", "Unique",
+                  "NonMaxSuppressionV5", "Where", "Unique",
                   "ListDiff", "Bincount", "DenseBincount"}
 
 
@@ -564,6 +564,29 @@ def top_k(ctx, node, x, a):
         raise ctx.error(f"k={k} is outside [0, {v.shape[-1]}] (the last axis)")
     result = F.top_k(v, k=k)
     return [result.values, result.indices]
+
+
+@rule("SparseToDense")
+def sparse_to_dense(ctx, node, x, a):
+    """SparseToDense of values known at import (nanodet's are all Consts): evaluated
+    there. Indices the graph computes (after a Where) are refused: data-dependent."""
+    a.get("validate_indices")
+    what = ("sparse_indices", "output_shape", "sparse_values", "default_value")
+    if not all(ctx.is_static(v) for v in x[:4]):
+        raise ctx.error("sparse_indices, output_shape and the values must be known at "
+                        "import time (indices a graph computes give data-dependent "
+                        "work, which ff.tfjs.load does not import yet)")
+    indices, shape, values, default = (np.asarray(ctx.static(v, w)) for v, w in zip(x, what))
+    shape = [int(d) for d in shape.reshape(-1)]
+    ctx.check_elements(shape, "the dense result")
+    out = np.full(shape, default.reshape(-1)[0], dtype=values.dtype)
+    if indices.ndim < 2:               # a scalar or a vector: indices into a 1-D result
+        indices = indices.reshape(-1, 1)
+    if indices.size:
+        if (indices < 0).any() or (indices >= np.asarray(shape)[:indices.shape[1]]).any():
+            raise ctx.error("sparse_indices hold an index outside output_shape")
+        out[tuple(indices.T)] = np.broadcast_to(values, (indices.shape[0],))
+    return ctx.to_supported(out)
 
 
 @rule("OneHot")

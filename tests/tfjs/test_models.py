@@ -3,7 +3,7 @@ the same seeded inputs, on GL and on the numpy executor (the graph as built).
 
 `make test` runs a handful, each a different kind of network; `make test-tfjs-models`
 (FRAGFLOW_TFJS_ALL=1) runs every model that loads. Float outputs must be within 1e-3 of
-the output's largest magnitude; the four models that need what the importer does not do
+the output's largest magnitude; the three models that need what the importer does not do
 yet are refused with a TfjsImportError naming the op."""
 from __future__ import annotations
 

@@ -327,6 +327,18 @@ def case_top_k(b):
 
 
 @case
+def case_sparse_to_dense(b):
+    b.placeholder("x", [3, 4])
+    b.const("idx", np.array([[0, 1], [2, 3]], np.int32))
+    b.const("shape", np.array([3, 4], np.int32))
+    b.const("vals", np.array([5.0, -6.0], np.float32))
+    b.const("dflt", np.array(0.5, np.float32))
+    b.op("SparseToDense", "dense", ["idx", "shape", "vals", "dflt"], validate_indices=True)
+    b.op("Mul", "out", ["x", "dense"])
+    return {"x": rand(3, 4)}, ["out"]
+
+
+@case
 def case_batch_norm(b):
     b.placeholder("x", [1, 3, 3, 4])
     for name in ("scale", "offset", "mean"):

@@ -21,10 +21,9 @@ CACHE = os.environ.get("FRAGFLOW_TFJS_CACHE", os.path.expanduser("~/.cache/fragf
 NODE_MODULES = os.path.join(CACHE, "node_modules")
 MODELS = os.path.join(NODE_MODULES, "@vladmandic", "human-models", "models")
 
-# Four models need control flow, TensorArrays/TensorLists or ops with data-dependent
-# shapes (docs/TFJS.md, Limits): they are refused with a TfjsImportError naming the op.
-REFUSED = {"faceboxes": "Enter", "handtrack": "TensorListReserve",
-           "nanodet": "SparseToDense", "rvm": "Switch"}
+# Three models need TF1 control flow and TensorArrays/TensorLists (with NMS and Where
+# inside: docs/TFJS.md, Limits): they are refused with a TfjsImportError naming the op.
+REFUSED = {"faceboxes": "Enter", "handtrack": "TensorListReserve", "rvm": "Switch"}
 
 
 def _missing(what: str):
