@@ -43,7 +43,7 @@ test: $(STAMP) $(TFJS_STAMP)
 # TF.js 4.22 in node (tens of minutes on 2 cores: outside make test, which runs a few).
 test-tfjs-models: $(STAMP) $(TFJS_STAMP)
 	FRAGFLOW_TFJS_CACHE=$(TFJS_CACHE) FRAGFLOW_TFJS_ALL=1 $(BIN)/python -m pytest -q \
-	    tests/tfjs/test_models.py
+	    tests/tfjs/test_tfjs_models.py
 
 # fragflow.distributed on a local Ray instance (minutes on 2 cores: outside make test).
 test-ray: $(STAMP)
