@@ -335,6 +335,41 @@ def resize(ctx, node, x, a):
               half_pixel_centers=bool(a.get("half_pixel_centers", False)))
 
 
+@rule("LRN")
+def lrn(ctx, node, x, a):
+    return F.local_response_normalization(
+        T(ctx, x[0]), depth_radius=int(a.get("depth_radius", 5)),
+        bias=float(a.get("bias", 1.0)), alpha=float(a.get("alpha", 1.0)),
+        beta=float(a.get("beta", 0.5)))
+
+
+@rule("Conv3D")
+def conv3d(ctx, node, x, a):
+    _nhwc(ctx, a)
+    s, d = a.get("strides", [1] * 5), a.get("dilations", [1] * 5)
+    if len(s) != 5 or len(d) != 5 or a.get("padding") not in ("SAME", "VALID"):
+        raise ctx.error(f"strides {s}, dilations {d} (5 values) and padding SAME/VALID")
+    return F.conv3d(T(ctx, x[0]), T(ctx, x[1]), strides=tuple(s[1:4]),
+                    padding=a["padding"], dilations=tuple(d[1:4]))
+
+
+@rule("MaxPool3D", "AvgPool3D")
+def pool3d(ctx, node, x, a):
+    _nhwc(ctx, a)
+    k, s = a.get("ksize", []), a.get("strides", [])
+    if len(k) != 5 or len(s) != 5 or a.get("padding") not in ("SAME", "VALID"):
+        raise ctx.error(f"ksize {k}, strides {s} (5 values) and padding SAME/VALID")
+    fn = F.max_pool3d if node.op == "MaxPool3D" else F.avg_pool3d
+    return fn(T(ctx, x[0]), tuple(k[1:4]), tuple(s[1:4]), padding=a["padding"])
+
+
+@rule("Dilation2D")
+def dilation2d(ctx, node, x, a):
+    return F.dilation2d(T(ctx, x[0]), T(ctx, x[1]), strides=_spatial(ctx, a, "strides"),
+                        padding=a.get("padding", "VALID"),
+                        dilations=_spatial(ctx, a, "rates"))
+
+
 @rule("DepthToSpace")
 def depth_to_space(ctx, node, x, a):
     _nhwc(ctx, a)
@@ -367,6 +402,26 @@ def reduce(ctx, node, x, a):
     if not axes:
         return F.identity(v)             # TF: no axes, no reduction
     return REDUCE[node.op](v, axis=axes, keepdims=bool(a.get("keep_dims", False)))
+
+
+@rule("All", "Any")
+def reduce_logical(ctx, node, x, a):
+    axes = ctx.ints(x[1], "reduction axes")
+    v = T(ctx, x[0])
+    if not axes:
+        return F.identity(v)
+    fn = F.reduce_all if node.op == "All" else F.reduce_any
+    return fn(v, axis=axes, keepdims=bool(a.get("keep_dims", False)))
+
+
+@rule("EuclideanNorm")
+def euclidean_norm(ctx, node, x, a):
+    axes = ctx.ints(x[1], "reduction axes")
+    v = T(ctx, x[0])
+    if not axes:
+        return F.abs(v)
+    return F.sqrt(F.reduce_sum(F.square(v), axis=axes,
+                               keepdims=bool(a.get("keep_dims", False))))
 
 
 @rule("ArgMax", "ArgMin")
@@ -488,6 +543,37 @@ def strided_slice(ctx, node, x, a):
 @rule("Slice")
 def slice_(ctx, node, x, a):
     return F.slice(T(ctx, x[0]), ctx.ints(x[1], "begin"), ctx.ints(x[2], "size"))
+
+
+@rule("ReverseV2", "Reverse")
+def reverse(ctx, node, x, a):
+    v = T(ctx, x[0])
+    if node.op == "Reverse":            # a bool mask per axis
+        axes = [k for k, flag in enumerate(ctx.static(x[1], "dims").reshape(-1)) if flag]
+    else:
+        axes = ctx.ints(x[1], "axis")
+    return F.reverse(v, axes) if axes else F.identity(v)
+
+
+@rule("LinSpace")
+def linspace(ctx, node, x, a):
+    a.get("Tidx")
+    start, stop = (float(np.asarray(ctx.static(v, w)).reshape(-1)[0])
+                   for v, w in zip(x[:2], ("start", "stop")))
+    num = ctx.ints(x[2], "num")[0]
+    ctx.check_elements((num,), "the result")
+    return np.linspace(start, stop, num, dtype=np.float64).astype(np.float32)
+
+
+@rule("ScatterNd")
+def scatter_nd(ctx, node, x, a):
+    return F.scatter_nd(T(ctx, x[0]), T(ctx, x[1]), ctx.ints(x[2], "shape"))
+
+
+@rule("Einsum")
+def einsum(ctx, node, x, a):
+    a.get("N")
+    return F.einsum(str(a["equation"]), *(T(ctx, v) for v in x))
 
 
 @rule("Tile")

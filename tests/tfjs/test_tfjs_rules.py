@@ -339,6 +339,39 @@ def case_sparse_to_dense(b):
 
 
 @case
+def case_more_ops(b):
+    b.placeholder("x", [1, 4, 5, 6])
+    b.placeholder("v", [2, 3, 4, 5, 2])
+    b.const("ax", np.array([1, 3], np.int32))
+    b.op("ReverseV2", "rev", ["x", "ax"])
+    b.op("LRN", "lrn", ["x"], depth_radius=2, bias=1.5, alpha=0.3, beta=0.75)
+    b.op("EuclideanNorm", "norm", ["x", "ax"], keep_dims=True)
+    b.op("Greater", "pos", ["x", "norm"])
+    b.op("Any", "any", ["pos", "ax"], keep_dims=False)
+    b.op("All", "all", ["pos", "ax"], keep_dims=False)
+    b.op("Einsum", "ein", ["x", "x"], equation="abcd,abed->abce", N=2)
+    b.const("w3", rand(2, 2, 2, 2, 3))
+    b.op("Conv3D", "conv3d", ["v", "w3"], strides=[1, 1, 2, 1, 1], padding="SAME",
+         dilations=[1, 1, 1, 1, 1], data_format="NDHWC")
+    b.op("MaxPool3D", "max3d", ["v"], ksize=[1, 2, 2, 2, 1], strides=[1, 1, 2, 2, 1],
+         padding="VALID", data_format="NDHWC")
+    b.op("AvgPool3D", "avg3d", ["v"], ksize=[1, 2, 2, 2, 1], strides=[1, 1, 2, 2, 1],
+         padding="SAME", data_format="NDHWC")
+    b.const("lo", np.array(-1.0, np.float32))
+    b.const("hi", np.array(2.0, np.float32))
+    b.const("num", np.array(7, np.int32))
+    b.op("LinSpace", "lin", ["lo", "hi", "num"], Tidx="DT_INT32")
+    b.op("Mul", "linx", ["lin", "lin"])
+    b.const("sidx", np.array([[1], [3]], np.int32))
+    b.const("supd", rand(2, 5))
+    b.const("sshape", np.array([4, 5], np.int32))
+    b.op("ScatterNd", "scatter", ["sidx", "supd", "sshape"])
+    return {"x": rand(1, 4, 5, 6), "v": rand(2, 3, 4, 5, 2)}, \
+        ["rev", "lrn", "norm", "any", "all", "ein", "conv3d", "max3d", "avg3d", "linx",
+         "scatter"]
+
+
+@case
 def case_batch_norm(b):
     b.placeholder("x", [1, 3, 3, 4])
     for name in ("scale", "offset", "mean"):
