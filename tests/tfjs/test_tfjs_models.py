@@ -70,6 +70,12 @@ def test_unknown_dims_stay_none_until_input_shapes_fix_them():
     assert free.outputs_by_name["Identity"].shape == (None, 64, 64, 39)
     fixed = ff.tfjs.load(path, input_shapes={"input_1": (2, 256, 256, 3)})
     assert fixed.outputs_by_name["Identity"].shape == (2, 64, 64, 39)
+    # the free model runs on whatever batch is fed, as the fixed one does
+    x = np.random.default_rng(3).random((2, 256, 256, 3), dtype=np.float32)
+    heat = [ff.Session(m.graph, backend="numpy", passes=[]).run(
+        m.outputs_by_name["Identity"], m.feed_dict({"input_1": x})) for m in (free, fixed)]
+    assert heat[0].shape == (2, 64, 64, 39)
+    np.testing.assert_array_equal(heat[0], heat[1])
 
 
 def test_shape_arithmetic_on_a_free_dim_asks_for_input_shapes():
