@@ -319,12 +319,37 @@ def batch_matmul(ctx, node, x, a):
 
 
 # -- pools and images -----------------------------------------------------------------------
+# a pool window at least this large, tiling its input (strides = ksize, VALID), is a
+# reduction over the windows' axes: the pool kernels loop over the window in one
+# fragment, and 128x128 (selfie's) is past the 65,535 iterations a fragment may run
+LARGE_WINDOW = 32 * 32
+
+
 @rule("MaxPool", "AvgPool")
 def pool(ctx, node, x, a):
     _nhwc(ctx, a)
     ksize, strides = _spatial(ctx, a, "ksize"), _spatial(ctx, a, "strides")
+    padding = _padding(ctx, a)
+    v = T(ctx, x[0])
+    if ksize == strides and padding == "VALID" and ksize[0] * ksize[1] >= LARGE_WINDOW \
+            and len(v.shape) == 4 and None not in v.shape[1:]:
+        return _tiling_pool(v, ksize, F.reduce_max if node.op == "MaxPool"
+                            else F.reduce_mean)
     fn = F.max_pool2d if node.op == "MaxPool" else F.avg_pool2d
-    return fn(T(ctx, x[0]), ksize, strides, padding=_padding(ctx, a))
+    return fn(v, ksize, strides, padding=padding)
+
+
+def _tiling_pool(v, ksize, reduce):
+    """A VALID pool whose windows tile the input, as a reduction: [N, H, W, C] ->
+    [N, H/kh, kh, W/kw, kw, C] reduced over the window axes (rows and columns past the
+    last whole window dropped, as VALID does)."""
+    n, h, w, c = v.shape
+    (kh, kw) = ksize
+    oh, ow = h // kh, w // kw
+    if oh * kh != h or ow * kw != w:
+        v = F.slice(v, [0, 0, 0, 0], [-1, oh * kh, ow * kw, -1])
+    v = F.reshape(v, [-1 if n is None else n, oh, kh, ow, kw, c])
+    return reduce(v, axis=[2, 4])
 
 
 @rule("ResizeBilinear", "ResizeNearestNeighbor")

@@ -184,6 +184,16 @@ def case_pools(b):
 
 
 @case
+def case_large_tiling_pools(b):
+    b.placeholder("x", [1, 70, 66, 3])
+    outs = []
+    for op in ("MaxPool", "AvgPool"):
+        outs.append(b.op(op, f"{op}_big", ["x"], ksize=[1, 32, 32, 1],
+                         strides=[1, 32, 32, 1], padding="VALID", data_format="NHWC"))
+    return {"x": rand(1, 70, 66, 3)}, outs
+
+
+@case
 def case_resize(b):
     b.placeholder("x", [1, 5, 4, 2])
     b.const("up", np.array([9, 7], np.int32))
