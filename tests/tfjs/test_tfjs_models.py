@@ -15,11 +15,12 @@ import tfjs_corpus as corpus
 
 import fragflow as ff
 
-# each a different kind: face detection (fused convs, depthwise, Pad, Reshape), emotion
-# classification (1-channel input, pools, dense), iris landmarks (Prelu everywhere),
-# face detection with shape arithmetic on its batch (Shape/StridedSlice/Pack/Reshape),
-# segmentation (ResizeBilinear, Conv2DBackpropInput-free decoder, sigmoid head)
-FEW = ["blazeface-front", "emotion", "iris", "facemesh-detection-short", "meet"]
+# each a different kind, small and quick to compile: emotion classification (float32
+# weights, 1-channel input, separable convs, pools, softmax), face detection with shape
+# arithmetic on its batch (float16 weights; Shape/StridedSlice/Pack/Reshape), face
+# landmarks (float16, Prelu), selfie segmentation (float16, ResizeBilinear, a 128x128
+# AvgPool, a sigmoid head)
+FEW = ["emotion", "facemesh-detection-short", "facemesh", "selfie"]
 ALL = os.environ.get("FRAGFLOW_TFJS_ALL") == "1"
 NAMES = [n for n in corpus.model_names() if n not in corpus.REFUSED] if ALL else FEW
 TOLERANCE = 1e-3
