@@ -33,6 +33,24 @@ MEASURED = {
 }
 
 
+# models the numpy executor runs and GL cannot in reasonable time, and why
+NOT_ON_GL = {
+    "centernet": "its TopKV2 picks 100 of 1,310,720 scores: fragflow's GL top_k counts "
+                 "each element's rank against all the others (n^2 = 1.7e12 comparisons); "
+                 "a selection that scales needs a sort (docs/TFJS.md, Limits)",
+}
+
+
+# models whose GL result differs from TF.js on the seeded inputs, and why
+GL_DIFFERS = {
+    "movenet-multipose": "on random inputs its person scores are float32 subnormals "
+                         "(sigmoid * exp(-64) ~ 1e-45), which the GPU flushes to zero, so "
+                         "its ArgMax over them ties at index 0 where TF.js's CPU (and the "
+                         "numpy executor, which matches) finds index 11: the keypoints it "
+                         "gathers then differ (0.47 of the largest)",
+}
+
+
 def _check(name, got, want, backend):
     assert len(got) == len(want), f"{name}: {len(got)} outputs, TF.js {len(want)}"
     for k, (g, w) in enumerate(zip(got, want)):
@@ -53,8 +71,14 @@ def test_model_matches_tfjs_on_numpy_and_gl(name):
     want = corpus.tfjs_run(path, feeds)
     reference = ff.Session(model.graph, backend="numpy", passes=[])
     _check(name, reference.run(model.outputs, model.feed_dict(feeds)), want, "numpy")
-    _check(name, ff.Session(model.graph).run(model.outputs, model.feed_dict(feeds)), want,
-           "gl")
+    if name in NOT_ON_GL:
+        pytest.skip(NOT_ON_GL[name])
+    got = ff.Session(model.graph).run(model.outputs, model.feed_dict(feeds))
+    if name in GL_DIFFERS:
+        with pytest.raises(AssertionError):        # still so: say it when it changes
+            _check(name, got, want, "gl")
+        pytest.xfail(GL_DIFFERS[name])
+    _check(name, got, want, "gl")
 
 
 @pytest.mark.parametrize("name,op", sorted(corpus.REFUSED.items()))
