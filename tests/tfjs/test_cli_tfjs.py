@@ -53,3 +53,12 @@ def test_shaders_and_profile_of_a_tfjs_model(capsys, tmp_path):
     code, out, err = run_cli(capsys, "profile", path, "--feed-shape", "x=2,4")
     assert code == 0, err
     assert "matmul" in out or "relu" in out
+
+
+def test_export_of_a_tfjs_model_names_its_inputs(capsys, tmp_path):
+    path = model_with_a_free_batch(tmp_path / "m")
+    code, out, err = run_cli(capsys, "export", path, "--webgl", "-o", str(tmp_path / "web"),
+                             "--feed-shape", "x=2,4")
+    assert code == 0, err
+    script = (tmp_path / "web" / "model.js").read_text()
+    assert '"name":"x"' in script and (tmp_path / "web" / "model.bin").exists()
