@@ -337,6 +337,15 @@ def case_top_k(b):
 
 
 @case
+def case_top_k_of_a_long_row(b):
+    b.placeholder("x", [2, 70001])
+    b.const("k", np.array(37, np.int32))
+    b.op("TopKV2", "top", ["x", "k"], sorted=True)
+    x = np.round(rand(2, 70001, lo=-30, hi=30))   # many ties: the lower index first
+    return {"x": x}, ["top", "top:1"]
+
+
+@case
 def case_sparse_to_dense(b):
     b.placeholder("x", [3, 4])
     b.const("idx", np.array([[0, 1], [2, 3]], np.int32))
