@@ -33,14 +33,6 @@ MEASURED = {
 }
 
 
-# models the numpy executor runs and GL cannot in reasonable time, and why
-NOT_ON_GL = {
-    "centernet": "its TopKV2 picks 100 of 1,310,720 scores: fragflow's GL top_k counts "
-                 "each element's rank against all the others (n^2 = 1.7e12 comparisons); "
-                 "a selection that scales needs a sort (docs/TFJS.md, Limits)",
-}
-
-
 # models whose GL result differs from TF.js on the seeded inputs, and why
 GL_DIFFERS = {
     "movenet-multipose": "on random inputs its person scores are float32 subnormals "
@@ -71,8 +63,6 @@ def test_model_matches_tfjs_on_numpy_and_gl(name):
     want = corpus.tfjs_run(path, feeds)
     reference = ff.Session(model.graph, backend="numpy", passes=[])
     _check(name, reference.run(model.outputs, model.feed_dict(feeds)), want, "numpy")
-    if name in NOT_ON_GL:
-        pytest.skip(NOT_ON_GL[name])
     got = ff.Session(model.graph).run(model.outputs, model.feed_dict(feeds))
     if name in GL_DIFFERS:
         with pytest.raises(AssertionError):        # still so: say it when it changes
