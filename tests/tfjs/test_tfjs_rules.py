@@ -391,6 +391,36 @@ def case_more_ops(b):
 
 
 @case
+def case_misc(b):
+    b.placeholder("x", [3, 4])
+    b.placeholder("y", [3, 4])
+    b.placeholder("i", [5], "int32")
+    b.const("depth", np.array(4, np.int32))
+    b.const("on", np.array(2.5, np.float32))
+    b.const("off", np.array(-1.0, np.float32))
+    b.op("OneHot", "onehot", ["i", "depth", "on", "off"], axis=-1)
+    b.const("lo", np.array(-0.5, np.float32))
+    b.const("hi", np.array(0.75, np.float32))
+    b.op("ClipByValue", "clip", ["x", "lo", "hi"])
+    b.op("DivNoNan", "divnonan", ["x", "y"])
+    b.const("ax", np.array(1, np.int32))
+    b.op("Cumsum", "cumrev", ["x", "ax"], exclusive=False, reverse=True)
+    b.const("r0", np.array(0.5, np.float32))
+    b.const("r1", np.array(3.0, np.float32))
+    b.const("rd", np.array(0.75, np.float32))
+    b.op("Range", "frange", ["r0", "r1", "rd"], Tidx="DT_FLOAT")
+    b.op("Mul", "frange_x", ["frange", "frange"])
+    b.op("Log1p", "log1p", ["clip"])
+    b.op("IsNan", "isnan", ["divnonan"])
+    b.op("PlaceholderWithDefault", "pwd", ["x"], dtype="DT_FLOAT")
+    b.op("Neg", "neg", ["pwd"])
+    y = rand(3, 4)
+    y[0, :2] = 0.0
+    return {"x": rand(3, 4), "y": y, "i": np.array([0, 3, -1, 4, 2], np.int32)}, \
+        ["onehot", "clip", "divnonan", "cumrev", "frange_x", "log1p", "isnan", "neg"]
+
+
+@case
 def case_batch_norm(b):
     b.placeholder("x", [1, 3, 3, 4])
     for name in ("scale", "offset", "mean"):
