@@ -7,7 +7,8 @@ rule table, written once.
   too_large, bounded file reads and weight paths that stay inside the model's folder.
 - dtypes.py: foreign dtypes as fragflow's (float32, int32, bool), int64 checked to fit.
 - importer.py: ImporterBase, one import's value table (name -> numpy array known at
-  import | Init, a weight not yet in the graph | ff Tensor), the helpers rules call
+  import | Init, a weight not yet in the graph | Partial, an int vector partly known |
+  ff Tensor), the helpers rules call
   (tensor, static, ints, weight, error, check_elements), the per-node guard turning any
   failure into the format's error naming the node, source locations, attributes that
   remember which were read.
@@ -19,10 +20,18 @@ rule table, written once.
 See docs/ARCHITECTURE.md, "Importers".
 """
 from .errors import ModelImportError
-from .importer import HARMLESS_ATTRS, ImporterBase, Init, ReadAttrs, clean_name, source_location
+from .importer import (
+    HARMLESS_ATTRS,
+    ImporterBase,
+    Init,
+    Partial,
+    ReadAttrs,
+    clean_name,
+    source_location,
+)
 from .limits import MAX_BYTES, MAX_ELEMENTS, MAX_RANK, read_bounded, too_large, weight_path
 from .record import ImportedModel
 
-__all__ = ["ModelImportError", "ImporterBase", "Init", "ReadAttrs", "HARMLESS_ATTRS",
+__all__ = ["ModelImportError", "ImporterBase", "Init", "Partial", "ReadAttrs", "HARMLESS_ATTRS",
            "clean_name", "source_location", "MAX_BYTES", "MAX_ELEMENTS", "MAX_RANK",
            "read_bounded", "too_large", "weight_path", "ImportedModel"]

@@ -48,10 +48,55 @@ class Init:
         self.name, self.array = name, array
 
 
+class Partial:
+    """An int32 scalar or vector the graph computes but whose entries are partly known at
+    import: a shape with a free dim (Shape of a [None, 16, 4] tensor is [?, 16, 4]) and
+    what shape arithmetic makes of it. known: an object array (None: not known); make():
+    the graph tensor, built when a rule first needs it. A reshape to [?, -1, 12] knows
+    all it needs (one free entry is a -1), so such a model imports with its dim free.
+    sources: per entry, (tensor, axis) where the entry is that tensor's dim at run time
+    (what Shape read), else None."""
+    __slots__ = ("known", "sources", "_make", "_tensor")
+
+    def __init__(self, known, make, sources=None):
+        self.known = np.asarray(known, dtype=object)
+        self.sources = np.empty(self.known.shape, dtype=object) if sources is None \
+            else _object_array(sources, self.known.shape)
+        self._make, self._tensor = make, None
+
+    @property
+    def tensor(self):
+        if self._tensor is None:
+            self._tensor = self._make()
+        return self._tensor
+
+    @property
+    def shape(self) -> tuple:
+        return self.known.shape
+
+    @staticmethod
+    def of(known, make, sources=None):
+        """A Partial, or the int32 array itself when every entry is known."""
+        known = np.asarray(known, dtype=object)
+        if all(v is not None for v in known.reshape(-1)):
+            return np.asarray(known.tolist(), np.int32).reshape(known.shape)
+        return Partial(known, make, sources)
+
+
+def _object_array(items, shape):
+    out = np.empty(len(items) if isinstance(items, list) else (), dtype=object)
+    if isinstance(items, list):
+        for k, item in enumerate(items):
+            out[k] = item
+    else:
+        out[()] = items
+    return out.reshape(shape)
+
+
 def shape_of(x) -> tuple:
-    """The shape of a table value (array, Init or Tensor)."""
-    if isinstance(x, Init):
-        return tuple(x.array.shape)
+    """The shape of a table value (array, Init, Partial or Tensor)."""
+    if isinstance(x, (Init, Partial)):
+        return tuple(x.array.shape) if isinstance(x, Init) else x.shape
     return tuple(np.shape(x)) if isinstance(x, np.ndarray) else tuple(x.shape)
 
 
@@ -59,6 +104,8 @@ def dtype_of(x) -> str:
     """fragflow's dtype name of a table value."""
     if isinstance(x, Tensor):
         return x.dtype
+    if isinstance(x, Partial):
+        return "int32"
     array = x.array if isinstance(x, Init) else np.asarray(x)
     if array.dtype == np.bool_:
         return "bool"
@@ -177,6 +224,8 @@ class ImporterBase:
         """x as a graph tensor: static arrays become constants, weights Variables."""
         if isinstance(x, Tensor):
             return x
+        if isinstance(x, Partial):
+            return x.tensor
         if isinstance(x, Init):
             if x.name not in self.variables:
                 self.variables[x.name] = self.make_variable(x.name, x.array, "")

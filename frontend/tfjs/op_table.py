@@ -17,7 +17,7 @@ import numpy as np
 import fragflow.frontend as F
 
 from ...frontend import fused as FUSED
-from ..interop.importer import shape_of
+from ..interop.importer import Partial, shape_of
 from .importer import TF_DTYPES
 
 RULES: dict = {}
@@ -194,6 +194,8 @@ def clip_by_value(ctx, node, x, a):
 def cast(ctx, node, x, a):
     a.get("Truncate")
     dtype = _dtype(ctx, a["DstT"], "DstT")
+    if isinstance(x[0], Partial) and dtype == "int32":
+        return x[0]
     if isinstance(x[0], np.ndarray):
         return ctx.to_supported(x[0].astype(dtype))
     return F.cast(T(ctx, x[0]), dtype)
@@ -473,7 +475,9 @@ def shape(ctx, node, x, a):
     dims = shape_of(x[0])
     if None not in dims:
         return np.asarray(dims, np.int32)
-    return F.shape(T(ctx, x[0]))
+    source = x[0]
+    return Partial(list(dims), lambda: F.shape(T(ctx, source)),
+                   [(source, k) if d is None else None for k, d in enumerate(dims)])
 
 
 @rule("Size")
@@ -493,7 +497,38 @@ def rank(ctx, node, x, a):
 
 @rule("Reshape")
 def reshape(ctx, node, x, a):
+    if isinstance(x[1], Partial) and x[1].known.ndim == 1:
+        target = _partial_reshape(x[0], list(x[1].known), list(x[1].sources))
+        if target is not None:
+            return F.reshape(T(ctx, x[0]), target)
     return F.reshape(T(ctx, x[0]), ctx.ints(x[1], "shape"))
+
+
+def _partial_reshape(data, known, sources):
+    """A static target for a reshape whose shape is partly known, or None.
+    - one free entry and no -1: the free entry is the -1;
+    - one free entry that is the data's own free dim (Shape read it: [batch, -1, 16] of
+      a [?, 8, 8, 4] tensor) beside a -1: the free entry is the -1 and the other -1 is
+      the data's known dims over the target's known entries (exact, as the data's
+      element count is that dim times the rest)."""
+    free = [k for k, d in enumerate(known) if d is None]
+    if len(free) != 1:
+        return None
+    target = [-1 if d is None else int(d) for d in known]
+    if -1 not in (int(d) for d in known if d is not None):
+        return target
+    source = sources[free[0]]
+    dims = tuple(shape_of(data))
+    if source is None or source[0] is not data or dims.count(None) != 1 \
+            or dims[source[1]] is not None:
+        return None
+    rest = int(np.prod([d for d in dims if d is not None], dtype=np.int64))
+    fixed = int(np.prod([d for d in target if d != -1], dtype=np.int64))
+    if fixed <= 0 or rest % fixed:
+        return None
+    other = next(k for k, d in enumerate(target) if d == -1 and k != free[0])
+    target[other] = rest // fixed
+    return target
 
 
 @rule("Squeeze")
@@ -518,14 +553,36 @@ def concat(ctx, node, x, a):
     values, axis = (x[:-1], x[-1]) if node.op == "ConcatV2" else (x[1:], x[0])
     axis = ctx.ints(axis, "axis")[0]
     if len(values) == 1:
-        return F.identity(T(ctx, values[0]))
+        return values[0] if isinstance(values[0], Partial) else F.identity(T(ctx, values[0]))
+    if axis in (0, -1) and any(isinstance(v, Partial) for v in values) and all(
+            isinstance(v, (Partial, np.ndarray)) and len(shape_of(v)) == 1 for v in values):
+        known = [e if isinstance(v, Partial) else int(e)
+                 for v in values for e in (v.known if isinstance(v, Partial) else v)]
+        sources = [e for v in values for e in (
+            v.sources if isinstance(v, Partial) else [None] * len(v))]
+        return Partial.of(known, lambda: F.concat([T(ctx, v) for v in values], 0), sources)
     return F.concat([T(ctx, v) for v in values], axis)
 
 
 @rule("Pack")
 def pack(ctx, node, x, a):
     a.get("N")
-    return F.stack([T(ctx, v) for v in x], axis=int(a.get("axis", 0)))
+    axis = int(a.get("axis", 0))
+    if axis == 0 and any(isinstance(v, Partial) for v in x) and all(
+            shape_of(v) == () and (isinstance(v, (Partial, np.ndarray)) or v.dtype == "int32")
+            for v in x):
+        return Partial.of([_known_scalar(v) for v in x],
+                          lambda: F.stack([T(ctx, v) for v in x], axis=0),
+                          [v.sources.item() if isinstance(v, Partial) else None for v in x])
+    return F.stack([T(ctx, v) for v in x], axis=axis)
+
+
+def _known_scalar(v):
+    if isinstance(v, np.ndarray):
+        return int(v)
+    if isinstance(v, Partial):
+        return v.known.item()
+    return None
 
 
 @rule("Unpack")
@@ -557,6 +614,28 @@ def split_v(ctx, node, x, a):
 def strided_slice(ctx, node, x, a):
     begin, end = ctx.ints(x[1], "begin"), ctx.ints(x[2], "end")
     strides = ctx.ints(x[3], "strides") if len(x) > 3 else None
+    masks = {m: int(a.get(m, 0)) for m in ("begin_mask", "end_mask", "ellipsis_mask",
+                                           "new_axis_mask", "shrink_axis_mask")}
+    if isinstance(x[0], Partial) and x[0].known.ndim == 1 and len(begin) == 1 \
+            and not masks["ellipsis_mask"] and not masks["new_axis_mask"]:
+        known = list(x[0].known)
+        step = strides[0] if strides else 1
+        sources = list(x[0].sources)
+        if masks["shrink_axis_mask"] & 1:
+            if -len(known) <= begin[0] < len(known):
+                return Partial.of(np.asarray(known[begin[0]], dtype=object),
+                                  lambda: _strided(ctx, x, a, begin, end, strides),
+                                  sources[begin[0]])
+        elif step != 0:
+            lo = None if masks["begin_mask"] & 1 else begin[0]
+            hi = None if masks["end_mask"] & 1 else end[0]
+            return Partial.of(known[lo:hi:step],
+                              lambda: _strided(ctx, x, a, begin, end, strides),
+                              sources[lo:hi:step])
+    return _strided(ctx, x, a, begin, end, strides)
+
+
+def _strided(ctx, x, a, begin, end, strides):
     return F.strided_slice(T(ctx, x[0]), begin, end, strides,
                            begin_mask=int(a.get("begin_mask", 0)),
                            end_mask=int(a.get("end_mask", 0)),

@@ -94,9 +94,22 @@ def test_unknown_dims_stay_none_until_input_shapes_fix_them():
 
 
 def test_shape_arithmetic_on_a_free_dim_asks_for_input_shapes():
-    path = os.path.join(corpus.corpus(), "facemesh-detection-short.json")
-    with pytest.raises(ff.tfjs.TfjsImportError, match=r"Reshape node .* input_shapes="):
+    path = os.path.join(corpus.corpus(), "facemesh-attention.json")    # a Range to batch
+    with pytest.raises(ff.tfjs.TfjsImportError, match=r"Range node .* input_shapes="):
         ff.tfjs.load(path)
+
+
+def test_a_reshape_to_the_free_batch_keeps_it_free():
+    """[batch, -1, 16] with batch read by Shape: the model imports with its batch free
+    and runs on any batch as the model imported for that batch does."""
+    path = os.path.join(corpus.corpus(), "facemesh-detection-short.json")
+    free = ff.tfjs.load(path)
+    assert free.outputs[0].shape == (None, 896, 17)
+    fixed = ff.tfjs.load(path, input_shapes={"input": (2, 128, 128, 3)})
+    x = np.random.default_rng(5).random((2, 128, 128, 3), dtype=np.float32)
+    got = [ff.Session(m.graph, backend="numpy", passes=[]).run(
+        m.outputs[0], m.feed_dict({"input": x})) for m in (free, fixed)]
+    np.testing.assert_array_equal(got[0], got[1])
 
 
 def test_inputs_and_outputs_are_named_and_ordered_as_tfjs_lists_them():

@@ -242,3 +242,34 @@ def test_trainable_weights_are_variables_that_train(tmp_path):
         grad, = ff.gradients(loss, [model.variables["w"]])
     g = ff.Session(model.graph, backend="numpy").run(grad, model.feed_dict({"x": x}))
     np.testing.assert_allclose(g, np.full((4, 2), 2 * 4.0))   # d(sum (x@w)^2)/dw = 2 x^T (x@w)
+
+
+def _reshape_to_shape_of(tmp_path, source):
+    """relu(x) reshaped to [Shape(source)[0], -1, 2]: x is [?, 4], source x or y [?, 4]."""
+    b = ModelBuilder()
+    b.placeholder("x", [None, 4])
+    b.placeholder("y", [None, 4])
+    b.op("Relu", "relu", ["x"])
+    b.op("Shape", "shape", [source], out_type="DT_INT32")
+    for name, value in (("b0", [0]), ("b1", [1]), ("m1", -1), ("two", 2)):
+        b.const(name, np.array(value, np.int32))
+    b.op("StridedSlice", "batch", ["shape", "b0", "b1", "b1"], shrink_axis_mask=1,
+         begin_mask=0, end_mask=0, ellipsis_mask=0, new_axis_mask=0)
+    b.op("Pack", "target", ["batch", "m1", "two"], axis=0, N=3)
+    b.op("Reshape", "out", ["relu", "target"])
+    return b.write(str(tmp_path))
+
+
+def test_a_reshape_to_its_own_free_dim_stays_free(tmp_path):
+    model = ff.tfjs.load(_reshape_to_shape_of(tmp_path, "relu"))
+    out = model.outputs_by_name["out"]
+    assert out.shape == (None, 2, 2)
+    x = np.arange(12, dtype=np.float32).reshape(3, 4) - 5
+    got = ff.Session(model.graph, backend="numpy").run(out, model.feed_dict({"x": x}))
+    np.testing.assert_array_equal(got, np.maximum(x, 0).reshape(3, 2, 2))
+
+
+def test_a_reshape_to_another_tensors_free_dim_is_not_guessed(tmp_path):
+    with pytest.raises(TfjsImportError, match="Reshape node 'out': shape must be known .*"
+                                              "input_shapes="):
+        ff.tfjs.load(_reshape_to_shape_of(tmp_path, "y"))
