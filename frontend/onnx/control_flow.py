@@ -25,7 +25,8 @@ from fragflow.frontend.tensor import wrap
 
 from ...ir.graph import get_default_graph
 from ..control_flow import _scan_core, flatten
-from .importer import INT32_MAX, Init
+from ..interop.dtypes import INT32_MAX
+from .importer import Init
 from .op_table import RULES, rule
 
 MAX_DEPTH = 8

@@ -3,9 +3,10 @@ missing, so that a model that does not import says why in one line."""
 from __future__ import annotations
 
 from ...ir.errors import FragflowError
+from ..interop.errors import ModelImportError
 
 
-class OnnxImportError(FragflowError):
+class OnnxImportError(ModelImportError):
     """An ONNX model fragflow cannot import: an op, attribute, dtype or value it does
     not support, or a value that must be known at import time and is not."""
 

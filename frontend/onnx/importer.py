@@ -21,22 +21,25 @@ through its rule in op_table.RULES, then the outputs. What makes it more than a 
 """
 from __future__ import annotations
 
-import contextlib
 import math
-import re
 
 import numpy as np
 
 from ...ir.errors import FragflowError
 from ...ir.graph import Graph
-from ..ops import constant, name_scope, placeholder
-from ..session import Session
-from ..tensor import Tensor, Variable
+from ..interop.importer import (
+    ImporterBase,
+    Init,
+    ReadAttrs as _ReadAttrs,
+    clean_name,
+    source_location as _source,
+)
+from ..interop.record import ImportedModel as _ImportedModelBase
+from ..ops import name_scope, placeholder
 from . import checks
 from .checks import MAX_BYTES, MAX_ELEMENTS
 from .errors import OnnxImportError, UnsupportedOnnxOpError, require_onnx
 
-INT32_MIN, INT32_MAX = np.iinfo(np.int32).min, np.iinfo(np.int32).max
 STATIC_FOLD_LIMIT = 1 << 20      # elements: bigger static results are not folded
 # onnx's reference evaluates these in Python loops or through im2col (a 256x256 Conv of
 # constants asks for 32 GiB): folded only when outputs x largest input is below this
@@ -44,61 +47,29 @@ FOLD_WORK_LIMIT = 10 ** 7
 HEAVY_FOLDS = {"Conv", "ConvTranspose", "MatMul", "Gemm", "Einsum", "MaxPool", "AveragePool",
                "LpPool", "Attention", "RNN", "GRU", "LSTM", "DFT", "STFT", "Col2Im",
                "GridSample", "Resize", "Upsample", "RoiAlign", "DeformConv", "TopK"}
-_BAD_NAME_CHARS = re.compile(r"[^A-Za-z0-9_.\-/]")
-
-
-def clean_name(raw: str, fallback: str) -> str:
-    """An ONNX name as a valid fragflow name ('/conv1/Conv' -> 'conv1/Conv',
-    'input:0' -> 'input_0'); fallback when nothing is left."""
-    segments = [s for s in _BAD_NAME_CHARS.sub("_", raw or "").split("/") if s]
-    return "/".join(segments)[:200] or fallback
-
-
-class Init:
-    """A float initializer not yet in the graph: a Variable when a rule first reads it
-    (in the layout that rule asks for), its array when a rule needs it static."""
-    __slots__ = ("name", "array")
-
-    def __init__(self, name, array):
-        self.name, self.array = name, array
-
-
-class ImportedModel:
-    """An ONNX model as a fragflow graph.
+class ImportedModel(_ImportedModelBase):
+    """An ONNX model as a fragflow graph (interop.record.ImportedModel).
 
     graph: the ff.Graph. inputs / outputs: placeholders and result tensors, in the
-    model's order. inputs_by_onnx_name / outputs_by_onnx_name: the same by ONNX name
-    (placeholders are named after the ONNX inputs where the name is a valid fragflow
-    name, so sess.run(model.outputs, {"input": x}) works; else see these maps).
-    variables: ONNX initializer name -> ff.Variable (the trainable weights; a weight
-    the import stores in fragflow's layout is under 'name:hwio', 'name:hwcm', ...).
-    opset: the model's default-domain opset.
+    model's order. inputs_by_onnx_name / outputs_by_onnx_name (= inputs_by_name /
+    outputs_by_name): the same by ONNX name (placeholders are named after the ONNX
+    inputs where the name is a valid fragflow name, so sess.run(model.outputs,
+    {"input": x}) works; else see these maps). variables: ONNX initializer name ->
+    ff.Variable (the trainable weights; a weight the import stores in fragflow's layout
+    is under 'name:hwio', 'name:hwcm', ...). opset: the model's default-domain opset.
     """
 
+    format = "onnx"
+
     def __init__(self, graph, inputs, outputs, variables, opset, onnx_model):
-        self.graph = graph
-        self.inputs_by_onnx_name = dict(inputs)
-        self.outputs_by_onnx_name = dict(outputs)
-        self.inputs = list(self.inputs_by_onnx_name.values())
-        self.outputs = list(self.outputs_by_onnx_name.values())
-        self.variables = variables
+        super().__init__(graph, inputs, outputs, variables)
+        self.inputs_by_onnx_name = self.inputs_by_name
+        self.outputs_by_onnx_name = self.outputs_by_name
         self.opset = opset
         self.onnx_model = onnx_model
 
-    def feed_dict(self, feeds: dict) -> dict:
-        """{ONNX input name or placeholder: array} -> {placeholder: array}."""
-        return {self.inputs_by_onnx_name.get(k, k) if isinstance(k, str) else k: v
-                for k, v in feeds.items()}
-
-    def session(self, **kwargs):
-        """An ff.Session of the model's graph (kwargs as ff.Session's)."""
-        return Session(self.graph, **kwargs)
-
     def __repr__(self):
-        return (f"ImportedModel(graph={self.graph.name!r}, "
-                f"inputs={list(self.inputs_by_onnx_name)}, "
-                f"outputs={list(self.outputs_by_onnx_name)}, variables={len(self.variables)}, "
-                f"opset={self.opset})")
+        return super().__repr__()[:-1] + f", opset={self.opset})"
 
 
 def onnx_dtype_name(elem_type: int) -> str:
@@ -107,55 +78,35 @@ def onnx_dtype_name(elem_type: int) -> str:
     return names.Name(elem_type) if elem_type in names.values() else f"#{elem_type}"
 
 
-class Importer:
+class Importer(ImporterBase):
     """One import: the value table (ONNX name -> ndarray | Init | Tensor) and the
-    helpers rules use (tensor, static, weight, attrs)."""
+    helpers rules use (tensor, static, weight, attrs: interop.importer.ImporterBase)."""
+
+    error_class = OnnxImportError
 
     def __init__(self, model, trainable: bool, input_shapes: dict | None,
                  label: str = "onnx", max_elements: int = MAX_ELEMENTS,
                  max_bytes: int = MAX_BYTES):
+        super().__init__(trainable, max_elements, max_bytes)
         self.onnx = require_onnx()
         from onnx import numpy_helper  # optional: onnx (require_onnx above)
         self.numpy_helper = numpy_helper
         self.model = model
-        self.trainable = trainable
         self.input_shapes = dict(input_shapes or {})
         self.opset = checks.default_opset(model)
-        self.max_elements = max_elements
-        self.static_budget = max_bytes    # left for the values computed at import
         self.index = None                # the node's index in the model
-        self.values: dict = {}
-        self.graph_inputs: dict = {}     # ONNX input name -> placeholder
         self.origins: dict = {}          # id(tensor) -> graph input names it depends on
-        self.variables: dict = {}        # initializer name -> Variable (ONNX layout)
-        self._weights: dict = {}         # (initializer name, layout key) -> Variable
-        self.node = None                 # the node being imported (for errors)
         self.label = label               # the model's file name, for source locations
 
     # -- errors ---------------------------------------------------------------------------
-    def error(self, what: str, cls=OnnxImportError):
+    def where(self) -> str:
         here = checks.at(self.node, self.index) if self.node is not None else "model"
-        return cls(f"{here} (opset {self.opset}): {what}")
+        return f"{here} (opset {self.opset})"
 
-    def check_elements(self, shape, what: str):
-        """OnnxImportError when a tensor of `shape` (None: a free dim) would have more
-        than max_elements elements; called before numpy or a graph op makes it."""
-        count = checks.too_large(shape, self.max_elements)
-        if count is not None:
-            raise self.error(f"{what} would have shape {list(shape)} = {count} elements, "
-                             f"more than max_elements={self.max_elements} (pass a larger "
-                             f"max_elements to ff.onnx.load if you trust the model)")
+    def node_type(self) -> str:
+        return self.node.op_type
 
-    # -- values ---------------------------------------------------------------------------
-    def is_static(self, x) -> bool:
-        return isinstance(x, np.ndarray)
-
-    def static(self, x, what: str) -> np.ndarray:
-        """x's value at import time, or an error saying that input `what` must be known."""
-        if isinstance(x, np.ndarray):
-            return x
-        if isinstance(x, Init):
-            return x.array
+    def static_error(self, x, what: str):
         err = self.error(f"{what} must be known at import time (a constant, an initializer "
                          f"or computed from them and from static shapes); it is computed "
                          f"by the graph")
@@ -167,62 +118,10 @@ class Importer:
         if err.graph_input is None:
             err.graph_input = next((name for name in sorted(self.origins.get(id(x), ()))
                                     if self.graph_inputs[name].dtype != "float32"), None)
-        raise err
-
-    def ints(self, x, what: str) -> list:
-        return [int(v) for v in np.asarray(self.static(x, what)).reshape(-1)]
-
-    def as_int32(self, array: np.ndarray) -> np.ndarray:
-        if array.size and (array.min() < INT32_MIN or array.max() > INT32_MAX):
-            bad = array[(array < INT32_MIN) | (array > INT32_MAX)].reshape(-1)[0]
-            raise self.error(f"an int64 tensor holds {int(bad)}, which does not fit in "
-                             f"int32 (fragflow's integer type)")
-        return array.astype(np.int32)
-
-    def to_supported(self, array: np.ndarray) -> np.ndarray:
-        """An array in a dtype fragflow has: float32, int32 or bool."""
-        array = np.asarray(array)
-        if array.dtype == np.bool_:
-            return array
-        if np.issubdtype(array.dtype, np.floating):
-            return array.astype(np.float32)
-        if np.issubdtype(array.dtype, np.integer):
-            return self.as_int32(array) if array.dtype != np.int32 else array
-        raise self.error(f"dtype {array.dtype} is not supported (fragflow has float32, "
-                         f"int32 and bool)")
-
-    def tensor(self, x) -> Tensor:
-        """x as a graph tensor: static arrays become constants, initializers Variables."""
-        if isinstance(x, Tensor):
-            return x
-        if isinstance(x, Init):
-            if x.name not in self.variables:
-                self.variables[x.name] = self._variable(x.name, x.array, "")
-            return self.variables[x.name]
-        if x is None:
-            raise self.error("a required input is missing")
-        return constant(self.to_supported(x))
-
-    def weight(self, x, key: str, transform):
-        """x transformed by the numpy function transform, made at import time: a
-        Variable for an initializer (once per layout key), a constant for a static
-        array; None when x is computed by the graph (the rule then transforms it with
-        graph ops)."""
-        if isinstance(x, Init):
-            if (x.name, key) not in self._weights:
-                self._weights[(x.name, key)] = self._variable(
-                    x.name, transform(x.array), key)
-                self.variables.setdefault(f"{x.name}:{key}" if key else x.name,
-                                          self._weights[(x.name, key)])
-            return self._weights[(x.name, key)]
-        if isinstance(x, np.ndarray):
-            return constant(self.to_supported(transform(x)))
-        return None
+        return err
 
     def _variable(self, name, array, key):
-        base = clean_name(name, "weight") + (f"_{key}" if key else "")
-        with self.root.as_default(), name_scope("/"):   # never inside a loop's body
-            return Variable(self.to_supported(np.ascontiguousarray(array)), name=base)
+        return self.make_variable(name, array, key)
 
     # -- attributes -----------------------------------------------------------------------
     def attrs(self, node) -> dict:
@@ -315,26 +214,10 @@ class Importer:
         return array
 
     def _import_node_guarded(self, node, rules):
-        """_import_node, with any other error (a graph op's ShapeError, a rule or onnx's
-        reference tripping over a malformed node) as an OnnxImportError naming the node:
-        a hostile file ends in a clear error, never in a raw traceback."""
-        try:
+        """_import_node, with any other error as an OnnxImportError naming the node
+        (ImporterBase.guard)."""
+        with self.guard():
             self._import_node(node, rules)
-        except OnnxImportError:
-            raise
-        except FragflowError as err:     # a graph op's own check (a ShapeError ...)
-            raise self.error(str(err)) from err
-        except MemoryError:
-            raise self.error("the import ran out of memory (a tensor larger than the "
-                             "machine holds; lower max_elements)") from None
-        except RecursionError:
-            raise self.error("the import recursed too deep") from None
-        except Exception as err:     # noqa: BLE001 -- see the docstring
-            hint = {IndexError: " (an axis or operand out of range?)",
-                    KeyError: " (a required attribute or operand missing?)"}.get(
-                        type(err), "")
-            raise self.error(f"cannot import the node{hint}: {type(err).__name__}: "
-                             f"{str(err)[:300]}") from err
 
     def _import_node(self, node, rules):
         if node.domain not in ("", "ai.onnx"):
@@ -383,20 +266,7 @@ class Importer:
                     self.origins[id(value)] = origins
 
     def _check_made(self, outputs, first_new):
-        """What the node made is within the limits: each static result and each tensor
-        of the graph ops its rule added (known dims), and all static results together
-        within max_bytes."""
-        for k, value in enumerate(outputs):
-            if isinstance(value, np.ndarray):
-                self.check_elements(value.shape, f"output {k}")
-                self.static_budget -= value.nbytes
-                if self.static_budget < 0:
-                    raise self.error("the values computed at import time hold more than "
-                                     "max_bytes together (pass a larger max_bytes if you "
-                                     "trust the model)")
-        for made in self.graph.nodes[first_new:]:
-            for v in made.outputs:
-                self.check_elements(v.shape, f"{made.op} '{made.name}'")
+        self.check_made(outputs, first_new)
 
     def _fold(self, node, inputs):
         """node evaluated at import by onnx's reference evaluator (its inputs are all
@@ -435,51 +305,6 @@ def _cheap_fold(node, inputs, predicted) -> bool:
         return False
     largest = max(x.size for x in inputs if x is not None)
     return sum(math.prod(s) for s in predicted) * max(largest, 1) <= FOLD_WORK_LIMIT
-
-
-# Attributes a rule may leave unread: they change nothing fragflow computes (the old
-# opsets' bookkeeping, a storage order of indices it does not return, the momentum of
-# a statistics update it does not do).
-HARMLESS_ATTRS = {"consumed_inputs", "is_test", "momentum", "storage_order"}
-
-
-class _ReadAttrs(dict):
-    """A node's attributes that remember which ones the rule read: one it ignored is
-    an attribute fragflow does not support, and the import says so."""
-
-    def __init__(self, values):
-        super().__init__(values)
-        self.read: set = set()
-
-    def __getitem__(self, key):
-        self.read.add(key)
-        return super().__getitem__(key)
-
-    def get(self, key, default=None):
-        self.read.add(key)
-        return super().get(key, default)
-
-    def __contains__(self, key):
-        self.read.add(key)
-        return super().__contains__(key)
-
-    def check_all_read(self, ctx):
-        unread = sorted(set(self) - self.read - HARMLESS_ATTRS)
-        if unread:
-            raise ctx.error(f"attribute(s) {', '.join(unread)} not supported by fragflow's "
-                            f"import of {ctx.node.op_type}")
-
-
-@contextlib.contextmanager
-def _source(graph, text):
-    """Nodes made inside carry `text` (the ONNX file and node) as their source location,
-    in dumps and errors, instead of the line of the ff.onnx.load call."""
-    saved = getattr(graph, "_source_override", None)
-    graph._source_override = text
-    try:
-        yield
-    finally:
-        graph._source_override = saved
 
 
 NEVER_FOLD = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",

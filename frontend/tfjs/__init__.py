@@ -1,0 +1,14 @@
+"""ff.tfjs: TF.js graph models (model.json and its weight shards) as fragflow graphs you
+can run, read, compile and fine-tune. No TF.js, no node needed. See docs/TFJS.md."""
+from .errors import TfjsImportError, UnsupportedTfjsOpError
+from .importer import TfjsModel, load
+from .op_table import RULES as _RULES
+
+
+def supported_ops() -> list:
+    """The TF op types ff.tfjs.load imports, sorted (Const and Placeholder besides)."""
+    return sorted(_RULES)
+
+
+__all__ = ["load", "TfjsModel", "TfjsImportError", "UnsupportedTfjsOpError",
+           "supported_ops"]

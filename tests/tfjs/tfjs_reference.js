@@ -1,0 +1,87 @@
+// The oracle of tests/tfjs: TF.js 4.22 (pure-JS CPU backend) in node runs a graph model.
+//   node tfjs_reference.js info MODEL_JSON            -> JSON: inputs, outputs, node names
+//   node tfjs_reference.js run MODEL_JSON FEEDS OUT   -> runs on FEEDS, writes OUT
+//   node tfjs_reference.js many LIST                  -> LIST: JSON [[MODEL_JSON, FEEDS,
+//                                                        OUT], ...]: one node for many
+// FEEDS: JSON {name: {dtype, shape, file}} with raw little-endian float32/int32 files;
+// OUT: JSON {outputs: [{name, dtype, shape, file}]} with raw files beside it.
+// Needs NODE_PATH holding @tensorflow/tfjs (the Makefile installs it into a cache).
+const fs = require('fs');
+const path = require('path');
+const tf = require('@tensorflow/tfjs');
+
+async function loadModel(file) {
+  const json = JSON.parse(fs.readFileSync(file, 'utf8'));
+  const dir = path.dirname(file);
+  const specs = [];
+  const buffers = [];
+  for (const group of json.weightsManifest || []) {
+    for (const w of group.weights) specs.push(w);
+    for (const p of group.paths) {
+      const b = fs.readFileSync(path.join(dir, p));
+      buffers.push(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength));
+    }
+  }
+  const handler = tf.io.fromMemory({
+    modelTopology: json.modelTopology, format: json.format, signature: json.signature,
+    userDefinedMetadata: json.userDefinedMetadata, weightSpecs: specs,
+    weightData: buffers.length === 1 ? buffers[0] : buffers,
+  });
+  return tf.loadGraphModel(handler);
+}
+
+async function main() {
+  await tf.setBackend('cpu');
+  const [mode, file, feedsFile, outFile] = process.argv.slice(2);
+  if (mode === 'many') {
+    const list = JSON.parse(fs.readFileSync(file, 'utf8'));
+    for (const [m, f, o] of list) {
+      try {
+        await runOne(await loadModel(m), f, o);
+      } catch (err) {
+        fs.writeFileSync(o, JSON.stringify({error: String(err && err.message || err)}));
+      }
+    }
+    return;
+  }
+  const model = await loadModel(file);
+  if (mode === 'info') {
+    process.stdout.write(JSON.stringify({
+      inputs: model.inputs, outputs: model.outputs,
+      inputNodes: model.inputNodes, outputNodes: model.outputNodes,
+    }));
+    return;
+  }
+  await runOne(model, feedsFile, outFile);
+}
+
+async function runOne(model, feedsFile, outFile) {
+  const feeds = JSON.parse(fs.readFileSync(feedsFile, 'utf8'));
+  const dir = path.dirname(feedsFile);
+  const inputs = {};
+  for (const [name, f] of Object.entries(feeds)) {
+    const b = fs.readFileSync(path.join(dir, f.file));
+    const ab = b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength);
+    const data = f.dtype === 'int32' ? new Int32Array(ab) : new Float32Array(ab);
+    inputs[name] = tf.tensor(data, f.shape, f.dtype);
+  }
+  let outs = await model.executeAsync(inputs);
+  if (!Array.isArray(outs)) outs = [outs];
+  const result = {outputs: []};
+  const outDir = path.dirname(outFile);
+  for (let i = 0; i < outs.length; i++) {
+    const t = outs[i];
+    const data = await t.data();
+    const name = `out${i}.bin`;
+    const typed = t.dtype === 'bool' ? Int32Array.from(data) : data;
+    fs.writeFileSync(path.join(outDir, name), Buffer.from(typed.buffer, typed.byteOffset,
+                                                          typed.byteLength));
+    result.outputs.push({name: model.outputs[i] ? model.outputs[i].name : String(i),
+                         dtype: t.dtype === 'bool' ? 'int32' : t.dtype, shape: t.shape,
+                         file: name});
+  }
+  fs.writeFileSync(outFile, JSON.stringify(result));
+}
+
+main().catch((err) => { process.stderr.write(String(err && err.stack || err) + '\n');
+                        process.exit(1); });
