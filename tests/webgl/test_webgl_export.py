@@ -16,7 +16,7 @@ from fragflow.tools.cli import main
 from fragflow.tools.webgl.export import runtime_text
 from tests.webgl.cases import cnn_training_step, matmuls, mlp_adam_from_session
 
-RUNTIME_BUDGET = 30 * 1024          # bytes of model.js without the schedule (issue 22)
+RUNTIME_BUDGET = 40 * 1024          # bytes of model.js without the schedule (issues 22, 36)
 TARGETS = os.path.join(os.path.dirname(__file__), "..", "tools", "cli_targets.py")
 
 
@@ -65,7 +65,7 @@ def test_index_html_loads_only_model_js(training_export):
     assert not re.search(r"\b(https?|wss?|ftp)://|\bsrc\s*=|<link\b", text)
 
 
-def test_runtime_without_shaders_and_weights_is_under_30_kb(training_export):
+def test_runtime_without_shaders_and_weights_is_under_40_kb(training_export):
     size = len(runtime_text().replace("/*@fragflow-model@*/null", "null").encode())
     assert training_export.runtime_bytes == size
     assert size < RUNTIME_BUDGET, f"runtime.js is {size} bytes; the budget is {RUNTIME_BUDGET}"
