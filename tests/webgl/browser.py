@@ -22,8 +22,9 @@ def run_cases(root: str, cases: list, config: str, timeout: float = 240.0) -> di
     {"info": {...}, case id: {"outputs": [{name: array} per run], "variables":
     {name: array}, "error": str or None, "reads": [predicates read back per run],
     "profile", "page", "guards": {scenario: {name, message}} (case["guards"]: the folder
-    of the export whose run must time out), "reload": {name: array} (the run after the
-    context losses)}}. page_query: what index.html's address ends with (page)."""
+    of the export whose run must time out), "reload": {"new" | "restored": {name:
+    array}} (the runs after the context losses, on a new context and on the restored
+    one)}}. page_query: what index.html's address ends with (page)."""
     listed = []
     for case in cases:
         feeds = {}
@@ -63,7 +64,7 @@ def run_cases(root: str, cases: list, config: str, timeout: float = 240.0) -> di
             if kind == "out":
                 results[case["id"]]["outputs"][int(query["run"])][query["name"]] = array
             elif kind == "reload":
-                results[case["id"]]["reload"][query["name"]] = array
+                results[case["id"]]["reload"].setdefault(query["when"], {})[query["name"]] = array
             else:
                 results[case["id"]]["variables"][query["name"]] = array
         elif kind == "error":

@@ -179,14 +179,23 @@ def test_a_run_past_timeout_ms_rejects_naming_the_kernel(exported, browser_resul
 
 
 @pytest.mark.parametrize("config", list(CONFIGS))
+@pytest.mark.parametrize("context", ["new", "restored"])
 def test_load_again_after_a_lost_context_gives_the_numpy_executors_numbers(
-        exported, browser_results, config):
+        exported, browser_results, config, context):
     case = exported[1][GUARDED][0]
     (want,), _ = reference(case)
-    have = browser_results[config][GUARDED]["reload"]
+    have = browser_results[config][GUARDED]["reload"].get(context)
+    assert have is not None, f"no run on the {context} context after the loss"
     for key, value in want.items():
         assert_matches(have[key], np.asarray(value), rtol=case.rtol, atol=case.atol,
-                       what=f"{GUARDED} ({config}) {key} after the losses")
+                       what=f"{GUARDED} ({config}) {key} on a {context} context")
+
+
+@pytest.mark.parametrize("config", list(CONFIGS))
+def test_a_run_on_a_lost_context_its_owner_restores_rejects_too(browser_results, config):
+    seen = _guards(browser_results, config)["lostRestored"]
+    assert seen["name"] == "FragflowError", seen
+    assert "the WebGL context was lost before this run" in seen["message"], seen
 
 
 @pytest.mark.parametrize("config", list(CONFIGS))
