@@ -75,9 +75,12 @@ COMBINES = {c.name: c for c in (
             else np.iinfo(np.int32).min, positional=">", out="result[{c}] = {p};"),
     Combine("argmin", _BETTER, _float_big, positional="<", out="result[{c}] = {p};"),
     # exp(x - shift) summed: logsumexp's and softmax's sums, shifted by the slice max
-    Combine("sumexp", "{a} += {v} > -ff_inf() ? exp({v} - {shift}) : 0.0;   "
-            "// -inf adds nothing", lambda dtype: 0, merge="{a} += {b};", then="sum",
-            init="0", lane_partials=True),
+    # -inf (and NaN, which the max already carries) adds nothing. A select of values
+    # (mix with a bool), never `?:` with an expression as an arm: ANGLE makes that a
+    # branch, and SwiftShader's compile time grows ~6x per four such branches in one
+    # loop body (an unrolled pass of 32 hung Chrome; docs/WEBGL.md, "Rasterisers")
+    Combine("sumexp", "{a} += mix(0.0, exp({v} - {shift}), {v} > -ff_inf());",
+            lambda dtype: 0, merge="{a} += {b};", then="sum", init="0", lane_partials=True),
     # (x - shift)^2 summed: variance's, shifted by the slice mean
     Combine("sumsq", "{a} += ({v} - {shift}) * ({v} - {shift});", lambda dtype: 0,
             merge="{a} += {b};", then="sum", init="0", lane_partials=True),

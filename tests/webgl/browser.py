@@ -21,7 +21,10 @@ def run_cases(root: str, cases: list, config: str, timeout: float = 240.0) -> di
     {name: (shape, dtype)}, variable shapes {name: (shape, dtype)}. Returns
     {"info": {...}, case id: {"outputs": [{name: array} per run], "variables":
     {name: array}, "error": str or None, "reads": [predicates read back per run],
-    "profile", "page"}}."""
+    "profile", "page", "guards": {scenario: {name, message}} (case["guards"]: the folder
+    of the export whose run must time out), "reload": {"new" | "restored": {name:
+    array}} (the runs after the context losses, on a new context and on the restored
+    one)}}. page_query: what index.html's address ends with (page)."""
     listed = []
     for case in cases:
         feeds = {}
@@ -33,7 +36,8 @@ def run_cases(root: str, cases: list, config: str, timeout: float = 240.0) -> di
         listed.append({"id": case["id"], "dir": case["dir"], "feeds": feeds,
                        "runs": case.get("runs", 1), "variables": list(case.get("variables", {})),
                        "profile": case.get("profile", False),
-                       "page": case.get("page", False)})
+                       "page": case.get("page", False), "pageQuery": case.get("page_query", ""),
+                       "guards": case.get("guards", "")})
     with open(os.path.join(root, "cases.json"), "w") as f:
         json.dump({"cases": listed}, f)
     shutil.copy(HARNESS, os.path.join(root, "harness.html"))
@@ -43,25 +47,28 @@ def run_cases(root: str, cases: list, config: str, timeout: float = 240.0) -> di
     for case in cases:
         results[case["id"]] = {"outputs": [{} for _ in range(case.get("runs", 1))],
                                "variables": {}, "error": None, "profile": None,
-                               "page": None, "reads": None}
+                               "page": None, "reads": None, "guards": None,
+                               "reload": {}}
     for query, body in messages:
         kind = query.get("kind")
         if kind == "info":
             results["info"] = json.loads(body)
         elif kind == "fatal":
             raise RuntimeError(f"the harness page failed ({config}): {body.decode()}")
-        elif kind in ("out", "var"):
+        elif kind in ("out", "var", "reload"):
             case = by_id[query["case"]]
-            spec = case["outputs"] if kind == "out" else case["variables"]
+            spec = case["variables"] if kind == "var" else case["outputs"]
             shape, dtype = spec[query["name"]]
             array = np.frombuffer(body, _DTYPES[dtype]).reshape(shape)
             array = array.astype(bool) if dtype == "bool" else array.copy()
             if kind == "out":
                 results[case["id"]]["outputs"][int(query["run"])][query["name"]] = array
+            elif kind == "reload":
+                results[case["id"]]["reload"].setdefault(query["when"], {})[query["name"]] = array
             else:
                 results[case["id"]]["variables"][query["name"]] = array
         elif kind == "error":
             results[query["case"]]["error"] = body.decode(errors="replace")
-        elif kind in ("profile", "page", "reads"):
+        elif kind in ("profile", "page", "reads", "guards"):
             results[query["case"]][kind] = json.loads(body)
     return results

@@ -75,23 +75,6 @@ def integers():
     return Case(g, fetches, feeds)
 
 
-def reductions():
-    rng = np.random.default_rng(2)
-    g = ff.Graph()
-    with g.as_default():
-        x = ff.placeholder((6, 37, 5), "float32", name="x")
-        big = ff.placeholder((300, 333), "float32", name="big")   # a tree of passes
-        fetches = {"sum_all": ff.reduce_sum(x), "mean_1": ff.reduce_mean(x, axis=1),
-                   "max_2": ff.reduce_max(x, axis=2),
-                   "argmax_1": ff.argmax(x, axis=1),
-                   "big_sum": ff.reduce_sum(big), "big_rows": ff.reduce_max(big, axis=1),
-                   "big_cols": ff.reduce_sum(big, axis=0)}
-    xs = rng.standard_normal((6, 37, 5)).astype(np.float32)
-    xs[1, 3, 2] = np.nan
-    feeds = {x: xs, big: rng.standard_normal((300, 333)).astype(np.float32)}
-    return Case(g, fetches, feeds, rtol=1e-4, atol=1e-3)
-
-
 def matmuls():
     rng = np.random.default_rng(3)
     g = ff.Graph()
@@ -112,48 +95,6 @@ def matmuls():
              s: rng.standard_normal((3, 10, 7)).astype(np.float32),
              t: rng.standard_normal((3, 7, 6)).astype(np.float32)}
     return Case(g, fetches, feeds, rtol=1e-4, atol=1e-4)
-
-
-def convolutions():
-    rng = np.random.default_rng(4)
-    g = ff.Graph()
-    with g.as_default():
-        x = ff.placeholder((2, 9, 11, 3), "float32", name="x")
-        y = ff.placeholder((1, 16, 16, 32), "float32", name="y")
-        z = ff.placeholder((1, 24, 24, 32), "float32", name="z")
-        w1 = ff.constant(rng.standard_normal((3, 3, 3, 8)).astype(np.float32))
-        w2 = ff.constant(rng.standard_normal((1, 1, 32, 64)).astype(np.float32))
-        w3 = ff.constant(rng.standard_normal((3, 3, 32, 48)).astype(np.float32))
-        dw = ff.constant(rng.standard_normal((3, 3, 32, 1)).astype(np.float32))
-        fetches = {
-            "same": ff.conv2d(x, w1, padding="SAME"),
-            "strided": ff.conv2d(x, w1, strides=2, padding="VALID"),
-            "pointwise": ff.relu(ff.conv2d(y, w2)),
-            "wide": ff.conv2d(y, w3, padding="SAME"),
-            "depthwise": ff.depthwise_conv2d(y, dw, strides=[1, 2, 2, 1], padding="SAME"),
-            # blocked (codegen/conv.py), its footprint rows a loop in the ES dialect
-            "depthwise_blocked": ff.relu6(ff.depthwise_conv2d(z, dw, padding="SAME") + 0.5),
-            "max_pool": ff.max_pool2d(x, 2, 2, "VALID"),
-            "avg_pool": ff.avg_pool(y, 3, 2, "SAME"),
-        }
-    feeds = {x: rng.standard_normal((2, 9, 11, 3)).astype(np.float32),
-             y: rng.standard_normal((1, 16, 16, 32)).astype(np.float32),
-             z: rng.standard_normal((1, 24, 24, 32)).astype(np.float32)}
-    return Case(g, fetches, feeds, rtol=1e-4, atol=1e-4)
-
-
-def softmaxes():
-    rng = np.random.default_rng(5)
-    g = ff.Graph()
-    with g.as_default():
-        x = ff.placeholder((5, 13), "float32", name="x")
-        long = ff.placeholder((4, 1000), "float32", name="long")
-        fetches = {"softmax": ff.softmax(x), "log_softmax": ff.log_softmax(x),
-                   "long_softmax": ff.softmax(long * 3.0)}
-    xs = rng.standard_normal((5, 13)).astype(np.float32)
-    xs[2, 4] = -np.inf
-    feeds = {x: xs, long: rng.standard_normal((4, 1000)).astype(np.float32)}
-    return Case(g, fetches, feeds, rtol=1e-5, atol=1e-6)
 
 
 def structure():
@@ -476,7 +417,9 @@ def control_gradients():
 CONTROL_CASES = ("while_loops", "conds", "scans", "nested_loops", "lstm",
                  "lstm_training_step", "control_gradients")
 
+# reductions, matmuls, convolutions and softmaxes are strategy_cases.py's, one case a
+# kernel strategy (matmuls() stays for test_webgl_export.py)
 CASES = {fn.__name__: fn for fn in (
-    elementwise, integers, reductions, matmuls, convolutions, softmaxes, structure,
+    elementwise, integers, structure,
     small_cnn, cnn_training_step, mlp_adam_from_session, onnx_model, random_draws,
     while_loops, conds, scans, nested_loops, lstm, lstm_training_step, control_gradients)}

@@ -1,4 +1,5 @@
-"""The WebGL tests' shared run: every case of cases.py exported once, and run in ONE
+"""The WebGL tests' shared run: every case of cases.py and strategy_cases.py exported
+once, and run in ONE
 headless Chromium launch per rasteriser (SwiftShader, Mesa through ANGLE's GL-EGL
 backend), each page loading every export in turn. Skips with the reason where
 chromium is missing (.ci/run installs it: apt-get install chromium)."""
@@ -14,18 +15,26 @@ import pytest
 import fragflow as ff
 from tests.webgl.browser import CONFIGS, chromium, run_cases
 from tests.webgl.cases import CASES
+from tests.webgl.strategy_cases import ATTENTION_CASES, ROW_CASES, case_id, matmul_1024
 
+# every browser case: cases.py's, one per strategy row, the attention shapes
+BROWSER_CASES = {**CASES, **{case_id(row): build for row, build in ROW_CASES.items()},
+                 **ATTENTION_CASES}
 # FRAGFLOW_REQUIRE_CHROMIUM=1: fail instead of skipping where chromium is missing
 # exports whose index.html the harness opens too, and whose profile it takes
-PAGES = ("cnn_training_step", "nested_loops")
+PAGES = ("cnn_training_step", "nested_loops", case_id("matmul.packed"))
 PROFILES = ("small_cnn", "lstm")
+# the case whose runs the harness also loses the context of and loads again, and opens
+# the index.html of with ?timeoutMs=1; the export a run of which times out (1 ms)
+GUARDED = case_id("matmul.packed")
+LATE = "matmul_1024"
 REQUIRE = os.environ.get("FRAGFLOW_REQUIRE_CHROMIUM", "") not in ("", "0")
 
 
 def _exported(root):
     """{case name: (Case, browser case dict)} with every case exported under root."""
     out = {}
-    for name, build in CASES.items():
+    for name, build in BROWSER_CASES.items():
         case = build()
         session = None
         if case.session_steps:
@@ -39,7 +48,8 @@ def _exported(root):
             session.close()
         spec = {
             "id": name, "dir": name, "runs": case.runs, "page": name in PAGES,
-            "profile": name in PROFILES,
+            "profile": name in PROFILES, "guards": LATE if name == GUARDED else "",
+            "page_query": "?timeoutMs=1" if name == GUARDED else "",
             "feeds": {p.value.node.name: (a, p.dtype) for p, a in case.feeds.items()},
             "outputs": {o["name"]: (tuple(o["shape"]), o["dtype"])
                         for o in export.schedule["outputs"]},
@@ -47,6 +57,8 @@ def _exported(root):
                           for v in case.variables},
         }
         out[name] = (case, spec, export)
+    late = matmul_1024()
+    ff.webgl.export(late.fetches, list(late.feeds), os.path.join(root, LATE), page=False)
     return out
 
 

@@ -1,16 +1,30 @@
 """Exported models run in headless Chromium on SwiftShader and on Mesa (ANGLE over
 EGL) and match the numpy executor on the graph as built: the op families, a CNN, an
-ONNX import, and training steps whose variables after 3 steps in the page equal
-Session.run's."""
+ONNX import, training steps whose variables after 3 steps in the page equal
+Session.run's, one case per kernel strategy row and the attention shapes
+(strategy_cases.py). A run resolves or rejects, never hangs (issue 36): a context lost
+before a run and in the middle of one, and a run past load({timeoutMs: 1}) (a 1024 x
+1024 x 1024 matmul), reject with a FragflowError saying what happened and naming the
+kernel not yet done; load() again after the losses gives the numpy executor's
+numbers; the export's index.html shows the error.
+
+One file: the exports and the two browser launches are session fixtures, and
+`make test` deals tests to workers a file at a time."""
 from __future__ import annotations
+
+import os
+import re
 
 import numpy as np
 import pytest
 
 from tests.reference import assert_matches
 from tests.webgl.browser import CONFIGS
-from tests.webgl.cases import CASES, CONTROL_CASES
-from tests.webgl.conftest import reference
+from tests.webgl.cases import CONTROL_CASES
+from tests.webgl.conftest import BROWSER_CASES, GUARDED, LATE, reference
+from tests.webgl.strategy_cases import REDUCTION_MODES, case_id, strategy_tables
+
+ROWS = [s.name for table in strategy_tables().values() for s in table]
 
 # Where a rasteriser's arithmetic is not IEEE's, and how (docs/WEBGL.md): these
 # outputs are compared where their inputs are not NaN, and must differ where they are.
@@ -29,7 +43,7 @@ def test_browser_is_the_rasteriser_asked_for(browser_results, config):
 
 
 @pytest.mark.parametrize("config", list(CONFIGS))
-@pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.parametrize("name", list(BROWSER_CASES))
 def test_export_matches_the_numpy_executor(exported, browser_results, config, name):
     case, spec, _ = exported[1][name]
     got = browser_results[config][name]
@@ -90,3 +104,104 @@ def test_control_flow_reads_back_its_predicates_only(exported, browser_results, 
     scan or a loop whose condition is a constant (cases.py counts them per case)."""
     case = exported[1][name][0]
     assert browser_results[config][name]["reads"] == [case.reads] * case.runs
+
+
+# -- every strategy row (strategy_cases.py) ----------------------------------------------
+@pytest.mark.parametrize("row", ROWS)
+def test_each_rows_case_is_lowered_by_that_row(exported, row):
+    _, _, export = exported[1][case_id(row)]
+    assert row in {k.strategy for k in export.kernels}, \
+        f"{case_id(row)}'s kernels come from {sorted({k.strategy for k in export.kernels})}"
+    # what the page compiles: these kernels' sources, headers and all
+    assert [k["name"] for k in export.schedule["kernels"]] == [k.name for k in export.kernels]
+
+
+def _header(source: str) -> tuple:
+    """(template, {param: value}) from a kernel header's first lines."""
+    found = re.search(r"^// fragflow kernel \S+: .*?, from (\S+) \((.*)\)$", source, re.M)
+    if found is None:
+        return None, {}
+    params = dict(p.split("=", 1) for p in found.group(2).split(", ") if "=" in p)
+    return found.group(1), params
+
+
+def test_the_reduction_rows_run_every_kind_and_mode_of_the_tree_kernels(exported):
+    seen = set()
+    for row in ROWS:
+        _, _, export = exported[1][case_id(row)]
+        for kernel in export.schedule["kernels"]:
+            template, params = _header(kernel["source"])
+            if template == "reduce_tree.glsl.j2":
+                seen.add((params["kind"], params.get("mode", ""),
+                          int(params.get("targets", 1)) > 1))
+    assert REDUCTION_MODES <= seen, f"not run: {sorted(REDUCTION_MODES - seen)}"
+
+
+# -- a run that cannot hang (issue 36) -----------------------------------------------------
+def _guards(browser_results, config):
+    guards = browser_results[config][GUARDED]["guards"]
+    assert guards is not None, "the harness did not finish the guarded runs"
+    return guards
+
+
+def _kernel_names(exported):
+    with open(os.path.join(exported[0], LATE, "model.js")) as f:
+        return re.findall(r'"name":"(k[^"]*)"', f.read())
+
+
+@pytest.mark.parametrize("config", list(CONFIGS))
+def test_a_run_on_a_context_lost_before_it_rejects_saying_the_context_was_lost(
+        browser_results, config):
+    seen = _guards(browser_results, config)["lostBefore"]
+    assert seen["name"] == "FragflowError", seen
+    assert "the WebGL context was lost before this run" in seen["message"], seen
+    assert "framebuffer" not in seen["message"]
+
+
+@pytest.mark.parametrize("config", list(CONFIGS))
+def test_a_context_lost_in_the_middle_of_a_run_rejects_naming_the_kernel(
+        exported, browser_results, config):
+    seen = _guards(browser_results, config)["lostDuring"]
+    assert seen["name"] == "FragflowError", seen
+    assert seen["message"].startswith("the WebGL context was lost while kernel "), seen
+    named = [k for k in exported[1][GUARDED][2].schedule["kernels"]
+             if f"kernel {k['name']} ({k['op']} '{k['node']}'" in seen["message"]]
+    assert len(named) == 1, seen["message"]
+
+
+@pytest.mark.parametrize("config", list(CONFIGS))
+def test_a_run_past_timeout_ms_rejects_naming_the_kernel(exported, browser_results, config):
+    seen = _guards(browser_results, config)["timeout"]
+    assert seen["name"] == "FragflowError", seen
+    assert seen["message"].startswith("the run did not finish in 1 ms (load({timeoutMs})): "
+                                      "kernel "), seen
+    assert any(f"kernel {name} (" in seen["message"] for name in _kernel_names(exported))
+
+
+@pytest.mark.parametrize("config", list(CONFIGS))
+@pytest.mark.parametrize("context", ["new", "restored"])
+def test_load_again_after_a_lost_context_gives_the_numpy_executors_numbers(
+        exported, browser_results, config, context):
+    case = exported[1][GUARDED][0]
+    (want,), _ = reference(case)
+    have = browser_results[config][GUARDED]["reload"].get(context)
+    assert have is not None, f"no run on the {context} context after the loss"
+    for key, value in want.items():
+        assert_matches(have[key], np.asarray(value), rtol=case.rtol, atol=case.atol,
+                       what=f"{GUARDED} ({config}) {key} on a {context} context")
+
+
+@pytest.mark.parametrize("config", list(CONFIGS))
+def test_a_run_on_a_lost_context_its_owner_restores_rejects_too(browser_results, config):
+    seen = _guards(browser_results, config)["lostRestored"]
+    assert seen["name"] == "FragflowError", seen
+    assert "the WebGL context was lost before this run" in seen["message"], seen
+
+
+@pytest.mark.parametrize("config", list(CONFIGS))
+def test_index_html_shows_the_runs_error(browser_results, config):
+    page = browser_results[config][GUARDED]["page"]
+    assert page is not None and page["result"] is not None, "the page did not finish"
+    assert not page["result"]["ok"]
+    assert page["result"]["error"].startswith("FragflowError: the run did not finish in 1 ms")
+    assert "FragflowError: the run did not finish in 1 ms" in page["status"]

@@ -12,11 +12,12 @@ import numpy as np
 import pytest
 
 import fragflow as ff
+from fragflow.ir.ops.reduce import COMBINES
 from fragflow.tools.cli import main
 from fragflow.tools.webgl.export import runtime_text
 from tests.webgl.cases import cnn_training_step, matmuls, mlp_adam_from_session
 
-RUNTIME_BUDGET = 30 * 1024          # bytes of model.js without the schedule (issue 22)
+RUNTIME_BUDGET = 40 * 1024          # bytes of model.js without the schedule (issues 22, 36)
 TARGETS = os.path.join(os.path.dirname(__file__), "..", "tools", "cli_targets.py")
 
 
@@ -65,7 +66,7 @@ def test_index_html_loads_only_model_js(training_export):
     assert not re.search(r"\b(https?|wss?|ftp)://|\bsrc\s*=|<link\b", text)
 
 
-def test_runtime_without_shaders_and_weights_is_under_30_kb(training_export):
+def test_runtime_without_shaders_and_weights_is_under_40_kb(training_export):
     size = len(runtime_text().replace("/*@fragflow-model@*/null", "null").encode())
     assert training_export.runtime_bytes == size
     assert size < RUNTIME_BUDGET, f"runtime.js is {size} bytes; the budget is {RUNTIME_BUDGET}"
@@ -255,3 +256,16 @@ def test_readme_cli_export_runs_as_written(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert main(lines[0][1:]) == 0
     assert (tmp_path / "web" / "model.js").exists()
+
+
+def test_reduction_updates_select_values_not_expressions():
+    """The updates the passes unroll in their loops: a `?:` whose arm is an expression
+    (`v > -inf ? exp(v - m) : 0.0`) made SwiftShader compile the unrolled sum-of-exp
+    pass for minutes and hang the page (issue 36, docs/WEBGL.md "Rasterisers"); a
+    select of plain values (`v > a ? v : a`) or mix() compiles in milliseconds."""
+    value = r"[\w{}\[\].]+"        # a name, a placeholder, an element, a literal
+    for name, combine in COMBINES.items():
+        for glsl in filter(None, (combine.glsl, combine.glsl_int)):
+            for arms in re.findall(r"\?\s*([^:;]+?)\s*:\s*([^;]+?)\s*;", glsl):
+                assert all(re.fullmatch(value, arm) for arm in arms), \
+                    f"combine {name}: select with an expression arm: {glsl}"

@@ -355,7 +355,7 @@ class _Builder:
             program = self.program_of.setdefault(kernel.compiled_source, index)
             self.kernels.append({
                 "name": kernel.name, "op": kernel.op, "scope": kernel.scope,
-                "program": program,
+                "node": kernel.node_records[0].name, "program": program,
                 "source": es_source(kernel.source),
                 "samplers": [b.sampler for b in kernel.inputs],
                 "inputs": [slot_of[memory.root(b.value)] for b in kernel.inputs],

@@ -9,6 +9,7 @@
 //   const model = await (await import('./model.js')).load();
 //   model.inputs, model.outputs      [{name, shape, dtype}] in feed and fetch order
 //   await model.run({x: Float32Array}) -> {name: Float32Array | Int32Array | Uint8Array}
+//                                    or a FragflowError (context lost, past timeoutMs)
 //   await model.profile(feeds)       per-kernel times (GPU timer queries where offered)
 //   model.dispose()
 //
@@ -25,6 +26,10 @@
 // range of kernels, and while/scan/cond steps holding their sub-graphs' steps; loop
 // variables swap textures with the body's results, a while_loop reads its predicate
 // back once per iteration, a scan copies its slices and ys with a small shader.
+// A first run waits on no GPU call: a fence after each kernel, polled from the event
+// loop, and readbacks into pixel-pack buffers, so a lost context or a run past
+// `timeoutMs` rejects (naming the kernel not yet done) instead of freezing the page;
+// runs after a quick one read back directly (see _begin).
 // See docs/WEBGL.md.
 
 const MODEL = /*@fragflow-model@*/null;
@@ -62,6 +67,9 @@ void main() {
 }
 `;
 
+const LOST = 'the WebGL context was lost';
+const AGAIN = 'load() the model again (on a new context, or after restoreContext())';
+
 /** Every error the runtime raises on purpose. */
 export class FragflowError extends Error {
   constructor(message) {
@@ -80,9 +88,11 @@ export class FragflowError extends Error {
  *   bin             model.bin's bytes (an ArrayBuffer) instead of fetching it
  *   maxDrawBuffers  refuse contexts with fewer render targets than the model needs
  *                   (the model knows how many it needs; this only lowers the ceiling)
+ *   timeoutMs       a run not finished after this long rejects (default 30000)
  */
 export async function load(options = {}) {
   const gl = options.gl || context(options.canvas);
+  if (gl.isContextLost()) throw new FragflowError(LOST + ' before load(): ' + AGAIN);
   const model = new Model(gl, MODEL, options);
   const bin = options.bin || await fetchBin(options.url || new URL('model.bin', import.meta.url));
   model.upload(bin);
@@ -126,11 +136,19 @@ class Model {
     this.inputs = spec.inputs.map(({name, shape, dtype}) => ({name, shape, dtype}));
     this.outputs = spec.outputs.map(({name, shape, dtype}) => ({name, shape, dtype}));
     this.variables = spec.variables.map(({name, shape, dtype}) => ({name, shape, dtype}));
-    this.kernels = spec.kernels.map(({name, op, scope, source}) => ({name, op, scope, source}));
+    this.kernels = spec.kernels.map(({name, op, scope, node, source}) =>
+      ({name, op, scope, node, source}));
     this.runs = 0;                  // the run counter random ops draw from
     this.predicateReads = 0;        // readbacks of loop and cond predicates, last run
     this.timings = {};              // load phases, in milliseconds
     this._disposed = false;
+    this.timeoutMs = options.timeoutMs === undefined ? 30000 : options.timeoutMs;
+    this.pending = [];              // [fence, kernel] not yet known done, in order
+    this.lost = false;
+    this._onLost = () => { this.lost = true; };
+    if (gl.canvas && gl.canvas.addEventListener) {
+      gl.canvas.addEventListener('webglcontextlost', this._onLost);
+    }
     this._checkContext(options);
     this.timerExt = gl.getExtension('EXT_disjoint_timer_query_webgl2');
     this.parallelExt = gl.getExtension('KHR_parallel_shader_compile');
@@ -227,7 +245,7 @@ class Model {
       gl.bindFramebuffer(gl.FRAMEBUFFER, texture.fbo);
       gl.framebufferTexture2D(gl.FRAMEBUFFER, gl.COLOR_ATTACHMENT0, gl.TEXTURE_2D,
         texture.id, 0);
-      checkFramebuffer(gl, `a ${texture.spec.width}x${texture.spec.height} texture`);
+      this._check(`a ${texture.spec.width}x${texture.spec.height} texture`);
     }
     return texture.fbo;
   }
@@ -247,7 +265,7 @@ class Model {
           attachments.push(gl.COLOR_ATTACHMENT0 + j);
         }
         gl.drawBuffers(attachments);
-        checkFramebuffer(gl, `${launch.layers} layers of an array texture`);
+        this._check(`${launch.layers} layers of an array texture`);
       }
       return launch.fbo;
     }
@@ -262,10 +280,16 @@ class Model {
       textures.forEach((t, j) => gl.framebufferTexture2D(gl.FRAMEBUFFER,
         gl.COLOR_ATTACHMENT0 + j, gl.TEXTURE_2D, t.id, 0));
       gl.drawBuffers(textures.map((_, j) => gl.COLOR_ATTACHMENT0 + j));
-      checkFramebuffer(gl, `${textures.length} textures at once`);
+      this._check(`${textures.length} textures at once`);
       launch.fbos.set(key, fbo);
     }
     return fbo;
+  }
+
+  /** Framebuffers are checked as load() makes them: checkFramebufferStatus waits for the
+   * GPU, and the textures a run swaps in have the same formats and sizes. */
+  _check(what) {
+    if (!this.ready) checkFramebuffer(this.gl, what);
   }
 
   _id(texture) {        // a small number per texture, for framebuffer keys
@@ -302,6 +326,7 @@ class Model {
         await new Promise((resolve) => setTimeout(resolve, 1));
       }
     }
+    if (gl.isContextLost()) throw new FragflowError(`${LOST} while load() compiled: ${AGAIN}`);
     for (const [i, p] of programs) {
       if (!gl.getProgramParameter(p.program, gl.LINK_STATUS)) {
         const k = this.spec.kernels[i];
@@ -316,6 +341,11 @@ class Model {
     if (this.spec.program) this._copiers(vertex);
     gl.deleteShader(vertex);
     this._launches(programs);
+    for (const launch of this.launches) this._targets(launch);   // checked here, once
+    for (const o of this.spec.outputs) {
+      if (this.slots[o.slot].texture) this._framebuffer(this.slots[o.slot].texture);
+    }
+    this.ready = true;
     this.timings.compile = performance.now() - t0;
   }
 
@@ -349,15 +379,28 @@ class Model {
   /** One run: upload the feeds, draw every kernel, read the fetches back, then apply
    * the assigns (variables stay on the GPU). Resolves to {output name: typed array}. */
   async run(feeds) {
-    this._begin(feeds);
-    if (this.spec.program) this._exec(this.spec.program, (launch) => this._draw(launch));
-    else for (const launch of this.launches) this._draw(launch);
-    return this._end();
+    try {
+      this._begin(feeds);
+      const draw = (launch) => this._draw(launch);
+      if (this.spec.program) await this._exec(this.spec.program, draw);
+      else for (const launch of this.launches) draw(launch);
+      const results = await this._end();
+      // a run well inside the bound: the next reads back directly (see _begin)
+      this.direct = performance.now() - this.started <= this.timeoutMs / 4;
+      return results;
+    } catch (err) {
+      this.direct = false;
+      throw err;
+    }
   }
 
   _begin(feeds) {
     if (this._disposed) throw new FragflowError('the model was disposed');
     const gl = this.gl;
+    this._forget();
+    if (this.lost || gl.isContextLost()) {
+      throw new FragflowError(`${LOST} before this run: ${AGAIN}`);
+    }
     feeds = feeds || {};
     for (const name of Object.keys(feeds)) {
       if (!this.inputs.some((input) => input.name === name)) {
@@ -381,6 +424,14 @@ class Model {
     }
     this.runs += 1;
     this.predicateReads = 0;
+    this.started = performance.now();
+    // The first run (SwiftShader compiles each pipeline at its first draw: issue 36's
+    // hang), a run after a rejected or slow one: fences polled from the event loop. A
+    // run after one that took under a quarter of timeoutMs draws the same kernels on
+    // the same shapes and reads back directly (readPixels returns at once on a lost
+    // context): a fence's completion reaches the page 0.4-5 ms late, a whole run of a
+    // small model on SwiftShader (docs/WEBGL.md).
+    this.directRun = !!this.direct;
     // state a shared context may have changed: nothing blends, tests or culls
     for (const cap of [gl.BLEND, gl.DEPTH_TEST, gl.STENCIL_TEST, gl.SCISSOR_TEST,
       gl.CULL_FACE, gl.DITHER, gl.RASTERIZER_DISCARD]) gl.disable(cap);
@@ -420,6 +471,85 @@ class Model {
       bound.height = launch.height;
     }
     gl.drawArrays(gl.TRIANGLES, 0, 3);
+    if (!this.directRun) {
+      this.pending.push([gl.fenceSync(gl.SYNC_GPU_COMMANDS_COMPLETE, 0), launch.kernel]);
+    }
+  }
+
+  // -- waiting for the GPU without blocking the page ----------------------------------
+  /** Resolve once every fence so far has signalled, polled from the event loop (a sync's
+   * status changes only between tasks); reject where the context is lost or the run is
+   * past timeoutMs, naming the first kernel not known done. */
+  async _wait() {
+    const gl = this.gl;
+    gl.flush();
+    const t0 = performance.now();
+    while (this.pending.length) {
+      if (!this.lost && !gl.isContextLost()) {
+        const status = gl.clientWaitSync(this.pending[0][0], 0, 0);
+        if (status === gl.ALREADY_SIGNALED || status === gl.CONDITION_SATISFIED) {
+          gl.deleteSync(this.pending.shift()[0]);
+          continue;
+        }
+        if (status !== gl.WAIT_FAILED && performance.now() - this.started <= this.timeoutMs) {
+          // spin for the first 2 ms (a message a poll), then poll each millisecond
+          await (performance.now() - t0 < 2 ? tick() : tick().then(() => sleep(1)));
+          continue;
+        }
+      }
+      throw this._failure();
+    }
+  }
+
+  _failure() {
+    const k = this.pending[0][1];
+    const lost = this.lost || this.gl.isContextLost();
+    this._forget();
+    const which = !k ? 'the readback of the results' : k.label || `kernel ${k.name} ` +
+      `(${k.op} '${k.node || k.name}'${k.scope ? ` in scope '${k.scope}'` : ''})`;
+    if (lost) return new FragflowError(`${LOST} while ${which} was running: ${AGAIN}`);
+    return new FragflowError(`the run did not finish in ${this.timeoutMs} ms ` +
+      `(load({timeoutMs})): ${which} was still running`);
+  }
+
+  _forget() {
+    for (const [fence] of this.pending) if (fence) this.gl.deleteSync(fence);
+    this.pending = [];
+  }
+
+  /** Read a texture into a pixel-pack buffer (queued: nothing waits); after _wait(),
+   * take(pack) copies it out. */
+  _pack(texture, texels, key) {
+    const gl = this.gl;
+    const s = texture.spec;
+    const flat = s.format === 'i' ? new Int32Array(texels * 4) : new Float32Array(texels * 4);
+    this.packs = this.packs || new Map();
+    let buffer = this.packs.get(key);
+    if (!buffer || buffer.bytes !== flat.byteLength) {
+      if (buffer) gl.deleteBuffer(buffer.id);
+      buffer = {id: gl.createBuffer(), bytes: flat.byteLength};
+      gl.bindBuffer(gl.PIXEL_PACK_BUFFER, buffer.id);
+      gl.bufferData(gl.PIXEL_PACK_BUFFER, flat.byteLength, gl.STREAM_READ);
+      this.packs.set(key, buffer);
+    }
+    gl.bindBuffer(gl.PIXEL_PACK_BUFFER, buffer.id);
+    this._readInto(texture, texels, 0);           // into the buffer: queued, no wait
+    gl.bindBuffer(gl.PIXEL_PACK_BUFFER, null);
+    return {buffer: buffer.id, flat};
+  }
+
+  _take(pack) {
+    const gl = this.gl;
+    gl.bindBuffer(gl.PIXEL_PACK_BUFFER, pack.buffer);
+    gl.getBufferSubData(gl.PIXEL_PACK_BUFFER, 0, pack.flat);
+    gl.bindBuffer(gl.PIXEL_PACK_BUFFER, null);
+    return pack.flat;
+  }
+
+  /** Queue a fence after what is queued (the readbacks) and wait for it all. */
+  async _drain() {
+    this.pending.push([this.gl.fenceSync(this.gl.SYNC_GPU_COMMANDS_COMPLETE, 0), null]);
+    await this._wait();
   }
 
   // -- control flow (docs/WEBGL.md, "Control flow") ------------------------------------
@@ -448,16 +578,16 @@ class Model {
   }
 
   /** Run steps: kernels, and while/scan/cond steps; draw(launch) draws a kernel. */
-  _exec(steps, draw) {
+  async _exec(steps, draw) {
     for (const s of steps) {
       if (s.kind === 'kernels') {
         for (let i = s.first; i < s.first + s.count; i++) draw(this.launches[i]);
       } else if (s.kind === 'cond') {         // only the branch taken runs
-        const branch = this._predicate(s.pred) ? s.true : s.false;
-        this._exec(branch.steps, draw);
+        const branch = (await this._predicate(s.pred)) ? s.true : s.false;
+        await this._exec(branch.steps, draw);
         s.outputs.forEach((o, k) => { this.slots[o].texture = this.slots[branch.outputs[k]].texture; });
       } else {
-        this._loop(s, draw);
+        await this._loop(s, draw);
       }
     }
   }
@@ -465,21 +595,25 @@ class Model {
   /** A while_loop or scan: the loop variables start as copies of their initial
    * values; each iteration runs the body, then swaps each variable's texture with its
    * result's (or with a copy of it, where `next` names a slot to copy it into). */
-  _loop(s, draw) {
+  async _loop(s, draw) {
     const slots = this.slots;
     const scan = s.kind === 'scan';
     const trips = scan ? s.length : s.maxIterations;       // null: until the predicate
     const outs = s.body.outputs;
     s.init.forEach((from, k) => this._copy(slots[from], slots[s.vars[k]]));
     for (let i = 0; trips === null || i < trips; i++) {
+      if (performance.now() - this.started > this.timeoutMs || this.gl.isContextLost()) {
+        this.pending.unshift([null, {label: `${s.kind} '${s.name}'`}]);
+        throw this._failure();
+      }
       const t = scan && s.reverse ? s.length - 1 - i : i;
       if (scan) {
         for (const [from, into, n] of s.elems) this._copy(slots[from], slots[into], 0, n, t * n);
       } else if (s.cond) {
-        this._exec(s.cond.steps, draw);
-        if (!this._predicate(s.cond.pred)) break;
+        await this._exec(s.cond.steps, draw);
+        if (!(await this._predicate(s.cond.pred))) break;
       }
-      this._exec(s.body.steps, draw);
+      await this._exec(s.body.steps, draw);
       if (scan) {
         s.ys.forEach(([into, n], k) => this._copy(slots[outs[s.vars.length + k]], slots[into],
           t * n, (t + 1) * n, -t * n, true));
@@ -492,15 +626,18 @@ class Model {
     }
   }
 
-  /** A bool scalar's value: one texel read back (waits for the GPU). */
-  _predicate(index) {
-    const gl = this.gl;
-    this.pixel = this.pixel || new Int32Array(4);
-    gl.bindFramebuffer(gl.FRAMEBUFFER, this._framebuffer(this.slots[index].texture));
-    this.bound.fbo = null;
-    gl.readPixels(0, 0, 1, 1, gl.RGBA_INTEGER, gl.INT, this.pixel);
+  /** A bool scalar's value: one texel read back (the run waits for the GPU here). */
+  async _predicate(index) {
+    if (this.directRun) {
+      this.pixel = this.pixel || new Int32Array(4);
+      this._readInto(this.slots[index].texture, 1, this.pixel);
+      this.predicateReads += 1;
+      return this.pixel[0] !== 0;
+    }
+    const pack = this._pack(this.slots[index].texture, 1, 'predicate');
+    await this._drain();
     this.predicateReads += 1;
-    return this.pixel[0] !== 0;
+    return this._take(pack)[0] !== 0;
   }
 
   /** Copy elements with the copy shader: all of from into to (same size), or (a
@@ -538,10 +675,22 @@ class Model {
     bound.width = bound.height = -1;
   }
 
-  _end() {
+  async _end() {
     const results = {};
-    for (const output of this.spec.outputs) {
-      results[output.name] = this._read(this.slots[output.slot], output);
+    if (this.directRun) {
+      for (const o of this.spec.outputs) results[o.name] = this._read(this.slots[o.slot], o);
+      if (this.gl.isContextLost()) {
+        const ks = this.spec.kernels;
+        throw new FragflowError(`${LOST} during this run (kernels ${ks[0].name} to ` +
+          `${ks[ks.length - 1].name}): ${AGAIN}`);
+      }
+    } else {
+      const packs = this.spec.outputs.map((o, k) => {
+        const texture = this.slots[o.slot].texture;
+        return this._pack(texture, texture.spec.width * texture.spec.height, k);
+      });
+      await this._drain();
+      this.spec.outputs.forEach((o, k) => { results[o.name] = typed(this._take(packs[k]), o); });
     }
     // the assigns: each variable takes the texture its new value was computed into
     for (const [variable, value] of this.spec.assigns) {
@@ -554,20 +703,23 @@ class Model {
 
   /** A slot's value as a typed array of its dtype (readPixels waits for the GPU). */
   _read(slot, what) {
-    const gl = this.gl;
     const s = slot.texture.spec;
     const flat = s.format === 'i' ? new Int32Array(s.width * s.height * 4)
       : new Float32Array(s.width * s.height * 4);
-    gl.bindFramebuffer(gl.FRAMEBUFFER, this._framebuffer(slot.texture));
+    this._readInto(slot.texture, s.width * s.height, flat);
+    return typed(flat, what);
+  }
+
+  /** readPixels of a texture's texels (all, or the first) into flat (or the bound
+   * pixel-pack buffer at offset 0: then it only queues the copy). */
+  _readInto(texture, texels, flat) {
+    const gl = this.gl;
+    const s = texture.spec;
+    gl.bindFramebuffer(gl.FRAMEBUFFER, this._framebuffer(texture));
     if (this.bound) this.bound.fbo = null;
-    if (s.format === 'i') {
-      gl.readPixels(0, 0, s.width, s.height, gl.RGBA_INTEGER, gl.INT, flat);
-    } else {
-      gl.readPixels(0, 0, s.width, s.height, gl.RGBA, gl.FLOAT, flat);
-    }
-    const size = what.size === undefined ? flat.length : what.size;
-    if (what.dtype === 'bool') return Uint8Array.from(flat.subarray(0, size), (v) => (v ? 1 : 0));
-    return flat.slice(0, size);
+    const [format, type] = s.format === 'i' ? [gl.RGBA_INTEGER, gl.INT] : [gl.RGBA, gl.FLOAT];
+    const [w, h] = texels === 1 ? [1, 1] : [s.width, s.height];
+    gl.readPixels(0, 0, w, h, format, type, flat);
   }
 
   /** A variable's current value (as Session.get): a typed array of its dtype. */
@@ -620,9 +772,9 @@ class Model {
       row.ms += performance.now() - t0;
     };
     this._begin(feeds);
-    if (this.spec.program) this._exec(this.spec.program, draw);
+    if (this.spec.program) await this._exec(this.spec.program, draw);
     else this.launches.forEach(draw);
-    const outputs = this._end();
+    const outputs = await this._end();
     let method = 'cpu';
     if (ext && queries.length) {
       method = 'timer-query';
@@ -655,10 +807,33 @@ class Model {
       gl.deleteTexture(slot.texture.id);
     }
     for (const program of this.programs || []) gl.deleteProgram(program);
-    this.slots = this.launches = this.programs = null;
+    for (const buffer of (this.packs || new Map()).values()) gl.deleteBuffer(buffer.id);
+    this._forget();
+    if (gl.canvas && gl.canvas.removeEventListener) {
+      gl.canvas.removeEventListener('webglcontextlost', this._onLost);
+    }
+    this.slots = this.launches = this.programs = this.packs = null;
     this._disposed = true;
   }
 }
+
+/** A texture's elements as an output's or variable's typed array (its dtype, its size). */
+function typed(flat, what) {
+  const size = what.size === undefined ? flat.length : what.size;
+  if (what.dtype === 'bool') return Uint8Array.from(flat.subarray(0, size), (v) => (v ? 1 : 0));
+  return flat.slice(0, size);
+}
+
+// The next task (a message: no 4 ms clamp as nested timers have), or a sleep.
+const channel = typeof MessageChannel === 'undefined' ? null : new MessageChannel();
+const woken = [];
+if (channel) channel.port1.onmessage = () => woken.shift()();
+const tick = () => new Promise((resolve) => {
+  if (!channel) return setTimeout(resolve, 0);
+  woken.push(resolve);
+  channel.port2.postMessage(0);
+});
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** A constant's or variable's texels from model.bin, zero-padded to its texture. */
 function dataOf(bin, s) {
@@ -691,6 +866,7 @@ function staging(s) {
 
 function checkFramebuffer(gl, what) {
   const status = gl.checkFramebufferStatus(gl.FRAMEBUFFER);
+  if (gl.isContextLost()) throw new FragflowError(`${LOST}: ${AGAIN}`);
   if (status !== gl.FRAMEBUFFER_COMPLETE) {
     throw new FragflowError(`cannot render into ${what} (framebuffer status 0x` +
       `${status.toString(16)}); float render targets need EXT_color_buffer_float`);
