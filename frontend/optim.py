@@ -48,6 +48,10 @@ def with_dependencies(dependencies, output_tensor, name=None) -> Tensor:
     say the same thing by name."""
     output = output_tensor.value
     deps = [d.value if isinstance(d, Tensor) else d for d in dependencies]
+    graph = output.graph
+    # in a loop's body or a branch, outer values are seen through captures
+    deps = [graph.capture(d) if isinstance(d, Value) and graph.parent_of(d.graph) else d
+            for d in deps]
     for d in deps:
         if not isinstance(d, Value) or d.graph is not output.graph:
             raise GradientError(f"with_dependencies: {d!r} is not a tensor of graph "

@@ -265,7 +265,7 @@ def print(*inputs, output_stream=sys.stderr, summarize=3, sep=" ", end="\n",  # 
     for x in inputs:
         if isinstance(x, Tensor):
             items.append(len(needs))
-            needs.append(x.value)
+            needs.append(graph.capture(x.value))      # in a loop's body: seen inside
         else:
             items.append(str(x))
     with graph.as_default():
@@ -282,7 +282,7 @@ def Print(input_, data, message=None, first_n=None, summarize=None, name=None): 
     tensors = [d for d in data if isinstance(d, Tensor)]
     out = with_dependencies(tensors, input_, name=name or "Print") if tensors else \
         _ops.identity(input_, name=name or "Print")
-    needs = [d.value for d in tensors]
+    needs = [out.value.graph.capture(d.value) for d in tensors]
     count = [0]
 
     def finish(arrays):
