@@ -62,16 +62,17 @@ class _Print:
 
 class _Loop:
     """The items of a body, once per iteration: every value has a leading axis of
-    iterations (reverse: the iterations ran from the last row)."""
+    iterations, tick's rows count them (reverse: the iterations ran from the last
+    row)."""
 
-    def __init__(self, items, reverse=False):
-        self.items, self.reverse = items, reverse
+    def __init__(self, tick, items, reverse=False):
+        self.tick, self.items, self.reverse = tick, items, reverse
 
     def refs(self):
-        return [v for item in self.items for v in item.refs()]
+        return [self.tick] + [v for item in self.items for v in item.refs()]
 
     def remap(self, m):
-        return _Loop([item.remap(m) for item in self.items], self.reverse)
+        return _Loop(m[self.tick], [item.remap(m) for item in self.items], self.reverse)
 
 
 class _Cond:
@@ -97,7 +98,7 @@ def _replay(items, arrays: dict) -> None:
             _replay(item.true_items if bool(arrays[item.pred]) else item.false_items, arrays)
         else:
             refs = item.refs()
-            n = len(arrays[refs[0]]) if refs else 0
+            n = len(arrays[item.tick])
             for i in (range(n - 1, -1, -1) if item.reverse else range(n)):
                 _replay(item.items, {v: arrays[v][i] for v in refs})
 
@@ -441,6 +442,15 @@ def _rebuild_cond(node, ctx: _Ctx) -> list:
     return outs[:n]
 
 
+def _log_refs(body: _Ctx) -> list:
+    """What a body's prints read, after a tick (True) that counts the iterations; none
+    where it prints nothing."""
+    if not body.items:
+        return []
+    return [_const(body.new, np.bool_(True), "tick")] + \
+        [v for item in body.items for v in item.refs()]
+
+
 def _rebuild_while(node, ctx: _Ctx) -> list:
     (c_old, n, c_caps), (b_old, _, b_caps) = _parts(node)
     a = node.attrs
@@ -449,7 +459,7 @@ def _rebuild_while(node, ctx: _Ctx) -> list:
     pair = _needs_pair(b_old)
     body, b_in, b_vars, b_iter = _open_sub(b_old, ctx, n, b_caps, n, carried, pair, pair)
     _copy_nodes(b_old, body)
-    refs = [v for item in body.items for v in item.refs()]
+    refs = _log_refs(body)
     for v in refs:
         if not v.type.is_static:
             raise ControlEffectError(f"{node.where()}: a printed value of unknown shape "
@@ -488,7 +498,7 @@ def _rebuild_while(node, ctx: _Ctx) -> list:
         ctx.note_assign(var, out)
     logs = outs[n + len(carried) + (1 if pair else 0):]
     if body.items:
-        ctx.items.append(_Loop([i.remap(dict(zip(refs, logs))) for i in body.items]))
+        ctx.items.append(_Loop(logs[0], [i.remap(dict(zip(refs, logs))) for i in body.items]))
     return outs[:n]
 
 
@@ -500,7 +510,7 @@ def _rebuild_scan(node, ctx: _Ctx) -> list:
     pair = _needs_pair(b_old)
     body, b_in, b_vars, b_iter = _open_sub(b_old, ctx, lead, caps, nc, carried, pair, pair)
     _copy_nodes(b_old, body)
-    refs = [v for item in body.items for v in item.refs()]
+    refs = _log_refs(body)
     old_out = [body.read(v) for v in b_old.outputs]
     nxt = [_node(body.new, "add", [b_iter, _const(body.new, np.int32(1))])] if pair else []
     body.new.outputs = old_out[:nc] + [body.state[v] for v in carried] + nxt + \
@@ -521,7 +531,7 @@ def _rebuild_scan(node, ctx: _Ctx) -> list:
     n_ys = len(node.outputs) - nc
     if body.items:
         logs = ys[n_ys:]
-        ctx.items.append(_Loop([i.remap(dict(zip(refs, logs))) for i in body.items],
+        ctx.items.append(_Loop(logs[0], [i.remap(dict(zip(refs, logs))) for i in body.items],
                                reverse=a["reverse"]))
     return outs[:nc] + ys[:n_ys]
 
