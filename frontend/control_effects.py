@@ -12,7 +12,11 @@ sub-graphs (and those nested in them) with the effects as values:
   resource variables); gradients flow to the variable through such a read and never
   into the assigned value (an assign has no gradient). The node's final values are
   assigned in the root graph, as every assign, when the run ends; fetching anything
-  computed from the node runs them (a control dependency of the node).
+  computed from the node runs them (a control dependency of the node). A later
+  control-flow node reads a variable an earlier one assigned from the earlier one's
+  result (program order, as TF2's automatic control dependencies), so two loops
+  incrementing one variable both count; a plain read in the root graph still sees the
+  value from the run's start, as for every assign.
 - random draws: a random op in a body reads the pair (run counter, draw) instead of the
   run counter; draw numbers the iteration (nested loops mix the outer draw in), the
   fourth word of the Philox counter (ir/ops/random.py): a fresh draw per iteration and
@@ -545,10 +549,15 @@ def functionalize(graph: Graph, node) -> list:
         return list(node.outputs)
     graph.drop_last(node)
     ctx = _Ctx(graph, root=True)
+    # control-flow nodes see one another's assigns in the order they are made (TF2's
+    # automatic control dependencies): a variable an earlier one assigned is read from it
+    chain = _effects.graph_table(graph, "assigned_in_control_flow")
+    ctx.state.update(chain)
     outs = _rebuild(node, ctx)
     new_node = outs[0].node if outs else graph.nodes[-1]
     deps = []
     for var in ctx.assigned:
+        chain[var] = ctx.state[var]
         deps.append(graph.add_node("assign", [var, ctx.state[var]], None,
                                    f"{node.name}_assign", scope=node.scope,
                                    source=node.source, _here=True).outputs[0])

@@ -59,7 +59,7 @@ def test_cse_merges_no_print_draw_or_assign():
     outs, (v,), printed = _same(_twins, "cse")
     assert printed == "tick 0\ntick 0\ntick 1\ntick 1\n" * 2       # both loops, twice
     assert np.abs(outs[0][0]).max() > 0          # two draws of one seed: two streams
-    assert v == 2.0                              # each loop from the run's start: +2
+    assert v == 4.0                              # the second loop after the first: +4
 
 
 def _constant_loop(stream):
