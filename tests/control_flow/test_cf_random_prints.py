@@ -139,3 +139,19 @@ def test_tf_Print_in_a_scan_counts_first_n_over_iterations(capsys):
         np.testing.assert_array_equal(sess.run(ys, {x: [1.0, 2.0, 3.0, 4.0]}),
                                       [10.0, 9.0, 7.0, 4.0])
     assert capsys.readouterr().err == "e=[4]\ne=[3]\ne=[2]\n"
+
+
+def test_dropouts_gradient_in_a_body_uses_each_steps_own_mask():
+    # TF: dropout's gradient is dy * mask * scale with the mask of the forward draw;
+    # per step here, so d sum(ys) / dx = ys / x row by row
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [4, 32], name="x")
+        ys = tf.scan(lambda a, row: tf.nn.dropout(row, rate=0.5, seed=4), x,
+                     initializer=tf.zeros([32]))
+        (gx,) = tf.gradients(tf.reduce_sum(ys), [x])
+    xs = np.random.default_rng(3).uniform(1.0, 2.0, (4, 32)).astype(np.float32)
+    with reference_session(g) as sess:
+        got_ys, got_gx = sess.run([ys, gx], {x: xs})
+    np.testing.assert_allclose(got_gx, got_ys / xs, rtol=1e-6)
+    assert len({tuple(r) for r in got_gx}) == 4
