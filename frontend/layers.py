@@ -49,7 +49,7 @@ from .tf1 import (
 )
 
 __all__ = ["Layer", "Dense", "Conv2D", "DepthwiseConv2D", "SeparableConv2D",
-           "BatchNormalization", "Dropout", "MaxPool2D", "AveragePool2D",
+           "BatchNormalization", "Dropout", "GaussianNoise", "MaxPool2D", "AveragePool2D",
            "GlobalAveragePool2D", "GlobalMaxPool2D", "Flatten", "Activation",
            "MaxPooling2D", "AveragePooling2D", "GlobalAveragePooling2D",
            "GlobalMaxPooling2D", "activation_fn", "logits_of", "Softmax", "ReLU", "Reshape",
@@ -538,6 +538,27 @@ class Dropout(Layer):
         return _ops.dropout(x, self.rate, noise_shape=self.noise_shape, seed=self.seed)
 
 
+class GaussianNoise(Layer):
+    """Keras's GaussianNoise: training=True adds normal noise of standard deviation
+    stddev (a fresh draw each run, and each iteration in a loop's body); training=False:
+    the input itself. The input's shape must be known when the layer is called."""
+    supports_masking = True
+
+    def __init__(self, stddev, seed=None, **kwargs):
+        super().__init__(**kwargs)
+        if not float(stddev) >= 0.0:
+            raise AttrError(f"GaussianNoise's stddev must be >= 0, got {stddev}")
+        self.stddev, self.seed = float(stddev), seed
+
+    def call(self, x, training=False):
+        if not training or self.stddev == 0.0:
+            return x
+        if any(d is None for d in x.shape):
+            raise ShapeError(f"GaussianNoise '{self.name}' ({user_location()}): the "
+                             f"input's shape {x.shape} must be known to draw its noise")
+        return x + _ops.random_normal(tuple(x.shape), stddev=self.stddev, seed=self.seed)
+
+
 # -- pooling, reshaping, activations ---------------------------------------------------
 class _Pool2D(Layer):
     op = ""
@@ -851,7 +872,6 @@ MISSING_LAYERS = {
     "LeakyReLU": "Activation(ff.nn.leaky_relu) or activation=ff.nn.leaky_relu",
     "PReLU": "not supported: use Activation(ff.nn.leaky_relu)",
     "SpatialDropout2D": "Dropout(rate, noise_shape=...)",
-    "GaussianNoise": "not supported: add ff.random_normal(...) noise in the graph",
 }
 
 

@@ -155,3 +155,22 @@ def test_dropouts_gradient_in_a_body_uses_each_steps_own_mask():
         got_ys, got_gx = sess.run([ys, gx], {x: xs})
     np.testing.assert_allclose(got_gx, got_ys / xs, rtol=1e-6)
     assert len({tuple(r) for r in got_gx}) == 4
+
+
+def test_keras_gaussian_noise_in_a_body_draws_afresh_each_iteration(gl):
+    # Keras's GaussianNoise(stddev)(x, training=True): x + N(0, stddev^2), per iteration
+    g = tf.Graph()
+    with g.as_default():
+        layer = tf.keras.layers.GaussianNoise(0.5, seed=2)
+
+        def body(i, rows):
+            noise = layer(tf.zeros([1, 512]), training=True)
+            return i + 1, tf.concat([rows[1:], noise], 0)
+        _, rows = tf.while_loop(lambda i, r: i < 3, body, (0, tf.zeros([3, 512])))
+        still = tf.keras.layers.GaussianNoise(0.5)(tf.ones([4]), training=False)
+    with reference_session(g) as ref, tf.Session(g) as sess:
+        want = ref.run(rows)
+        np.testing.assert_allclose(sess.run(rows), want, rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(ref.run(still), np.ones(4, np.float32))
+    assert len({tuple(r) for r in want}) == 3
+    assert abs(want.mean()) < 0.05 and abs(want.std() - 0.5) < 0.05
