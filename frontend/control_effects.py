@@ -446,6 +446,17 @@ def _rebuild_cond(node, ctx: _Ctx) -> list:
     return outs[:n]
 
 
+def _static_prints(node, refs) -> None:
+    """A loop keeps each iteration's printed values in a row: they need one shape."""
+    for v in refs:
+        if not v.type.is_static:
+            raise ControlEffectError(
+                f"{node.where()}: its body prints a value of shape {v.type.shape} unknown "
+                f"when the graph is built (a tf.print of such a value, or one inside a "
+                f"while_loop nested in this loop), which is not supported; print it "
+                f"outside the inner while_loop, or use a scan")
+
+
 def _log_refs(body: _Ctx) -> list:
     """What a body's prints read, after a tick (True) that counts the iterations; none
     where it prints nothing."""
@@ -464,10 +475,7 @@ def _rebuild_while(node, ctx: _Ctx) -> list:
     body, b_in, b_vars, b_iter = _open_sub(b_old, ctx, n, b_caps, n, carried, pair, pair)
     _copy_nodes(b_old, body)
     refs = _log_refs(body)
-    for v in refs:
-        if not v.type.is_static:
-            raise ControlEffectError(f"{node.where()}: a printed value of unknown shape "
-                                     f"{v.type} inside a while_loop is not supported")
+    _static_prints(node, refs)
     accs = [_placeholder(body.new, _control.TensorType((None,) + v.shape, v.dtype),
                          "printed") for v in refs]
     grown = [_node(body.new, "concat", [acc, _node(body.new, "expand_dims", [v], axis=0)],
@@ -515,6 +523,7 @@ def _rebuild_scan(node, ctx: _Ctx) -> list:
     body, b_in, b_vars, b_iter = _open_sub(b_old, ctx, lead, caps, nc, carried, pair, pair)
     _copy_nodes(b_old, body)
     refs = _log_refs(body)
+    _static_prints(node, refs)
     old_out = [body.read(v) for v in b_old.outputs]
     nxt = [_node(body.new, "add", [b_iter, _const(body.new, np.int32(1))])] if pair else []
     body.new.outputs = old_out[:nc] + [body.state[v] for v in carried] + nxt + \

@@ -269,7 +269,8 @@ def print(*inputs, output_stream=sys.stderr, summarize=3, sep=" ", end="\n",  # 
         else:
             items.append(str(x))
     with graph.as_default():
-        op = group(*tensors, name=name or "PrintV2") if tensors else no_op(name or "PrintV2")
+        op = group(*[wrap(n) for n in needs], name=name or "PrintV2") if tensors else \
+            no_op(name or "PrintV2")
     _effects.register_effect(op.value, _effects.Effect(
         needs, _effects.printer(items, needs, output_stream, sep, end, summarize)))
     return op

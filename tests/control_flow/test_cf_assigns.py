@@ -217,3 +217,21 @@ def test_minimize_inside_a_body_is_refused_clearly():
         with pytest.raises(tf.FragflowError, match=r"test_cf_assigns\.py:\d+\) is computed "
                            r"inside a loop's body or a branch.*apply_gradients"):
             tf.while_loop(lambda i: i < 3, body, [0])
+
+
+def test_switch_case_and_case_assign_in_the_branch_chosen_only():
+    # tf.switch_case / tf.case: nested conds, only the chosen function runs; the second
+    # reads the first's assign (TF2's program order between the two)
+    g = tf.Graph()
+    with g.as_default():
+        k = tf.placeholder(tf.int32, [], name="k")
+        v = tf.Variable(0.0, name="v")
+        first = tf.switch_case(k, [lambda: v.assign_add(1.0), lambda: v.assign_add(10.0),
+                                   lambda: tf.identity(v)])
+        second = tf.case([(k > 1, lambda: v.assign_sub(100.0))],
+                         default=lambda: tf.identity(v))
+    want = [(1.0, 1.0, 1.0), (11.0, 11.0, 11.0), (11.0, -89.0, -89.0)]
+    with reference_session(g) as sess:
+        for kk, (a, b, after) in enumerate(want):
+            assert sess.run([first, second], {k: kk}) == [a, b]
+            assert sess.run(v) == after

@@ -10,6 +10,7 @@ GL (every pass) is compared with the numpy executor on the graph as built."""
 import io
 
 import numpy as np
+import pytest
 
 import fragflow as tf
 from tests.reference import reference_session
@@ -174,3 +175,31 @@ def test_keras_gaussian_noise_in_a_body_draws_afresh_each_iteration(gl):
         np.testing.assert_array_equal(ref.run(still), np.ones(4, np.float32))
     assert len({tuple(r) for r in want}) == 3
     assert abs(want.mean()) < 0.05 and abs(want.std() - 0.5) < 0.05
+
+
+def test_prints_in_nested_scans_run_in_the_order_the_steps_run():
+    stream = io.StringIO()
+    g = tf.Graph()
+    with g.as_default():
+        def outer(a, e):
+            tf.print("outer", e, output_stream=stream)
+            inner = tf.scan(lambda b, f: (tf.print("inner", f, output_stream=stream),
+                                          b + f)[1], tf.ones([2]) * e, initializer=0.0)
+            return a + tf.reduce_sum(inner)
+        total = tf.foldl(outer, tf.constant([1.0, 2.0]), initializer=0.0)
+    with reference_session(g) as sess:
+        assert sess.run(total) == 9.0                  # (1 + 2) * 1 + (2 + 4)
+    assert stream.getvalue() == "outer 1\ninner 1\ninner 1\nouter 2\ninner 2\ninner 2\n"
+
+
+def test_a_print_in_a_while_loop_nested_in_a_loop_is_refused_clearly():
+    # each outer iteration would print a number of rows known only at run time
+    g = tf.Graph()
+    with g.as_default():
+        def outer(i):
+            tf.while_loop(lambda j: j < i, lambda j: (tf.print("j", j), j + 1)[1], [0])
+            return i + 1
+        with pytest.raises(tf.FragflowError, match=r"while_loop 'while' \(.*"
+                           r"test_cf_random_prints\.py:\d+\): its body prints a value of "
+                           r"shape \(None,\).*not supported"):
+            tf.while_loop(lambda i: i < 3, outer, [0])
