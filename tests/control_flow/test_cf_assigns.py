@@ -235,3 +235,23 @@ def test_switch_case_and_case_assign_in_the_branch_chosen_only():
         for kk, (a, b, after) in enumerate(want):
             assert sess.run([first, second], {k: kk}) == [a, b]
             assert sess.run(v) == after
+
+
+def test_control_dependencies_in_a_body_order_a_read_after_the_assign(gl):
+    # TF1 scripts write `with tf.control_dependencies([assign]): read`: the read sees the
+    # assigned value in that iteration (TF2 orders it so even without the block)
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [2], name="x")
+        v = tf.Variable(np.zeros(2, np.float32), name="v")
+
+        def body(i, acc):
+            step = v.assign(v + x * tf.cast(i + 1, tf.float32))
+            with tf.control_dependencies([step]):
+                seen = tf.identity(v)
+            return i + 1, acc + seen
+        _, acc = tf.while_loop(lambda i, a: i < 3, body, (0, tf.zeros([2])))
+    xs = np.float32([1.0, -0.5])
+    # v after iteration k: x * (1 + ... + k); acc: the sum of those over k = 1..3
+    want = xs.astype(np.float64) * (1 + 3 + 6)
+    _check(g, [acc], [{x: xs}], [[want]])
