@@ -248,3 +248,23 @@ def test_a_while_loop_that_prints_is_refused_and_a_scan_that_prints_exports(tmp_
         ff.webgl.export(y, [x], tmp_path / "while")
     export = ff.webgl.export(s, [x], tmp_path / "scan")
     assert [o["name"] for o in export.schedule["outputs"]] == [s.name]
+
+
+def test_the_assigns_of_a_loop_and_a_branch_are_in_the_schedule(tmp_path):
+    # Session.run of the loop's result applies its body's assign and the cond's taken
+    # branch's; the export's run does as well (the browser run: cases.side_effects)
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((3,), name="x")
+        v = ff.Variable(np.zeros(3, np.float32), name="v")
+        k = ff.Variable(0, name="k")
+
+        def body(i, a):
+            v.assign_add(a)
+            return i + 1, a * 2.0
+        _, y = ff.while_loop(lambda i, a: i < 3, body, (0, x))
+        c = ff.cond(ff.reduce_sum(y) > 0, lambda: k.assign_add(1) + 0,
+                    lambda: ff.identity(k))
+    export = ff.webgl.export({"y": y, "c": c}, [x], tmp_path)
+    by_slot = {v["slot"]: v["name"] for v in export.schedule["variables"]}
+    assert {by_slot[var] for var, _ in export.schedule["assigns"]} == {"v", "k"}
