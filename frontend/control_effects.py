@@ -326,7 +326,9 @@ def _copy_nodes(old: Graph, ctx: _Ctx) -> None:
     effects = _tables(old).get("effects") or {}
     if _tables(old).get("summary_parts"):
         raise ControlEffectError(f"a tf.summary inside a loop or branch ('{old.name}') is "
-                                 f"not supported: return the value and summarize it outside")
+                                 f"not supported (TensorFlow 1 cannot fetch or merge one "
+                                 f"made there either): return the value and summarize it "
+                                 f"outside")
     printed = {v.node: e for v, e in effects.items()}
     new = ctx.new
     for node in old.nodes:
