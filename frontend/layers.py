@@ -32,6 +32,7 @@ import numpy as np
 
 from ..ir.errors import AttrError, FragflowError, ShapeError
 from ..ir.graph import Graph, get_default_graph
+from ..ir.ops.state import assign as assign_value
 from ..ir.source import is_internal, user_location
 from . import initializers as _init, ops as _ops
 from .activations import ACTIVATIONS, LAYER
@@ -820,7 +821,8 @@ def batch_normalization(inputs, axis=-1, momentum=0.99, epsilon=0.001, center=Tr
     Python bool, or a scalar bool tensor as dropout's) selects batch statistics. The
     moving-average assigns go to tf.GraphKeys.UPDATE_OPS, as TF1's: run them with the
     step (`with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):`
-    around minimize)."""
+    around minimize); under a training tensor each is a tf.cond, updating only in runs
+    fed True (TF1's smart_cond)."""
     layer = _tf1_layer(lambda n: BatchNormalization(axis=axis, momentum=momentum,
                                                     epsilon=epsilon, center=center,
                                                     scale=scale, trainable=trainable, name=n),
@@ -829,8 +831,19 @@ def batch_normalization(inputs, axis=-1, momentum=0.99, epsilon=0.001, center=Tr
     out = _by_training(layer, inputs, training)
     if len(layer.updates) > before:        # TF1's UPDATE_OPS: run them with the step
         for update in layer.updates[before:]:
+            if isinstance(training, Tensor):   # TF1: smart_cond(training, update, var)
+                update = _only_when(training, update)
             add_to_collection(GraphKeys.UPDATE_OPS, update)
     return out
+
+
+def _only_when(training, update):
+    """The assign `update` as TF1's batch norm makes it under a training tensor: in a
+    tf.cond, so that a run fed training=False leaves the moving statistic as it is."""
+    from .control_flow import cond
+    variable, value = update.value.node.inputs
+    return cond(training, lambda: wrap(assign_value(variable, value)),
+                lambda: _ops.identity(wrap(variable)), name="update_when_training")
 
 
 def _channels_last(data_format):

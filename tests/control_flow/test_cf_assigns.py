@@ -255,3 +255,26 @@ def test_control_dependencies_in_a_body_order_a_read_after_the_assign(gl):
     # v after iteration k: x * (1 + ... + k); acc: the sum of those over k = 1..3
     want = xs.astype(np.float64) * (1 + 3 + 6)
     _check(g, [acc], [{x: xs}], [[want]])
+
+
+def test_batch_norms_moving_averages_update_only_when_training_is_fed_true(gl):
+    # TF1's tf.layers.batch_normalization(training=is_training): its UPDATE_OPS are
+    # smart_cond(training, assign, variable): a run fed False changes nothing
+    data = np.random.default_rng(0).normal(2.0, 3.0, size=(16, 3)).astype(np.float32)
+    g = tf.Graph()
+    with g.as_default():
+        x = tf.placeholder(tf.float32, [None, 3], name="x")
+        training = tf.placeholder(tf.bool, [], name="training")
+        h = tf.layers.batch_normalization(x, training=training, momentum=0.9, name="bn")
+        with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):
+            out = tf.identity(h)
+        moving = [v for v in tf.global_variables() if "moving_mean" in v.name][0]
+    mean = data.astype(np.float64).mean(0)
+    for backend in ("numpy", "gl"):
+        sess = reference_session(g) if backend == "numpy" else tf.Session(g)
+        with sess:
+            sess.run(out, {x: data, training: False})
+            np.testing.assert_array_equal(sess.run(moving), np.zeros(3, np.float32))
+            sess.run(out, {x: data, training: True})
+            sess.run(out, {x: data, training: True})
+            np.testing.assert_allclose(sess.run(moving), (1 - 0.9 ** 2) * mean, rtol=1e-5)
