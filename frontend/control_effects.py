@@ -113,14 +113,14 @@ class _Ctx:
     values that read a variable to the variable (its value in the root graph), state
     each variable's current value in new; items are the prints, in order."""
 
-    def __init__(self, new: Graph, root: bool, pair=None):
+    def __init__(self, new: Graph, root: bool):
         self.new, self.root = new, root
         self.env: dict = {}
         self.var_of: dict = {}
         self.state: dict = {}
         self.assigned: list = []
         self.items: list = []
-        self._pair = pair
+        self._pair = None          # (run counter, draw) here, once needed
 
     def var(self, value):
         if self.root:
@@ -130,7 +130,7 @@ class _Ctx:
     def read(self, value):
         var = self.var(value)
         if var is not None:
-            return self.state.get(var, var) if self.root else self.state[var]
+            return self.current(var)
         if self.root:
             return value
         out = self.env[value]
