@@ -556,13 +556,16 @@ def functionalize(graph: Graph, node) -> list:
     """node, a control-flow node just added to the root graph, replaced by one holding
     its sub-graphs' side effects as values (the module's docstring); returns the values
     to use for node's outputs. A node without side effects is kept as it is."""
-    if graph.parent is not None or not any(has_effects(sub) for sub, _, _ in _parts(node)):
+    if graph.parent is not None:
         return list(node.outputs)
-    graph.drop_last(node)
-    ctx = _Ctx(graph, root=True)
     # control-flow nodes see one another's assigns in the order they are made (TF2's
     # automatic control dependencies): a variable an earlier one assigned is read from it
     chain = _effects.graph_table(graph, "assigned_in_control_flow")
+    if not any(has_effects(sub) for sub, _, _ in _parts(node)) and \
+            not any(v in chain for v in node.inputs):
+        return list(node.outputs)
+    graph.drop_last(node)
+    ctx = _Ctx(graph, root=True)
     ctx.state.update(chain)
     outs = _rebuild(node, ctx)
     new_node = outs[0].node if outs else graph.nodes[-1]

@@ -278,3 +278,18 @@ def test_batch_norms_moving_averages_update_only_when_training_is_fed_true(gl):
             sess.run(out, {x: data, training: True})
             sess.run(out, {x: data, training: True})
             np.testing.assert_allclose(sess.run(moving), (1 - 0.9 ** 2) * mean, rtol=1e-5)
+
+
+def test_a_later_loop_or_cond_reads_what_an_earlier_loop_assigned(gl):
+    # TF2's automatic control dependencies: stateful ops run in program order, so a
+    # second loop reading v sees the first loop's assigns (a plain read outside any
+    # loop sees the value from the run's start, fragflow's rule for every assign)
+    g = tf.Graph()
+    with g.as_default():
+        v = tf.Variable(1.0, name="v")
+        first = tf.fori_loop(0, 3, lambda i, a: a + v.assign(v * 2.0), 0.0)
+        second = tf.fori_loop(0, tf.constant(2), lambda i, a: a + v, 0.0)
+        third = tf.cond(second > 0, lambda: v + 0.5, lambda: v - 0.5)
+        plain = tf.identity(v)
+    # first: 2 + 4 + 8; then v = 8: second 16, third 8.5; plain: 1
+    _check(g, [first, second, third, plain], [{}], [[14.0, 16.0, 8.5, 1.0]])
