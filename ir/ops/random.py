@@ -14,7 +14,7 @@ GLSL kernel (templates/random.glsl.j2) and the numpy reference below draw the sa
   except for an op in a loop's body: its last input is then the int32 pair (run,
   draw), draw numbering the iteration (frontend/control_effects.py), so that each
   iteration draws fresh values too.
-- element i's 32 random bits: word i % 4 of philox(key, (i // 4, 0, run, 0)).
+- element i's 32 random bits: word i % 4 of philox(key, (i // 4, 0, run, draw)).
 - uniform float in [0, 1): (bits >> 8) * 2**-24 (exact in float32).
 - normal: Box-Muller on words (0, 1) and (2, 3) of the block, in float32:
   u1 = 1 - uniform(w_even) in (0, 1], u2 = uniform(w_odd),
