@@ -27,7 +27,8 @@ def _context(node, ins, out) -> dict:
     attrs = node.attrs
     key = key_of(attrs)
     ctx = {"key": [glsl_uint(k) for k in key], "mul": [glsl_uint(m) for m in PHILOX_M],
-           "weyl": [glsl_uint(w) for w in PHILOX_W], "rounds": PHILOX_ROUNDS}
+           "weyl": [glsl_uint(w) for w in PHILOX_W], "rounds": PHILOX_ROUNDS,
+           "draw_pair": node.inputs[-1].shape == (2,)}
     if node.op == "random_uniform" and attrs["dtype"] == "int32":
         ctx.update(kind="uniform_int", minval=glsl_uint(attrs["minval"]),
                    span=glsl_uint(attrs["maxval"] - attrs["minval"]))

@@ -20,10 +20,10 @@ import numpy as np
 from ..ir.errors import FragflowError
 from ..ir.graph import Graph, Value, get_default_graph
 from ..ir.ops import autodiff_ops, control as _control
-from ..ir.ops.registry import get_op
 from ..ir.ops.state import placeholder as _placeholder
 from ..ir.source import user_location
 from ..ir.types import TensorType
+from .control_effects import functionalize
 from .ops import cast, concat, equal, expand_dims, logical_and
 from .tensor import Tensor, as_tensor_value, wrap
 
@@ -154,19 +154,6 @@ def _trace(fn, types, outer: Graph, scope: str, what: str, where: str):
     finally:
         sub.parent = None
     sub.outputs = values
-    tables = sub.__dict__.get("_frontend_tables", {})
-    if tables.get("effects") or tables.get("control"):
-        raise ControlFlowError(
-            f"{what} ({where}) holds a tf.print, tf.Print, tf.summary or "
-            f"tf.control_dependencies: inside loops and branches these are not supported "
-            f"yet (they would not run); return the values and print or log them outside")
-    bad = [n for n in sub.nodes if get_op(n.op).family == "random"] + \
-        [n for n in sub.nodes if get_op(n.op).stateful and n.op != "placeholder"]
-    for node in bad[:1]:
-            raise ControlFlowError(
-                f"{node.where()}: {node.op} inside {what} ({where}) is not supported yet "
-                f"(only pure ops: no assign, random draws or run counters in loops and "
-                f"branches); compute it outside and pass it in")
     return sub, tree, list(sub.captured)
 
 
@@ -265,6 +252,7 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
                                   f"{label}'s body", where)
     outs = _control.while_loop(graph, values, cond_g, body_g, cond_caps, body_caps,
                                invariants, maximum_iterations, names, name)
+    outs = functionalize(graph, graph.nodes[-1])
     if not back_prop:
         outs = _stopped(outs)
     if counter is not None:
@@ -300,6 +288,7 @@ def cond(pred, true_fn=None, false_fn=None, strict=False, name=None):
                                f"{_shape_of_tree(t_tree)} and its false branch "
                                f"{_shape_of_tree(f_tree)}; both must return one structure")
     outs = _control.cond_op(graph, pred_value, t_g, f_g, t_caps, f_caps, name)
+    outs = functionalize(graph, graph.nodes[-1])
     result = unflatten(t_tree, [wrap(v) for v in outs])
     if not strict and t_tree[0] == "seq" and len(t_tree[2]) == 1 and t_tree[2][0][0] == "leaf":
         return result[0]
@@ -411,6 +400,7 @@ def _scan_core(fn, carry_tree, carry_values, elem_tree, elem_values, reverse, le
     sub, _, caps = _trace(body, types, graph, name or "scan", f"{label}'s fn", where)
     outs = _control.scan(graph, sub, carry_values, elem_values, caps, reverse=reverse,
                          length=length, name=name)
+    outs = functionalize(graph, graph.nodes[-1])
     if not back_prop:
         outs = _stopped(outs)
     return outs[:nc], ys_tree_box[0], outs[nc:]

@@ -32,6 +32,7 @@ import numpy as np
 
 from ..ir.errors import AttrError, FragflowError, ShapeError
 from ..ir.graph import Graph, get_default_graph
+from ..ir.ops.state import assign as assign_value
 from ..ir.source import is_internal, user_location
 from . import initializers as _init, ops as _ops
 from .activations import ACTIVATIONS, LAYER
@@ -49,7 +50,7 @@ from .tf1 import (
 )
 
 __all__ = ["Layer", "Dense", "Conv2D", "DepthwiseConv2D", "SeparableConv2D",
-           "BatchNormalization", "Dropout", "MaxPool2D", "AveragePool2D",
+           "BatchNormalization", "Dropout", "GaussianNoise", "MaxPool2D", "AveragePool2D",
            "GlobalAveragePool2D", "GlobalMaxPool2D", "Flatten", "Activation",
            "MaxPooling2D", "AveragePooling2D", "GlobalAveragePooling2D",
            "GlobalMaxPooling2D", "activation_fn", "logits_of", "Softmax", "ReLU", "Reshape",
@@ -538,6 +539,27 @@ class Dropout(Layer):
         return _ops.dropout(x, self.rate, noise_shape=self.noise_shape, seed=self.seed)
 
 
+class GaussianNoise(Layer):
+    """Keras's GaussianNoise: training=True adds normal noise of standard deviation
+    stddev (a fresh draw each run, and each iteration in a loop's body); training=False:
+    the input itself. The input's shape must be known when the layer is called."""
+    supports_masking = True
+
+    def __init__(self, stddev, seed=None, **kwargs):
+        super().__init__(**kwargs)
+        if not float(stddev) >= 0.0:
+            raise AttrError(f"GaussianNoise's stddev must be >= 0, got {stddev}")
+        self.stddev, self.seed = float(stddev), seed
+
+    def call(self, x, training=False):
+        if not training or self.stddev == 0.0:
+            return x
+        if any(d is None for d in x.shape):
+            raise ShapeError(f"GaussianNoise '{self.name}' ({user_location()}): the "
+                             f"input's shape {x.shape} must be known to draw its noise")
+        return x + _ops.random_normal(tuple(x.shape), stddev=self.stddev, seed=self.seed)
+
+
 # -- pooling, reshaping, activations ---------------------------------------------------
 class _Pool2D(Layer):
     op = ""
@@ -799,7 +821,8 @@ def batch_normalization(inputs, axis=-1, momentum=0.99, epsilon=0.001, center=Tr
     Python bool, or a scalar bool tensor as dropout's) selects batch statistics. The
     moving-average assigns go to tf.GraphKeys.UPDATE_OPS, as TF1's: run them with the
     step (`with tf.control_dependencies(tf.get_collection(tf.GraphKeys.UPDATE_OPS)):`
-    around minimize)."""
+    around minimize); under a training tensor each is a tf.cond, updating only in runs
+    fed True (TF1's smart_cond)."""
     layer = _tf1_layer(lambda n: BatchNormalization(axis=axis, momentum=momentum,
                                                     epsilon=epsilon, center=center,
                                                     scale=scale, trainable=trainable, name=n),
@@ -808,8 +831,19 @@ def batch_normalization(inputs, axis=-1, momentum=0.99, epsilon=0.001, center=Tr
     out = _by_training(layer, inputs, training)
     if len(layer.updates) > before:        # TF1's UPDATE_OPS: run them with the step
         for update in layer.updates[before:]:
+            if isinstance(training, Tensor):   # TF1: smart_cond(training, update, var)
+                update = _only_when(training, update)
             add_to_collection(GraphKeys.UPDATE_OPS, update)
     return out
+
+
+def _only_when(training, update):
+    """The assign `update` as TF1's batch norm makes it under a training tensor: in a
+    tf.cond, so that a run fed training=False leaves the moving statistic as it is."""
+    from .control_flow import cond
+    variable, value = update.value.node.inputs
+    return cond(training, lambda: wrap(assign_value(variable, value)),
+                lambda: _ops.identity(wrap(variable)), name="update_when_training")
 
 
 def _channels_last(data_format):
@@ -851,7 +885,6 @@ MISSING_LAYERS = {
     "LeakyReLU": "Activation(ff.nn.leaky_relu) or activation=ff.nn.leaky_relu",
     "PReLU": "not supported: use Activation(ff.nn.leaky_relu)",
     "SpatialDropout2D": "Dropout(rate, noise_shape=...)",
-    "GaussianNoise": "not supported: add ff.random_normal(...) noise in the graph",
 }
 
 

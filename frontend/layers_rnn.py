@@ -5,8 +5,9 @@ Keras does, so trained Keras weights load one to one (docs/TENSORFLOW.md "Recurr
 networks" has the shapes). Inputs are (batch, time, features), time possibly unknown
 until the feed; return_sequences, return_state, go_backwards, initial_state, masks
 (Masking, Embedding(mask_zero=True) or the mask= argument), dropout and
-recurrent_dropout (masks drawn once per sequence, before the loop) and Bidirectional
-as Keras; stateful=True is refused.
+recurrent_dropout (masks drawn once per sequence, before the loop; with
+recurrent_dropout_per_step=True, a fragflow option, drawn afresh at every step inside
+the loop) and Bidirectional as Keras; stateful=True is refused.
 
 >>> import numpy as np, fragflow as ff
 >>> g = ff.Graph()
@@ -92,6 +93,9 @@ class _Recurrent(Layer):
                             f"{implementation!r}")
         self.dropout = _rate(dropout, "dropout", what)
         self.recurrent_dropout = _rate(recurrent_dropout, "recurrent_dropout", what)
+        # fragflow's option: a recurrent dropout mask per step (Keras: one per sequence)
+        self.recurrent_dropout_per_step = bool(kwargs.pop("recurrent_dropout_per_step",
+                                                          False))
         # Keras: recurrent dropout runs implementation 1, one mask per gate
         self.implementation = 1 if self.recurrent_dropout else int(implementation)
         self.unroll = bool(unroll)        # the same values either way: one scan
@@ -171,6 +175,15 @@ class _Recurrent(Layer):
     def _mask_count(self):
         return self.gates if self.implementation == 1 else 1
 
+    def _masks_per_step(self, h):
+        """recurrent_dropout_per_step: the step's masks, drawn in the loop's body (a
+        random op there draws afresh every iteration: frontend/control_effects.py)."""
+        return self._dropout_masks(h, self.units, self.recurrent_dropout, self._mask_count())
+
+    def _step_rec_masks(self, h):
+        masks = self._rec_masks
+        return masks(h) if callable(masks) else masks
+
     def _project(self, x, masks):
         """x @ kernel (+ the input bias) for every step at once; with dropout masks,
         (x * mask_g) @ kernel_g per gate g (one mask for all gates: implementation 2)."""
@@ -206,9 +219,11 @@ class _Recurrent(Layer):
         in_masks = self._dropout_masks(first, x.shape[-1], self.dropout,
                                        self._mask_count()) \
             if training and 0.0 < self.dropout < 1.0 else None
-        self._rec_masks = self._dropout_masks(first, self.units, self.recurrent_dropout,
-                                              self._mask_count()) \
-            if training and 0.0 < self.recurrent_dropout < 1.0 else None
+        self._rec_masks = None
+        if training and 0.0 < self.recurrent_dropout < 1.0:
+            self._rec_masks = self._dropout_masks(
+                first, self.units, self.recurrent_dropout, self._mask_count()) \
+                if not self.recurrent_dropout_per_step else self._masks_per_step
         self._last_dropout_masks = (in_masks, self._rec_masks)     # what tests check
         xw = self._project(x, in_masks)             # every step's input part, one matmul
         xw = _ops.transpose(xw, [1, 0, 2])          # time-major for the scan
@@ -281,7 +296,9 @@ class _Recurrent(Layer):
     def get_config(self) -> dict:
         return {"units": self.units, "return_sequences": self.return_sequences,
                 "return_state": self.return_state, "go_backwards": self.go_backwards,
-                "dropout": self.dropout, "recurrent_dropout": self.recurrent_dropout}
+                "dropout": self.dropout, "recurrent_dropout": self.recurrent_dropout,
+                **({"recurrent_dropout_per_step": True} if self.recurrent_dropout_per_step
+                   else {})}
 
 
 class SimpleRNN(_Recurrent):
@@ -302,7 +319,7 @@ class SimpleRNN(_Recurrent):
 
     def step(self, xw, h):
         h = activation_fn(self.activation)(
-            xw + self._recurrent(h, self.recurrent_kernel, self._rec_masks))
+            xw + self._recurrent(h, self.recurrent_kernel, self._step_rec_masks(h)))
         return h, h
 
 
@@ -341,7 +358,7 @@ class LSTM(_Recurrent):
     def step(self, xw, state):
         h, c = state
         act, rec = activation_fn(self.activation), activation_fn(self.recurrent_activation)
-        z = xw + self._recurrent(h, self.recurrent_kernel, self._rec_masks)
+        z = xw + self._recurrent(h, self.recurrent_kernel, self._step_rec_masks(h))
         i, f, g, o = _ops.split(z, 4, axis=-1)
         c = rec(f) * c + rec(i) * act(g)
         h = rec(o) * act(c)
@@ -385,7 +402,7 @@ class GRU(_Recurrent):
         act, rec = activation_fn(self.activation), activation_fn(self.recurrent_activation)
         n = self.units
         x_z, x_r, x_h = _ops.split(xw, 3, axis=-1)
-        masks = self._rec_masks                      # recurrent dropout: one per gate
+        masks = self._step_rec_masks(h)              # recurrent dropout: one per gate
         if self.reset_after:
             hu = self._recurrent(h, self.recurrent_kernel, masks)
             if self.bias is not None:

@@ -25,7 +25,7 @@ import itertools
 import numpy as np
 
 from ..ir.errors import AttrError, GradientError
-from ..ir.graph import Value
+from ..ir.graph import Value, get_default_graph
 from ..ir.ops.common import apply
 from . import ops as _ops
 from .gradients import gradients
@@ -48,6 +48,10 @@ def with_dependencies(dependencies, output_tensor, name=None) -> Tensor:
     say the same thing by name."""
     output = output_tensor.value
     deps = [d.value if isinstance(d, Tensor) else d for d in dependencies]
+    graph = output.graph
+    # in a loop's body or a branch, outer values are seen through captures
+    deps = [graph.capture(d) if isinstance(d, Value) and graph.parent_of(d.graph) else d
+            for d in deps]
     for d in deps:
         if not isinstance(d, Value) or d.graph is not output.graph:
             raise GradientError(f"with_dependencies: {d!r} is not a tensor of graph "
@@ -119,6 +123,12 @@ class Optimizer:
         depends on). A variable loss does not depend on gets None."""
         if not isinstance(loss, Tensor):
             raise GradientError(f"{self._name}: the loss must be a tensor, got {loss!r}")
+        if loss.value.graph.parent is not None:
+            raise GradientError(
+                f"{self._name}: '{loss.name}' ({loss.value.node.source}) is computed inside "
+                f"a loop's body or a branch; gradients with respect to variables there are "
+                f"not supported: compute them outside (of the loop's result) and apply them "
+                f"inside with apply_gradients")
         var_list = trainable_variables(loss) if var_list is None else list(var_list)
         for v in var_list:
             if not isinstance(v, Variable):
@@ -149,10 +159,14 @@ class Optimizer:
                 raise GradientError(f"{self._name}: {var!r} is not a Variable of "
                                     f"graph '{graph.name}'")
             self._create_slots(var)
-        with graph.as_default(), graph.name_scope(f"{self._name}/"):
+        # in a branch or a loop's body the updates belong there (they happen only when
+        # it runs: frontend/control_effects.py); slots stay variables of the root graph
+        here = get_default_graph()
+        target = here if here.parent is not None and here.root is graph else graph
+        with target.as_default(), target.name_scope(f"{self._name}/"):
             lr = self._tensor(self._learning_rate)
             for grad, var in pairs:
-                with graph.name_scope(f"{self._name}/update_{var.op.name}/"):
+                with target.name_scope(f"{self._name}/update_{var.op.name}/"):
                     assigns.extend(self._apply_dense(grad, var, lr))
             assigns.extend(self._finish())
             if global_step is not None:

@@ -265,11 +265,12 @@ def print(*inputs, output_stream=sys.stderr, summarize=3, sep=" ", end="\n",  # 
     for x in inputs:
         if isinstance(x, Tensor):
             items.append(len(needs))
-            needs.append(x.value)
+            needs.append(graph.capture(x.value))      # in a loop's body: seen inside
         else:
             items.append(str(x))
     with graph.as_default():
-        op = group(*tensors, name=name or "PrintV2") if tensors else no_op(name or "PrintV2")
+        op = group(*[wrap(n) for n in needs], name=name or "PrintV2") if tensors else \
+            no_op(name or "PrintV2")
     _effects.register_effect(op.value, _effects.Effect(
         needs, _effects.printer(items, needs, output_stream, sep, end, summarize)))
     return op
@@ -282,7 +283,7 @@ def Print(input_, data, message=None, first_n=None, summarize=None, name=None): 
     tensors = [d for d in data if isinstance(d, Tensor)]
     out = with_dependencies(tensors, input_, name=name or "Print") if tensors else \
         _ops.identity(input_, name=name or "Print")
-    needs = [d.value for d in tensors]
+    needs = [out.value.graph.capture(d.value) for d in tensors]
     count = [0]
 
     def finish(arrays):

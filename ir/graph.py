@@ -217,6 +217,15 @@ class Graph:
         self._by_name[node_name] = node
         return node
 
+    def drop_last(self, node: Node) -> None:
+        """Remove node, the last one added and read by nothing yet (the frontend
+        replaces a control-flow node so: frontend/control_effects.py)."""
+        if not self.nodes or self.nodes[-1] is not node:
+            raise GraphError(f"drop_last: '{node.name}' is not the last node of "
+                             f"'{self.name}'")
+        self.nodes.pop()
+        del self._by_name[node.name]
+
     def add_copy(self, node: Node, inputs) -> Node:
         """A copy of node (of any graph) reading inputs (values of this graph), with
         node's op, attrs, name, scope and source: how passes copy what they keep.

@@ -4,13 +4,13 @@ around it and `where(pred, true value, false value)` picking each output.
 On GL a cond otherwise reads its predicate back and runs the taken branch's plan
 (runtime/control_flow.py): a sync and a stage boundary. Where both branches are a few
 elementwise ops or views (at most MAX_BRANCH_OPS each, outputs of at most
-MAX_SELECT_ELEMENTS elements) and free of side effects (no assign, print, random draw
-or user program: the IR refuses the first three in branches, programs are not
-counted cheap), computing both costs less than the sync, and fusion then takes the
-branches into the kernels around them. The values are the same: `where` picks
-elementwise, so a NaN of the branch not taken never reaches the result. A cond with
-a constant predicate becomes its taken branch. Every decision is reported, with the
-reason for a cond that stays one."""
+MAX_SELECT_ELEMENTS elements) and free of side effects (no random draw or user
+program; a branch's assigns and prints are values by then, frontend/control_effects.py,
+so a select keeps them to the branch taken), computing both costs less than the
+sync, and fusion then takes the branches into the kernels around them. The values
+are the same: `where` picks elementwise, so a NaN of the branch not taken never
+reaches the result. A cond with a constant predicate becomes its taken branch. Every
+decision is reported, with the reason for a cond that stays one."""
 from __future__ import annotations
 
 from ..ir.ops import control as _control

@@ -29,7 +29,7 @@ import numpy as np
 from ...ir.errors import AttrError, FragflowError, SerializationError, ShapeError
 from ...ir.graph import Graph
 from .. import ops as _ops, optim as _optim
-from ..layers import CALLS, BatchNormalization, Dropout, Layer
+from ..layers import CALLS, BatchNormalization, Dropout, GaussianNoise, Layer
 from ..session import Session
 from ..tensor import Tensor
 from .losses import LOSSES, sparse_categorical_crossentropy
@@ -569,5 +569,5 @@ class Model(Sequential):
 
 
 def _training_dependent(layer) -> bool:
-    return isinstance(layer, (BatchNormalization, Dropout)) or \
+    return isinstance(layer, (BatchNormalization, Dropout, GaussianNoise)) or \
         bool(getattr(layer, "training_dependent", False))     # RNNs with dropout

@@ -8,10 +8,13 @@ GLSL kernel (templates/random.glsl.j2) and the numpy reference below draw the sa
 - key = (seed mod 2**32, stream xor (seed >> 32) mod 2**32). `stream` is the FNV-1a
   hash of the node's name (stable across processes), fixed when the node is built: two
   ops with one seed but different names draw different numbers.
-- counter = (block, attempt, run, 0), where run is the session's run counter (the
+- counter = (block, attempt, run, draw), where run is the session's run counter (the
   graph's run_counter value, ir/ops/state.py, an extra last input of every random op):
-  each run draws fresh values, and run k of any session draws the same ones.
-- element i's 32 random bits: word i % 4 of philox(key, (i // 4, 0, run, 0)).
+  each run draws fresh values, and run k of any session draws the same ones. draw is 0,
+  except for an op in a loop's body: its last input is then the int32 pair (run,
+  draw), draw numbering the iteration (frontend/control_effects.py), so that each
+  iteration draws fresh values too.
+- element i's 32 random bits: word i % 4 of philox(key, (i // 4, 0, run, draw)).
 - uniform float in [0, 1): (bits >> 8) * 2**-24 (exact in float32).
 - normal: Box-Muller on words (0, 1) and (2, 3) of the block, in float32:
   u1 = 1 - uniform(w_even) in (0, 1], u2 = uniform(w_odd),
@@ -68,8 +71,12 @@ def key_of(attrs) -> tuple:
     return seed & MASK32, (attrs["stream"] ^ (seed >> 32)) & MASK32
 
 
-def _run_words(run: int) -> tuple:
-    return int(run) & MASK32, (int(run) >> 32) & MASK32
+def _run_words(run) -> tuple:
+    """The counter's words 2 and 3: (run, 0), or (run, draw) for the pair of a body."""
+    words = np.asarray(run).reshape(-1)
+    if words.size == 2:
+        return int(words[0]) & MASK32, int(words[1]) & MASK32
+    return int(words[0]) & MASK32, (int(words[0]) >> 32) & MASK32
 
 
 def _blocks(attrs, n: int, run: int):
@@ -137,8 +144,9 @@ def _static_shape(shape, what="shape"):
 
 def _check_seed(attrs, types):
     """Checks the seed attrs and the run counter (the last input); the data inputs."""
-    if not types or types[-1].dtype != "int32" or types[-1].rank != 0:
-        raise ShapeError("the last input must be the graph's run counter (an int32 scalar)")
+    if not types or types[-1].dtype != "int32" or types[-1].shape not in ((), (2,)):
+        raise ShapeError("the last input must be the graph's run counter (an int32 scalar) "
+                         "or, in a loop's body, the pair (run counter, draw)")
     if not isinstance(attrs["seed"], int) or isinstance(attrs["seed"], bool):
         raise AttrError(f"seed must be an int, got {attrs['seed']!r}")
     if not isinstance(attrs["stream"], int) or not 0 <= attrs["stream"] <= MASK32:
@@ -309,11 +317,11 @@ register(OpDef("dropout", "random", _dropout_type, _dropout_ref,
 
 
 # -- builders -------------------------------------------------------------------------------
-def _seeded(graph, op, inputs, attrs, name=None, stream=None):
+def _seeded(graph, op, inputs, attrs, name=None, stream=None, run=None):
     """Add a random node; its stream is the hash of its own name unless given (dropout's
-    gradient reuses its forward's stream, to draw the same mask). The graph's run counter
-    is its last input."""
-    inputs = list(inputs) + [run_counter(graph)]
+    gradient reuses its forward's stream and run input, to draw the same mask). The
+    graph's run counter (or run, given) is its last input."""
+    inputs = list(inputs) + [run_counter(graph) if run is None else run]
     attrs = dict(attrs, seed=0 if attrs.get("seed") is None else attrs["seed"])
     if stream is None:
         # the name add_node would choose, fixed now so the stream can be derived from it
@@ -359,9 +367,9 @@ def multinomial(logits, num_samples, seed=None, name=None):
                    name)
 
 
-def dropout(x, rate, noise_shape=None, seed=None, name=None, stream=None):
+def dropout(x, rate, noise_shape=None, seed=None, name=None, stream=None, run=None):
     if noise_shape is not None:
         noise_shape = tuple(None if d is None else int(d) for d in noise_shape)
     rate = float(rate) if isinstance(rate, (int, float, np.number)) else rate
     return _seeded(x.graph, "dropout", [x], {"rate": rate, "noise_shape": noise_shape,
-                                              "seed": seed}, name, stream)
+                                              "seed": seed}, name, stream, run)

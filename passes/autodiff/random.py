@@ -13,4 +13,5 @@ from .registry import gradient
 def _dropout(node, dy):
     a = node.attrs
     # the same seed, stream and run counter: the same mask
-    return [dropout(dy, a["rate"], a["noise_shape"], a["seed"], stream=a["stream"]), None]
+    return [dropout(dy, a["rate"], a["noise_shape"], a["seed"], stream=a["stream"],
+                    run=node.inputs[-1]), None]

@@ -414,12 +414,47 @@ def control_gradients():
     return case
 
 
+def side_effects():
+    """Assigns and random draws in loops and branches (issue 31), TF2's semantics: a
+    body's assigns once per iteration, a later read seeing them; a branch's only when
+    taken; random ops drawing afresh each iteration and each run. The model's run
+    applies them as Session.run does (the variables are compared after two runs)."""
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((6,), "float32", name="x")
+        v = ff.Variable(np.zeros(6, np.float32), name="v")
+        n = ff.Variable(0, name="n")
+
+        def body(i, acc):
+            v.assign_add(ff.nn.dropout(x, rate=0.5, seed=2))
+            n.assign_add(1)
+            return i + 1, acc + v * 0.5 + ff.random_uniform((6,), seed=9)
+        _, acc = ff.while_loop(lambda i, a: i < 3, body, (0, x))
+        # a cond that stays one (a matmul is no select's branch), taken (the sum is
+        # positive): n gains 10 a run besides the loop's 3
+        taken = ff.cond(ff.reduce_sum(x) > 0,
+                        lambda: ff.cast(n.assign_add(10), "float32")
+                        + ff.reduce_sum(ff.matmul(ff.reshape(x, (2, 3)),
+                                                  ff.reshape(x, (3, 2)))),
+                        lambda: ff.cast(ff.identity(n), "float32"))
+
+        def step(a, e):
+            return v.assign_add(ff.ones([6]) * e) + a * 0.5 + ff.random_normal((6,), seed=1)
+        s = ff.scan(step, x[:2] * 2.0, initializer=ff.zeros([6]))
+        fetches = {"acc": acc, "taken": taken, "s": s}
+    case = Case(g, fetches, {x: np.float32([0.5, -1.0, 2.0, 0.25, 1.5, -0.75])}, runs=2,
+                variables=[v, n], rtol=2e-4, atol=1e-5)
+    case.reads = 4 + 1          # per run: the loop's 4 predicates, the cond's one
+    return case
+
+
 CONTROL_CASES = ("while_loops", "conds", "scans", "nested_loops", "lstm",
-                 "lstm_training_step", "control_gradients")
+                 "lstm_training_step", "control_gradients", "side_effects")
 
 # reductions, matmuls, convolutions and softmaxes are strategy_cases.py's, one case a
 # kernel strategy (matmuls() stays for test_webgl_export.py)
 CASES = {fn.__name__: fn for fn in (
     elementwise, integers, structure,
     small_cnn, cnn_training_step, mlp_adam_from_session, onnx_model, random_draws,
-    while_loops, conds, scans, nested_loops, lstm, lstm_training_step, control_gradients)}
+    while_loops, conds, scans, nested_loops, lstm, lstm_training_step, control_gradients,
+    side_effects)}

@@ -229,3 +229,42 @@ def test_a_loop_whose_condition_is_false_at_export_runs_no_iteration(tmp_path):
     assert step["cond"] is None and step["maxIterations"] == 0
     np.testing.assert_array_equal(
         ff.Session(g, backend="numpy").run(y, {x: np.ones(2, np.float32)}), [1.0, 1.0])
+
+
+def test_a_while_loop_that_prints_is_refused_and_a_scan_that_prints_exports(tmp_path):
+    # prints do not export (nothing prints in the page); a while_loop's printed values
+    # grow per iteration, which fixed textures cannot hold; a scan's are its ys
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((3,), name="x")
+
+        def body(i, v):
+            ff.print("v", v)
+            return i + 1, v * 2.0
+        _, y = ff.while_loop(lambda i, v: i < 3, body, (0, x))
+        s = ff.scan(lambda a, e: ff.Print(a + e, [e], "e"), x, initializer=0.0)
+    with pytest.raises(ff.FragflowError, match=r"while_loop 'while' \(.*"
+                       r"test_webgl_control_flow\.py:\d+\): a printed value .* cannot hold"):
+        ff.webgl.export(y, [x], tmp_path / "while")
+    export = ff.webgl.export(s, [x], tmp_path / "scan")
+    assert [o["name"] for o in export.schedule["outputs"]] == [s.name]
+
+
+def test_the_assigns_of_a_loop_and_a_branch_are_in_the_schedule(tmp_path):
+    # Session.run of the loop's result applies its body's assign and the cond's taken
+    # branch's; the export's run does as well (the browser run: cases.side_effects)
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((3,), name="x")
+        v = ff.Variable(np.zeros(3, np.float32), name="v")
+        k = ff.Variable(0, name="k")
+
+        def body(i, a):
+            v.assign_add(a)
+            return i + 1, a * 2.0
+        _, y = ff.while_loop(lambda i, a: i < 3, body, (0, x))
+        c = ff.cond(ff.reduce_sum(y) > 0, lambda: k.assign_add(1) + 0,
+                    lambda: ff.identity(k))
+    export = ff.webgl.export({"y": y, "c": c}, [x], tmp_path)
+    by_slot = {v["slot"]: v["name"] for v in export.schedule["variables"]}
+    assert {by_slot[var] for var, _ in export.schedule["assigns"]} == {"v", "k"}

@@ -34,6 +34,7 @@ from ...codegen.layout import layout_for
 from ...codegen.limits import Limits
 from ...codegen.lower import lower
 from ...codegen.tuning import Tuning, TuningError
+from ...frontend import side_effects as _effects
 from ...frontend.tensor import Tensor
 from ...ir.errors import FragflowError
 from ...ir.graph import Graph, Value
@@ -111,7 +112,8 @@ def export(fetches, feeds, directory, session=None, *, max_draw_buffers: int = 4
     if tuning is not None and not isinstance(tuning, Tuning):
         raise TuningError(f"webgl.export(tuning=...) takes an ff.Tuning, not "
                           f"{type(tuning).__name__}")
-    optimized = _optimize(graph, fetch_values, feed_types, max_draw_buffers, tuning)
+    optimized = _optimize(graph, fetch_values + _assigns_run_with(graph, fetch_values),
+                          feed_types, max_draw_buffers, tuning)
     values = _Variables(graph, session)
     inputs = [(v.node.name, optimized.feed_names[v], v) for v in feed_values
               if v in optimized.feed_names]
@@ -151,6 +153,14 @@ def _fetch_values(fetches) -> tuple:
     if len(set(labels)) != len(labels):
         raise WebGLExportError(f"two outputs share a name: {labels}; pass a dict")
     return [v for _, v in items], labels
+
+
+def _assigns_run_with(graph, fetch_values) -> list:
+    """The assigns a Session.run of the fetches also applies (tf.control_dependencies,
+    the variables a loop or branch assigns: frontend/control_effects.py); they apply at
+    the end of the model's run as at the end of Session.run. Prints do not export."""
+    expanded, _ = _effects.expand(graph, list(fetch_values))
+    return [v for v in expanded[len(fetch_values):] if v.node.op == "assign"]
 
 
 def _feed_types(feeds, graph) -> tuple:
