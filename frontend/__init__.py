@@ -4,6 +4,8 @@ from . import (
     gradients as _gradients_module,
     initializers,
     layers,
+    layers_conv as _layers_conv,  # Conv1D/2D/3D, transposed, ... into ff.layers
+    layers_merge as _layers_merge,  # Add, Concatenate, ... into ff.layers
     layers_rnn as _layers_rnn,  # SimpleRNN, LSTM, GRU into ff.layers
     ops,
     optim,

@@ -48,8 +48,7 @@ from .tf1 import (
     get_variable_scope,
 )
 
-__all__ = ["Layer", "Dense", "Conv2D", "DepthwiseConv2D", "SeparableConv2D",
-           "BatchNormalization", "Dropout", "MaxPool2D", "AveragePool2D",
+__all__ = ["Layer", "Dense", "BatchNormalization", "Dropout", "MaxPool2D", "AveragePool2D",
            "GlobalAveragePool2D", "GlobalMaxPool2D", "Flatten", "Activation",
            "MaxPooling2D", "AveragePooling2D", "GlobalAveragePooling2D",
            "GlobalMaxPooling2D", "activation_fn", "logits_of", "Softmax", "ReLU", "Reshape",
@@ -144,6 +143,72 @@ def _snake(name: str) -> str:
     return out.replace("2_d", "2d")
 
 
+# Keras 3 arguments that configs carry and fragflow takes at their defaults only: the
+# first value is the one fragflow computes with
+KERAS_AT_DEFAULT = {
+    "data_format": ("channels_last", None),
+    "quantization_config": (None,), "lora_rank": (None,), "lora_alpha": (None,),
+    "synchronized": (False,), "renorm": (False,), "renorm_clipping": (None,),
+    "renorm_momentum": (0.99,), "autocast": (True, False),
+    "input_dim": (None,), "input_length": (None,),
+}
+# the float dtypes a layer may be configured with; fragflow computes in float32
+_FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float64", "mixed_float16",
+                 "mixed_bfloat16")
+
+
+def _float_dtype(layer, name, dtype):
+    """The dtype (policy) a Keras config gives, checked to be a float one, as the
+    config keeps it ("float32" when not given)."""
+    if dtype is None:
+        return "float32"
+    policy = dtype.get("config", {}).get("name") if isinstance(dtype, dict) else dtype
+    if str(policy) not in _FLOAT_DTYPES:
+        raise AttrError(f"{type(layer).__name__} '{name or _snake(type(layer).__name__)}':"
+                        f" dtype {dtype!r} is not supported; layers compute in float32")
+    return dtype
+
+
+def _config_value(key, value):
+    """An attribute as Keras's config writes it: padding in lower case, activations
+    by name, initializers as {"class_name", "config"}."""
+    if key == "padding" and isinstance(value, str):
+        return value.lower()
+    if key == "activation" and callable(value):
+        return getattr(value, "__name__", str(value))
+    if isinstance(value, _init.Initializer):
+        return _init.to_keras(value)
+    if isinstance(value, Layer):
+        return {"module": "keras.layers", "class_name": type(value).__name__,
+                "config": value.get_config(), "registered_name": None}
+    return value
+
+
+def layer_from_config(entry):
+    """A layer from Keras's serialized form {"class_name": ..., "config": {...}} (the
+    nested layer of TimeDistributed, ...), by its Keras class name in ff.keras.layers."""
+    if isinstance(entry, Layer):
+        return entry
+    if not isinstance(entry, dict) or "class_name" not in entry:
+        raise AttrError(f"a layer config must be {{'class_name': ..., 'config': ...}}, "
+                        f"got {entry!r}")
+    name = entry["class_name"]
+    cls = globals().get(name) if name in __all__ else None
+    if not (isinstance(cls, type) and issubclass(cls, Layer)):
+        raise AttrError(f"layer class {name!r} is not one fragflow has "
+                        f"(ff.keras.layers; docs/KERAS.md lists them)")
+    return cls.from_config(dict(entry.get("config", {})))
+
+
+def export(module_all, namespace):
+    """Put a layers_*.py module's layers into ff.layers (ff.keras.layers)."""
+    module = sys.modules[__name__]
+    for name in module_all:
+        setattr(module, name, namespace[name])
+        MISSING_LAYERS.pop(name, None)
+    __all__.extend(n for n in module_all if n not in __all__)
+
+
 # -- the base class ------------------------------------------------------------------
 class Layer:
     """Base class: subclasses define build(input_shape) (making Variables with
@@ -152,9 +217,24 @@ class Layer:
     # Keras's supports_masking: the output keeps the input's Keras mask (batch, time)
     supports_masking = False
 
-    def __init__(self, name=None, trainable=True, input_shape=None, **kwargs):
+    def __init__(self, name=None, trainable=True, input_shape=None, dtype=None, **kwargs):
+        # Keras's keywords that configs carry: regularizers and constraints are kept
+        # (get_config gives them back; fit does not apply them: docs/KERAS.md), the
+        # others fragflow takes at their defaults only
+        self.regularizers = {k: kwargs.pop(k) for k in list(kwargs)
+                             if k.endswith(("_regularizer", "_constraint"))}
+        for key in [k for k in kwargs if k in KERAS_AT_DEFAULT]:
+            value = kwargs.pop(key)
+            if value not in KERAS_AT_DEFAULT[key]:
+                raise AttrError(f"{type(self).__name__} '{name or _snake(type(self).__name__)}'"
+                                f": {key}={value!r} is not supported (fragflow takes "
+                                f"{KERAS_AT_DEFAULT[key][0]!r}; docs/KERAS.md)")
+        shape = kwargs.pop("batch_input_shape", None) or kwargs.pop("batch_shape", None)
+        if shape is not None and input_shape is None:
+            input_shape = tuple(shape)[1:]
         if kwargs:
             raise _unexpected_argument(type(self), sorted(kwargs)[0])
+        self.dtype = _float_dtype(self, name, dtype)
         self._requested_name = name
         self._scope_name = None          # TF1's tf.layers.* in a variable_scope: 'scope/name'
         self._source = user_location()     # its ops point here when a model builds them
@@ -184,9 +264,67 @@ class Layer:
     def count_params(self) -> int:
         return sum(math.prod(w.shape) for w in self.weights)
 
+    def get_weights(self, session=None) -> list:
+        """The weights' values (numpy arrays, in Keras's order): from session, or
+        without one their initial values."""
+        return [np.array(session.get(w) if session is not None else w.initial_value())
+                for w in self.weights]
+
+    def set_weights(self, weights, session=None) -> None:
+        """Set the weights (in self.weights' order, Keras's): in session, or on a layer
+        not built yet as the values its Variables start from (what a model read from a
+        file does: from_config, set_weights, then call)."""
+        weights = [np.asarray(v, np.float32) for v in weights]
+        if session is None and not self.built:
+            self._pending_weights = weights
+            return
+        if session is None:
+            raise FragflowError(f"{type(self).__name__} '{self.name}' is built: its weights "
+                                f"live in a session; call set_weights(weights, session)")
+        if len(weights) != len(self.weights):
+            raise ShapeError(f"{type(self).__name__} '{self.name}' has "
+                             f"{len(self.weights)} weights, got {len(weights)} arrays")
+        for var, value in zip(self.weights, weights):
+            _check_weight_shape(self, var.name, tuple(var.shape), value)
+            session.set(var, value)
+
+    def get_config(self) -> dict:
+        """Keras 3's config of the layer: name, trainable, dtype and its constructor's
+        arguments under Keras's keys (what from_config and Keras's own from_config
+        take)."""
+        config = {"name": self.name, "trainable": self.trainable, "dtype": self.dtype}
+        for klass in type(self).__mro__:
+            init = vars(klass).get("__init__")
+            if init is None or klass is Layer:
+                continue
+            for key in inspect.signature(init).parameters:
+                if key not in ("self", "kwargs", "kw") and key not in config and \
+                        hasattr(self, key):
+                    config[key] = _config_value(key, getattr(self, key))
+        config.update(self.regularizers)
+        return config
+
+    @classmethod
+    def from_config(cls, config: dict):
+        """The layer a Keras 3 (or 2) config describes: its keys as the constructor's
+        keywords, initializers given as Keras's {"class_name", "config"} dicts."""
+        if not isinstance(config, dict):
+            raise AttrError(f"{cls.__name__}.from_config needs a dict, got {config!r}")
+        kwargs = {k: (_init.from_keras(v) if k.endswith("_initializer") else v)
+                  for k, v in config.items()}
+        return cls(**kwargs)
+
     def add_weight(self, name, shape, initializer="zeros", trainable=True) -> Variable:
         """A float32 Variable named '<layer>/<name>', initialised by initializer."""
-        value = _init.get(initializer)(tuple(shape))
+        pending = getattr(self, "_pending_weights", None)
+        if pending is not None:          # set_weights before the build
+            index = len(self._trainable_weights) + len(self._non_trainable_weights)
+            if index >= len(pending):
+                raise ShapeError(f"{type(self).__name__} '{self.name}': set_weights gave "
+                                 f"{len(pending)} arrays, the layer has more weights")
+            value = _check_weight_shape(self, name, tuple(shape), pending[index])
+        else:
+            value = _init.get(initializer)(tuple(shape))
         if value.shape != tuple(shape):
             raise ShapeError(f"{self.name}: initializer {initializer!r} gave shape "
                              f"{list(value.shape)} for weight {name} of shape {list(shape)}")
@@ -195,26 +333,44 @@ class Layer:
         return var
 
     # -- calling ---------------------------------------------------------------------
-    def __call__(self, inputs, training=False):
-        x = inputs if isinstance(inputs, Tensor) else wrap(as_tensor_value(inputs))
-        graph = x.graph
+    def __call__(self, inputs, training=False, **kwargs):
+        """The layer on a tensor, or on a list of tensors (the merging layers,
+        attention); keywords other than training go to call (a mask, ...)."""
+        several = isinstance(inputs, (list, tuple))
+        xs = [t if isinstance(t, Tensor) else wrap(as_tensor_value(t))
+              for t in (inputs if several else [inputs])]
+        if not xs:
+            raise ShapeError(f"{type(self).__name__} '{self.name}' needs at least one "
+                             f"input, got an empty list")
+        x, graph = xs[0], xs[0].graph
+        if any(t.graph is not graph for t in xs):
+            raise FragflowError(f"{type(self).__name__} '{self.name}': its inputs belong "
+                                f"to different graphs")
         if not self.built:
             self._claim_name(graph)
             self.graph = graph
             with graph.as_default(), graph.name_scope(self._scope()), \
                     _built_at(graph, self._source, sys._getframe(1)):
-                self.build(tuple(x.shape))
+                self.build([tuple(t.shape) for t in xs] if several else tuple(x.shape))
             self.built = True
+            pending = self.__dict__.pop("_pending_weights", None)
+            if pending is not None and len(pending) != len(self.weights):
+                raise ShapeError(f"{type(self).__name__} '{self.name}' has "
+                                 f"{len(self.weights)} weights, set_weights gave "
+                                 f"{len(pending)} arrays")
         elif graph is not self.graph:
             raise FragflowError(f"layer '{self.name}' was built in graph "
                                 f"'{self.graph.name}'; it cannot be called on a tensor of "
                                 f"graph '{graph.name}'")
         with graph.as_default(), graph.name_scope(self._scope()), \
                 _built_at(graph, self._source, sys._getframe(1)):
-            out = self.call(x, training=bool(training))
+            out = self.call(xs if several else x, training=bool(training), **kwargs)
         if isinstance(out, Tensor):      # what ff.Model(inputs, outputs) replays
-            CALLS.setdefault(graph, {}).setdefault(out.value, []).append((self, x.value))
-            mask = keras_mask(x) if self.supports_masking else None
+            # several inputs: a tuple, which the functional model's chain walk does
+            # not follow (it replays a chain of one-input calls only)
+            key = tuple(t.value for t in xs) if several else x.value
+            CALLS.setdefault(graph, {}).setdefault(out.value, []).append((self, key))
+            mask = keras_mask(x) if self.supports_masking and not several else None
             if mask is not None and keras_mask(out) is None and \
                     len(out.shape) >= 2 and tuple(out.shape[:2]) == tuple(x.shape[:2]):
                 set_keras_mask(out, mask)
@@ -259,6 +415,13 @@ class Layer:
 
     def __repr__(self):
         return f"<ff.layers.{type(self).__name__} '{self.name}'>"
+
+
+def _check_weight_shape(layer, name, shape, value):
+    if tuple(value.shape) != tuple(shape):
+        raise ShapeError(f"{type(layer).__name__} '{layer.name}': weight '{name}' has "
+                         f"shape {list(shape)}, got {list(value.shape)}")
+    return value
 
 
 def _unexpected_argument(cls, key):
@@ -341,119 +504,8 @@ class Dense(Layer):
         return _activate(pre, self.activation)
 
 
-class _Conv(Layer):
-    """What the convolution layers share: strides, padding, dilation, bias, activation."""
-
-    def __init__(self, kernel_size, strides=(1, 1), padding="valid", dilation_rate=(1, 1),
-                 activation=None, use_bias=True, bias_initializer="zeros", **kwargs):
-        super().__init__(**kwargs)
-        self.kernel_size = _pair(kernel_size, "kernel_size")
-        self.strides = _pair(strides, "strides")
-        self.padding = _padding(padding)
-        self.dilation_rate = _pair(dilation_rate, "dilation_rate")
-        self.activation = _activation_name(activation)
-        self.use_bias = use_bias
-        self.bias_initializer = bias_initializer
-
-    def _conv(self, op, x, kernel, bias, strides, padding, dilations):
-        """op (conv2d or depthwise_conv2d) with bias and activation, as plain ops: the
-        fusion pass runs them in one kernel, and the backward pass reuses the forward
-        values (ff.fused.conv2d's gradient would recompute the convolution)."""
-        y = getattr(_ops, op)(x, kernel, strides=strides, padding=padding,
-                              dilations=dilations)
-        if bias is not None:
-            y = y + bias
-        return _activate(y, self.activation)
-
-
-class Conv2D(_Conv):
-    """2-D convolution of an NHWC input: kernel (kh, kw, in_channels, filters), bias
-    (filters,), then activation. padding "valid" or "same"."""
-
-    def __init__(self, filters, kernel_size, strides=(1, 1), padding="valid",
-                 dilation_rate=(1, 1), activation=None, use_bias=True,
-                 kernel_initializer="glorot_uniform", bias_initializer="zeros", **kwargs):
-        super().__init__(kernel_size, strides, padding, dilation_rate, activation,
-                         use_bias, bias_initializer, **kwargs)
-        self.filters = int(filters)
-        self.kernel_initializer = kernel_initializer
-
-    def build(self, input_shape):
-        _check_rank(self, input_shape, 4, "an NHWC image")
-        self.kernel = self.add_weight("kernel", self.kernel_size + (input_shape[-1],
-                                                                   self.filters),
-                                      self.kernel_initializer)
-        self.bias = self.add_weight("bias", (self.filters,), self.bias_initializer) \
-            if self.use_bias else None
-
-    def call(self, x, training=False):
-        return self._conv("conv2d", x, self.kernel, self.bias, self.strides, self.padding,
-                          self.dilation_rate)
-
-
-class DepthwiseConv2D(_Conv):
-    """Depthwise convolution: each input channel c has depth_multiplier filters of its
-    own; depthwise_kernel (kh, kw, in_channels, depth_multiplier), bias
-    (in_channels * depth_multiplier,), output channel c * depth_multiplier + m."""
-
-    def __init__(self, kernel_size, strides=(1, 1), padding="valid", depth_multiplier=1,
-                 dilation_rate=(1, 1), activation=None, use_bias=True,
-                 depthwise_initializer="glorot_uniform", bias_initializer="zeros",
-                 **kwargs):
-        super().__init__(kernel_size, strides, padding, dilation_rate, activation,
-                         use_bias, bias_initializer, **kwargs)
-        self.depth_multiplier = int(depth_multiplier)
-        self.depthwise_initializer = depthwise_initializer
-
-    def build(self, input_shape):
-        _check_rank(self, input_shape, 4, "an NHWC image")
-        channels = input_shape[-1]
-        self.depthwise_kernel = self.add_weight(
-            "depthwise_kernel", self.kernel_size + (channels, self.depth_multiplier),
-            self.depthwise_initializer)
-        self.bias = self.add_weight("bias", (channels * self.depth_multiplier,),
-                                    self.bias_initializer) if self.use_bias else None
-
-    def call(self, x, training=False):
-        return self._conv("depthwise_conv2d", x, self.depthwise_kernel, self.bias,
-                          self.strides, self.padding, self.dilation_rate)
-
-
-class SeparableConv2D(_Conv):
-    """A depthwise convolution (depthwise_kernel (kh, kw, in, depth_multiplier), no
-    bias) then a 1x1 convolution (pointwise_kernel (1, 1, in * depth_multiplier,
-    filters)) with the bias and activation: tf.nn.separable_conv2d's two ops."""
-
-    def __init__(self, filters, kernel_size, strides=(1, 1), padding="valid",
-                 dilation_rate=(1, 1), depth_multiplier=1, activation=None, use_bias=True,
-                 depthwise_initializer="glorot_uniform",
-                 pointwise_initializer="glorot_uniform", bias_initializer="zeros",
-                 **kwargs):
-        super().__init__(kernel_size, strides, padding, dilation_rate, activation,
-                         use_bias, bias_initializer, **kwargs)
-        self.filters = int(filters)
-        self.depth_multiplier = int(depth_multiplier)
-        self.depthwise_initializer = depthwise_initializer
-        self.pointwise_initializer = pointwise_initializer
-
-    def build(self, input_shape):
-        _check_rank(self, input_shape, 4, "an NHWC image")
-        channels = input_shape[-1]
-        self.depthwise_kernel = self.add_weight(
-            "depthwise_kernel", self.kernel_size + (channels, self.depth_multiplier),
-            self.depthwise_initializer)
-        self.pointwise_kernel = self.add_weight(
-            "pointwise_kernel", (1, 1, channels * self.depth_multiplier, self.filters),
-            self.pointwise_initializer)
-        self.bias = self.add_weight("bias", (self.filters,), self.bias_initializer) \
-            if self.use_bias else None
-
-    def call(self, x, training=False):
-        hidden = _ops.depthwise_conv2d(
-            x, self.depthwise_kernel, strides=self.strides, padding=self.padding,
-            dilations=self.dilation_rate)
-        return self._conv("conv2d", hidden, self.pointwise_kernel, self.bias, (1, 1),
-                          "VALID", (1, 1))
+# The convolution layers (Conv1D/2D/3D, transposed, depthwise, separable) are in
+# layers_conv.py.
 
 
 # -- normalisation and regularisation -------------------------------------------------
@@ -746,10 +798,14 @@ def conv2d(inputs, filters, kernel_size, strides=(1, 1), padding="valid",
            trainable=True, name=None, reuse=None):
     """A new Conv2D layer applied to NHWC inputs (tf.layers.conv2d)."""
     _channels_last(data_format)
-    return _tf1_layer(lambda n: Conv2D(filters, kernel_size, strides, padding, dilation_rate,
-                                       activation, use_bias,
-                                       kernel_initializer or "glorot_uniform",
-                                       bias_initializer, trainable=trainable, name=n),
+    from .layers_conv import Conv2D  # layers_conv.py builds on this module
+    return _tf1_layer(lambda n: Conv2D(filters, kernel_size, strides, padding,
+                                       dilation_rate=dilation_rate, activation=activation,
+                                       use_bias=use_bias,
+                                       kernel_initializer=kernel_initializer
+                                       or "glorot_uniform",
+                                       bias_initializer=bias_initializer,
+                                       trainable=trainable, name=n),
                       name, reuse)(inputs)
 
 

@@ -1,0 +1,238 @@
+"""ff.keras.layers against Keras 3 (its torch backend) layer by layer.
+
+Each case makes a Keras layer, builds it on seeded inputs (sizes not multiples of 4,
+zeros and ties among the values), sets seeded weights (biases non-zero), and then
+builds fragflow's layer from the Keras layer's get_config() with set_weights(Keras's
+get_weights()). The checks: the weights' names and order are Keras's; the outputs on
+the numpy executor and on GL match Keras's; fragflow's get_config() makes the same
+Keras layer again; gradients with respect to the inputs match finite differences.
+One graph holds every case, so each backend compiles once."""
+import os
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("KERAS_BACKEND", "torch")
+keras = pytest.importorskip("keras")
+
+import fragflow as ff  # noqa: E402
+from tests.gradcheck import check_gradients  # noqa: E402
+
+K = keras.layers
+# Keras's torch backend warns of numpy 2's __array__ copy keyword on every conversion
+pytestmark = pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning")
+
+
+def _pair_call(layer, xs):
+    return layer(xs)
+
+
+def _positional(layer, xs):
+    return layer(*xs)
+
+
+# id: (Keras layer factory, input shapes, how it is called on the inputs)
+CASES = {
+    # merging
+    "add": (lambda: K.Add(), [(2, 3, 5)] * 3, _pair_call),
+    "add_broadcast": (lambda: K.Add(), [(2, 3, 5), (2, 1, 5)], _pair_call),
+    "subtract": (lambda: K.Subtract(), [(2, 7), (2, 7)], _pair_call),
+    "multiply": (lambda: K.Multiply(), [(2, 3, 5)] * 3, _pair_call),
+    "average": (lambda: K.Average(), [(2, 3, 5)] * 3, _pair_call),
+    "maximum": (lambda: K.Maximum(), [(2, 7), (2, 7)], _pair_call),
+    "minimum": (lambda: K.Minimum(), [(2, 7), (2, 7), (2, 7)], _pair_call),
+    "concatenate": (lambda: K.Concatenate(), [(2, 3, 5), (2, 3, 2)], _pair_call),
+    "concatenate_axis1": (lambda: K.Concatenate(axis=1), [(2, 3, 5), (2, 1, 5)],
+                          _pair_call),
+    "dot_rank2": (lambda: K.Dot(axes=1), [(3, 7), (3, 7)], _pair_call),
+    "dot_cosine": (lambda: K.Dot(axes=-1, normalize=True), [(3, 7), (3, 7)], _pair_call),
+    "dot_rank3": (lambda: K.Dot(axes=(2, 2)), [(2, 3, 5), (2, 6, 5)], _pair_call),
+    "dot_rank3_12": (lambda: K.Dot(axes=(1, 2)), [(2, 5, 3), (2, 6, 5)], _pair_call),
+    # convolutions
+    "conv1d": (lambda: K.Conv1D(4, 3, strides=2, padding="same", activation="relu"),
+               [(2, 9, 3)], None),
+    "conv1d_causal": (lambda: K.Conv1D(3, 3, padding="causal", dilation_rate=2),
+                      [(2, 9, 2)], None),
+    "conv1d_groups": (lambda: K.Conv1D(6, 2, groups=3), [(2, 7, 3)], None),
+    "conv2d_groups": (lambda: K.Conv2D(4, (3, 2), groups=2, padding="same"),
+                      [(2, 7, 6, 4)], None),
+    "conv2d_dilated": (lambda: K.Conv2D(3, 3, dilation_rate=(2, 1), use_bias=False),
+                       [(1, 9, 7, 2)], None),
+    "conv3d": (lambda: K.Conv3D(3, (2, 3, 2), strides=(1, 2, 1), padding="same"),
+               [(1, 5, 7, 3, 2)], None),
+    "conv1d_transpose": (lambda: K.Conv1DTranspose(3, 3, strides=2), [(2, 5, 2)], None),
+    "conv1d_transpose_same": (lambda: K.Conv1DTranspose(2, 4, strides=3, padding="same"),
+                              [(2, 5, 3)], None),
+    "conv2d_transpose": (lambda: K.Conv2DTranspose(3, 3, strides=2, padding="same",
+                                                   activation="tanh"),
+                         [(2, 5, 3, 2)], None),
+    "conv2d_transpose_valid": (lambda: K.Conv2DTranspose(2, (2, 3), strides=(3, 2)),
+                               [(1, 3, 4, 3)], None),
+    "conv2d_transpose_output_padding": (
+        lambda: K.Conv2DTranspose(2, 3, strides=2, padding="same", output_padding=1),
+        [(1, 3, 5, 2)], None),
+    "conv2d_transpose_output_padding_even": (
+        lambda: K.Conv2DTranspose(2, (4, 5), strides=(2, 3), padding="same",
+                                  output_padding=(1, 2)), [(1, 3, 4, 2)], None),
+    "conv1d_transpose_valid_output_padding": (
+        lambda: K.Conv1DTranspose(2, 2, strides=3, output_padding=1), [(2, 4, 3)], None),
+    "conv2d_transpose_dilated": (lambda: K.Conv2DTranspose(2, 3, dilation_rate=2),
+                                 [(1, 3, 5, 2)], None),
+    "conv3d_transpose": (lambda: K.Conv3DTranspose(2, 2, strides=(2, 1, 2)),
+                         [(1, 3, 2, 3, 2)], None),
+    "depthwise1d": (lambda: K.DepthwiseConv1D(3, depth_multiplier=2, padding="same"),
+                    [(2, 7, 3)], None),
+    "depthwise2d_dilated": (lambda: K.DepthwiseConv2D(3, dilation_rate=2,
+                                                      depth_multiplier=2),
+                            [(1, 7, 6, 3)], None),
+    "separable1d": (lambda: K.SeparableConv1D(4, 3, strides=2, depth_multiplier=2),
+                    [(2, 9, 3)], None),
+    "separable2d": (lambda: K.SeparableConv2D(3, 3, padding="same", activation="relu"),
+                    [(1, 5, 7, 2)], None),
+    # pooling
+    "max_pool1d": (lambda: K.MaxPooling1D(3, strides=2, padding="same"), [(2, 9, 3)],
+                   None),
+    "avg_pool1d": (lambda: K.AveragePooling1D(3, strides=2, padding="same"), [(2, 9, 3)],
+                   None),
+    "avg_pool1d_valid": (lambda: K.AveragePooling1D(2), [(2, 7, 3)], None),
+    "max_pool3d": (lambda: K.MaxPooling3D(2, padding="same"), [(1, 3, 5, 4, 2)], None),
+    "avg_pool3d": (lambda: K.AveragePooling3D((2, 2, 1)), [(1, 4, 5, 3, 2)], None),
+    "global_avg1d": (lambda: K.GlobalAveragePooling1D(), [(2, 7, 3)], None),
+    "global_max1d": (lambda: K.GlobalMaxPooling1D(keepdims=True), [(2, 7, 3)], None),
+    "global_avg3d": (lambda: K.GlobalAveragePooling3D(), [(1, 3, 5, 2, 3)], None),
+    "global_max3d": (lambda: K.GlobalMaxPooling3D(), [(1, 3, 5, 2, 3)], None),
+}
+IDS = sorted(CASES)
+
+
+def _seed(text) -> int:
+    return sum(ord(c) * 31 ** i for i, c in enumerate(text)) % 2**32
+
+
+def _inputs(case_id, shapes, edges=True):
+    """Seeded normal inputs, with zeros and ties among them where edges (not for
+    finite differences: a tie or a kink has no derivative)."""
+    rng = np.random.default_rng(_seed(case_id))
+    xs = []
+    for shape in shapes:
+        x = rng.normal(size=shape).astype(np.float32)
+        if edges:
+            x.flat[::7] = 0.0
+            x.flat[3::11] = 1.0
+        xs.append(x)
+    return xs
+
+
+def _weights(case_id, layer):
+    """Seeded weights: normal, positive where they are variances or counts."""
+    rng = np.random.default_rng(_seed(case_id + "w"))
+    out = []
+    for w in layer.weights:
+        value = rng.normal(scale=0.5, size=tuple(w.shape))
+        if any(k in w.path for k in ("variance", "count")):
+            value = np.abs(value) + 0.5
+        out.append(value.astype(np.float32))
+    return out
+
+
+def _call(case_id, layer, xs):
+    call = CASES[case_id][2]
+    if call is None:
+        return layer(xs[0])
+    return call(layer, xs)
+
+
+def _numpy(t):
+    return np.asarray(keras.ops.convert_to_numpy(t), np.float32)
+
+
+@pytest.fixture(scope="module")
+def keras_cases():
+    """{id: (Keras layer, inputs, Keras's outputs)}."""
+    out = {}
+    for case_id in IDS:
+        make, shapes, _ = CASES[case_id]
+        layer = make()
+        xs = _inputs(case_id, shapes)
+        _call(case_id, layer, xs)              # builds the weights
+        layer.set_weights(_weights(case_id, layer))
+        out[case_id] = (layer, xs, _numpy(_call(case_id, layer, xs)))
+    return out
+
+
+def fragflow_layer(klayer):
+    """fragflow's layer from the Keras layer's config, with its weights."""
+    cls = getattr(ff.keras.layers, type(klayer).__name__)
+    layer = cls.from_config(klayer.get_config())
+    layer.set_weights(klayer.get_weights())     # the values its Variables start from
+    return layer
+
+
+@pytest.fixture(scope="module")
+def built(keras_cases):
+    """One graph: every case's fragflow layer on placeholders."""
+    g = ff.Graph()
+    layers, fetches, feeds = {}, {}, {}
+    with g.as_default():
+        for case_id in IDS:
+            klayer, xs, _ = keras_cases[case_id]
+            layer = fragflow_layer(klayer)
+            with ff.name_scope(case_id):
+                ps = [ff.placeholder(x.shape, name=f"x{i}") for i, x in enumerate(xs)]
+            fetches[case_id] = _call(case_id, layer, ps)
+            feeds.update(zip(ps, xs))
+            layers[case_id] = layer
+    return g, layers, fetches, feeds
+
+
+@pytest.fixture(scope="module", params=["numpy", "gl"])
+def results(request, built):
+    if request.param == "gl":
+        request.getfixturevalue("gl")
+    g, _, fetches, feeds = built
+    with ff.Session(g, backend=request.param) as sess:
+        values = sess.run([fetches[k] for k in IDS], feeds)
+    return request.param, dict(zip(IDS, values))
+
+
+def max_error(got, want) -> float:
+    """max |got - want| relative to want's largest magnitude."""
+    return float(np.abs(got.astype(np.float64) - want).max() / max(np.abs(want).max(), 1e-30))
+
+
+@pytest.mark.parametrize("case_id", IDS)
+def test_outputs_match_keras(case_id, keras_cases, results):
+    backend, values = results
+    want = keras_cases[case_id][2]
+    got = values[case_id]
+    assert got.shape == want.shape, f"{backend} {case_id}: shape"
+    assert max_error(got, want) < 2e-6, f"{backend} {case_id}: {max_error(got, want):.2e}"
+
+
+@pytest.mark.parametrize("case_id", IDS)
+def test_weights_are_named_and_ordered_as_keras(case_id, keras_cases, built):
+    klayer = keras_cases[case_id][0]
+    layer = built[1][case_id]
+    assert [w.name for w in layer.weights] == [w.path for w in klayer.weights]
+    assert [tuple(w.shape) for w in layer.weights] == \
+        [tuple(w.shape) for w in klayer.weights]
+
+
+@pytest.mark.parametrize("case_id", IDS)
+def test_config_makes_the_same_keras_layer(case_id, keras_cases, built):
+    klayer, xs, want = keras_cases[case_id]
+    config = built[1][case_id].get_config()
+    again = type(klayer).from_config(config)
+    _call(case_id, again, xs)
+    again.set_weights(klayer.get_weights())
+    np.testing.assert_allclose(_numpy(_call(case_id, again, xs)), want, rtol=1e-6,
+                               atol=1e-6)
+
+
+@pytest.mark.parametrize("case_id", IDS)
+def test_gradients_match_finite_differences(case_id, keras_cases, gl):
+    klayer, xs, _ = keras_cases[case_id]
+    layer = fragflow_layer(klayer)
+    xs = _inputs(case_id + "grad", [x.shape for x in xs], edges=False)
+    check_gradients(lambda *ps: _call(case_id, layer, list(ps)),
+                    {f"x{i}": x for i, x in enumerate(xs)}, rtol=2e-3, atol=2e-4)
