@@ -25,6 +25,7 @@ import contextlib
 import inspect
 import math
 import os
+import re
 import sys
 import weakref
 
@@ -51,7 +52,7 @@ from .tf1 import (
 __all__ = ["Layer", "Dense", "BatchNormalization", "Dropout", "MaxPool2D", "AveragePool2D",
            "GlobalAveragePool2D", "GlobalMaxPool2D", "Flatten", "Activation",
            "MaxPooling2D", "AveragePooling2D", "GlobalAveragePooling2D",
-           "GlobalMaxPooling2D", "activation_fn", "logits_of", "Softmax", "ReLU", "Reshape",
+           "GlobalMaxPooling2D", "activation_fn", "logits_of", "Softmax", "Reshape",
            "Embedding", "InputLayer",
            # TensorFlow 1's functional layers (tf.layers.dense, ...)
            "dense", "conv2d", "max_pooling2d", "average_pooling2d", "flatten", "dropout",
@@ -139,8 +140,10 @@ def _padding(padding) -> str:
 
 
 def _snake(name: str) -> str:
-    out = "".join("_" + c.lower() if c.isupper() else c for c in name).lstrip("_")
-    return out.replace("2_d", "2d")
+    """A class name as Keras's default layer name (its to_snake_case): Conv2DTranspose
+    -> conv2d_transpose, PReLU -> p_re_lu."""
+    name = re.sub("(.)([A-Z][a-z]+)", r"\1_\2", name)
+    return re.sub("([a-z])([A-Z])", r"\1_\2", name).lower()
 
 
 # Keras 3 arguments that configs carry and fragflow takes at their defaults only: the
@@ -682,14 +685,6 @@ class Softmax(Layer):
         return _ops.softmax(x, axis=self.axis)
 
 
-class ReLU(Layer):
-    """max(x, 0) (Keras's layers.ReLU without its options)."""
-    supports_masking = True          # Keras: the mask goes on
-
-    def call(self, x, training=False):
-        return _ops.relu(x)
-
-
 class Reshape(Layer):
     """(N, ...) -> (N, *target_shape) (Keras's layers.Reshape; -1 once allowed)."""
 
@@ -885,29 +880,19 @@ class InputLayer(Layer):
         return x
 
 
-# Keras layers fragflow knows it lacks, with what to use (docs/TENSORFLOW.md)
+# Keras layers fragflow knows it lacks, with what to use (docs/KERAS.md lists every
+# layer it has)
 MISSING_LAYERS = {
-    **dict.fromkeys(["ConvLSTM2D", "TimeDistributed"],
-                    "use SimpleRNN / LSTM / GRU / RNN(cell) (and Bidirectional)"),
-    **dict.fromkeys(["Conv1D", "Conv3D", "Conv2DTranspose", "Conv3DTranspose"],
-                    "use ff.nn.conv1d / conv3d / conv2d_transpose with a Variable"),
-    **dict.fromkeys(["LayerNormalization", "GroupNormalization"],
-                    "use ff.layer_normalization(x, ...) between layers (frontend ops)"),
-    **dict.fromkeys(["Attention", "MultiHeadAttention", "AdditiveAttention"],
-                    "compose it from ff.matmul and ff.nn.softmax"),
-    **dict.fromkeys(["Lambda"], "call the function on the tensor between layers "
-                                "(ff.Model over ff.keras.Input)"),
-    **dict.fromkeys(["Concatenate", "Add", "Multiply", "Average", "Maximum"],
-                    "ff.concat / + / * between layers (ff.Model over ff.keras.Input)"),
-    **dict.fromkeys(["UpSampling2D", "ZeroPadding2D", "Cropping2D"],
-                    "ff.image.resize / ff.pad / slicing between layers"),
-    **dict.fromkeys(["Rescaling", "Normalization", "TextVectorization", "RandomFlip",
-                     "RandomRotation", "Resizing", "CenterCrop"],
+    "ConvLSTM2D": "use SimpleRNN / LSTM / GRU / RNN(cell) (and Bidirectional) over "
+                  "TimeDistributed(Conv2D)",
+    "Lambda": "call the function on the tensor between layers (ff.Model over "
+              "ff.keras.Input)",
+    **dict.fromkeys(["TextVectorization", "StringLookup", "IntegerLookup", "Hashing",
+                     "Discretization", "CategoryEncoding"],
                     "preprocess with numpy before fit"),
-    "LeakyReLU": "Activation(ff.nn.leaky_relu) or activation=ff.nn.leaky_relu",
-    "PReLU": "not supported: use Activation(ff.nn.leaky_relu)",
-    "SpatialDropout2D": "Dropout(rate, noise_shape=...)",
-    "GaussianNoise": "not supported: add ff.random_normal(...) noise in the graph",
+    **dict.fromkeys(["RandomFlip", "RandomRotation", "RandomZoom", "RandomCrop",
+                     "RandomTranslation", "RandomContrast"],
+                    "augment the data with numpy before fit"),
 }
 
 
