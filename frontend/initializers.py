@@ -261,7 +261,7 @@ _BY_NAME = {"zeros": Zeros, "ones": Ones, "constant": Constant,
             "random_normal": RandomNormal, "random_uniform": RandomUniform,
             "truncated_normal": TruncatedNormal, "glorot_uniform": GlorotUniform,
             "glorot_normal": GlorotNormal, "he_normal": HeNormal, "he_uniform": HeUniform,
-            "orthogonal": Orthogonal,
+            "orthogonal": Orthogonal, "variance_scaling": VarianceScaling,
             "uniform": RandomUniform, "normal": RandomNormal}    # Keras's aliases
 
 

@@ -153,7 +153,7 @@ KERAS_AT_DEFAULT = {
     "quantization_config": (None,), "lora_rank": (None,), "lora_alpha": (None,),
     "synchronized": (False,), "renorm": (False,), "renorm_clipping": (None,),
     "renorm_momentum": (0.99,), "autocast": (True, False),
-    "input_dim": (None,), "input_length": (None,),
+    "input_length": (None,),
 }
 # the float dtypes a layer may be configured with; fragflow computes in float32
 _FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float64", "mixed_float16",
@@ -235,6 +235,9 @@ class Layer:
         shape = kwargs.pop("batch_input_shape", None) or kwargs.pop("batch_shape", None)
         if shape is not None and input_shape is None:
             input_shape = tuple(shape)[1:]
+        input_dim = kwargs.pop("input_dim", None)        # Keras 2's Dense(input_dim=4)
+        if input_dim is not None and input_shape is None:
+            input_shape = (int(input_dim),)
         if kwargs:
             raise _unexpected_argument(type(self), sorted(kwargs)[0])
         self.dtype = _float_dtype(self, name, dtype)
@@ -270,7 +273,7 @@ class Layer:
     def get_weights(self, session=None) -> list:
         """The weights' values (numpy arrays, in Keras's order): from session, or
         without one their initial values."""
-        return [np.array(session.get(w) if session is not None else w.initial_value())
+        return [np.array(session.get(w) if session is not None else w.initial_value)
                 for w in self.weights]
 
     def set_weights(self, weights, session=None) -> None:
@@ -414,6 +417,8 @@ class Layer:
                               _trainable_weights=[], _non_trainable_weights=[], updates=[])
         scratch = Graph("shape")
         with scratch.as_default():
+            if isinstance(input_shape, list):        # a layer of several inputs
+                return tuple(clone([_ops.placeholder(tuple(s)) for s in input_shape]).shape)
             return tuple(clone(_ops.placeholder(tuple(input_shape))).shape)
 
     def __repr__(self):
@@ -527,7 +532,9 @@ class BatchNormalization(Layer):
                  moving_mean_initializer="zeros", moving_variance_initializer="ones",
                  **kwargs):
         super().__init__(**kwargs)
-        self.axis, self.momentum, self.epsilon = axis, float(momentum), float(epsilon)
+        if isinstance(axis, (list, tuple)) and len(axis) == 1:     # Keras 2's [3]
+            axis = axis[0]
+        self.axis, self.momentum, self.epsilon = int(axis), float(momentum), float(epsilon)
         self.center, self.scale = center, scale
         self.beta_initializer, self.gamma_initializer = beta_initializer, gamma_initializer
         self.moving_mean_initializer = moving_mean_initializer

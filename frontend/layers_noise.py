@@ -30,6 +30,15 @@ def _rate(layer, rate, what="rate"):
     return float(rate)
 
 
+def _static(layer, x) -> tuple:
+    """x's shape, which the normal draws need known (the batch too)."""
+    if any(d is None for d in x.shape):
+        raise ShapeError(f"{type(layer).__name__} '{layer.name}' draws its noise for a "
+                         f"known shape in training, got {list(x.shape)} (give the model "
+                         f"a batch size: ff.keras.Input(shape, batch_size=...))")
+    return tuple(x.shape)
+
+
 class _SpatialDropout(Layer):
     rank = 1
     training_dependent = True
@@ -88,7 +97,7 @@ class GaussianNoise(Layer):
     def call(self, x, training=False):
         if not training or self.stddev == 0.0:
             return x
-        return x + _ops.random_normal(_shape(x), stddev=self.stddev, seed=self.seed)
+        return x + _ops.random_normal(_static(self, x), stddev=self.stddev, seed=self.seed)
 
 
 class GaussianDropout(Layer):
@@ -104,7 +113,7 @@ class GaussianDropout(Layer):
         if not training or self.rate == 0.0:
             return x
         stddev = math.sqrt(self.rate / (1.0 - self.rate))
-        return x * _ops.random_normal(_shape(x), mean=1.0, stddev=stddev,
+        return x * _ops.random_normal(_static(self, x), mean=1.0, stddev=stddev,
                                       seed=self.seed)
 
 

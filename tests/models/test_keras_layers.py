@@ -35,6 +35,24 @@ def _positional(layer, xs):
 
 # id: (Keras layer factory, input shapes, how it is called on the inputs)
 CASES = {
+    # the layers fragflow had, from Keras 3's configs
+    "dense": (lambda: K.Dense(5, activation="relu"), [(3, 7)], None),
+    "dense_seq": (lambda: K.Dense(3, use_bias=False), [(2, 3, 7)], None),
+    "conv2d": (lambda: K.Conv2D(3, 3, strides=2, padding="same", activation="sigmoid"),
+               [(2, 7, 5, 2)], None),
+    "max_pool2d": (lambda: K.MaxPooling2D(3, strides=2, padding="same"), [(2, 7, 5, 3)],
+                   None),
+    "avg_pool2d": (lambda: K.AveragePooling2D((2, 3)), [(2, 7, 5, 3)], None),
+    "global_avg2d": (lambda: K.GlobalAveragePooling2D(keepdims=True), [(2, 3, 5, 3)],
+                     None),
+    "flatten": (lambda: K.Flatten(), [(2, 3, 5, 3)], None),
+    "reshape": (lambda: K.Reshape((5, -1)), [(2, 3, 5)], None),
+    "activation": (lambda: K.Activation("gelu"), [(3, 7)], None),
+    **{f"activation_{name}": (lambda name=name: K.Activation(name), [(3, 7)], None)
+       for name in ("softsign", "hard_sigmoid", "hard_silu", "mish", "log_sigmoid",
+                    "selu", "elu", "softplus", "swish", "relu6", "exponential",
+                    "leaky_relu", "log_softmax")},
+    "dropout": (lambda: K.Dropout(0.3), [(3, 7)], None),
     # merging
     "add": (lambda: K.Add(), [(2, 3, 5)] * 3, _pair_call),
     "add_broadcast": (lambda: K.Add(), [(2, 3, 5), (2, 1, 5)], _pair_call),
@@ -321,3 +339,119 @@ def test_gradients_match_finite_differences(case_id, keras_cases, gl):
     xs = _inputs(case_id + "grad", [x.shape for x in xs], edges=False)
     check_gradients(lambda *ps: _call(case_id, layer, list(ps)),
                     {f"x{i}": x for i, x in enumerate(xs)}, rtol=2e-3, atol=2e-4)
+
+
+# -- what the cases above cannot show ------------------------------------------------
+@pytest.mark.parametrize("backend", ["numpy", "gl"])
+def test_noise_layers_in_training(backend, request):
+    if backend == "gl":
+        request.getfixturevalue("gl")
+    L = ff.keras.layers
+    g = ff.Graph()
+    with g.as_default():
+        img = ff.placeholder((8, 3, 5, 7))
+        big = ff.placeholder((300, 100))
+        spatial = L.SpatialDropout2D(0.5, seed=1)(img, training=True)
+        noise = L.GaussianNoise(0.3, seed=2)(big, training=True)
+        dropped = L.GaussianDropout(0.2, seed=3)(big, training=True)
+    ones = np.ones((300, 100), np.float32)
+    with ff.Session(g, backend=backend) as sess:
+        s, n, d = sess.run([spatial, noise, dropped],
+                           {img: np.ones((8, 3, 5, 7), np.float32), big: ones})
+    per_channel = s.reshape(8, 15, 7)
+    assert set(np.unique(s)) <= {0.0, 2.0}
+    assert (per_channel.min(axis=1) == per_channel.max(axis=1)).all()   # whole channels
+    assert 0.3 < (per_channel[:, 0] > 0).mean() < 0.7
+    assert abs((n - 1).std() - 0.3) < 0.01 and abs((n - 1).mean()) < 0.01
+    assert abs(d.std() - np.sqrt(0.2 / 0.8)) < 0.01 and abs(d.mean() - 1) < 0.01
+
+
+def test_activity_regularization_gives_keras_penalty():
+    x = _inputs("activity", [(3, 7)])[0]
+    klayer = K.ActivityRegularization(l1=0.1, l2=0.2)
+    klayer(x)
+    layer = fragflow_layer(klayer)
+    g = ff.Graph()
+    with g.as_default():
+        layer(ff.constant(x))
+    with ff.Session(g, backend="numpy") as sess:
+        got = sess.run(layer.activity_loss)
+    np.testing.assert_allclose(got, float(klayer.losses[0]), rtol=1e-6)
+
+
+def test_normalization_adapts_as_keras():
+    data = np.random.default_rng(4).normal(1.0, 2.0, size=(20, 3, 5)).astype(np.float32)
+    klayer = K.Normalization(axis=-1)
+    klayer.adapt(data)
+    layer = ff.keras.layers.Normalization(axis=-1)
+    layer.adapt(data)
+    g = ff.Graph()
+    with g.as_default():
+        layer(ff.placeholder((None, 3, 5)))
+    names = [w.name.split("/")[-1] for w in layer.weights]
+    assert names == ["mean", "variance", "count"]       # count: Keras's adapt leaves 0
+    for got, want in zip(layer.get_weights()[:2], klayer.get_weights()[:2]):
+        np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+def test_regularizers_and_constraints_are_kept_in_the_config():
+    klayer = K.Dense(3, kernel_regularizer=keras.regularizers.L2(0.01),
+                     bias_constraint="non_neg")
+    layer = fragflow_layer(klayer)
+    config = layer.get_config()
+    assert config["kernel_regularizer"] == klayer.get_config()["kernel_regularizer"]
+    again = K.Dense.from_config(config)
+    assert again.kernel_regularizer.l2 == pytest.approx(0.01)
+
+
+def test_keras2_configs_are_read():
+    L = ff.keras.layers
+    dense = L.Dense.from_config({"name": "d", "units": 3, "input_dim": 4, "dtype": "float32",
+                                 "batch_input_shape": None, "kernel_initializer":
+                                 {"class_name": "VarianceScaling", "config":
+                                  {"scale": 2.0, "mode": "fan_in",
+                                   "distribution": "uniform", "seed": None}}})
+    assert dense.input_shape == (4,) and dense.kernel_initializer.scale == 2.0
+    bn = L.BatchNormalization.from_config({"axis": [3], "momentum": 0.9})
+    assert bn.axis == 3
+    leaky = L.LeakyReLU.from_config({"alpha": 0.1})
+    assert leaky.negative_slope == pytest.approx(0.1)
+
+
+def test_errors_name_the_layer():
+    L = ff.keras.layers
+    with pytest.raises(ff.AttrError, match="Conv2D 'c'.*data_format='channels_first'"):
+        L.Conv2D(2, 3, name="c", data_format="channels_first")
+    with pytest.raises(TypeError, match="did you mean 'dilation_rate'"):
+        L.Conv1D.from_config({"filters": 2, "kernel_size": 3, "dilation": 2})
+    with pytest.raises(ff.AttrError, match="'Lambda' is not one fragflow has"):
+        L.TimeDistributed({"class_name": "Lambda", "config": {}})
+    g = ff.Graph()
+    with g.as_default():
+        with pytest.raises(ff.ShapeError, match="Add 'add' needs a list of at least 2"):
+            L.Add()([ff.placeholder((2, 3))])
+        with pytest.raises(ff.ShapeError, match="Conv1D 'conv1d' needs an NWC sequence"):
+            L.Conv1D(2, 3)(ff.placeholder((2, 5, 5, 3)))
+        with pytest.raises(ff.ShapeError, match="GroupNormalization .* 5 channels"):
+            L.GroupNormalization(2)(ff.placeholder((2, 4, 5)))
+        layer = L.Dense(3)
+        layer.set_weights([np.zeros((4, 3), np.float32)])
+        with pytest.raises(ff.ShapeError, match="Dense 'dense'.*set_weights gave 1"):
+            layer(ff.placeholder((2, 4)))
+
+
+def test_merging_layers_in_a_functional_model():
+    L = ff.keras.layers
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.keras.Input((6,))
+        a, b = L.Dense(4, name="a")(x), L.Dense(4, activation="tanh", name="b")(x)
+        y = L.Dense(2)(L.concatenate([L.add([a, b]), L.Multiply()([a, b])]))
+    model = ff.Model(x, y, backend="numpy")
+    assert [type(la).__name__ for la in model.layers] == \
+        ["Dense", "Dense", "Add", "Multiply", "Concatenate", "Dense"]
+    model.compile("sgd", "mse")
+    data = np.random.default_rng(0).normal(size=(16, 6)).astype(np.float32)
+    history = model.fit(data, np.zeros((16, 2), np.float32), epochs=3, verbose=0)
+    assert history.history["loss"][-1] < history.history["loss"][0]
+    assert model.layers[2].compute_output_shape([(None, 4), (None, 4)]) == (None, 4)
