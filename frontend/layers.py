@@ -69,6 +69,9 @@ _LOGITS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 # which the Keras functional API (ff.Model(inputs, outputs)) finds its layers. A list:
 # a layer that returns its input (Dropout at inference) adds a call to that value
 CALLS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# [[arrays, next index], ...]: the weights given to set_weights before a layer was
+# built, handed out in order by add_weight while it is built and first called
+_PENDING: list = []
 # {graph: {output value: (batch, time) bool value}}: Keras's masks, made by
 # Embedding(mask_zero=True) and Masking, read by the recurrent layers (layers_rnn.py)
 MASKS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -322,13 +325,13 @@ class Layer:
 
     def add_weight(self, name, shape, initializer="zeros", trainable=True) -> Variable:
         """A float32 Variable named '<layer>/<name>', initialised by initializer."""
-        pending = getattr(self, "_pending_weights", None)
-        if pending is not None:          # set_weights before the build
-            index = len(self._trainable_weights) + len(self._non_trainable_weights)
-            if index >= len(pending):
+        if _PENDING:                     # set_weights before the build (__call__)
+            pending = _PENDING[-1]
+            if pending[1] >= len(pending[0]):
                 raise ShapeError(f"{type(self).__name__} '{self.name}': set_weights gave "
-                                 f"{len(pending)} arrays, the layer has more weights")
-            value = _check_weight_shape(self, name, tuple(shape), pending[index])
+                                 f"{len(pending[0])} arrays, the layer has more weights")
+            value = _check_weight_shape(self, name, tuple(shape), pending[0][pending[1]])
+            pending[1] += 1
         else:
             value = _init.get(initializer)(tuple(shape))
         if value.shape != tuple(shape):
@@ -352,25 +355,33 @@ class Layer:
         if any(t.graph is not graph for t in xs):
             raise FragflowError(f"{type(self).__name__} '{self.name}': its inputs belong "
                                 f"to different graphs")
-        if not self.built:
-            self._claim_name(graph)
-            self.graph = graph
+        # weights set before the build: every weight made while the layer is built and
+        # first called (its own, and its inner layers' in Keras's order) takes the next
+        pending = None if self.built else self.__dict__.pop("_pending_weights", None)
+        if pending is not None:
+            _PENDING.append([pending, 0])
+        try:
+            if not self.built:
+                self._claim_name(graph)
+                self.graph = graph
+                with graph.as_default(), graph.name_scope(self._scope()), \
+                        _built_at(graph, self._source, sys._getframe(1)):
+                    self.build([tuple(t.shape) for t in xs] if several else tuple(x.shape))
+                self.built = True
+            elif graph is not self.graph:
+                raise FragflowError(f"layer '{self.name}' was built in graph "
+                                    f"'{self.graph.name}'; it cannot be called on a tensor "
+                                    f"of graph '{graph.name}'")
             with graph.as_default(), graph.name_scope(self._scope()), \
                     _built_at(graph, self._source, sys._getframe(1)):
-                self.build([tuple(t.shape) for t in xs] if several else tuple(x.shape))
-            self.built = True
-            pending = self.__dict__.pop("_pending_weights", None)
-            if pending is not None and len(pending) != len(self.weights):
-                raise ShapeError(f"{type(self).__name__} '{self.name}' has "
-                                 f"{len(self.weights)} weights, set_weights gave "
-                                 f"{len(pending)} arrays")
-        elif graph is not self.graph:
-            raise FragflowError(f"layer '{self.name}' was built in graph "
-                                f"'{self.graph.name}'; it cannot be called on a tensor of "
-                                f"graph '{graph.name}'")
-        with graph.as_default(), graph.name_scope(self._scope()), \
-                _built_at(graph, self._source, sys._getframe(1)):
-            out = self.call(xs if several else x, training=bool(training), **kwargs)
+                out = self.call(xs if several else x, training=bool(training), **kwargs)
+        finally:
+            if pending is not None:
+                _PENDING.pop()
+        if pending is not None and len(pending) != len(self.weights):
+            raise ShapeError(f"{type(self).__name__} '{self.name}' has "
+                             f"{len(self.weights)} weights, set_weights gave "
+                             f"{len(pending)} arrays")
         if isinstance(out, Tensor):      # what ff.Model(inputs, outputs) replays
             # several inputs: a tuple, which the functional model's chain walk does
             # not follow (it replays a chain of one-input calls only)

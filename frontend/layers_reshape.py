@@ -271,12 +271,6 @@ class TimeDistributed(Layer):
     def non_trainable_weights(self):
         return self.layer.non_trainable_weights if self.trainable else self.layer.weights
 
-    def set_weights(self, weights, session=None):
-        if session is None and not self.built:
-            self.layer.set_weights(weights)
-        else:
-            super().set_weights(weights, session)
-
     def call(self, x, training=False):
         n, t, rest = x.shape[0], x.shape[1], tuple(x.shape[2:])
         folded = _ops.reshape(x, (-1,) + rest)

@@ -455,3 +455,36 @@ def test_merging_layers_in_a_functional_model():
     history = model.fit(data, np.zeros((16, 2), np.float32), epochs=3, verbose=0)
     assert history.history["loss"][-1] < history.history["loss"][0]
     assert model.layers[2].compute_output_shape([(None, 4), (None, 4)]) == (None, 4)
+
+
+@pytest.mark.parametrize("recurrent", ["LSTM", "GRU", "SimpleRNN", "Bidirectional"])
+def test_embedding_and_recurrent_layers_from_keras_configs(recurrent):
+    """Keras's Embedding(mask_zero=True) then a recurrent layer, rebuilt from their
+    configs with Keras's weights: the same outputs (the padding masked), and configs
+    that Keras reads back to the same config."""
+    ids = np.array([[3, 1, 4, 1, 5], [2, 6, 5, 0, 0], [1, 0, 0, 0, 0]], np.int32)
+    embed = K.Embedding(7, 4, mask_zero=True)
+    inner = K.GRU(3, return_sequences=True) if recurrent == "Bidirectional" else None
+    rnn = K.Bidirectional(inner) if inner is not None else getattr(K, recurrent)(3)
+    want = _numpy(rnn(embed(ids)))
+    for layer in (embed, rnn):
+        layer.set_weights(_weights(recurrent + layer.name, layer))
+    want = _numpy(rnn(embed(ids)))
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder(ids.shape, "int32")
+        ours = [fragflow_layer(layer) for layer in (embed, rnn)]
+        y = ours[1](ours[0](x))
+    with ff.Session(g, backend="numpy") as sess:
+        got = sess.run(y, {x: ids})
+    assert max_error(got, want) < 2e-6
+    for layer, klayer in zip(ours, (embed, rnn)):
+        assert type(klayer).from_config(layer.get_config()).get_config() == \
+            _unbuilt(klayer.get_config())
+
+
+def _unbuilt(config):
+    """A Keras config without the build_config that a built layer's adds."""
+    if isinstance(config, dict):
+        return {k: _unbuilt(v) for k, v in config.items() if k != "build_config"}
+    return config
