@@ -35,7 +35,7 @@ __all__ = ["Conv1D", "Conv2D", "Conv3D", "Conv1DTranspose", "Conv2DTranspose",
            "GlobalAveragePooling3D", "GlobalMaxPooling3D", "MaxPool1D", "AvgPool1D",
            "MaxPool3D", "AvgPool3D", "GlobalAvgPool1D", "GlobalMaxPool1D",
            "GlobalAvgPool3D", "GlobalMaxPool3D", "Convolution1D", "Convolution2D",
-           "Convolution3D", "Conv2DTranspose", "Convolution2DTranspose"]
+           "Convolution3D", "Convolution2DTranspose"]
 
 
 def ntuple(value, n, what, least=1) -> tuple:

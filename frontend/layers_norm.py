@@ -1,5 +1,5 @@
 """Keras's normalization layers beside BatchNormalization (layers.py):
-LayerNormalization (and its rms_scaling form), GroupNormalization and
+LayerNormalization (and its rms_scaling form), RMSNormalization, GroupNormalization and
 UnitNormalization. Statistics are computed in the graph from the input, in float32,
 with the (biased) variance mean((x - mean) ** 2), as Keras does.
 
@@ -16,7 +16,8 @@ from ..ir.errors import AttrError, ShapeError
 from . import ops as _ops
 from .layers import Layer, export
 
-__all__ = ["LayerNormalization", "GroupNormalization", "UnitNormalization"]
+__all__ = ["LayerNormalization", "GroupNormalization", "UnitNormalization",
+           "RMSNormalization"]
 
 
 def _axes(layer, axis, rank) -> tuple:
@@ -76,6 +77,33 @@ class LayerNormalization(Layer):
         if self.beta is not None:
             y = y + self._param(self.beta)
         return y
+
+
+class RMSNormalization(Layer):
+    """x / sqrt(mean(x ** 2 over axis) + epsilon) * scale, scale a weight of the axes'
+    sizes (ones)."""
+    supports_masking = True
+
+    def __init__(self, axis=-1, epsilon=1e-6, **kwargs):
+        super().__init__(**kwargs)
+        self.axis = axis if isinstance(axis, int) else tuple(int(a) for a in axis)
+        self.epsilon = float(epsilon)
+
+    def build(self, input_shape):
+        rank = len(input_shape)
+        self._axes = _axes(self, self.axis, rank)
+        shape = tuple(input_shape[a] for a in self._axes)
+        if any(d is None for d in shape):
+            raise ShapeError(f"RMSNormalization '{self.name}': axis {self.axis} of "
+                             f"{list(input_shape)} must be known")
+        self._broadcast = [input_shape[a] if a in self._axes else 1 for a in range(rank)]
+        self.scale = self.add_weight("scale", shape, "ones")
+
+    def call(self, x, training=False):
+        ms = _ops.reduce_mean(_ops.square(x), axis=list(self._axes), keepdims=True)
+        scale = self.scale if self._axes == (len(self._broadcast) - 1,) else \
+            _ops.reshape(self.scale, self._broadcast)
+        return x * _ops.rsqrt(ms + self.epsilon) * scale
 
 
 class GroupNormalization(Layer):

@@ -22,7 +22,7 @@ from .layers_conv import ntuple
 
 __all__ = ["UpSampling1D", "UpSampling2D", "UpSampling3D", "ZeroPadding1D",
            "ZeroPadding2D", "ZeroPadding3D", "Cropping1D", "Cropping2D", "Cropping3D",
-           "Permute", "RepeatVector", "TimeDistributed"]
+           "Permute", "RepeatVector", "TimeDistributed", "Identity"]
 
 
 def _pairs(value, rank, what) -> tuple:
@@ -240,6 +240,14 @@ class RepeatVector(Layer):
 
     def call(self, x, training=False):
         return _ops.tile(_ops.expand_dims(x, 1), [1, self.n, 1])
+
+
+class Identity(Layer):
+    """Its input (Keras's Identity: a placeholder layer in a model)."""
+    supports_masking = True
+
+    def call(self, x, training=False):
+        return _ops.identity(x)
 
 
 class TimeDistributed(Layer):

@@ -8,6 +8,7 @@ the numpy executor and on GL match Keras's; fragflow's get_config() makes the sa
 Keras layer again; gradients with respect to the inputs match finite differences.
 One graph holds every case, so each backend compiles once."""
 import os
+import re
 
 import numpy as np
 import pytest
@@ -149,6 +150,10 @@ CASES = {
     "group_norm_seq": (lambda: K.GroupNormalization(groups=2, center=False), [(2, 7, 4)],
                        None),
     "unit_norm": (lambda: K.UnitNormalization(), [(3, 7)], None),
+    "rms_norm": (lambda: K.RMSNormalization(), [(2, 3, 7)], None),
+    "rms_norm_axes": (lambda: K.RMSNormalization(axis=(1, 2), epsilon=1e-3), [(2, 3, 5)],
+                      None),
+    "identity": (lambda: K.Identity(), [(3, 7)], None),
     "batch_norm": (lambda: K.BatchNormalization(), [(2, 5, 3)], None),
     # activations
     "leaky_relu": (lambda: K.LeakyReLU(negative_slope=0.2), [(3, 7)], None),
@@ -488,3 +493,23 @@ def _unbuilt(config):
     if isinstance(config, dict):
         return {k: _unbuilt(v) for k, v in config.items() if k != "build_config"}
     return config
+
+
+def test_docs_keras_md_lists_every_layer():
+    """docs/KERAS.md names each layer of ff.keras.layers (by one of its names;
+    'MaxPooling1D/2D/3D' names three)."""
+    from fragflow.frontend.layers import Layer
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "KERAS.md")
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    named = set(re.findall(r"[A-Za-z0-9]+", text))
+    for stem, first, more in re.findall(r"([A-Za-z]+)(\dD)((?:/\dD)+)", text):
+        named.update(stem + d for d in [first, *more.strip("/").split("/")])
+    L = ff.keras.layers
+    classes = {}
+    for name in L.__all__:
+        obj = getattr(L, name)
+        if isinstance(obj, type) and issubclass(obj, Layer) and obj is not Layer:
+            classes.setdefault(obj, set()).add(name)
+    missing = sorted(min(names) for names in classes.values() if not names & named)
+    assert not missing, f"docs/KERAS.md does not list {missing}"
