@@ -888,14 +888,30 @@ def _channels_last(data_format):
 
 
 class InputLayer(Layer):
-    """Keras's InputLayer(input_shape=...): passes its input on; Sequential reads the
-    shape from it."""
+    """Keras's InputLayer(shape=...) (Keras 2: input_shape=, batch_input_shape=; Keras
+    3's config: batch_shape=): passes its input on; Sequential reads the shape from it.
+    dtype is the input's (int32 for token ids)."""
 
     def __init__(self, input_shape=None, batch_size=None, dtype=None, name=None, **kw):
+        for key in ("sparse", "ragged", "optional"):
+            if kw.pop(key, None):
+                raise AttrError(f"InputLayer '{name or 'input_layer'}': {key}=True is not "
+                                f"supported")
+        batch_shape = kw.pop("batch_shape", None) or kw.pop("batch_input_shape", None)
+        if batch_shape is not None:
+            batch_size, input_shape = batch_shape[0], tuple(batch_shape)[1:]
         super().__init__(name=name, input_shape=input_shape or kw.pop("shape", None), **kw)
+        self.batch_size = batch_size
+        self.input_dtype = "float32" if dtype is None else \
+            (dtype.get("config", {}).get("name") if isinstance(dtype, dict) else str(dtype))
 
     def call(self, x, training=False):
         return x
+
+    def get_config(self) -> dict:
+        return {"batch_shape": (self.batch_size,) + tuple(self.input_shape or ()),
+                "dtype": self.input_dtype, "sparse": False, "ragged": False,
+                "name": self.name, "optional": False}
 
 
 # Keras layers fragflow knows it lacks, with what to use (docs/KERAS.md lists every
