@@ -523,3 +523,55 @@ def test_docs_keras_md_lists_every_layer():
             classes.setdefault(obj, set()).add(name)
     missing = sorted(min(names) for names in classes.values() if not names & named)
     assert not missing, f"docs/KERAS.md does not list {missing}"
+
+
+# -- gradients with respect to the weights, against Keras's (torch autograd) ----------
+WEIGHTED = [k for k in IDS if k not in NO_GRADIENT_CHECK
+            and not k.startswith(("normalization", "batch_norm"))]
+
+
+@pytest.fixture(scope="module")
+def keras_weight_gradients(keras_cases):
+    """{id: (r, [d sum(out * r) / d w for Keras's trainable weights])}."""
+    import torch
+    out = {}
+    for case_id in WEIGHTED:
+        klayer, xs, _ = keras_cases[case_id]
+        if not klayer.trainable_weights:
+            continue
+        for w in klayer.trainable_weights:
+            w.value.grad = None
+        y = _call(case_id, klayer, [torch.tensor(x) for x in xs])
+        r = np.random.default_rng(_seed(case_id + "r")).uniform(0.5, 1.5, tuple(y.shape))
+        (y * torch.tensor(r.astype(np.float32))).sum().backward()
+        out[case_id] = (r.astype(np.float32),
+                        [w.value.grad.numpy().copy() for w in klayer.trainable_weights])
+    return out
+
+
+@pytest.mark.parametrize("backend", ["numpy", "gl"])
+def test_weight_gradients_match_keras(backend, keras_cases, keras_weight_gradients,
+                                      request):
+    if backend == "gl":
+        request.getfixturevalue("gl")
+    g = ff.Graph()
+    fetches, feeds = {}, {}
+    with g.as_default():
+        for case_id, (r, _) in keras_weight_gradients.items():
+            klayer, xs, _ = keras_cases[case_id]
+            layer = fragflow_layer(klayer)
+            ps = [ff.placeholder(x.shape) for x in xs]
+            y = _call(case_id, layer, ps)
+            fetches[case_id] = ff.gradients(ff.reduce_sum(y * ff.constant(r)),
+                                            layer.trainable_weights)
+            feeds.update(zip(ps, xs))
+    with ff.Session(g, backend=backend) as sess:
+        got = sess.run(fetches, feeds)
+    for case_id, (_, want) in keras_weight_gradients.items():
+        assert len(got[case_id]) == len(want), case_id
+        # relative to the case's largest gradient: MultiHeadAttention's key bias has a
+        # gradient of 0 (the softmax does not see it), rounding noise on both sides
+        scale = max(np.abs(b).max() for b in want)
+        for i, (a, b) in enumerate(zip(got[case_id], want)):
+            error = np.abs(a.astype(np.float64) - b).max() / scale
+            assert error < 1e-5, f"{backend} {case_id} weight {i}: {error:.2e}"
