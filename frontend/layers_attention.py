@@ -7,8 +7,9 @@ attention_mask=None) projects each of query, key and value into num_heads heads
 (weights query/kernel (features, heads, key_dim), query/bias (heads, key_dim), then
 key/..., value/..., attention_output/kernel (heads, value_dim, out), attention_output/
 bias, as Keras names and orders them). use_causal_mask lets step t attend to steps <= t;
-attention_mask (batch, T, S), 1 where attending is allowed. The masked scores have
-1e9 taken off before the softmax, as Keras does.
+attention_mask (batch, T, S), 1 where attending is allowed; the Keras masks of the
+inputs (Embedding(mask_zero=True), Masking) are read as Keras reads them. Masked scores
+are set to (MultiHeadAttention) or lowered by (Attention) 1e9 before the softmax.
 
 >>> import fragflow as ff
 >>> g = ff.Graph()
@@ -26,7 +27,7 @@ import numpy as np
 
 from ..ir.errors import AttrError, ShapeError
 from . import ops as _ops
-from .layers import Layer, export
+from .layers import Layer, export, keras_mask, set_keras_mask
 
 __all__ = ["Attention", "AdditiveAttention", "MultiHeadAttention"]
 
@@ -34,15 +35,24 @@ _MASKED = 1e9         # taken off masked scores (Keras's value for float32)
 
 
 def _causal(t, s):
-    """(T, S) float32: 1 where query step i may see key step j (j <= i)."""
-    return np.tril(np.ones((t, s), np.float32))
+    """(1, T, S) float32: 1 where query step i may see key step j (j <= i)."""
+    return np.tril(np.ones((t, s), np.float32))[None]
 
 
 def _masked_softmax(scores, allowed):
-    """softmax over the last axis after scores -= 1e9 * (1 - allowed)."""
+    """softmax over the last axis after scores -= 1e9 * (1 - allowed) (Attention's
+    rule: a row with nothing allowed is the softmax of its scores)."""
     if allowed is not None:
         scores = scores - _MASKED * (1.0 - allowed)
     return _ops.softmax(scores, axis=-1)
+
+
+def _mask_float(mask):
+    return None if mask is None else _ops.cast(mask, "float32")
+
+
+def _and(a, b):
+    return b if a is None else a if b is None else a * b
 
 
 def _check_sequences(layer, shapes):
@@ -72,12 +82,20 @@ class _BaseAttention(Layer):
         query, value = inputs[0], inputs[1]
         key = inputs[2] if len(inputs) == 3 else value
         scores = self._scores(query, key)
-        allowed = _ops.constant(_causal(query.shape[1], key.shape[1])) \
-            if use_causal_mask else None
+        # Keras's masks (Embedding(mask_zero=True), Masking): the value's steps out of
+        # the scores, the query's masked steps give zeros (and keep their mask)
+        query_mask, value_mask = keras_mask(query), keras_mask(value)
+        allowed = None if value_mask is None else \
+            _ops.expand_dims(_mask_float(value_mask), 1)
+        if use_causal_mask:
+            allowed = _and(allowed, _ops.constant(_causal(query.shape[1], key.shape[1])))
         weights = _masked_softmax(scores, allowed)
         if training and self.dropout > 0:
             weights = _ops.dropout(weights, self.dropout, seed=self.seed)
         out = _ops.matmul(weights, value)
+        if query_mask is not None:
+            out = out * _ops.expand_dims(_mask_float(query_mask), -1)
+            set_keras_mask(out, query_mask)
         return (out, weights) if return_attention_scores else out
 
 
@@ -208,13 +226,32 @@ class MultiHeadAttention(Layer):
         k = self._heads(key, self._key, self.key_dim)
         v = self._heads(value, self._value, self.value_dim)
         scores = _ops.matmul(q, k, transpose_b=True)           # (batch, heads, T, S)
+        # Keras's rule: the query's, value's and key's Keras masks, attention_mask and
+        # the causal mask, all ANDed to (batch, T, S); masked scores to -1e9 and a row
+        # with nothing allowed gives zeros
+        query_mask = keras_mask(query)
         allowed = None
-        if attention_mask is not None:
-            allowed = _ops.expand_dims(_ops.cast(attention_mask, "float32"), 1)
+        if query_mask is not None:
+            allowed = _ops.expand_dims(_mask_float(query_mask), -1)
+        for source in ([value] if key is value else [value, key]):
+            mask = keras_mask(source)
+            if mask is not None:
+                allowed = _and(allowed, _ops.expand_dims(_mask_float(mask), 1))
         if use_causal_mask:
-            causal = _ops.constant(_causal(query.shape[1], key.shape[1]))
-            allowed = causal if allowed is None else allowed * causal
-        weights = _masked_softmax(scores, allowed)
+            allowed = _and(allowed, _ops.constant(_causal(query.shape[1], key.shape[1])))
+        if attention_mask is not None:
+            allowed = _and(allowed, _ops.cast(attention_mask, "float32"))
+        if allowed is not None:
+            allowed = _ops.expand_dims(allowed, 1)             # one mask for every head
+            # masked scores set to -1e9: a row with nothing allowed attends to every
+            # step alike (Keras's dot_product_attention); with dropout or
+            # return_attention_scores Keras takes its masked-softmax path, which
+            # gives such a row zeros
+            weights = _ops.softmax(scores * allowed - _MASKED * (1.0 - allowed), axis=-1)
+            if self.dropout > 0 or return_attention_scores:
+                weights = weights * allowed
+        else:
+            weights = _ops.softmax(scores, axis=-1)
         if training and self.dropout > 0:
             weights = _ops.dropout(weights, self.dropout, seed=self.seed)
         heads = _ops.transpose(_ops.matmul(weights, v), (0, 2, 1, 3))   # (b, T, h, v)
@@ -225,6 +262,8 @@ class MultiHeadAttention(Layer):
         if bias is not None:
             y = y + bias
         y = _ops.reshape(y, (-1, t if t is not None else -1, out))
+        if query_mask is not None:
+            set_keras_mask(y, query_mask)
         return (y, weights) if return_attention_scores else y
 
 

@@ -17,7 +17,8 @@ from functools import reduce
 
 from ..ir.errors import AttrError, ShapeError
 from . import ops as _ops
-from .layers import Layer, export
+from .layers import Layer, export, keras_mask, set_keras_mask
+from .tensor import Tensor
 
 __all__ = ["Add", "Subtract", "Multiply", "Average", "Maximum", "Minimum", "Concatenate",
            "Dot", "add", "subtract", "multiply", "average", "maximum", "minimum",
@@ -27,11 +28,25 @@ __all__ = ["Add", "Subtract", "Multiply", "Average", "Maximum", "Minimum", "Conc
 class _Merge(Layer):
     """A layer over a list of at least `least` tensors."""
     least = 2
+    keeps_masks = True               # Keras's compute_mask: the AND of the inputs' masks
 
     def build(self, input_shape):
         if not isinstance(input_shape, list) or len(input_shape) < self.least:
             raise ShapeError(f"{type(self).__name__} '{self.name}' needs a list of at "
                              f"least {self.least} tensors, got {input_shape!r}")
+
+    def __call__(self, inputs, training=False, **kwargs):
+        out = super().__call__(inputs, training=training, **kwargs)
+        # Keras's rule: the output's mask is the AND of the inputs' masks
+        if not self.keeps_masks or not isinstance(inputs, (list, tuple)) or \
+                not all(isinstance(x, Tensor) for x in inputs):
+            return out
+        masks = [m for m in (keras_mask(x) for x in inputs) if m is not None]
+        if masks and keras_mask(out) is None and len(out.shape) >= 2 and \
+                all(tuple(x.shape[:2]) == tuple(out.shape[:2]) for x in inputs):
+            with out.graph.as_default():
+                set_keras_mask(out, reduce(_ops.logical_and, masks))
+        return out
 
     def call(self, xs, training=False):
         return reduce(self.merge, xs)
@@ -109,6 +124,8 @@ class Dot(_Merge):
     axes (an int for both, or one per input; the batch axis 0 is not one), with
     normalize the cosine (each input l2-normalised over its axis first). Inputs of rank
     2 give (batch, 1); of rank 3, (batch, n, m) as a batched matmul."""
+
+    keeps_masks = False              # Keras's Dot gives no mask
 
     def __init__(self, axes, normalize=False, **kwargs):
         super().__init__(**kwargs)

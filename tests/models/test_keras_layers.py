@@ -575,3 +575,37 @@ def test_weight_gradients_match_keras(backend, keras_cases, keras_weight_gradien
         for i, (a, b) in enumerate(zip(got[case_id], want)):
             error = np.abs(a.astype(np.float64) - b).max() / scale
             assert error < 1e-5, f"{backend} {case_id} weight {i}: {error:.2e}"
+
+
+@pytest.mark.parametrize("model", ["mha", "attention", "add_pool"])
+def test_keras_masks_as_keras_reads_them(model):
+    """A Keras mask (Embedding(mask_zero=True)) read by MultiHeadAttention (the padding
+    neither attended to nor attending: a row with nothing to see attends to every step
+    alike), by Attention (the padded queries give zeros), and passed on by Add (the AND
+    of its inputs' masks) to GlobalAveragePooling1D (the mean of the real steps)."""
+    ids = np.array([[3, 1, 4, 1, 5, 2], [2, 6, 5, 0, 0, 0], [1, 0, 0, 0, 0, 0]], np.int32)
+    embed = K.Embedding(7, 6, mask_zero=True)
+    last = {"mha": [K.MultiHeadAttention(2, 3)], "attention": [K.Attention(use_scale=True)],
+            "add_pool": [K.Dense(6), K.Add(), K.GlobalAveragePooling1D()]}[model]
+
+    def run(layers, x):
+        h = layers[0](x)
+        if model == "mha":
+            return layers[1](h, h)
+        if model == "attention":
+            return layers[1]([h, h])
+        return layers[3](layers[2]([h, layers[1](h)]))
+
+    keras_layers = [embed] + last
+    run(keras_layers, ids)
+    for layer in keras_layers:
+        layer.set_weights(_weights(model + layer.name, layer))
+    want = _numpy(run(keras_layers, ids))
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder(ids.shape, "int32")
+        y = run([fragflow_layer(layer) for layer in keras_layers], x)
+    for backend in ("numpy", "gl"):
+        with ff.Session(g, backend=backend) as sess:
+            got = sess.run(y, {x: ids})
+        assert max_error(got, want) < 2e-6, backend
