@@ -222,6 +222,9 @@ class Layer:
 
     # Keras's supports_masking: the output keeps the input's Keras mask (batch, time)
     supports_masking = False
+    # takes data_format="channels_first": its inputs (and outputs of the same rank) are
+    # transposed to and from channels_last around build and call
+    channels_first_ok = False
 
     def __init__(self, name=None, trainable=True, input_shape=None, dtype=None, **kwargs):
         # Keras's keywords that configs carry: regularizers and constraints are kept
@@ -229,6 +232,12 @@ class Layer:
         # others fragflow takes at their defaults only
         self.regularizers = {k: kwargs.pop(k) for k in list(kwargs)
                              if k.endswith(("_regularizer", "_constraint"))}
+        if self.channels_first_ok:
+            self.data_format = kwargs.pop("data_format", None) or "channels_last"
+            if self.data_format not in ("channels_last", "channels_first"):
+                raise AttrError(f"{type(self).__name__}: data_format must be "
+                                f"'channels_last' or 'channels_first', got "
+                                f"{self.data_format!r}")
         for key in [k for k in kwargs if k in KERAS_AT_DEFAULT]:
             value = kwargs.pop(key)
             if value not in KERAS_AT_DEFAULT[key]:
@@ -310,6 +319,8 @@ class Layer:
                 if key not in ("self", "kwargs", "kw") and key not in config and \
                         hasattr(self, key):
                     config[key] = _config_value(key, getattr(self, key))
+        if self.channels_first_ok:
+            config.setdefault("data_format", self.data_format)
         config.update(self.regularizers)
         return config
 
@@ -355,6 +366,12 @@ class Layer:
         if any(t.graph is not graph for t in xs):
             raise FragflowError(f"{type(self).__name__} '{self.name}': its inputs belong "
                                 f"to different graphs")
+        first = self.channels_first_ok and self.data_format == "channels_first"
+        originals = xs
+        if first:
+            with graph.as_default():
+                xs = [_channels(t, last=True) for t in xs]
+            x = xs[0]
         # weights set before the build: every weight made while the layer is built and
         # first called (its own, and its inner layers' in Keras's order) takes the next
         pending = None if self.built else self.__dict__.pop("_pending_weights", None)
@@ -382,6 +399,10 @@ class Layer:
             raise ShapeError(f"{type(self).__name__} '{self.name}' has "
                              f"{len(self.weights)} weights, set_weights gave "
                              f"{len(pending)} arrays")
+        if first:                        # back to channels_first; the calls recorded
+            with graph.as_default():     # on the caller's tensors
+                out = _channels(out, last=False)
+            xs, x = originals, originals[0]
         if isinstance(out, Tensor):      # what ff.Model(inputs, outputs) replays
             # several inputs: a tuple, which the functional model's chain walk does
             # not follow (it replays a chain of one-input calls only)
@@ -434,6 +455,15 @@ class Layer:
 
     def __repr__(self):
         return f"<ff.layers.{type(self).__name__} '{self.name}'>"
+
+
+def _channels(t, last):
+    """A channels_first tensor as channels_last (last) or back; rank < 3 as it is."""
+    rank = len(t.shape)
+    if rank < 3:
+        return t
+    perm = (0, *range(2, rank), 1) if last else (0, rank - 1, *range(1, rank - 1))
+    return _ops.transpose(t, perm)
 
 
 def _check_weight_shape(layer, name, shape, value):
@@ -614,6 +644,7 @@ class Dropout(Layer):
 # -- pooling, reshaping, activations ---------------------------------------------------
 class _Pool2D(Layer):
     op = ""
+    channels_first_ok = True
 
     def __init__(self, pool_size=(2, 2), strides=None, padding="valid", **kwargs):
         super().__init__(**kwargs)
@@ -642,6 +673,7 @@ class AveragePool2D(_Pool2D):
 
 class _GlobalPool2D(Layer):
     reduce = ""
+    channels_first_ok = True
 
     def __init__(self, keepdims=False, **kwargs):
         super().__init__(**kwargs)
@@ -665,7 +697,9 @@ class GlobalMaxPool2D(_GlobalPool2D):
 
 
 class Flatten(Layer):
-    """(N, d1, d2, ...) -> (N, d1 * d2 * ...): a reshape (a view, no kernel)."""
+    """(N, d1, d2, ...) -> (N, d1 * d2 * ...): a reshape (a view, no kernel); with
+    data_format="channels_first" the channels are moved last first (Keras's)."""
+    channels_first_ok = True
 
     def call(self, x, training=False):
         shape = tuple(x.shape)

@@ -101,6 +101,7 @@ class _Conv(Layer):
     dilation_rate, activation and bias."""
     rank = 2
     paddings = ("valid", "same")
+    channels_first_ok = True
 
     def __init__(self, kernel_size, strides=1, padding="valid", data_format=None,
                  dilation_rate=1, activation=None, use_bias=True,
@@ -110,7 +111,6 @@ class _Conv(Layer):
         self.kernel_size = ntuple(kernel_size, n, "kernel_size")
         self.strides = ntuple(strides, n, "strides")
         self.padding = _padding_mode(self, padding, self.paddings)
-        self.data_format = "channels_last"
         self.dilation_rate = ntuple(dilation_rate, n, "dilation_rate")
         if max(self.strides) > 1 and max(self.dilation_rate) > 1:
             raise AttrError(f"{type(self).__name__}: strides > 1 with dilation_rate > 1 "
@@ -361,6 +361,7 @@ class SeparableConv2D(_SeparableConvND):
 # -- pooling -------------------------------------------------------------------------
 class _PoolND(Layer):
     rank, op = 1, "max"
+    channels_first_ok = True
 
     def __init__(self, pool_size=2, strides=None, padding="valid", data_format=None,
                  **kwargs):
@@ -369,7 +370,6 @@ class _PoolND(Layer):
         self.strides = self.pool_size if strides is None else \
             ntuple(strides, self.rank, "strides")
         self.padding = _padding_mode(self, padding)
-        self.data_format = "channels_last"
 
     def build(self, input_shape):
         if len(input_shape) != self.rank + 2:
@@ -409,10 +409,11 @@ class AveragePooling3D(_PoolND):
 
 class _GlobalPoolND(Layer):
     rank, op = 1, "mean"
+    channels_first_ok = True
 
     def __init__(self, data_format=None, keepdims=False, **kwargs):
         super().__init__(data_format=data_format, **kwargs)
-        self.data_format, self.keepdims = "channels_last", bool(keepdims)
+        self.keepdims = bool(keepdims)
 
     def build(self, input_shape):
         if len(input_shape) != self.rank + 2:

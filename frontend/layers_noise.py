@@ -41,13 +41,13 @@ def _static(layer, x) -> tuple:
 
 class _SpatialDropout(Layer):
     rank = 1
+    channels_first_ok = True
     training_dependent = True
     supports_masking = True
 
     def __init__(self, rate, seed=None, data_format=None, **kwargs):
         super().__init__(data_format=data_format, **kwargs)
         self.rate, self.seed = _rate(self, rate), seed
-        self.data_format = "channels_last"
 
     def build(self, input_shape):
         if len(input_shape) != self.rank + 2:

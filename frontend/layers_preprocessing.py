@@ -18,7 +18,7 @@ import numpy as np
 
 from ..ir.errors import AttrError, FragflowError, ShapeError
 from . import ops as _ops
-from .layers import KERAS_AT_DEFAULT, Layer, export
+from .layers import Layer, export
 from .tensor import Tensor
 
 __all__ = ["Rescaling", "Resizing", "CenterCrop", "Normalization"]
@@ -47,6 +47,7 @@ def _check_image(layer, shape):
 
 
 class Resizing(Layer):
+    channels_first_ok = True
     """Images resized to (height, width): interpolation "bilinear" (default) or
     "nearest", half-pixel centres, no antialiasing (Keras's defaults)."""
 
@@ -64,7 +65,6 @@ class Resizing(Layer):
         self.interpolation = interpolation
         self.crop_to_aspect_ratio = self.pad_to_aspect_ratio = self.antialias = False
         self.fill_mode, self.fill_value = fill_mode, float(fill_value)
-        self.data_format = KERAS_AT_DEFAULT["data_format"][0]
 
     def build(self, input_shape):
         _check_image(self, input_shape)
@@ -79,12 +79,12 @@ class Resizing(Layer):
 
 
 class CenterCrop(Layer):
+    channels_first_ok = True
     """The central (height, width) window of each image (at least that large)."""
 
     def __init__(self, height, width, data_format=None, **kwargs):
         super().__init__(data_format=data_format, **kwargs)
         self.height, self.width = int(height), int(width)
-        self.data_format = KERAS_AT_DEFAULT["data_format"][0]
 
     def build(self, input_shape):
         _check_image(self, input_shape)

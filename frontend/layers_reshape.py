@@ -17,7 +17,14 @@ import numpy as np
 
 from ..ir.errors import AttrError, ShapeError
 from . import ops as _ops
-from .layers import CALLS, Layer, export, layer_from_config
+from .layers import (
+    CALLS,
+    BatchNormalization,
+    Dropout,
+    Layer,
+    export,
+    layer_from_config,
+)
 from .layers_conv import ntuple
 
 __all__ = ["UpSampling1D", "UpSampling2D", "UpSampling3D", "ZeroPadding1D",
@@ -66,11 +73,11 @@ def _repeat(x, axis, n):
 
 class _UpSampling(Layer):
     rank = 2
+    channels_first_ok = True
 
     def __init__(self, size=2, data_format=None, interpolation="nearest", **kwargs):
         super().__init__(data_format=data_format, **kwargs)
         self.size = ntuple(size, self.rank, "size") if self.rank > 1 else int(size)
-        self.data_format = "channels_last"
         if interpolation not in ("nearest", "bilinear") or \
                 (interpolation == "bilinear" and self.rank != 2):
             raise AttrError(f"{type(self).__name__}: interpolation {interpolation!r} is not "
@@ -123,13 +130,13 @@ class UpSampling3D(_UpSampling):
 
 class _ZeroPadding(Layer):
     rank = 2
+    channels_first_ok = True
 
     def __init__(self, padding=1, data_format=None, **kwargs):
         super().__init__(data_format=data_format, **kwargs)
         self.padding = _pairs(padding, self.rank, "padding")
         if self.rank == 1:
             self.padding = self.padding[0]
-        self.data_format = "channels_last"
 
     def build(self, input_shape):
         _check_rank(self, input_shape, self.rank + 2)
@@ -143,11 +150,8 @@ class ZeroPadding1D(_ZeroPadding):
     """Zeros before and after the steps: padding an int or (before, after)."""
     rank = 1
 
-    def __init__(self, padding=1, **kwargs):
-        super().__init__(padding, **kwargs)
-
-    def get_config(self):
-        return {k: v for k, v in super().get_config().items() if k != "data_format"}
+    def __init__(self, padding=1, data_format=None, **kwargs):
+        super().__init__(padding, data_format, **kwargs)
 
 
 class ZeroPadding2D(_ZeroPadding):
@@ -163,13 +167,13 @@ class ZeroPadding3D(_ZeroPadding):
 
 class _Cropping(Layer):
     rank = 2
+    channels_first_ok = True
 
     def __init__(self, cropping=((0, 0), (0, 0)), data_format=None, **kwargs):
         super().__init__(data_format=data_format, **kwargs)
         self.cropping = _pairs(cropping, self.rank, "cropping")
         if self.rank == 1:
             self.cropping = self.cropping[0]
-        self.data_format = "channels_last"
 
     def build(self, input_shape):
         _check_rank(self, input_shape, self.rank + 2)
@@ -270,6 +274,12 @@ class TimeDistributed(Layer):
     @property
     def weights(self):
         return self.layer.weights
+
+    @property
+    def training_dependent(self) -> bool:
+        """Its layer trains differently (Dropout, BatchNormalization inside)."""
+        return isinstance(self.layer, (BatchNormalization, Dropout)) or \
+            bool(getattr(self.layer, "training_dependent", False))
 
     @property
     def trainable_weights(self):

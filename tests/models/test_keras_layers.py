@@ -54,6 +54,32 @@ CASES = {
                     "selu", "elu", "softplus", "swish", "relu6", "exponential",
                     "leaky_relu", "log_softmax")},
     "dropout": (lambda: K.Dropout(0.3), [(3, 7)], None),
+    # channels_first
+    "conv2d_cf": (lambda: K.Conv2D(3, (3, 2), strides=2, padding="same",
+                                   data_format="channels_first"), [(2, 2, 7, 5)], None),
+    "conv1d_cf": (lambda: K.Conv1D(3, 3, data_format="channels_first"), [(2, 2, 7)], None),
+    "conv2d_transpose_cf": (lambda: K.Conv2DTranspose(2, 3, strides=2,
+                                                      data_format="channels_first"),
+                            [(1, 3, 3, 5)], None),
+    "separable2d_cf": (lambda: K.SeparableConv2D(2, 3, data_format="channels_first"),
+                       [(1, 3, 5, 6)], None),
+    "max_pool2d_cf": (lambda: K.MaxPooling2D(2, data_format="channels_first"),
+                      [(2, 3, 5, 7)], None),
+    "avg_pool1d_cf": (lambda: K.AveragePooling1D(2, data_format="channels_first"),
+                      [(2, 3, 7)], None),
+    "global_avg2d_cf": (lambda: K.GlobalAveragePooling2D(data_format="channels_first",
+                                                         keepdims=True),
+                        [(2, 3, 5, 7)], None),
+    "global_max1d_cf": (lambda: K.GlobalMaxPooling1D(data_format="channels_first"),
+                        [(2, 3, 7)], None),
+    "flatten_cf": (lambda: K.Flatten(data_format="channels_first"), [(2, 3, 5, 2)], None),
+    "upsampling2d_cf": (lambda: K.UpSampling2D(2, data_format="channels_first",
+                                               interpolation="bilinear"),
+                        [(2, 3, 3, 5)], None),
+    "zero_padding2d_cf": (lambda: K.ZeroPadding2D((1, 2), data_format="channels_first"),
+                          [(2, 3, 3, 5)], None),
+    "cropping2d_cf": (lambda: K.Cropping2D(((1, 0), (0, 2)), data_format="channels_first"),
+                      [(2, 3, 5, 5)], None),
     # merging
     "add": (lambda: K.Add(), [(2, 3, 5)] * 3, _pair_call),
     "add_broadcast": (lambda: K.Add(), [(2, 3, 5), (2, 1, 5)], _pair_call),
@@ -435,8 +461,10 @@ def test_keras2_and_keras3_input_configs_are_read():
 
 def test_errors_name_the_layer():
     L = ff.keras.layers
-    with pytest.raises(ff.AttrError, match="Conv2D 'c'.*data_format='channels_first'"):
-        L.Conv2D(2, 3, name="c", data_format="channels_first")
+    with pytest.raises(ff.AttrError, match="BatchNormalization 'bn': renorm=True is not"):
+        L.BatchNormalization(name="bn", renorm=True)
+    with pytest.raises(ff.AttrError, match="Conv2D: data_format must be"):
+        L.Conv2D(2, 3, data_format="NCHW")
     with pytest.raises(TypeError, match="did you mean 'dilation_rate'"):
         L.Conv1D.from_config({"filters": 2, "kernel_size": 3, "dilation": 2})
     with pytest.raises(ff.AttrError, match="'Lambda' is not one fragflow has"):
