@@ -47,8 +47,11 @@ def ntuple(value, n, what, least=1) -> tuple:
         value = tuple(int(v) for v in value)
     except (TypeError, ValueError):
         raise AttrError(f"{what} must be an int or {n} ints, got {value!r}") from None
-    if len(value) != n or min(value) < least:
-        raise AttrError(f"{what} must be an int or {n} ints >= {least}, got {value!r}")
+    if len(value) != n:
+        raise AttrError(f"{what} must be an int or {n} ints, got {value!r}")
+    if min(value) < least:
+        raise AttrError(f"{what} must be {'positive' if least == 1 else '>= 0'}, got "
+                        f"{list(value)}")
     return value
 
 
