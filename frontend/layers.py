@@ -47,6 +47,7 @@ from .tf1 import (
     VariableScopeError,
     add_to_collection,
     get_variable_scope,
+    shape as _shape_of,
 )
 
 __all__ = ["Layer", "Dense", "BatchNormalization", "Dropout", "MaxPool2D", "AveragePool2D",
@@ -188,6 +189,60 @@ def _config_value(key, value):
         return {"module": "keras.layers", "class_name": type(value).__name__,
                 "config": value.get_config(), "registered_name": None}
     return value
+
+
+def regularizer_factors(spec, where="") -> tuple:
+    """(l1, l2) of a Keras weight or activity regularizer: None, "l1" / "l2" (0.01), or
+    Keras's serialized L1, L2 or L1L2 ({"class_name": "L2", "config": {"l2": 0.01}})."""
+    if spec is None:
+        return 0.0, 0.0
+    if isinstance(spec, str) and spec.lower() in ("l1", "l2"):
+        return (0.01, 0.0) if spec.lower() == "l1" else (0.0, 0.01)
+    if isinstance(spec, dict) and spec.get("class_name") in ("L1", "L2", "L1L2", "l1",
+                                                               "l2", "l1_l2"):
+        config = spec.get("config") or {}
+        return float(config.get("l1", 0.0)), float(config.get("l2", 0.0))
+    raise AttrError(f"{where}regularizer {spec!r} is not supported (l1, l2, L1, L2, "
+                    f"L1L2)")
+
+
+# Keras's regularizer keys whose weight attribute has another name
+_REGULARIZED = {"depthwise": "depthwise_kernel", "pointwise": "pointwise_kernel",
+                "recurrent": "recurrent_kernel"}
+
+
+def _penalty(t, factors):
+    l1, l2 = factors
+    terms = ([l1 * _ops.reduce_sum(_ops.abs(t))] if l1 else []) + \
+        ([l2 * _ops.reduce_sum(_ops.square(t))] if l2 else [])
+    return None if not terms else terms[0] if len(terms) == 1 else terms[0] + terms[1]
+
+
+def regularization_loss(layers):
+    """The sum of the layers' regularization penalties, as Keras adds them to the loss:
+    each weight regularizer's l1 * sum|w| + l2 * sum w^2 and each activity
+    regularizer's penalty of the layer's last output over the batch size (inner layers
+    of TimeDistributed and Bidirectional included); None if there are none."""
+    total = None
+    stack = list(layers)
+    while stack:
+        layer = stack.pop(0)
+        stack.extend(v for k, v in vars(layer).items()
+                     if isinstance(v, Layer) and k in ("layer", "forward_layer",
+                                                       "backward_layer"))
+        terms = [getattr(layer, "activity_loss", None)]
+        for key, spec in getattr(layer, "regularizers", {}).items():
+            name = key[:-len("_regularizer")]
+            weight = getattr(layer, _REGULARIZED.get(name, name), None)
+            if key.endswith("_regularizer") and isinstance(weight, Variable) and \
+                    layer.trainable:
+                with weight.graph.as_default():
+                    terms.append(_penalty(weight, regularizer_factors(
+                        spec, f"{type(layer).__name__} '{layer.name}': ")))
+        for term in terms:
+            if term is not None:
+                total = term if total is None else total + term
+    return total
 
 
 def layer_from_config(entry):
@@ -399,6 +454,13 @@ class Layer:
             raise ShapeError(f"{type(self).__name__} '{self.name}' has "
                              f"{len(self.weights)} weights, set_weights gave "
                              f"{len(pending)} arrays")
+        spec = self.regularizers.get("activity_regularizer")
+        if spec is not None and isinstance(out, Tensor):    # Keras: over the batch size
+            with graph.as_default(), graph.name_scope(self._scope()):
+                penalty = _penalty(out, regularizer_factors(spec, f"{self.name}: "))
+                if penalty is not None:
+                    self.activity_loss = penalty / _ops.cast(_shape_of(out)[0],
+                                                             "float32")
         if first:                        # back to channels_first; the calls recorded
             with graph.as_default():     # on the caller's tensors
                 out = _channels(out, last=False)

@@ -637,3 +637,26 @@ def test_keras_masks_as_keras_reads_them(model):
         with ff.Session(g, backend=backend) as sess:
             got = sess.run(y, {x: ids})
         assert max_error(got, want) < 2e-6, backend
+
+
+def test_regularizers_add_keras_penalties_to_fit():
+    """Weight and activity regularizers from Keras configs: the same penalties as
+    Keras's layer.losses, and fit's per-epoch losses (SGD, one batch, no shuffling)
+    those of Keras's fit."""
+    x = np.random.default_rng(6).normal(size=(8, 4)).astype(np.float32)
+    y = np.random.default_rng(7).normal(size=(8, 3)).astype(np.float32)
+
+    regularized = K.Dense(5, activation="tanh", kernel_regularizer="l2",
+                          bias_regularizer=keras.regularizers.L1(0.05),
+                          activity_regularizer=keras.regularizers.L1L2(0.01, 0.02))
+    kmodel = keras.Sequential([keras.Input((4,)), regularized,
+                               K.Dense(3, kernel_regularizer=keras.regularizers.L1(0.1))])
+    kmodel.set_weights(_weights("regularized", kmodel))
+    kmodel.compile(keras.optimizers.SGD(0.1), "mse")
+    ours = ff.Sequential([fragflow_layer(layer) for layer in kmodel.layers], backend="numpy")
+    ours.compile(ff.keras.optimizers.SGD(0.1), "mse")
+    want = kmodel.fit(x, y, batch_size=8, epochs=3, shuffle=False, verbose=0)
+    got = ours.fit(x, y, batch_size=8, epochs=3, shuffle=False, verbose=0)
+    np.testing.assert_allclose(got.history["loss"], want.history["loss"], rtol=1e-5)
+    plain = float(np.mean((kmodel.predict(x, verbose=0) - y) ** 2))
+    assert ours.evaluate(x, y) > plain + 0.01          # the penalties are in the loss
