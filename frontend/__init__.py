@@ -4,6 +4,15 @@ from . import (
     gradients as _gradients_module,
     initializers,
     layers,
+    # Keras's layers by family, each module adding its layers to ff.layers
+    layers_activation as _layers_activation,
+    layers_attention as _layers_attention,
+    layers_conv as _layers_conv,
+    layers_merge as _layers_merge,
+    layers_noise as _layers_noise,
+    layers_norm as _layers_norm,
+    layers_preprocessing as _layers_preprocessing,
+    layers_reshape as _layers_reshape,
     layers_rnn as _layers_rnn,  # SimpleRNN, LSTM, GRU into ff.layers
     ops,
     optim,

@@ -29,6 +29,11 @@ def _swish(x):
     return x * _ops.sigmoid(x)
 
 
+def _hard_sigmoid(x):
+    """Keras 3's: relu6(x + 3) / 6."""
+    return _ops.relu6(x + 3.0) * (1.0 / 6.0)
+
+
 ACTIVATIONS = {
     "linear": Activation(lambda x: x, fused=True),
     "relu": Activation(_ops.relu, fused=True),
@@ -45,6 +50,14 @@ ACTIVATIONS = {
     "exponential": Activation(_ops.exp, fused=False),
     "swish": Activation(_swish, fused=False),
     "silu": Activation(_swish, fused=False),
+    # Keras 3's other names (keras.activations)
+    "gelu": Activation(lambda x: _ops.gelu(x, approximate=False), fused=False),
+    "softsign": Activation(_ops.softsign, fused=False),
+    "hard_sigmoid": Activation(_hard_sigmoid, fused=False),
+    "hard_silu": Activation(lambda x: x * _hard_sigmoid(x), fused=False),
+    "hard_swish": Activation(lambda x: x * _hard_sigmoid(x), fused=False),
+    "mish": Activation(lambda x: x * _ops.tanh(_ops.softplus(x)), fused=False),
+    "log_sigmoid": Activation(lambda x: -_ops.softplus(-x), fused=False),
 }
 FUSED = tuple(name for name, a in ACTIVATIONS.items() if a.fused)
 LAYER = tuple(name for name, a in ACTIVATIONS.items() if a.fn is not None)

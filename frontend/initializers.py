@@ -20,6 +20,7 @@ fan_out = H*W*O.
 """
 from __future__ import annotations
 
+import inspect
 import math
 
 import numpy as np
@@ -31,7 +32,7 @@ __all__ = ["Initializer", "Zeros", "Ones", "Constant", "RandomNormal", "RandomUn
            "HeNormal", "HeUniform", "Orthogonal", "zeros", "ones", "constant",
            "random_normal", "random_uniform", "truncated_normal", "glorot_uniform",
            "glorot_normal", "he_normal", "he_uniform", "orthogonal", "get", "set_seed",
-           "compute_fans"]
+           "compute_fans", "from_keras", "to_keras"]
 
 _global_rng = np.random.default_rng()
 
@@ -260,7 +261,7 @@ _BY_NAME = {"zeros": Zeros, "ones": Ones, "constant": Constant,
             "random_normal": RandomNormal, "random_uniform": RandomUniform,
             "truncated_normal": TruncatedNormal, "glorot_uniform": GlorotUniform,
             "glorot_normal": GlorotNormal, "he_normal": HeNormal, "he_uniform": HeUniform,
-            "orthogonal": Orthogonal,
+            "orthogonal": Orthogonal, "variance_scaling": VarianceScaling,
             "uniform": RandomUniform, "normal": RandomNormal}    # Keras's aliases
 
 
@@ -278,6 +279,35 @@ def get(identifier) -> Initializer:
             return _BY_NAME[key]()
     raise AttrError(f"unknown initializer {identifier!r}; use one of "
                     f"{', '.join(sorted(_BY_NAME))} or an ff.initializers instance")
+
+
+def from_keras(identifier):
+    """An initializer as a Keras config names it: a name, an instance, or Keras's
+    serialized {"class_name": "GlorotUniform", "config": {"seed": 1, ...}} (keys the
+    class does not take are refused unless None)."""
+    if not isinstance(identifier, dict):
+        return identifier if identifier is None else get(identifier)
+    name = identifier.get("class_name")
+    key = name if name in _BY_NAME else _snake(str(name))
+    if key not in _BY_NAME:
+        raise AttrError(f"unknown initializer {name!r} in a Keras config; fragflow has "
+                        f"{', '.join(sorted(_BY_NAME))}")
+    cls = _BY_NAME[key]
+    taken = inspect.signature(cls.__init__).parameters
+    config = dict(identifier.get("config") or {})
+    extra = [k for k, v in config.items() if k not in taken and v is not None]
+    if extra:
+        raise AttrError(f"initializer {name}: argument {extra[0]!r} is not supported")
+    return cls(**{k: v for k, v in config.items() if k in taken})
+
+
+def to_keras(initializer) -> dict:
+    """Keras 3's serialized form of an Initializer instance."""
+    taken = inspect.signature(type(initializer).__init__).parameters
+    return {"module": "keras.initializers", "class_name": type(initializer).__name__,
+            "config": {k: getattr(initializer, k) for k in taken
+                       if k != "self" and hasattr(initializer, k)},
+            "registered_name": None}
 
 
 def _snake(name: str) -> str:

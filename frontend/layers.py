@@ -25,6 +25,7 @@ import contextlib
 import inspect
 import math
 import os
+import re
 import sys
 import weakref
 
@@ -47,13 +48,13 @@ from .tf1 import (
     VariableScopeError,
     add_to_collection,
     get_variable_scope,
+    shape as _shape_of,
 )
 
-__all__ = ["Layer", "Dense", "Conv2D", "DepthwiseConv2D", "SeparableConv2D",
-           "BatchNormalization", "Dropout", "GaussianNoise", "MaxPool2D", "AveragePool2D",
+__all__ = ["Layer", "Dense", "BatchNormalization", "Dropout", "MaxPool2D", "AveragePool2D",
            "GlobalAveragePool2D", "GlobalMaxPool2D", "Flatten", "Activation",
            "MaxPooling2D", "AveragePooling2D", "GlobalAveragePooling2D",
-           "GlobalMaxPooling2D", "activation_fn", "logits_of", "Softmax", "ReLU", "Reshape",
+           "GlobalMaxPooling2D", "activation_fn", "logits_of", "Softmax", "Reshape",
            "Embedding", "InputLayer",
            # TensorFlow 1's functional layers (tf.layers.dense, ...)
            "dense", "conv2d", "max_pooling2d", "average_pooling2d", "flatten", "dropout",
@@ -70,6 +71,9 @@ _LOGITS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 # which the Keras functional API (ff.Model(inputs, outputs)) finds its layers. A list:
 # a layer that returns its input (Dropout at inference) adds a call to that value
 CALLS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# [[arrays, next index], ...]: the weights given to set_weights before a layer was
+# built, handed out in order by add_weight while it is built and first called
+_PENDING: list = []
 # {graph: {output value: (batch, time) bool value}}: Keras's masks, made by
 # Embedding(mask_zero=True) and Masking, read by the recurrent layers (layers_rnn.py)
 MASKS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -141,8 +145,130 @@ def _padding(padding) -> str:
 
 
 def _snake(name: str) -> str:
-    out = "".join("_" + c.lower() if c.isupper() else c for c in name).lstrip("_")
-    return out.replace("2_d", "2d")
+    """A class name as Keras's default layer name (its to_snake_case): Conv2DTranspose
+    -> conv2d_transpose, PReLU -> p_re_lu."""
+    name = re.sub("(.)([A-Z][a-z]+)", r"\1_\2", name)
+    return re.sub("([a-z])([A-Z])", r"\1_\2", name).lower()
+
+
+# Keras 3 arguments that configs carry and fragflow takes at their defaults only: the
+# first value is the one fragflow computes with
+KERAS_AT_DEFAULT = {
+    "data_format": ("channels_last", None),
+    "quantization_config": (None,), "lora_rank": (None,), "lora_alpha": (None,),
+    "synchronized": (False,), "renorm": (False,), "renorm_clipping": (None,),
+    "renorm_momentum": (0.99,), "autocast": (True, False),
+    "input_length": (None,),
+}
+# the float dtypes a layer may be configured with; fragflow computes in float32
+_FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float64", "mixed_float16",
+                 "mixed_bfloat16")
+
+
+def _float_dtype(layer, name, dtype):
+    """The dtype (policy) a Keras config gives, checked to be a float one, as the
+    config keeps it ("float32" when not given)."""
+    if dtype is None:
+        return "float32"
+    policy = dtype.get("config", {}).get("name") if isinstance(dtype, dict) else dtype
+    if str(policy) not in _FLOAT_DTYPES:
+        raise AttrError(f"{type(layer).__name__} '{name or _snake(type(layer).__name__)}':"
+                        f" dtype {dtype!r} is not supported; layers compute in float32")
+    return dtype
+
+
+def _config_value(key, value):
+    """An attribute as Keras's config writes it: padding in lower case, activations
+    by name, initializers as {"class_name", "config"}."""
+    if key == "padding" and isinstance(value, str):
+        return value.lower()
+    if key == "activation" and callable(value):
+        return getattr(value, "__name__", str(value))
+    if isinstance(value, _init.Initializer):
+        return _init.to_keras(value)
+    if isinstance(value, Layer):
+        return {"module": "keras.layers", "class_name": type(value).__name__,
+                "config": value.get_config(), "registered_name": None}
+    return value
+
+
+def regularizer_factors(spec, where="") -> tuple:
+    """(l1, l2) of a Keras weight or activity regularizer: None, "l1" / "l2" (0.01), or
+    Keras's serialized L1, L2 or L1L2 ({"class_name": "L2", "config": {"l2": 0.01}})."""
+    if spec is None:
+        return 0.0, 0.0
+    if isinstance(spec, str) and spec.lower() in ("l1", "l2"):
+        return (0.01, 0.0) if spec.lower() == "l1" else (0.0, 0.01)
+    if isinstance(spec, dict) and spec.get("class_name") in ("L1", "L2", "L1L2", "l1",
+                                                               "l2", "l1_l2"):
+        config = spec.get("config") or {}
+        return float(config.get("l1", 0.0)), float(config.get("l2", 0.0))
+    raise AttrError(f"{where}regularizer {spec!r} is not supported (l1, l2, L1, L2, "
+                    f"L1L2)")
+
+
+# Keras's regularizer keys whose weight attribute has another name
+_REGULARIZED = {"depthwise": "depthwise_kernel", "pointwise": "pointwise_kernel",
+                "recurrent": "recurrent_kernel"}
+
+
+def _penalty(t, factors):
+    l1, l2 = factors
+    terms = ([l1 * _ops.reduce_sum(_ops.abs(t))] if l1 else []) + \
+        ([l2 * _ops.reduce_sum(_ops.square(t))] if l2 else [])
+    return None if not terms else terms[0] if len(terms) == 1 else terms[0] + terms[1]
+
+
+def regularization_loss(layers):
+    """The sum of the layers' regularization penalties, as Keras adds them to the loss:
+    each weight regularizer's l1 * sum|w| + l2 * sum w^2 and each activity
+    regularizer's penalty of the layer's last output over the batch size (inner layers
+    of TimeDistributed and Bidirectional included); None if there are none."""
+    total = None
+    stack = list(layers)
+    while stack:
+        layer = stack.pop(0)
+        stack.extend(v for k, v in vars(layer).items()
+                     if isinstance(v, Layer) and k in ("layer", "forward_layer",
+                                                       "backward_layer"))
+        terms = [getattr(layer, "activity_loss", None)]
+        for key, spec in getattr(layer, "regularizers", {}).items():
+            name = key[:-len("_regularizer")]
+            weight = getattr(layer, _REGULARIZED.get(name, name), None)
+            if key.endswith("_regularizer") and isinstance(weight, Variable) and \
+                    layer.trainable:
+                with weight.graph.as_default():
+                    terms.append(_penalty(weight, regularizer_factors(
+                        spec, f"{type(layer).__name__} '{layer.name}': ")))
+        for term in terms:
+            if term is not None:
+                total = term if total is None else total + term
+    return total
+
+
+def layer_from_config(entry):
+    """A layer from Keras's serialized form {"class_name": ..., "config": {...}} (the
+    nested layer of TimeDistributed, ...), by its Keras class name in ff.keras.layers."""
+    if isinstance(entry, Layer):
+        return entry
+    if not isinstance(entry, dict) or "class_name" not in entry:
+        raise AttrError(f"a layer config must be {{'class_name': ..., 'config': ...}}, "
+                        f"got {entry!r}")
+    name = entry["class_name"]
+    cls = globals().get(name) if name in __all__ else None
+    if not (isinstance(cls, type) and issubclass(cls, Layer)):
+        raise AttrError(f"layer class {name!r} is not one fragflow has "
+                        f"(ff.keras.layers; docs/KERAS.md lists them)")
+    return cls.from_config(dict(entry.get("config", {})))
+
+
+def export(module_all, namespace):
+    """Put a layers_*.py module's layers into ff.layers (ff.keras.layers)."""
+    module = sys.modules[__name__]
+    for name in module_all:
+        setattr(module, name, namespace[name])
+        MISSING_LAYERS.pop(name, None)
+    __all__.extend(n for n in module_all if n not in __all__)
 
 
 # -- the base class ------------------------------------------------------------------
@@ -152,10 +278,37 @@ class Layer:
 
     # Keras's supports_masking: the output keeps the input's Keras mask (batch, time)
     supports_masking = False
+    # takes data_format="channels_first": its inputs (and outputs of the same rank) are
+    # transposed to and from channels_last around build and call
+    channels_first_ok = False
 
-    def __init__(self, name=None, trainable=True, input_shape=None, **kwargs):
+    def __init__(self, name=None, trainable=True, input_shape=None, dtype=None, **kwargs):
+        # Keras's keywords that configs carry: regularizers and constraints are kept
+        # (get_config gives them back; fit does not apply them: docs/KERAS.md), the
+        # others fragflow takes at their defaults only
+        self.regularizers = {k: kwargs.pop(k) for k in list(kwargs)
+                             if k.endswith(("_regularizer", "_constraint"))}
+        if self.channels_first_ok:
+            self.data_format = kwargs.pop("data_format", None) or "channels_last"
+            if self.data_format not in ("channels_last", "channels_first"):
+                raise AttrError(f"{type(self).__name__}: data_format must be "
+                                f"'channels_last' or 'channels_first', got "
+                                f"{self.data_format!r}")
+        for key in [k for k in kwargs if k in KERAS_AT_DEFAULT]:
+            value = kwargs.pop(key)
+            if value not in KERAS_AT_DEFAULT[key]:
+                raise AttrError(f"{type(self).__name__} '{name or _snake(type(self).__name__)}'"
+                                f": {key}={value!r} is not supported (fragflow takes "
+                                f"{KERAS_AT_DEFAULT[key][0]!r}; docs/KERAS.md)")
+        shape = kwargs.pop("batch_input_shape", None) or kwargs.pop("batch_shape", None)
+        if shape is not None and input_shape is None:
+            input_shape = tuple(shape)[1:]
+        input_dim = kwargs.pop("input_dim", None)        # Keras 2's Dense(input_dim=4)
+        if input_dim is not None and input_shape is None:
+            input_shape = (int(input_dim),)
         if kwargs:
             raise _unexpected_argument(type(self), sorted(kwargs)[0])
+        self.dtype = _float_dtype(self, name, dtype)
         self._requested_name = name
         self._scope_name = None          # TF1's tf.layers.* in a variable_scope: 'scope/name'
         self._source = user_location()     # its ops point here when a model builds them
@@ -185,9 +338,69 @@ class Layer:
     def count_params(self) -> int:
         return sum(math.prod(w.shape) for w in self.weights)
 
+    def get_weights(self, session=None) -> list:
+        """The weights' values (numpy arrays, in Keras's order): from session, or
+        without one their initial values."""
+        return [np.array(session.get(w) if session is not None else w.initial_value)
+                for w in self.weights]
+
+    def set_weights(self, weights, session=None) -> None:
+        """Set the weights (in self.weights' order, Keras's): in session, or on a layer
+        not built yet as the values its Variables start from (what a model read from a
+        file does: from_config, set_weights, then call)."""
+        weights = [np.asarray(v, np.float32) for v in weights]
+        if session is None and not self.built:
+            self._pending_weights = weights
+            return
+        if session is None:
+            raise FragflowError(f"{type(self).__name__} '{self.name}' is built: its weights "
+                                f"live in a session; call set_weights(weights, session)")
+        if len(weights) != len(self.weights):
+            raise ShapeError(f"{type(self).__name__} '{self.name}' has "
+                             f"{len(self.weights)} weights, got {len(weights)} arrays")
+        for var, value in zip(self.weights, weights):
+            _check_weight_shape(self, var.name, tuple(var.shape), value)
+            session.set(var, value)
+
+    def get_config(self) -> dict:
+        """Keras 3's config of the layer: name, trainable, dtype and its constructor's
+        arguments under Keras's keys (what from_config and Keras's own from_config
+        take)."""
+        config = {"name": self.name, "trainable": self.trainable, "dtype": self.dtype}
+        for klass in type(self).__mro__:
+            init = vars(klass).get("__init__")
+            if init is None or klass is Layer:
+                continue
+            for key in inspect.signature(init).parameters:
+                if key not in ("self", "kwargs", "kw") and key not in config and \
+                        hasattr(self, key):
+                    config[key] = _config_value(key, getattr(self, key))
+        if self.channels_first_ok:
+            config.setdefault("data_format", self.data_format)
+        config.update(self.regularizers)
+        return config
+
+    @classmethod
+    def from_config(cls, config: dict):
+        """The layer a Keras 3 (or 2) config describes: its keys as the constructor's
+        keywords, initializers given as Keras's {"class_name", "config"} dicts."""
+        if not isinstance(config, dict):
+            raise AttrError(f"{cls.__name__}.from_config needs a dict, got {config!r}")
+        kwargs = {k: (_init.from_keras(v) if k.endswith("_initializer") else v)
+                  for k, v in config.items()}
+        return cls(**kwargs)
+
     def add_weight(self, name, shape, initializer="zeros", trainable=True) -> Variable:
         """A float32 Variable named '<layer>/<name>', initialised by initializer."""
-        value = _init.get(initializer)(tuple(shape))
+        if _PENDING:                     # set_weights before the build (__call__)
+            pending = _PENDING[-1]
+            if pending[1] >= len(pending[0]):
+                raise ShapeError(f"{type(self).__name__} '{self.name}': set_weights gave "
+                                 f"{len(pending[0])} arrays, the layer has more weights")
+            value = _check_weight_shape(self, name, tuple(shape), pending[0][pending[1]])
+            pending[1] += 1
+        else:
+            value = _init.get(initializer)(tuple(shape))
         if value.shape != tuple(shape):
             raise ShapeError(f"{self.name}: initializer {initializer!r} gave shape "
                              f"{list(value.shape)} for weight {name} of shape {list(shape)}")
@@ -196,26 +409,69 @@ class Layer:
         return var
 
     # -- calling ---------------------------------------------------------------------
-    def __call__(self, inputs, training=False):
-        x = inputs if isinstance(inputs, Tensor) else wrap(as_tensor_value(inputs))
-        graph = x.graph
-        if not self.built:
-            self._claim_name(graph)
-            self.graph = graph
+    def __call__(self, inputs, training=False, **kwargs):
+        """The layer on a tensor, or on a list of tensors (the merging layers,
+        attention); keywords other than training go to call (a mask, ...)."""
+        several = isinstance(inputs, (list, tuple))
+        xs = [t if isinstance(t, Tensor) else wrap(as_tensor_value(t))
+              for t in (inputs if several else [inputs])]
+        if not xs:
+            raise ShapeError(f"{type(self).__name__} '{self.name}' needs at least one "
+                             f"input, got an empty list")
+        x, graph = xs[0], xs[0].graph
+        if any(t.graph is not graph for t in xs):
+            raise FragflowError(f"{type(self).__name__} '{self.name}': its inputs belong "
+                                f"to different graphs")
+        first = self.channels_first_ok and self.data_format == "channels_first"
+        originals = xs
+        if first:
+            with graph.as_default():
+                xs = [_channels(t, last=True) for t in xs]
+            x = xs[0]
+        # weights set before the build: every weight made while the layer is built and
+        # first called (its own, and its inner layers' in Keras's order) takes the next
+        pending = None if self.built else self.__dict__.pop("_pending_weights", None)
+        if pending is not None:
+            _PENDING.append([pending, 0])
+        try:
+            if not self.built:
+                self._claim_name(graph)
+                self.graph = graph
+                with graph.as_default(), graph.name_scope(self._scope()), \
+                        _built_at(graph, self._source, sys._getframe(1)):
+                    self.build([tuple(t.shape) for t in xs] if several else tuple(x.shape))
+                self.built = True
+            elif graph is not self.graph:
+                raise FragflowError(f"layer '{self.name}' was built in graph "
+                                    f"'{self.graph.name}'; it cannot be called on a tensor "
+                                    f"of graph '{graph.name}'")
             with graph.as_default(), graph.name_scope(self._scope()), \
                     _built_at(graph, self._source, sys._getframe(1)):
-                self.build(tuple(x.shape))
-            self.built = True
-        elif graph is not self.graph:
-            raise FragflowError(f"layer '{self.name}' was built in graph "
-                                f"'{self.graph.name}'; it cannot be called on a tensor of "
-                                f"graph '{graph.name}'")
-        with graph.as_default(), graph.name_scope(self._scope()), \
-                _built_at(graph, self._source, sys._getframe(1)):
-            out = self.call(x, training=bool(training))
+                out = self.call(xs if several else x, training=bool(training), **kwargs)
+        finally:
+            if pending is not None:
+                _PENDING.pop()
+        if pending is not None and len(pending) != len(self.weights):
+            raise ShapeError(f"{type(self).__name__} '{self.name}' has "
+                             f"{len(self.weights)} weights, set_weights gave "
+                             f"{len(pending)} arrays")
+        spec = self.regularizers.get("activity_regularizer")
+        if spec is not None and isinstance(out, Tensor):    # Keras: over the batch size
+            with graph.as_default(), graph.name_scope(self._scope()):
+                penalty = _penalty(out, regularizer_factors(spec, f"{self.name}: "))
+                if penalty is not None:
+                    self.activity_loss = penalty / _ops.cast(_shape_of(out)[0],
+                                                             "float32")
+        if first:                        # back to channels_first; the calls recorded
+            with graph.as_default():     # on the caller's tensors
+                out = _channels(out, last=False)
+            xs, x = originals, originals[0]
         if isinstance(out, Tensor):      # what ff.Model(inputs, outputs) replays
-            CALLS.setdefault(graph, {}).setdefault(out.value, []).append((self, x.value))
-            mask = keras_mask(x) if self.supports_masking else None
+            # several inputs: a tuple, which the functional model's chain walk does
+            # not follow (it replays a chain of one-input calls only)
+            key = tuple(t.value for t in xs) if several else x.value
+            CALLS.setdefault(graph, {}).setdefault(out.value, []).append((self, key))
+            mask = keras_mask(x) if self.supports_masking and not several else None
             if mask is not None and keras_mask(out) is None and \
                     len(out.shape) >= 2 and tuple(out.shape[:2]) == tuple(x.shape[:2]):
                 set_keras_mask(out, mask)
@@ -256,10 +512,28 @@ class Layer:
                               _trainable_weights=[], _non_trainable_weights=[], updates=[])
         scratch = Graph("shape")
         with scratch.as_default():
+            if isinstance(input_shape, list):        # a layer of several inputs
+                return tuple(clone([_ops.placeholder(tuple(s)) for s in input_shape]).shape)
             return tuple(clone(_ops.placeholder(tuple(input_shape))).shape)
 
     def __repr__(self):
         return f"<ff.layers.{type(self).__name__} '{self.name}'>"
+
+
+def _channels(t, last):
+    """A channels_first tensor as channels_last (last) or back; rank < 3 as it is."""
+    rank = len(t.shape)
+    if rank < 3:
+        return t
+    perm = (0, *range(2, rank), 1) if last else (0, rank - 1, *range(1, rank - 1))
+    return _ops.transpose(t, perm)
+
+
+def _check_weight_shape(layer, name, shape, value):
+    if tuple(value.shape) != tuple(shape):
+        raise ShapeError(f"{type(layer).__name__} '{layer.name}': weight '{name}' has "
+                         f"shape {list(shape)}, got {list(value.shape)}")
+    return value
 
 
 def _unexpected_argument(cls, key):
@@ -342,119 +616,8 @@ class Dense(Layer):
         return _activate(pre, self.activation)
 
 
-class _Conv(Layer):
-    """What the convolution layers share: strides, padding, dilation, bias, activation."""
-
-    def __init__(self, kernel_size, strides=(1, 1), padding="valid", dilation_rate=(1, 1),
-                 activation=None, use_bias=True, bias_initializer="zeros", **kwargs):
-        super().__init__(**kwargs)
-        self.kernel_size = _pair(kernel_size, "kernel_size")
-        self.strides = _pair(strides, "strides")
-        self.padding = _padding(padding)
-        self.dilation_rate = _pair(dilation_rate, "dilation_rate")
-        self.activation = _activation_name(activation)
-        self.use_bias = use_bias
-        self.bias_initializer = bias_initializer
-
-    def _conv(self, op, x, kernel, bias, strides, padding, dilations):
-        """op (conv2d or depthwise_conv2d) with bias and activation, as plain ops: the
-        fusion pass runs them in one kernel, and the backward pass reuses the forward
-        values (ff.fused.conv2d's gradient would recompute the convolution)."""
-        y = getattr(_ops, op)(x, kernel, strides=strides, padding=padding,
-                              dilations=dilations)
-        if bias is not None:
-            y = y + bias
-        return _activate(y, self.activation)
-
-
-class Conv2D(_Conv):
-    """2-D convolution of an NHWC input: kernel (kh, kw, in_channels, filters), bias
-    (filters,), then activation. padding "valid" or "same"."""
-
-    def __init__(self, filters, kernel_size, strides=(1, 1), padding="valid",
-                 dilation_rate=(1, 1), activation=None, use_bias=True,
-                 kernel_initializer="glorot_uniform", bias_initializer="zeros", **kwargs):
-        super().__init__(kernel_size, strides, padding, dilation_rate, activation,
-                         use_bias, bias_initializer, **kwargs)
-        self.filters = int(filters)
-        self.kernel_initializer = kernel_initializer
-
-    def build(self, input_shape):
-        _check_rank(self, input_shape, 4, "an NHWC image")
-        self.kernel = self.add_weight("kernel", self.kernel_size + (input_shape[-1],
-                                                                   self.filters),
-                                      self.kernel_initializer)
-        self.bias = self.add_weight("bias", (self.filters,), self.bias_initializer) \
-            if self.use_bias else None
-
-    def call(self, x, training=False):
-        return self._conv("conv2d", x, self.kernel, self.bias, self.strides, self.padding,
-                          self.dilation_rate)
-
-
-class DepthwiseConv2D(_Conv):
-    """Depthwise convolution: each input channel c has depth_multiplier filters of its
-    own; depthwise_kernel (kh, kw, in_channels, depth_multiplier), bias
-    (in_channels * depth_multiplier,), output channel c * depth_multiplier + m."""
-
-    def __init__(self, kernel_size, strides=(1, 1), padding="valid", depth_multiplier=1,
-                 dilation_rate=(1, 1), activation=None, use_bias=True,
-                 depthwise_initializer="glorot_uniform", bias_initializer="zeros",
-                 **kwargs):
-        super().__init__(kernel_size, strides, padding, dilation_rate, activation,
-                         use_bias, bias_initializer, **kwargs)
-        self.depth_multiplier = int(depth_multiplier)
-        self.depthwise_initializer = depthwise_initializer
-
-    def build(self, input_shape):
-        _check_rank(self, input_shape, 4, "an NHWC image")
-        channels = input_shape[-1]
-        self.depthwise_kernel = self.add_weight(
-            "depthwise_kernel", self.kernel_size + (channels, self.depth_multiplier),
-            self.depthwise_initializer)
-        self.bias = self.add_weight("bias", (channels * self.depth_multiplier,),
-                                    self.bias_initializer) if self.use_bias else None
-
-    def call(self, x, training=False):
-        return self._conv("depthwise_conv2d", x, self.depthwise_kernel, self.bias,
-                          self.strides, self.padding, self.dilation_rate)
-
-
-class SeparableConv2D(_Conv):
-    """A depthwise convolution (depthwise_kernel (kh, kw, in, depth_multiplier), no
-    bias) then a 1x1 convolution (pointwise_kernel (1, 1, in * depth_multiplier,
-    filters)) with the bias and activation: tf.nn.separable_conv2d's two ops."""
-
-    def __init__(self, filters, kernel_size, strides=(1, 1), padding="valid",
-                 dilation_rate=(1, 1), depth_multiplier=1, activation=None, use_bias=True,
-                 depthwise_initializer="glorot_uniform",
-                 pointwise_initializer="glorot_uniform", bias_initializer="zeros",
-                 **kwargs):
-        super().__init__(kernel_size, strides, padding, dilation_rate, activation,
-                         use_bias, bias_initializer, **kwargs)
-        self.filters = int(filters)
-        self.depth_multiplier = int(depth_multiplier)
-        self.depthwise_initializer = depthwise_initializer
-        self.pointwise_initializer = pointwise_initializer
-
-    def build(self, input_shape):
-        _check_rank(self, input_shape, 4, "an NHWC image")
-        channels = input_shape[-1]
-        self.depthwise_kernel = self.add_weight(
-            "depthwise_kernel", self.kernel_size + (channels, self.depth_multiplier),
-            self.depthwise_initializer)
-        self.pointwise_kernel = self.add_weight(
-            "pointwise_kernel", (1, 1, channels * self.depth_multiplier, self.filters),
-            self.pointwise_initializer)
-        self.bias = self.add_weight("bias", (self.filters,), self.bias_initializer) \
-            if self.use_bias else None
-
-    def call(self, x, training=False):
-        hidden = _ops.depthwise_conv2d(
-            x, self.depthwise_kernel, strides=self.strides, padding=self.padding,
-            dilations=self.dilation_rate)
-        return self._conv("conv2d", hidden, self.pointwise_kernel, self.bias, (1, 1),
-                          "VALID", (1, 1))
+# The convolution layers (Conv1D/2D/3D, transposed, depthwise, separable) are in
+# layers_conv.py.
 
 
 # -- normalisation and regularisation -------------------------------------------------
@@ -473,7 +636,9 @@ class BatchNormalization(Layer):
                  moving_mean_initializer="zeros", moving_variance_initializer="ones",
                  **kwargs):
         super().__init__(**kwargs)
-        self.axis, self.momentum, self.epsilon = axis, float(momentum), float(epsilon)
+        if isinstance(axis, (list, tuple)) and len(axis) == 1:     # Keras 2's [3]
+            axis = axis[0]
+        self.axis, self.momentum, self.epsilon = int(axis), float(momentum), float(epsilon)
         self.center, self.scale = center, scale
         self.beta_initializer, self.gamma_initializer = beta_initializer, gamma_initializer
         self.moving_mean_initializer = moving_mean_initializer
@@ -539,30 +704,10 @@ class Dropout(Layer):
         return _ops.dropout(x, self.rate, noise_shape=self.noise_shape, seed=self.seed)
 
 
-class GaussianNoise(Layer):
-    """Keras's GaussianNoise: training=True adds normal noise of standard deviation
-    stddev (a fresh draw each run, and each iteration in a loop's body); training=False:
-    the input itself. The input's shape must be known when the layer is called."""
-    supports_masking = True
-
-    def __init__(self, stddev, seed=None, **kwargs):
-        super().__init__(**kwargs)
-        if not float(stddev) >= 0.0:
-            raise AttrError(f"GaussianNoise's stddev must be >= 0, got {stddev}")
-        self.stddev, self.seed = float(stddev), seed
-
-    def call(self, x, training=False):
-        if not training or self.stddev == 0.0:
-            return x
-        if any(d is None for d in x.shape):
-            raise ShapeError(f"GaussianNoise '{self.name}' ({user_location()}): the "
-                             f"input's shape {x.shape} must be known to draw its noise")
-        return x + _ops.random_normal(tuple(x.shape), stddev=self.stddev, seed=self.seed)
-
-
 # -- pooling, reshaping, activations ---------------------------------------------------
 class _Pool2D(Layer):
     op = ""
+    channels_first_ok = True
 
     def __init__(self, pool_size=(2, 2), strides=None, padding="valid", **kwargs):
         super().__init__(**kwargs)
@@ -591,6 +736,7 @@ class AveragePool2D(_Pool2D):
 
 class _GlobalPool2D(Layer):
     reduce = ""
+    channels_first_ok = True
 
     def __init__(self, keepdims=False, **kwargs):
         super().__init__(**kwargs)
@@ -614,7 +760,9 @@ class GlobalMaxPool2D(_GlobalPool2D):
 
 
 class Flatten(Layer):
-    """(N, d1, d2, ...) -> (N, d1 * d2 * ...): a reshape (a view, no kernel)."""
+    """(N, d1, d2, ...) -> (N, d1 * d2 * ...): a reshape (a view, no kernel); with
+    data_format="channels_first" the channels are moved last first (Keras's)."""
+    channels_first_ok = True
 
     def call(self, x, training=False):
         shape = tuple(x.shape)
@@ -650,14 +798,6 @@ class Softmax(Layer):
         if self.axis in (-1, len(x.shape) - 1):
             return _activate(x, "softmax")
         return _ops.softmax(x, axis=self.axis)
-
-
-class ReLU(Layer):
-    """max(x, 0) (Keras's layers.ReLU without its options)."""
-    supports_masking = True          # Keras: the mask goes on
-
-    def call(self, x, training=False):
-        return _ops.relu(x)
 
 
 class Reshape(Layer):
@@ -768,10 +908,14 @@ def conv2d(inputs, filters, kernel_size, strides=(1, 1), padding="valid",
            trainable=True, name=None, reuse=None):
     """A new Conv2D layer applied to NHWC inputs (tf.layers.conv2d)."""
     _channels_last(data_format)
-    return _tf1_layer(lambda n: Conv2D(filters, kernel_size, strides, padding, dilation_rate,
-                                       activation, use_bias,
-                                       kernel_initializer or "glorot_uniform",
-                                       bias_initializer, trainable=trainable, name=n),
+    from .layers_conv import Conv2D  # layers_conv.py builds on this module
+    return _tf1_layer(lambda n: Conv2D(filters, kernel_size, strides, padding,
+                                       dilation_rate=dilation_rate, activation=activation,
+                                       use_bias=use_bias,
+                                       kernel_initializer=kernel_initializer
+                                       or "glorot_uniform",
+                                       bias_initializer=bias_initializer,
+                                       trainable=trainable, name=n),
                       name, reuse)(inputs)
 
 
@@ -853,38 +997,45 @@ def _channels_last(data_format):
 
 
 class InputLayer(Layer):
-    """Keras's InputLayer(input_shape=...): passes its input on; Sequential reads the
-    shape from it."""
+    """Keras's InputLayer(shape=...) (Keras 2: input_shape=, batch_input_shape=; Keras
+    3's config: batch_shape=): passes its input on; Sequential reads the shape from it.
+    dtype is the input's (int32 for token ids)."""
 
     def __init__(self, input_shape=None, batch_size=None, dtype=None, name=None, **kw):
+        for key in ("sparse", "ragged", "optional"):
+            if kw.pop(key, None):
+                raise AttrError(f"InputLayer '{name or 'input_layer'}': {key}=True is not "
+                                f"supported")
+        batch_shape = kw.pop("batch_shape", None) or kw.pop("batch_input_shape", None)
+        if batch_shape is not None:
+            batch_size, input_shape = batch_shape[0], tuple(batch_shape)[1:]
         super().__init__(name=name, input_shape=input_shape or kw.pop("shape", None), **kw)
+        self.batch_size = batch_size
+        self.input_dtype = "float32" if dtype is None else \
+            (dtype.get("config", {}).get("name") if isinstance(dtype, dict) else str(dtype))
 
     def call(self, x, training=False):
         return x
 
+    def get_config(self) -> dict:
+        return {"batch_shape": (self.batch_size,) + tuple(self.input_shape or ()),
+                "dtype": self.input_dtype, "sparse": False, "ragged": False,
+                "name": self.name, "optional": False}
 
-# Keras layers fragflow knows it lacks, with what to use (docs/TENSORFLOW.md)
+
+# Keras layers fragflow knows it lacks, with what to use (docs/KERAS.md lists every
+# layer it has)
 MISSING_LAYERS = {
-    **dict.fromkeys(["ConvLSTM2D", "TimeDistributed"],
-                    "use SimpleRNN / LSTM / GRU / RNN(cell) (and Bidirectional)"),
-    **dict.fromkeys(["Conv1D", "Conv3D", "Conv2DTranspose", "Conv3DTranspose"],
-                    "use ff.nn.conv1d / conv3d / conv2d_transpose with a Variable"),
-    **dict.fromkeys(["LayerNormalization", "GroupNormalization"],
-                    "use ff.layer_normalization(x, ...) between layers (frontend ops)"),
-    **dict.fromkeys(["Attention", "MultiHeadAttention", "AdditiveAttention"],
-                    "compose it from ff.matmul and ff.nn.softmax"),
-    **dict.fromkeys(["Lambda"], "call the function on the tensor between layers "
-                                "(ff.Model over ff.keras.Input)"),
-    **dict.fromkeys(["Concatenate", "Add", "Multiply", "Average", "Maximum"],
-                    "ff.concat / + / * between layers (ff.Model over ff.keras.Input)"),
-    **dict.fromkeys(["UpSampling2D", "ZeroPadding2D", "Cropping2D"],
-                    "ff.image.resize / ff.pad / slicing between layers"),
-    **dict.fromkeys(["Rescaling", "Normalization", "TextVectorization", "RandomFlip",
-                     "RandomRotation", "Resizing", "CenterCrop"],
+    "ConvLSTM2D": "use SimpleRNN / LSTM / GRU / RNN(cell) (and Bidirectional) over "
+                  "TimeDistributed(Conv2D)",
+    "Lambda": "call the function on the tensor between layers (ff.Model over "
+              "ff.keras.Input)",
+    **dict.fromkeys(["TextVectorization", "StringLookup", "IntegerLookup", "Hashing",
+                     "Discretization", "CategoryEncoding"],
                     "preprocess with numpy before fit"),
-    "LeakyReLU": "Activation(ff.nn.leaky_relu) or activation=ff.nn.leaky_relu",
-    "PReLU": "not supported: use Activation(ff.nn.leaky_relu)",
-    "SpatialDropout2D": "Dropout(rate, noise_shape=...)",
+    **dict.fromkeys(["RandomFlip", "RandomRotation", "RandomZoom", "RandomCrop",
+                     "RandomTranslation", "RandomContrast"],
+                    "augment the data with numpy before fit"),
 }
 
 

@@ -28,7 +28,15 @@ from ..ir.errors import AttrError, ShapeError
 from ..ir.graph import get_default_graph
 from ..ir.source import user_location
 from . import initializers as _init, layers as _layers, ops as _ops
-from .layers import CALLS, Layer, _activation_name, activation_fn, keras_mask, set_keras_mask
+from .layers import (
+    CALLS,
+    Layer,
+    _activation_name,
+    activation_fn,
+    keras_mask,
+    layer_from_config,
+    set_keras_mask,
+)
 from .rnn import RNNError, recurrence
 from .tensor import Tensor, as_tensor_value, wrap
 
@@ -293,12 +301,6 @@ class _Recurrent(Layer):
         batch, time = input_shape[0], input_shape[1]
         return (batch, time, self.units) if self.return_sequences else (batch, self.units)
 
-    def get_config(self) -> dict:
-        return {"units": self.units, "return_sequences": self.return_sequences,
-                "return_state": self.return_state, "go_backwards": self.go_backwards,
-                "dropout": self.dropout, "recurrent_dropout": self.recurrent_dropout,
-                **({"recurrent_dropout_per_step": True} if self.recurrent_dropout_per_step
-                   else {})}
 
 
 class SimpleRNN(_Recurrent):
@@ -316,6 +318,11 @@ class SimpleRNN(_Recurrent):
 
     def _mask_count(self):
         return 1                                    # Keras: one mask, whatever the gates
+
+    def get_config(self) -> dict:
+        config = super().get_config()
+        del config["recurrent_activation"]          # SimpleRNN has none
+        return config
 
     def step(self, xw, h):
         h = activation_fn(self.activation)(
@@ -435,9 +442,6 @@ class Masking(Layer):
         set_keras_mask(out, keep)
         return out
 
-    def get_config(self) -> dict:
-        return {"mask_value": self.mask_value}
-
 
 _MERGE_MODES = ("concat", "sum", "mul", "ave", None)
 
@@ -476,6 +480,9 @@ class Bidirectional(Layer):
 
     def __init__(self, layer, merge_mode="concat", weights=None, backward_layer=None,
                  **kwargs):
+        layer = layer_from_config(layer)          # a layer, or Keras's serialized form
+        if backward_layer is not None:
+            backward_layer = layer_from_config(backward_layer)
         if not isinstance(layer, _Recurrent):
             raise AttrError(f"Bidirectional needs a recurrent layer (SimpleRNN, LSTM, GRU), "
                             f"got {type(layer).__name__}")
@@ -586,7 +593,14 @@ class Bidirectional(Layer):
         return shape
 
     def get_config(self) -> dict:
-        return {"merge_mode": self.merge_mode, "layer": self.forward_layer.get_config()}
+        """Keras 3's: merge_mode and both layers serialized ({"class_name", "config"})."""
+        config = {"name": self.name, "trainable": self.trainable, "dtype": self.dtype,
+                  "merge_mode": self.merge_mode}
+        for key, sub in (("layer", self.forward_layer), ("backward_layer",
+                                                         self.backward_layer)):
+            config[key] = {"module": "keras.layers", "class_name": type(sub).__name__,
+                           "config": sub.get_config(), "registered_name": None}
+        return config
 
     def __repr__(self):
         return f"<ff.layers.Bidirectional '{self.name}' of {self.forward_layer!r}>"

@@ -29,7 +29,7 @@ import numpy as np
 from ...ir.errors import AttrError, FragflowError, SerializationError, ShapeError
 from ...ir.graph import Graph
 from .. import ops as _ops, optim as _optim
-from ..layers import CALLS, BatchNormalization, Dropout, GaussianNoise, Layer
+from ..layers import CALLS, BatchNormalization, Dropout, Layer, regularization_loss
 from ..session import Session
 from ..tensor import Tensor
 from .losses import LOSSES, sparse_categorical_crossentropy
@@ -323,6 +323,11 @@ class Sequential:
                           (sparse_categorical_accuracy if self._sparse_labels() else
                            binary_accuracy if self.output.shape[-1] == 1 else
                            categorical_accuracy) for fn in self._metric_fns]
+            with _ops.name_scope("evaluation"):
+                # the layers' regularizers, added to the loss as Keras adds them (the
+                # activity penalties of the inference ops here, of the training ops
+                # below)
+                eval_penalty = regularization_loss(self.layers)
             with _ops.name_scope("training"):
                 before = [len(layer.updates) for layer in self.layers]
                 # layers that train as they infer (no Dropout, no BatchNormalization)
@@ -331,6 +336,9 @@ class Sequential:
                     if any(_training_dependent(layer) for layer in self.layers) \
                     else self.output
                 loss = _ops.mean(per_example(self.loss, labels, out, "loss"))
+                penalty = regularization_loss(self.layers)
+                if penalty is not None:
+                    loss = loss + penalty
                 metrics = [_ops.mean(per_example(fn, labels, out, "metric"))
                            for fn in metric_fns]
                 updates = [u for layer, n in zip(self.layers, before)
@@ -339,6 +347,8 @@ class Sequential:
                 op = _optim.group(step, *updates, name="train_op")
             with _ops.name_scope("evaluation"):
                 eval_loss = per_example(self.loss, labels, self.output, "loss")
+                if eval_penalty is not None:
+                    eval_loss = eval_loss + eval_penalty
                 eval_metrics = [per_example(fn, labels, self.output, "metric")
                                 for fn in metric_fns]
         self.labels = labels
@@ -569,5 +579,5 @@ class Model(Sequential):
 
 
 def _training_dependent(layer) -> bool:
-    return isinstance(layer, (BatchNormalization, Dropout, GaussianNoise)) or \
-        bool(getattr(layer, "training_dependent", False))     # RNNs with dropout
+    return isinstance(layer, (BatchNormalization, Dropout)) or \
+        bool(getattr(layer, "training_dependent", False))     # RNNs with dropout, noise

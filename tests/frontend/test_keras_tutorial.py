@@ -165,7 +165,7 @@ def test_embedding_in_a_sequential_takes_float_ids():
 
 def test_a_missing_keras_layer_says_what_to_use_and_where():
     with pytest.raises(AttributeError) as err:
-        tf.keras.layers.TimeDistributed
+        tf.keras.layers.ConvLSTM2D
     text = str(err.value)
     assert "fragflow.keras.layers" in text and "docs/TENSORFLOW.md" in text
     assert "LSTM" in text and "Bidirectional" in text and "frontend" not in text

@@ -211,8 +211,8 @@ def test_unsupported_arguments_and_bad_inputs_are_clear():
     g = ff.Graph()
     with g.as_default(), pytest.raises(ff.ShapeError, match=r"\(batch, time, features\)"):
         ff.keras.layers.LSTM(4)(ff.placeholder((None, 3)))
-    with pytest.raises(AttributeError, match="TimeDistributed.*Bidirectional"):
-        ff.keras.layers.TimeDistributed  # noqa: B018
+    with pytest.raises(AttributeError, match="ConvLSTM2D.*Bidirectional"):
+        ff.keras.layers.ConvLSTM2D  # noqa: B018
 
 
 def test_keras_lstm_on_gl_equals_numpy(gl):
