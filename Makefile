@@ -22,9 +22,11 @@ install: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
-# fragflow.distributed on a local Ray instance (minutes on 2 cores: outside make test).
+# fragflow.distributed on a local Ray instance, and examples/distributed_digits.py run as
+# the README runs it (minutes on 2 cores: outside make test).
 test-ray: $(STAMP)
-	FRAGFLOW_RAY_TESTS=1 $(BIN)/python -m pytest -q tests/distributed/test_ray.py
+	FRAGFLOW_RAY_TESTS=1 $(BIN)/python -m pytest -q tests/distributed/test_ray.py \
+		tests/test_examples.py::test_distributed_digits_trains_as_one_process_does
 
 lint: $(STAMP)   # ruff: lint and import order, rules in pyproject.toml [tool.ruff]; `make test` runs it too (tests/test_lint.py)
 	$(BIN)/python -m ruff check .

@@ -288,6 +288,10 @@ def divide_no_nan(x, y, name=None):
         return where(zero, 0.0, div(x, safe))
 
 
+div_no_nan = divide_no_nan   # TensorFlow 1's name (tf.div_no_nan, tf.math.div_no_nan)
+__all__.append("div_no_nan")
+
+
 @_export
 def logical_xor(x, y, name=None):
     """x != y for bools: (x or y) and not (x and y), as tf.math.logical_xor."""

@@ -5,7 +5,14 @@ convolution: dy correlated with the filter turned 180 degrees (spatially reverse
 and out channels swapped), padded by k - 1 - pad on each side. The forward
 convolution's kernel has vec4 fast paths that the scatter-shaped backprop kernel lacks,
 so training graphs run this way (measured on llvmpipe: the digits CNN's step's
-slowest kernel, 16 ms, becomes a few ms)."""
+slowest kernel, 16 ms, becomes a few ms).
+
+The turned filter is one gather of the flat filter at constant indices instead of a
+strided_slice and a transpose where the Tuning the pass is given says so
+(`tuning.conv.backprop_one_gather`, filters up to `backprop_one_gather_max` elements):
+one launch fewer. W13's conv2 input gradient (dy 64x4x4x16, filter 3x3x8x16), turn +
+conv + stitch with a readback, in-process A/B medians 769 -> 684 us. Without a Tuning
+(a PassManager made without one) the pass turns it the plain way."""
 from __future__ import annotations
 
 import math
@@ -16,16 +23,13 @@ from ..ir.ops import conv as _conv
 from ..ir.ops.shape import index_spec
 from .rewrite import rebuild
 
-# The turned filter as one gather of the flat filter at constant indices instead of a
-# strided_slice and a transpose: one launch fewer. W13's conv2 input gradient (dy
-# 64x4x4x16, filter 3x3x8x16), turn + conv + stitch with a readback, in-process A/B
-# medians 769 -> 684 us. Filters up to ONE_GATHER_MAX elements (the indices are a
-# constant as big as the filter).
-ONE_GATHER = True
-ONE_GATHER_MAX = 1 << 18
 
+def conv_backprop_input_as_conv(graph, report, tuning=None):
+    """tuning: the compile's Tuning (codegen/tuning), handed in by the PassManager: its
+    conv.backprop_one_gather and backprop_one_gather_max; None: no gather."""
+    one_gather_max = tuning.conv.backprop_one_gather_max \
+        if tuning is not None and tuning.conv.backprop_one_gather else -1
 
-def conv_backprop_input_as_conv(graph, report):
     def transform(node, inputs, new, mapping):
         if node.op != "conv2d_backprop_input":
             return None
@@ -42,7 +46,7 @@ def conv_backprop_input_as_conv(graph, report):
         if any(p < 0 for pair in pads for p in pair):
             return None
         common = dict(scope=node.scope, source=node.source)
-        if ONE_GATHER and math.prod(w.shape) <= ONE_GATHER_MAX:
+        if math.prod(w.shape) <= one_gather_max:
             # one gather of the flat filter at constant indices: one kernel, not a
             # strided_slice and a transpose (W13's conv2 input gradient: -1 launch)
             index = np.arange(math.prod(w.shape), dtype=np.int32).reshape(w.shape)

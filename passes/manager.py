@@ -38,8 +38,8 @@ class Pass:
     name: str
     run: Callable          # (Graph, report: list of str, **options) -> Graph
     doc: str = ""
-    # the target's limits the pass plans with, passed as keyword arguments (names from
-    # PassManager.options, e.g. "max_texture_units")
+    # the target's limits the pass plans with, and "tuning" (the compile's Tuning, whose
+    # knobs it reads), passed as keyword arguments (names from PassManager.options)
     options: tuple = ()
 
 
@@ -68,8 +68,8 @@ register_pass("layout_transposes",
               "reductions (an imported NCHW model's layout changes)")(
     layout_transposes.remove_layout_transposes)
 register_pass("conv_backprop_as_conv",
-              "stride-1 conv2d input gradients as convolutions (vec4 kernels)")(
-    conv_lowering.conv_backprop_input_as_conv)
+              "stride-1 conv2d input gradients as convolutions (vec4 kernels)",
+              options=("tuning",))(conv_lowering.conv_backprop_input_as_conv)
 register_pass("fold_batch_norm",
               "per-channel scales after conv/matmul (inference batch norm) into weights")(
     fold_batch_norm.fold_batch_norm)
@@ -105,13 +105,16 @@ class PassManager:
     """Runs passes in order. max_texture_units: how many textures one kernel may read
     (the GL context's GL_MAX_TEXTURE_IMAGE_UNITS; GL 3.3's 16 when not given);
     max_draw_buffers: how many render targets one kernel may write (GL_MAX_DRAW_BUFFERS;
-    GL 3.3's 8 when not given); subgraphs: whether the passes also run inside
-    loop bodies and branches (None: where max_texture_units is None, the numpy
-    executor's pipeline; see the module docstring)."""
+    GL 3.3's 8 when not given); tuning: the compile's Tuning (codegen/tuning), handed
+    to the passes that read knobs of it (the driver gives one; passes never import
+    codegen); subgraphs: whether the passes also run inside loop bodies and branches
+    (None: where max_texture_units is None, the numpy executor's pipeline; see the
+    module docstring)."""
 
     def __init__(self, passes=None, disable=(), dump_dir: str | None = None,
                  verify_each: bool | None = None, max_texture_units: int | None = None,
-                 max_draw_buffers: int | None = None, subgraphs: bool | None = None):
+                 max_draw_buffers: int | None = None, subgraphs: bool | None = None,
+                 tuning=None):
         names = list(DEFAULT_PIPELINE if passes is None else passes)
         if max_texture_units is not None:      # a GPU's plan; the numpy executor has none
             names += [n for n in REQUIRED_PASSES if n not in names]
@@ -128,7 +131,8 @@ class PassManager:
         self.options = {"max_texture_units": split_wide.DEFAULT_TEXTURE_UNITS
                         if max_texture_units is None else int(max_texture_units),
                         "max_draw_buffers": split_wide.DEFAULT_DRAW_BUFFERS
-                        if max_draw_buffers is None else int(max_draw_buffers)}
+                        if max_draw_buffers is None else int(max_draw_buffers),
+                        "tuning": tuning}
 
     def run(self, graph: Graph) -> Graph:
         self._dump(0, "prune", graph, None, [])

@@ -81,7 +81,7 @@ class _SubPlan:
         types = dict(feed_values)
         optimized = optimize(graph, fetches, types,
                              max_texture_units=backend.max_texture_units,
-                             max_draw_buffers=backend.max_draw_buffers)
+                             max_draw_buffers=backend.max_draw_buffers, tuning=owner.tuning)
         self.names = [optimized.feed_names.get(v) for v in types]
         self.windows: dict = {}
         if has_control_flow(optimized.graph):

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from ..codegen.kernel import LoweredGraph
 from ..codegen.lower import lower
+from ..codegen.tuning import Tuning
 from ..ir.graph import Graph
 from ..passes import PassManager, prune
 from . import plan_cache
@@ -69,14 +70,16 @@ class Compiled:
 
 def optimize(graph: Graph, fetches, feed_types: dict, passes=None, disable=(),
              dump_dir: str | None = None, max_texture_units: int | None = None,
-             max_draw_buffers: int | None = None) -> Optimized:
+             max_draw_buffers: int | None = None, tuning: Tuning | None = None) -> Optimized:
     """prune to what the fetches (Values of graph) need with the feeds' types
     ({Value: TensorType}), then the pass pipeline (passes: names, None for the default
-    one; disable: names left out; dump_dir: as FRAGFLOW_DUMP_PASSES)."""
+    one; disable: names left out; dump_dir: as FRAGFLOW_DUMP_PASSES; tuning: the knobs
+    the passes read, codegen/tuning; None: llvmpipe's defaults, Tuning())."""
     compiled, mapping = prune(graph, list(fetches), feed_types)
     manager = PassManager(passes=passes, disable=disable, dump_dir=dump_dir,
                           max_texture_units=max_texture_units,
-                          max_draw_buffers=max_draw_buffers)
+                          max_draw_buffers=max_draw_buffers,
+                          tuning=Tuning() if tuning is None else tuning)
     compiled = manager.run(compiled)
     names = {v: mapping[v].name for v in feed_types if v in mapping}
     return Optimized(compiled, names, manager.fusion_report)
@@ -119,7 +122,7 @@ def compile(graph: Graph, fetches, feed_types: dict, backend="gl", variables=Non
                               f"({type(exc).__name__}: {exc}); compiling again",
                               stacklevel=2)
         optimized = optimize(graph, fetches, feed_types, passes, disable, dump_dir,
-                             backend.max_texture_units, backend.max_draw_buffers)
+                             backend.max_texture_units, backend.max_draw_buffers, tuning)
         if backend.limits is not None and has_control_flow(optimized.graph):
             # while_loop, cond, scan: their sub-graphs run as plans of their own
             plan = ControlFlowPlan(backend, optimized.graph, variables, initial, tuning)
@@ -179,4 +182,5 @@ def _cached(entry, graph, fetches, feed_types, backend, variables, initial,
         plan, names, report, variables, lowered,
         _make_graph=lambda: optimize(graph, fetches, feed_types,
                                      max_texture_units=backend.max_texture_units,
-                                     max_draw_buffers=backend.max_draw_buffers).graph)
+                                     max_draw_buffers=backend.max_draw_buffers,
+                                     tuning=tuning).graph)

@@ -52,6 +52,12 @@ class ConvTuning:
     depthwise_lod_fetch: bool = True
     # pools four channels a fragment: windows up to this many taps (unrolled)
     pool_max_taps: int = 64
+    # the pass conv_backprop_as_conv (passes/conv_lowering.py) turns a stride-1 input
+    # gradient's filter by one gather of the flat filter at constant indices (one launch)
+    # rather than a strided_slice and a transpose, for filters of up to
+    # backprop_one_gather_max elements (the indices are a constant as big as the filter)
+    backprop_one_gather: bool = True
+    backprop_one_gather_max: int = 1 << 18
 
 
 LLVMPIPE = ConvTuning()

@@ -15,6 +15,7 @@ import types as _types
 
 import numpy as _np
 
+from ...ir.errors import SerializationError as _SerializationError
 from .. import initializers, layers, models as _models, optim as _optim
 from ..models import callbacks as _cb
 from ..operands import _unexpected
@@ -42,6 +43,36 @@ class _Namespace(_types.SimpleNamespace):
 
     def __repr__(self):
         return f"<namespace {object.__getattribute__(self, '_public_name')}>"
+
+    def __reduce__(self):
+        """Pickled by its public name, as modules and functions are: Ray ships a
+        function that reads ff.keras.losses to its workers this way, and each worker
+        gets its own fragflow's namespace (SimpleNamespace's own reduce would call
+        _Namespace() with no name)."""
+        public_name = object.__getattribute__(self, "_public_name")
+        if _named(public_name) is not self:
+            raise _SerializationError(
+                f"namespace {public_name} cannot be pickled: it is not found under "
+                f"that name (a namespace is pickled by its public name)")
+        return _namespace, (public_name,)
+
+
+def _named(public_name):
+    """This module's namespace that public_name ("fragflow.keras.losses") names, or None."""
+    prefix = "fragflow.keras."
+    if not public_name.startswith(prefix):
+        return None
+    found = globals().get(public_name[len(prefix):])
+    return found if isinstance(found, _Namespace) else None
+
+
+def _namespace(public_name):
+    """The namespace of a pickle (_Namespace.__reduce__)."""
+    found = _named(public_name)
+    if found is None:
+        raise _SerializationError(f"fragflow has no namespace {public_name} (a pickle "
+                                  f"from another version of fragflow?)")
+    return found
 
 
 def _learning_rate(learning_rate, kwargs, default, what):

@@ -23,7 +23,7 @@ _NAMES = [
     "acos", "acosh", "asin", "asinh", "atan", "atan2", "atanh", "cosh", "erf",
     "expm1", "is_finite", "is_inf", "is_nan", "log1p", "sinh", "softplus",
     "squared_difference", "tan",
-    "divide_no_nan", "logical_xor", "reduce_all", "reduce_any", "log_sigmoid",
+    "divide_no_nan", "div_no_nan", "logical_xor", "reduce_all", "reduce_any", "log_sigmoid",
     "reduce_std", "reduce_variance", "l2_normalize", "cumprod", "in_top_k", "bincount",
     "cumsum", "reduce_logsumexp", "softmax", "log_softmax",
     "top_k", "unsorted_segment_sum",

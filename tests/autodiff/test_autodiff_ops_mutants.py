@@ -42,8 +42,9 @@ def test_the_input_gradient_of_a_5x5_same_conv_after_the_passes():
 
 
 def test_the_turned_filter_is_one_gather():
-    """conv_lowering.ONE_GATHER: a 3x3x8x16 filter (1152 elements, under
-    ONE_GATHER_MAX) is turned by one gather, not a strided_slice and a transpose."""
+    """The default Tuning's conv.backprop_one_gather: a 3x3x8x16 filter (1152 elements,
+    under conv.backprop_one_gather_max) is turned by one gather, not a strided_slice and
+    a transpose."""
     g = ff.Graph()
     with g.as_default():
         x = ff.placeholder((2, 4, 4, 8), name="x")

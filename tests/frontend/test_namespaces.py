@@ -5,6 +5,10 @@ AttributeError for missing names, the Keras functional API, fit's log lines."""
 from __future__ import annotations
 
 import io
+import pickle
+import subprocess
+import sys
+import types
 
 import numpy as np
 import pytest
@@ -29,7 +33,8 @@ NAMES = {
            "sigmoid_cross_entropy_with_logits", "top_k", "l2_loss", "embedding_lookup",
            "depth_to_space", "space_to_depth", "swish", "log_sigmoid", "lrn", "in_top_k",
            "max_pool_with_argmax", "conv3d_transpose"],
-    "math": ["log1p", "expm1", "divide_no_nan", "logical_xor", "reduce_all", "reduce_any",
+    "math": ["log1p", "expm1", "divide_no_nan", "div_no_nan", "logical_xor", "reduce_all",
+             "reduce_any",
              "reduce_std", "reduce_variance", "reduce_logsumexp", "cumsum", "erf", "atan2",
              "is_nan", "squared_difference", "l2_normalize", "log_sigmoid", "top_k",
              "reduce_sum", "argmax", "floormod", "mod"],
@@ -599,3 +604,82 @@ def test_namespaces_import_by_their_public_names():
     import math
     import random
     assert math.pi > 3 and random.random() < 1                # the stdlib's, untouched
+
+
+# -- the namespaces survive pickling (Ray ships functions that use them to its workers) ----
+def _public_namespaces() -> dict:
+    """{public name: object} for every namespace reachable from ff by public names: its
+    modules (ff.nn, ff.layers, ff.onnx, ...), those of the TensorFlow namespaces in them
+    (ff.keras.layers, ff.nn.rnn_cell) and the namespace objects (ff.keras.losses, ...)."""
+    found, seen = {}, set()
+
+    def visit(public, obj):
+        for name in dir(obj):
+            value = getattr(obj, name)
+            is_module = isinstance(value, types.ModuleType) and \
+                value.__name__.startswith("fragflow.")
+            if name.startswith("_") or id(value) in seen or not (
+                    is_module or isinstance(value, types.SimpleNamespace)):
+                continue
+            seen.add(id(value))
+            found[f"{public}.{name}"] = value
+            if not is_module or value.__name__.startswith("fragflow.frontend.namespaces."):
+                visit(f"{public}.{name}", value)
+    visit("fragflow", ff)
+    return found
+
+
+# A fresh process, as a Ray worker is: unpickles each namespace, checks that it is that
+# process's own fragflow namespace of that name and that each of its names can be read.
+_UNPICKLE_IN_A_FRESH_PROCESS = """
+import functools, pickle, sys
+payloads = pickle.loads(sys.stdin.buffer.read())
+import fragflow
+for public, payload in sorted(payloads.items()):
+    restored = pickle.loads(payload)
+    here = functools.reduce(getattr, public.split(".")[1:], fragflow)
+    assert restored is here, (public, restored, here)
+    for name in dir(restored):
+        getattr(restored, name)
+    print("ok", public)
+"""
+
+
+def _unpickled_in_a_fresh_process(payloads: dict) -> list:
+    result = subprocess.run([sys.executable, "-c", _UNPICKLE_IN_A_FRESH_PROCESS],
+                            input=pickle.dumps(payloads), capture_output=True, timeout=120)
+    assert result.returncode == 0, result.stderr.decode()[-3000:]
+    return [line.split()[1] for line in result.stdout.decode().splitlines()]
+
+
+def test_every_namespace_survives_ray_s_pickling_into_a_fresh_process():
+    cloudpickle = pytest.importorskip("ray.cloudpickle", reason="Ray is not installed")
+    namespaces = _public_namespaces()
+    assert {"fragflow.nn", "fragflow.keras.layers", "fragflow.keras.losses",
+            "fragflow.keras.optimizers", "fragflow.keras.callbacks"} <= set(namespaces)
+    payloads = {public: cloudpickle.dumps(obj) for public, obj in namespaces.items()}
+    assert _unpickled_in_a_fresh_process(payloads) == sorted(namespaces)
+
+
+def test_the_namespace_objects_survive_the_standard_pickle():
+    objects = {public: obj for public, obj in _public_namespaces().items()
+               if isinstance(obj, types.SimpleNamespace)}
+    assert set(objects) == {"fragflow.keras.optimizers", "fragflow.keras.losses",
+                            "fragflow.keras.models", "fragflow.keras.callbacks",
+                            "fragflow.keras.utils"}
+    payloads = {public: pickle.dumps(obj) for public, obj in objects.items()}
+    assert _unpickled_in_a_fresh_process(payloads) == sorted(objects)
+
+
+def test_a_namespace_not_found_under_its_name_says_it_cannot_be_pickled():
+    from fragflow.frontend.namespaces.keras import _Namespace
+    stray = _Namespace("fragflow.keras.scratch", f=len)
+    with pytest.raises(ff.SerializationError, match="fragflow.keras.scratch cannot be pickled"):
+        pickle.dumps(stray)
+
+
+def test_a_pickled_namespace_this_fragflow_lacks_fails_to_load_clearly():
+    payload = pickle.dumps(ff.keras.losses).replace(b"fragflow.keras.losses",
+                                                    b"fragflow.keras.lossez")
+    with pytest.raises(ff.SerializationError, match="no namespace fragflow.keras.lossez"):
+        pickle.loads(payload)

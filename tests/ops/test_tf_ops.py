@@ -42,11 +42,26 @@ def _check(build, reference, *arrays, rtol=1e-5, atol=1e-6):
 
 
 # -- elementwise and reductions --------------------------------------------------------------
-def test_divide_no_nan(gl):
-    x = np.float32([1, -2, 0, np.nan, np.inf, 3, 7])
-    y = np.float32([0, 4, 0, 0, 0, -0.5, 2])
-    _check(ff.math.divide_no_nan,
-           lambda a, b: np.where(b == 0, 0, a / np.where(b == 0, 1, b)), x, y)
+@pytest.mark.parametrize("name", ["math.divide_no_nan", "div_no_nan", "math.div_no_nan"])
+def test_divide_no_nan_and_tf1_s_div_no_nan_on_edge_values(gl, name):
+    """TF's rule: 0 wherever y is 0 or -0 (x = 0, NaN or inf too), else x / y as IEEE
+    divides (NaN for y = NaN or inf / inf, 0 for finite / inf, inf past float32's range).
+    Every x against every y by broadcasting; the reference divides in float64 and rounds
+    to float32."""
+    fn = ff
+    for part in name.split("."):
+        fn = getattr(fn, part)
+    edges = [0.0, -0.0, 1.0, -2.0, 7.5, np.nan, np.inf, -np.inf]
+    x = np.float32(edges + [3e38])[:, None]
+    y = np.float32(edges + [-0.5])[None, :]
+
+    def reference(a, b):
+        a, b = a.astype(np.float64), b.astype(np.float64)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            return np.where(b == 0, 0.0, a / b).astype(np.float32)
+    want = reference(x, y)
+    assert np.isnan(want).sum() == 19 and np.isinf(want).sum() == 9  # the edges are hit
+    _check(fn, reference, x, y)
 
 
 def test_logical_xor_and_bool_reductions(gl):

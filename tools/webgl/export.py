@@ -111,7 +111,7 @@ def export(fetches, feeds, directory, session=None, *, max_draw_buffers: int = 4
     if tuning is not None and not isinstance(tuning, Tuning):
         raise TuningError(f"webgl.export(tuning=...) takes an ff.Tuning, not "
                           f"{type(tuning).__name__}")
-    optimized = _optimize(graph, fetch_values, feed_types, max_draw_buffers)
+    optimized = _optimize(graph, fetch_values, feed_types, max_draw_buffers, tuning)
     values = _Variables(graph, session)
     inputs = [(v.node.name, optimized.feed_names[v], v) for v in feed_values
               if v in optimized.feed_names]
@@ -188,11 +188,14 @@ def _feed_types(feeds, graph) -> tuple:
 
 
 # -- lowering with WebGL2's limits ------------------------------------------------------
-def _optimize(graph, fetch_values, feed_types, max_draw_buffers: int = WEBGL2_DRAW_BUFFERS):
-    """The driver's prune and pass pipeline with WebGL2's texture units and the
-    export's render targets (fuse_updates writes one target per result)."""
+def _optimize(graph, fetch_values, feed_types, max_draw_buffers: int = WEBGL2_DRAW_BUFFERS,
+              tuning: Tuning | None = None):
+    """The driver's prune and pass pipeline with WebGL2's texture units, the export's
+    render targets (fuse_updates writes one target per result) and its tuning (None:
+    the "webgl" profile)."""
     return optimize(graph, fetch_values, feed_types, max_texture_units=WEBGL2_TEXTURE_UNITS,
-                    max_draw_buffers=max_draw_buffers)
+                    max_draw_buffers=max_draw_buffers,
+                    tuning=Tuning.named("webgl") if tuning is None else tuning)
 
 
 def lower_for_webgl(compiled_graph, max_draw_buffers: int = WEBGL2_DRAW_BUFFERS,
@@ -421,7 +424,8 @@ class _Builder:
         for stage, wanted in enumerate(fetches):
             if wanted:
                 types = {v: v.type for v in env}
-                optimized = _optimize(staged, wanted, types, self.max_draw_buffers)
+                optimized = _optimize(staged, wanted, types, self.max_draw_buffers,
+                                      self.tuning)
                 names = {optimized.feed_names[v]: env[v] for v in env
                          if v in optimized.feed_names}
                 more, outs, consts = self.program(optimized.graph, names)
@@ -442,7 +446,8 @@ class _Builder:
         g = Graph(name)
         params = [placeholder(g, t.shape, t.dtype, name=f"p{k}") for k, t in enumerate(types)]
         g.outputs = _control.inline(g, graph, params)
-        optimized = _optimize(g, g.outputs, dict(zip(params, types)), self.max_draw_buffers)
+        optimized = _optimize(g, g.outputs, dict(zip(params, types)), self.max_draw_buffers,
+                              self.tuning)
         bound = {optimized.feed_names[p]: s for p, s in zip(params, slots)
                  if p in optimized.feed_names}
         steps, outputs, constants = self.program(optimized.graph, bound)
