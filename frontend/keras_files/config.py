@@ -104,6 +104,7 @@ class Reader:
         self.weights_follow = weights_follow
         self.count = 0
         self.classes = layer_classes()
+        self.ops = _keras_ops()
 
     # -- the model ----------------------------------------------------------------------
     def model(self, obj, depth=0) -> ModelSpec:
@@ -189,12 +190,27 @@ class Reader:
             raise KerasImportError(f"{where(name, class_name)}: its config names it "
                                    f"{short(raw.get('name'))!r}")
         model = None
-        if class_name in ("Sequential", "Functional", "Model") and \
+        module = raw.get("module")
+        if self.is_op(class_name, module):
+            if class_name not in self.ops:
+                raise KerasImportError(f"{where(name, class_name)}: fragflow has no Keras "
+                                       f"op {short(class_name)!r} (of {short(module)}); "
+                                       f"it has {', '.join(sorted(self.ops))}")
+        elif class_name in ("Sequential", "Functional", "Model") and \
                 class_name not in self.custom:
             model = self.model(raw, depth + 1)
         else:
             self.check_safe(raw, name, class_name)
         return LayerSpec(class_name, name, config, nodes, raw, model)
+
+    def is_op(self, class_name, module) -> bool:
+        """Whether a node is a Keras op (keras.src.ops.*; in an .h5 file, which names no
+        modules, an op's class name that no layer has)."""
+        if class_name in self.custom:
+            return False
+        if isinstance(module, str):
+            return module.startswith(OP_MODULES)
+        return class_name in self.ops and class_name not in self.classes
 
     def check_safe(self, raw, name, class_name):
         """Refuse a Lambda layer, and a function or class named from a module outside
@@ -235,6 +251,13 @@ class Reader:
     def make_layer(self, spec: LayerSpec, scope=None):
         """The ff layer for a layer spec (its config's arguments checked and mapped)."""
         here = where(spec.name, spec.class_name)
+        module = spec.raw.get("module")
+        if self.is_op(spec.class_name, module):
+            options = {k: v for k, v in spec.config.items() if k != "name"}
+            layer = OpLayer(self.ops[spec.class_name], spec.class_name,
+                            module or "keras.src.ops.numpy", options, name=spec.name)
+            layer._keras_config = spec.config
+            return layer
         if spec.class_name == "Lambda" or (spec.class_name not in self.classes
                                            and spec.name in self.custom
                                            and spec.class_name not in self.custom):
@@ -336,6 +359,51 @@ class Reader:
                 return "zeros"
             raise KerasImportError(f"{here}: {key} {short(value, 80)!r} is not an "
                                    f"initializer fragflow has") from None
+
+
+def _keras_ops() -> dict:
+    """Keras 3 ops a functional config may hold as nodes of their own (module
+    keras.src.ops.*: the mask Embedding(mask_zero=True) passes on, x + y between
+    layers), as fragflow functions of the node's arguments and the op's config."""
+    from .. import ops as o
+
+    def unary(fn):
+        return lambda x, **kw: fn(x)
+
+    def cast(x, dtype="float32", **kw):
+        return o.cast(x, {"int64": "int32", "float64": "float32"}.get(dtype, dtype))
+
+    def reduce(fn):
+        return lambda x, axis=None, keepdims=False, **kw: fn(x, axis=axis, keepdims=keepdims)
+
+    return {
+        "NotEqual": o.not_equal, "Equal": o.equal, "Greater": o.greater, "Less": o.less,
+        "Add": o.add, "Subtract": o.subtract, "Multiply": o.multiply,
+        "Divide": o.divide, "TrueDivide": o.truediv, "Maximum": o.maximum,
+        "Minimum": o.minimum, "Matmul": o.matmul, "Power": o.pow,
+        "LogicalAnd": o.logical_and,
+        "Negative": unary(o.negative), "Abs": unary(o.abs), "Exp": unary(o.exp),
+        "Log": unary(o.log), "Sqrt": unary(o.sqrt), "Square": unary(o.square),
+        "Relu": unary(o.relu), "Sigmoid": unary(o.sigmoid), "Tanh": unary(o.tanh),
+        "Cast": cast, "Mean": reduce(o.reduce_mean), "Sum": reduce(o.reduce_sum),
+    }
+
+
+OP_MODULES = ("keras.src.ops", "keras.ops")
+
+
+class OpLayer(Layer):
+    """A Keras op node of a functional config (not a layer: Keras's model.layers and
+    weight files leave it out), applied to its arguments with its config."""
+
+    def __init__(self, fn, class_name, module, options, name=None):
+        super().__init__(name=name)
+        self.fn, self.options = fn, options
+        self._keras_class, self._keras_module = class_name, module
+
+    def __call__(self, inputs, training=False, **kwargs):
+        args = list(inputs) if isinstance(inputs, list) else [inputs]
+        return self.fn(*args, **self.options, **kwargs)
 
 
 class FunctionLayer(Layer):

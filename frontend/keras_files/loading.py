@@ -23,7 +23,7 @@ import numpy as np
 
 from ..interop.errors import short
 from ..interop.limits import MAX_BYTES, MAX_ELEMENTS, read_bounded
-from .config import Reader
+from .config import OpLayer, Reader
 from .errors import KerasImportError
 from .model import KerasModel, NestedModel
 from .storage import H5Reader, parse_json, read_keras_zip, read_tfjs_weights
@@ -182,18 +182,19 @@ def _keras3_arrays(h5, group, class_name, where) -> list:
 
 def _assign_keras3(model, h5):
     layers = h5.child(h5.file, "layers", "model.weights.h5")
-    _assign_keras3_layers(model, model.layers, model.spec, h5, layers, "layers")
+    _assign_keras3_layers(model, model._objects, model.spec, h5, layers, "layers")
 
 
-def _assign_keras3_layers(model, layers, spec, h5, group, where):
-    classes = [ls.class_name if ls.model is None else ls.model.kind for ls in spec.layers]
-    if spec.kind == "Functional":
-        classes = [("Functional" if c == "Model" else c) for c in classes]
-    for layer, ls, sub in zip(layers, spec.layers, unique_paths(classes)):
+def _assign_keras3_layers(model, objects, spec, h5, group, where):
+    specs = [ls for ls in spec.layers if not isinstance(objects[ls.name], OpLayer)]
+    classes = [ls.class_name if ls.model is None else ls.model.kind for ls in specs]
+    classes = [("Functional" if c == "Model" else c) for c in classes]
+    for ls, sub in zip(specs, unique_paths(classes)):
+        layer = objects[ls.name]
         here = f"{where}/{sub}"
         child = h5.child(group, sub, here) if group is not None else None
         if isinstance(layer, NestedModel):
-            _assign_keras3_layers(model, layer.layers, layer.spec, h5,
+            _assign_keras3_layers(model, layer._objects, layer.spec, h5,
                                   h5.child(child, "layers", here) if child is not None
                                   else None, f"{here}/layers")
             continue

@@ -39,7 +39,7 @@ from ..models.sequential import (
     _training_dependent,
 )
 from ..tensor import Tensor
-from .config import ModelSpec, NodeRef, Reader
+from .config import ModelSpec, NodeRef, OpLayer, Reader
 from .errors import KerasImportError, where
 
 
@@ -52,11 +52,12 @@ def _call(layer, args, kwargs, training, here):
     the keyword tensors (mask, initial_state) it takes."""
     x = args[0] if len(args) == 1 else list(args)
     accepted = inspect.signature(layer.__call__).parameters
+    any_key = any(p.kind == p.VAR_KEYWORD for p in accepted.values())
     extra = {}
     for key, value in kwargs.items():
         if key == "training" or value is None:
             continue
-        if key not in accepted:
+        if key not in accepted and not any_key:
             raise KerasImportError(f"{here}: is called with {key}=..., which fragflow's "
                                    f"{type(layer).__name__} does not take")
         extra[key] = value
@@ -145,6 +146,12 @@ def make_layers(spec: ModelSpec, reader: Reader, scope=None) -> dict:
     return objects
 
 
+def model_layers(spec, objects) -> list:
+    """Keras's model.layers: the layers of spec in order, its op nodes left out."""
+    return [objects[ls.name] for ls in spec.layers
+            if not isinstance(objects[ls.name], OpLayer)]
+
+
 def leaf_layers(layers):
     for layer in layers:
         if isinstance(layer, NestedModel):
@@ -163,7 +170,7 @@ class NestedModel(Layer):
         self.class_name = spec.kind
         inner = f"{scope}/{spec.name}" if scope else spec.name
         self._objects = make_layers(spec, reader, inner)
-        self.layers = [self._objects[ls.name] for ls in spec.layers]
+        self.layers = model_layers(spec, self._objects)
         self.tensor_info: dict = {}
 
     def __call__(self, inputs, training=False):
@@ -230,12 +237,13 @@ class KerasModel(Model):
         self.class_name = spec.kind
         with self.graph.as_default():
             self._objects = make_layers(spec, reader)
-            self.layers = [self._objects[ls.name] for ls in spec.layers]
+            self.layers = model_layers(spec, self._objects)
             self.inputs = self._placeholders()
             self.tensor_info: dict = {}
             self.outputs = run_spec(spec, self._objects, self.inputs, False,
                                     self.tensor_info)
-        for layer, ls in zip(self.layers, spec.layers):
+        for ls in spec.layers:
+            layer = self._objects[ls.name]
             layer.trainable = layer.trainable and ls.config.get("trainable", True) is not False
         self.input = self.inputs[0] if len(self.inputs) == 1 else list(self.inputs)
         self.output = self.outputs[0] if len(self.outputs) == 1 else list(self.outputs)

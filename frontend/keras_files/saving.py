@@ -25,7 +25,7 @@ from .. import optim as _optim
 from ..layers import InputLayer, Layer
 from ..models.losses import _KerasLoss
 from ..models.sequential import Model
-from .config import ModelSpec, layer_classes
+from .config import ModelSpec, OpLayer, layer_classes
 from .errors import KerasImportError
 from .loading import legacy_weights, unique_paths
 from .model import KerasModel, NestedModel
@@ -108,8 +108,10 @@ def _layer_config(layer) -> dict:
     config = getattr(layer, "_keras_config", None)
     if config is None:
         return _generated_config(layer)
+    from .config import _accepted
+    accepted = _accepted(type(layer))
     config = {k: v for k, v in config.items()
-              if k not in ("batch_input_shape", "input_shape", "input_dim")}
+              if k not in ("batch_input_shape", "input_shape", "input_dim") or k in accepted}
     if isinstance(config.get("dtype"), str) or config.get("dtype") is None:
         config["dtype"] = dict(_DTYPE_POLICY)
     return config
@@ -118,7 +120,10 @@ def _layer_config(layer) -> dict:
 def _layer_entry(layer, name_key=False) -> dict:
     if isinstance(layer, NestedModel):
         return _model_entry(layer.spec, layer.layers, layer.tensor_info, layer.name,
-                            layer.trainable)
+                            layer.trainable, layer._objects)
+    if isinstance(layer, OpLayer):
+        return {"module": layer._keras_module, "class_name": layer._keras_class,
+                "config": dict(layer._keras_config), "registered_name": layer._keras_class}
     entry = {"module": "keras.layers", "class_name": keras_class_name(layer),
              "config": _layer_config(layer), "registered_name": None}
     return entry
@@ -148,7 +153,7 @@ def _node_json(value, info):
     return value
 
 
-def _model_entry(spec: ModelSpec, layers, info, name, trainable) -> dict:
+def _model_entry(spec: ModelSpec, layers, info, name, trainable, objects=None) -> dict:
     if spec.kind == "Sequential":
         entries = [_input_entry(spec.input_name or f"{name}_input", spec.input_shape,
                                 spec.input_dtype)]
@@ -159,7 +164,8 @@ def _model_entry(spec: ModelSpec, layers, info, name, trainable) -> dict:
                 "registered_name": None,
                 "build_config": {"input_shape": [None, *list(spec.input_shape)[1:]]}}
     entries = []
-    for layer, ls in zip(layers, spec.layers):
+    for ls in spec.layers:
+        layer = objects[ls.name]
         if isinstance(layer, InputLayer) or ls.class_name == "InputLayer":
             shape, dtype = info[(ls.name, 0)][0]
             entry = _input_entry(ls.name, shape, dtype)
@@ -180,7 +186,8 @@ def _model_entry(spec: ModelSpec, layers, info, name, trainable) -> dict:
 def model_config(model) -> dict:
     """The Keras 3 config of model (with its compile_config when compiled)."""
     if isinstance(model, KerasModel):
-        entry = _model_entry(model.spec, model.layers, model.tensor_info, model.name, True)
+        entry = _model_entry(model.spec, model.layers, model.tensor_info, model.name, True,
+                             model._objects)
     else:
         entry = _code_model_entry(model)
     compile_config = _compile_config(model)
