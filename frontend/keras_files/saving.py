@@ -153,6 +153,12 @@ def _node_json(value, info):
     return value
 
 
+def _refs_json(refs) -> list:
+    """[layer, node, tensor] for one tensor (Keras 3 writes a single input or output
+    flat: a list of one would make its output a list), else a list of them."""
+    return list(refs[0]) if len(refs) == 1 else [list(r) for r in refs]
+
+
 def _model_entry(spec: ModelSpec, layers, info, name, trainable, objects=None) -> dict:
     if spec.kind == "Sequential":
         entries = [_input_entry(spec.input_name or f"{name}_input", spec.input_shape,
@@ -178,8 +184,8 @@ def _model_entry(spec: ModelSpec, layers, info, name, trainable, objects=None) -
         entries.append(entry)
     return {"module": "keras.src.models.functional", "class_name": "Functional",
             "config": {"name": name, "trainable": bool(trainable), "layers": entries,
-                       "input_layers": [list(r) for r in spec.inputs],
-                       "output_layers": [list(r) for r in spec.outputs]},
+                       "input_layers": _refs_json(spec.inputs),
+                       "output_layers": _refs_json(spec.outputs)},
             "registered_name": "Functional"}
 
 
