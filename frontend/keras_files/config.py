@@ -24,7 +24,7 @@ from ...ir.errors import FragflowError
 from .. import initializers as _init
 from ..activations import LAYER as _ACTIVATION_NAMES
 from ..interop.errors import short
-from ..interop.limits import MAX_RANK
+from ..interop.limits import MAX_BYTES, MAX_ELEMENTS, MAX_RANK, too_large
 from ..layers import Layer
 from .errors import KerasImportError, where
 
@@ -98,8 +98,11 @@ class Reader:
     """Reads one model config: the custom objects and safe mode of the load, and a
     count of the layers read (a config cannot be larger than MAX_LAYERS)."""
 
-    def __init__(self, custom_objects=None, safe_mode=True, weights_follow=True):
+    def __init__(self, custom_objects=None, safe_mode=True, weights_follow=True,
+                 max_elements=MAX_ELEMENTS, max_bytes=MAX_BYTES):
         self.custom = dict(custom_objects or {})
+        self.max_elements = max_elements
+        self.weight_budget = [max_bytes]      # bytes the layers' weights may still take
         self.safe_mode = bool(safe_mode)
         self.weights_follow = weights_follow
         self.count = 0
@@ -216,8 +219,10 @@ class Reader:
         """Refuse a Lambda layer, and a function or class named from a module outside
         Keras, unless custom_objects supplies it."""
         here = where(name, class_name)
-        if class_name == "Lambda" and name not in self.custom:
-            raise self.code_error(here, "a Lambda layer holds Python code", name)
+        if class_name == "Lambda":
+            if name not in self.custom:
+                raise self.code_error(here, "a Lambda layer holds Python code", name)
+            return                    # the user's function stands in for the code
         module = raw.get("module")
         registered = raw.get("registered_name")
         if class_name not in self.classes and class_name not in self.custom and (
@@ -274,11 +279,13 @@ class Reader:
         kwargs = self.arguments(cls, spec.config, here)
         try:
             layer = cls(**kwargs)
+        except KerasImportError:
+            raise
         except FragflowError as err:
             raise KerasImportError(f"{here}: {err}") from None
-        except (TypeError, ValueError) as err:
+        except Exception as err:     # noqa: BLE001 -- a hostile config: a clear error
             raise KerasImportError(f"{here}: cannot make the layer from its config: "
-                                   f"{short(err, 300)}") from None
+                                   f"{type(err).__name__}: {short(err, 300)}") from None
         if scope:
             layer._scope_name = f"{scope}/{layer.name}"
         layer._keras_config, layer._keras_class = spec.config, spec.class_name
@@ -292,6 +299,8 @@ class Reader:
         for key, value in config.items():
             if key in accepted:
                 kwargs[key] = self.value(key, value, here)
+                if key.endswith("_initializer"):
+                    kwargs[key] = CheckedInitializer(kwargs[key], self, here, key)
             elif key in SHAPE_KEYS or value is None or value is False:
                 continue           # the input's shape; features that are off
             elif key in HARMLESS and (HARMLESS[key] is None or value in HARMLESS[key]):
@@ -299,6 +308,9 @@ class Reader:
             else:
                 raise KerasImportError(f"{here}: argument {key}={short(value, 80)!r} is not "
                                        f"supported by fragflow's {cls.__name__}")
+        for key, default in _initializer_defaults(cls).items():
+            if key not in kwargs:       # every weight's size is checked before it is made
+                kwargs[key] = CheckedInitializer(default, self, here, key)
         return kwargs
 
     def value(self, key, value, here):
@@ -404,6 +416,41 @@ class OpLayer(Layer):
     def __call__(self, inputs, training=False, **kwargs):
         args = list(inputs) if isinstance(inputs, list) else [inputs]
         return self.fn(*args, **self.options, **kwargs)
+
+
+class CheckedInitializer:
+    """An initializer that checks a weight's shape against the load's limits (one
+    tensor's max_elements, all weights' max_bytes) before it makes the array: a config
+    asking for Dense(10**9) fails before anything is allocated."""
+
+    def __init__(self, init, reader, here, key):
+        self.init, self.reader, self.here, self.key = init, reader, here, key
+
+    def __call__(self, shape, *args, **kwargs):
+        count = too_large(shape, self.reader.max_elements)
+        if count is not None:
+            raise KerasImportError(f"{self.here}: a weight of shape {list(shape)} = {count} "
+                                   f"elements is over max_elements="
+                                   f"{self.reader.max_elements}")
+        self.reader.weight_budget[0] -= 4 * math.prod(shape)
+        if self.reader.weight_budget[0] < 0:
+            raise KerasImportError(f"{self.here}: the layers' weights take more than "
+                                   f"max_bytes together")
+        return _init.get(self.init)(shape, *args, **kwargs)
+
+    def __getattr__(self, name):        # what layers read of their initializer
+        return getattr(_init.get(object.__getattribute__(self, "init")), name)
+
+
+def _initializer_defaults(cls) -> dict:
+    out = {}
+    for klass in reversed(cls.__mro__):
+        init = vars(klass).get("__init__")
+        if init is not None:
+            for p in inspect.signature(init).parameters.values():
+                if p.name.endswith("_initializer") and isinstance(p.default, str):
+                    out[p.name] = p.default
+    return out
 
 
 class FunctionLayer(Layer):

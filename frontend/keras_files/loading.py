@@ -47,7 +47,8 @@ def load_model(filepath, compile=True, custom_objects=None, safe_mode=True, *,  
     if os.path.isdir(path):
         path = os.path.join(path, "model.json")
     data = read_bounded(path, max_bytes, "Keras model file", KerasImportError)
-    reader = Reader(custom_objects, safe_mode)
+    reader = Reader(custom_objects, safe_mode, max_elements=max_elements,
+                    max_bytes=max_bytes)
     if data.startswith(b"PK"):
         return _load_keras(data, path, reader, compile, backend, max_bytes, max_elements)
     if data.startswith(HDF5_SIGNATURE):

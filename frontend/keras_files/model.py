@@ -19,6 +19,7 @@ from ...ir.errors import AttrError, FragflowError, ShapeError
 from ...ir.graph import Graph
 from .. import ops as _ops, optim as _optim
 from ..interop.importer import clean_name
+from ..interop.limits import too_large
 from ..layers import InputLayer, Layer
 from ..models.losses import LOSSES, sparse_categorical_crossentropy
 from ..models.metrics import (
@@ -67,6 +68,13 @@ def _call(layer, args, kwargs, training, here):
         raise
     except FragflowError as err:
         raise KerasImportError(f"{here}: {err}") from None
+    except MemoryError:
+        raise KerasImportError(f"{here}: building it ran out of memory") from None
+    except RecursionError:
+        raise KerasImportError(f"{here}: building it recursed too deep") from None
+    except Exception as err:     # noqa: BLE001 -- a hostile config ends in a clear error
+        raise KerasImportError(f"{here}: cannot build the layer: {type(err).__name__}: "
+                               f"{str(err)[:300]}") from err
 
 
 def run_spec(spec: ModelSpec, objects: dict, inputs: list, training: bool,
@@ -242,6 +250,7 @@ class KerasModel(Model):
             self.tensor_info: dict = {}
             self.outputs = run_spec(spec, self._objects, self.inputs, False,
                                     self.tensor_info)
+        self._check_sizes(reader.max_elements)
         for ls in spec.layers:
             layer = self._objects[ls.name]
             layer.trainable = layer.trainable and ls.config.get("trainable", True) is not False
@@ -258,6 +267,18 @@ class KerasModel(Model):
         self._loss_weights = []
         self._out_metrics = []
         self.compiled_config = None
+
+    def _check_sizes(self, max_elements):
+        """Every tensor the layers made is within max_elements (its known dims): a
+        config cannot make predict allocate more than the load allows."""
+        for node in self.graph.nodes:
+            for value in node.outputs:
+                count = too_large(value.shape, max_elements)
+                if count is not None:
+                    raise KerasImportError(
+                        f"model {self.name!r}: {node.op} '{node.name}' would make a tensor "
+                        f"of shape {list(value.shape)} = {count} elements, over "
+                        f"max_elements={max_elements}")
 
     def _placeholders(self) -> list:
         if self.spec.kind == "Sequential":

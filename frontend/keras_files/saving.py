@@ -77,6 +77,9 @@ def _jsonable(value, where):
 
 
 def _initializer(value, where):
+    value = getattr(value, "init", value)          # a CheckedInitializer's
+    if isinstance(value, str):
+        return value
     name = type(value).__name__
     config = {k.lstrip("_"): v for k, v in vars(value).items()
               if isinstance(v, (int, float, str, bool)) and not k.startswith("_rng")} \
