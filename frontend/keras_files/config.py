@@ -21,7 +21,7 @@ import inspect
 import math
 
 from ...ir.errors import FragflowError
-from .. import initializers as _init
+from .. import initializers as _init, ops as _ops
 from ..activations import LAYER as _ACTIVATION_NAMES
 from ..interop.errors import short
 from ..interop.limits import MAX_BYTES, MAX_ELEMENTS, MAX_RANK, too_large
@@ -52,7 +52,7 @@ SHAPE_KEYS = ("batch_shape", "batch_input_shape", "input_shape")
 def layer_classes() -> dict:
     """Keras class name -> ff layer class, from ff.keras.layers (its Layer subclasses
     under every name it gives them: MaxPool2D and MaxPooling2D)."""
-    from ..namespaces import keras as _keras
+    from ..namespaces import keras as _keras  # a cycle: ff.keras's namespace imports keras_files
     table = {}
     for name in dir(_keras.layers):
         obj = getattr(_keras.layers, name, None)
@@ -377,7 +377,7 @@ def _keras_ops() -> dict:
     """Keras 3 ops a functional config may hold as nodes of their own (module
     keras.src.ops.*: the mask Embedding(mask_zero=True) passes on, x + y between
     layers), as fragflow functions of the node's arguments and the op's config."""
-    from .. import ops as o
+    o = _ops
 
     def unary(fn):
         return lambda x, **kw: fn(x)

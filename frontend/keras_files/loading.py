@@ -15,6 +15,7 @@ Every weight's shape is checked against the layer's before it is set.
 """
 from __future__ import annotations
 
+import inspect
 import os
 import re
 import warnings
@@ -299,7 +300,7 @@ _OPTIMIZER_KEYS_OFF = {"weight_decay": (None, 0, 0.0), "clipnorm": (None,),
 
 
 def _optimizer(config):
-    from ..namespaces import keras as _keras
+    from ..namespaces import keras as _keras  # a cycle: ff.keras's namespace imports keras_files
     if isinstance(config, str):
         return config.lower()
     if not isinstance(config, dict):
@@ -311,7 +312,6 @@ def _optimizer(config):
         raise KerasImportError(f"optimizer {short(name)!r}: fragflow has "
                                f"{', '.join(dir(_keras.optimizers))}")
     kwargs = {}
-    import inspect
     accepted = inspect.signature(factory).parameters
     for key, value in options.items():
         if key in accepted:
@@ -326,7 +326,7 @@ def _optimizer(config):
 
 
 def _loss(config):
-    from ..namespaces import keras as _keras
+    from ..namespaces import keras as _keras  # a cycle: ff.keras's namespace imports keras_files
     if config is None or isinstance(config, str):
         return config
     if isinstance(config, list):

@@ -20,7 +20,7 @@ from ...ir.graph import Graph
 from .. import ops as _ops, optim as _optim
 from ..interop.importer import clean_name
 from ..interop.limits import too_large
-from ..layers import InputLayer, Layer
+from ..layers import CALLS, InputLayer, Layer
 from ..models.losses import LOSSES, sparse_categorical_crossentropy
 from ..models.metrics import (
     ACCURACY_FOR_LOSS,
@@ -40,7 +40,7 @@ from ..models.sequential import (
     _training_dependent,
 )
 from ..tensor import Tensor
-from .config import ModelSpec, NodeRef, OpLayer, Reader
+from .config import ModelSpec, NodeRef, OpLayer, Reader, _input_dtype, _input_shape
 from .errors import KerasImportError, where
 
 
@@ -296,7 +296,6 @@ class KerasModel(Model):
             if ls.class_name != "InputLayer":
                 raise KerasImportError(f"{where(ls.name, ls.class_name)}: a model input "
                                        f"must be an InputLayer")
-            from .config import _input_dtype, _input_shape
             shape = _input_shape(ls.config, where(ls.name, "InputLayer"))
             out.append(_ops.placeholder((None,) + tuple(shape[1:]), _input_dtype(ls.config),
                                         name=clean_name(ls.name, "input")))
@@ -347,7 +346,6 @@ class KerasModel(Model):
         print_fn(f" Non-trainable params: {total - trainable:,}")
 
     def _layer_shapes(self) -> dict:
-        from ..layers import CALLS
         shapes = {}
         for value, entries in CALLS.get(self.graph, {}).items():
             for layer, _ in entries:
@@ -365,12 +363,12 @@ class KerasModel(Model):
 
     def to_json(self, **kwargs) -> str:
         """The model's Keras 3 config as JSON (what keras.models.model_from_json reads)."""
-        from .saving import model_json
+        from .saving import model_json  # a cycle: saving reads KerasModel
         return model_json(self, **kwargs)
 
     def save(self, filepath, overwrite=True, **kwargs):
         """The model as a Keras 3 .keras file or a Keras .h5 file (by the suffix)."""
-        from .saving import save_model
+        from .saving import save_model  # a cycle: saving reads KerasModel
         save_model(self, filepath, overwrite=overwrite, **kwargs)
 
     # -- compile ------------------------------------------------------------------------

@@ -23,9 +23,9 @@ import numpy as np
 from ...ir.errors import FragflowError
 from .. import optim as _optim
 from ..layers import InputLayer, Layer
-from ..models.losses import _KerasLoss
+from ..models.losses import LOSSES, _KerasLoss
 from ..models.sequential import Model
-from .config import ModelSpec, OpLayer, layer_classes
+from .config import ModelSpec, NodeRef, OpLayer, _accepted, layer_classes
 from .errors import KerasImportError
 from .loading import legacy_weights, unique_paths
 from .model import KerasModel, NestedModel
@@ -91,7 +91,6 @@ def _initializer(value, where):
 def _generated_config(layer) -> dict:
     """Keras config of an ff layer made in code: each argument of its __init__ that it
     keeps under the same name."""
-    from .config import _accepted
     config = {"name": layer.name, "trainable": bool(layer.trainable),
               "dtype": dict(_DTYPE_POLICY)}
     skip = {"name", "trainable", "input_shape", "weights"}
@@ -111,7 +110,6 @@ def _layer_config(layer) -> dict:
     config = getattr(layer, "_keras_config", None)
     if config is None:
         return _generated_config(layer)
-    from .config import _accepted
     accepted = _accepted(type(layer))
     config = {k: v for k, v in config.items()
               if k not in ("batch_input_shape", "input_shape", "input_dim") or k in accepted}
@@ -146,7 +144,6 @@ def _tensor(ref, info) -> dict:
 
 
 def _node_json(value, info):
-    from .config import NodeRef
     if isinstance(value, NodeRef):
         return _tensor(value, info)
     if isinstance(value, list):
@@ -262,7 +259,6 @@ def _loss_config(fn):
                 "config": {"from_logits": bool(getattr(fn, "from_logits", False))},
                 "registered_name": None}
     name = getattr(fn, "__name__", None)
-    from ..models.losses import LOSSES
     if LOSSES.get(name) is not fn:
         raise SaveError(f"loss {fn!r} has no Keras name")
     return name

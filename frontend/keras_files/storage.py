@@ -88,7 +88,7 @@ def read_keras_zip(data: bytes, max_bytes: int, path="model") -> dict:
 # -- HDF5 ------------------------------------------------------------------------------
 def h5py_module():
     try:
-        import h5py
+        import h5py  # optional (the keras extra): said when missing
     except ImportError:
         raise KerasImportError("reading or writing Keras .h5 and .keras files needs h5py: "
                                "pip install 'fragflow[keras]' (or pip install h5py)") from None

@@ -241,12 +241,12 @@ class Sequential:
     def save(self, filepath, overwrite=True, **kwargs):
         """The model as a Keras 3 .keras file or a Keras .h5 file (by the suffix), which
         keras.models.load_model and ff.keras.models.load_model open (docs/KERAS.md)."""
-        from ..keras_files import save_model
+        from ..keras_files import save_model  # a cycle: keras_files builds on this module
         save_model(self, filepath, overwrite=overwrite, **kwargs)
 
     def to_json(self, **kwargs) -> str:
         """The model's Keras config as JSON (keras.models.model_from_json reads it)."""
-        from ..keras_files import model_json
+        from ..keras_files import model_json  # a cycle: keras_files builds on models
         return model_json(self, **kwargs)
 
     def summary(self, print_fn=print) -> None:
