@@ -190,7 +190,9 @@ _QUANT = {"uint8": np.uint8, "uint16": np.uint16, "float16": np.float16}
 
 def read_tfjs_weights(manifest, folder: str, max_bytes: int, max_elements: int) -> list:
     """[(name, array)] of a weightsManifest, its shards read from folder (paths
-    inside it), quantized weights dequantized as TF.js does (v * scale + min)."""
+    inside it), quantized weights dequantized as TF.js does (v * scale + min in float64,
+    rounded once to float32; float16 by IEEE's conversion, which TF.js's table decoder
+    agrees with on every pattern)."""
     if not isinstance(manifest, list):
         raise KerasImportError("model.json: weightsManifest is not a list")
     out, budget = [], max_bytes
@@ -238,7 +240,10 @@ def read_tfjs_weights(manifest, folder: str, max_bytes: int, max_elements: int) 
                 if not isinstance(scale, (int, float)) or not isinstance(low, (int, float)):
                     raise KerasImportError(f"model.json: {here}: quantization needs numbers "
                                            f"'scale' and 'min'")
-                raw = raw.astype(np.float32) * np.float32(scale) + np.float32(low)
-            out.append((name, np.asarray(raw, np.float32 if dtype == "float32" else
-                                         _TFJS_DTYPES[dtype])))
+                # as TF.js: v * scale + min as a JS number (float64), then stored in a
+                # Float32Array (rounded once) or, for int32, Math.round
+                exact = raw.astype(np.float64) * float(scale) + float(low)
+                raw = np.floor(exact + 0.5) if dtype == "int32" else exact
+            out.append((name, np.asarray(raw).astype(np.float32 if dtype == "float32" else
+                                                     _TFJS_DTYPES[dtype])))
     return out

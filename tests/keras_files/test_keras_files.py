@@ -233,3 +233,17 @@ def test_h5py_is_needed_and_said(monkeypatch, tmp_path):
 def test_missing_file_is_a_clear_error(tmp_path):
     with pytest.raises(ff.keras.KerasImportError, match="no such file"):
         ff.keras.models.load_model(os.path.join(tmp_path, "nope.keras"))
+
+
+@pytest.mark.parametrize("name", ["cnn", "two_io"])
+def test_a_loaded_model_exports_to_onnx_like_any_graph(keras_dir, tmp_path, name):
+    ort = pytest.importorskip("onnxruntime", reason="onnxruntime (the test extra) is not "
+                                                    "installed")
+    pytest.importorskip("onnx", reason="onnx (the test extra) is not installed")
+    model = ff.keras.models.load_model(keras_dir / f"{name}.keras", backend="numpy")
+    ff.onnx.export(model.outputs, model.inputs, str(tmp_path / "m.onnx"),
+                   session=model.session)
+    runner = ort.InferenceSession(str(tmp_path / "m.onnx"))
+    xs = inputs_of(keras_dir, name)
+    got = runner.run(None, {i.name: x for i, x in zip(runner.get_inputs(), xs)})
+    assert_close(got, keras_outputs(keras_dir, name))
