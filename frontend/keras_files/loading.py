@@ -88,8 +88,10 @@ def _load_keras(data, path, reader, compile, backend, max_bytes, max_elements):
                       max_bytes)
         try:
             _assign_keras3(model, h5)
+            state = _optimizer_arrays(h5, h5.child(h5.file, "optimizer/vars", "optimizer"))
         finally:
             h5.close()
+        model.optimizer_state = state if compile else None
     elif "model.weights.npz" in members:
         raise KerasImportError(f"{short(path)!r}: weights in model.weights.npz are not read "
                                f"(save the model with Keras's default, .h5 weights)")
@@ -110,6 +112,14 @@ def _load_h5(data, path, reader, compile, backend, max_elements, max_bytes):
         weights = h5.child(h5.file, "model_weights", "model_weights")
         _assign_legacy(model, h5, weights if weights is not None else h5.file)
         training = h5.attr(h5.file, "training_config")
+        group = h5.child(h5.file, "optimizer_weights", "optimizer_weights")
+        state = None
+        if group is not None and compile:
+            names = h5.attr(group, "weight_names", [])
+            if isinstance(names, list) and all(isinstance(n, str) for n in names):
+                state = [h5.array(h5.child(group, n, f"optimizer_weights/{n}"),
+                                  f"optimizer_weights/{n}") for n in names]
+        model.optimizer_state = state
     finally:
         h5.close()
     if compile and training:
@@ -291,6 +301,14 @@ def _set(model, variables, arrays, name, class_name):
         model.session.set(var, np.asarray(array, np.float32))
 
 
+def _optimizer_arrays(h5, group):
+    """The arrays of a .keras file's optimizer/vars, in order (None if none)."""
+    if group is None:
+        return None
+    keys = sorted((k for k in h5.names(group) if k.isdigit()), key=int)
+    return [h5.array(h5.child(group, k, "optimizer"), f"optimizer/vars/{k}") for k in keys]
+
+
 # -- compile ---------------------------------------------------------------------------
 _OPTIMIZER_KEYS_OFF = {"weight_decay": (None, 0, 0.0), "clipnorm": (None,),
                        "global_clipnorm": (None,), "clipvalue": (None,),
@@ -367,9 +385,11 @@ def _compile(model, config, path):
         loss = _loss(config.get("loss"))
         if loss is None:
             return
+        state = model.optimizer_state
         model.compile(_optimizer(config.get("optimizer") or "rmsprop"), loss,
                       metrics=_metrics(config.get("metrics")),
                       loss_weights=config.get("loss_weights"))
+        model.optimizer_state = state     # the file's, restored at the first fit
         model.compiled_config = config
     except Exception as err:     # noqa: BLE001 -- any failure: uncompiled, said why
         warnings.warn(f"{short(path)!r}: the model is not compiled (compile it yourself): "

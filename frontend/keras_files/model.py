@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import warnings
 
 import numpy as np
 
@@ -267,6 +268,7 @@ class KerasModel(Model):
         self._loss_weights = []
         self._out_metrics = []
         self.compiled_config = None
+        self.optimizer_state = None        # Keras's optimizer variables, from the file
 
     def _check_sizes(self, max_elements):
         """Every tensor the layers made is within max_elements (its known dims): a
@@ -410,6 +412,7 @@ class KerasModel(Model):
             self._out_metrics.append(row)
         self.metrics_names = self._log_names()[1:]
         self._train = self._eval = None
+        self.optimizer_state = None    # a new optimizer starts afresh, as in Keras
 
     def _per_output(self, value, what) -> list:
         n = len(self.outputs)
@@ -463,12 +466,69 @@ class KerasModel(Model):
                 updates = [u for layer, n in zip(leaves, before) for u in layer.updates[n:]]
                 step = self.optimizer.minimize(total, var_list=self.trainable_weights)
                 op = _optim.group(step, *updates, name="train_op")
+            self._restore_optimizer_state()
             with _ops.name_scope("evaluation"):
                 eval_vals, _ = self._losses(labels, self.outputs, per_batch=False)
         self.labels = labels
         self.train_op, self.total_loss = op, total
         self._train = [op, total, *train_vals]
         self._eval = eval_vals
+
+    def _restore_optimizer_state(self):
+        """The file's optimizer variables into fragflow's optimizer, once its slots
+        exist: Keras's [iteration, learning_rate, then per trainable weight its slots]
+        (SGD with momentum: momentum; Adam: momentum, velocity). Keras's SGD momentum m
+        (w += m) is TF1's accumulator a (w -= lr * a) as a = -m / lr; Adam's m and v are
+        the same, and TF1's beta powers are beta ** (iteration + 1)."""
+        state, self.optimizer_state = self.optimizer_state, None
+        opt = self.optimizer
+        if not state:
+            return
+        slots = {_optim.Momentum: ["momentum"], _optim.Adam: ["m", "v"]}.get(type(opt))
+        weights = self.trainable_weights
+        if slots is None:
+            slots = []
+        if len(state) != 2 + len(slots) * len(weights) or state[0].size != 1:
+            if len(state) > 2:
+                warnings.warn(f"model '{self.name}': the file's optimizer state ("
+                              f"{len(state)} variables) does not fit {type(opt).__name__} "
+                              f"on {len(weights)} weights; it starts afresh", stacklevel=3)
+            return
+        steps = int(state[0].reshape(()))
+        session = self.session
+        if opt.iterations is not None:
+            session.set(opt.iterations, np.int32(steps))
+        lr = float(opt._learning_rate)
+        for k, var in enumerate(weights):
+            for j, slot in enumerate(slots):
+                value = state[2 + k * len(slots) + j]
+                if tuple(value.shape) != tuple(var.shape):
+                    warnings.warn(f"model '{self.name}': the file's optimizer state does "
+                                  f"not fit weight '{var.op.name}'; it starts afresh",
+                                  stacklevel=3)
+                    return
+                if slot == "momentum":
+                    value = -value / lr if lr else value * 0
+                session.set(opt._slot(var, slot), np.asarray(value, np.float32))
+        if isinstance(opt, _optim.Adam):
+            session.set(opt._non_slot["beta1_power"], np.float32(opt._beta1 ** (steps + 1)))
+            session.set(opt._non_slot["beta2_power"], np.float32(opt._beta2 ** (steps + 1)))
+
+    def keras_optimizer_state(self) -> list:
+        """The optimizer's variables as Keras 3 keeps them (the inverse of
+        _restore_optimizer_state; zeros for slots not made yet)."""
+        opt = self.optimizer
+        steps = self.session.get(opt.iterations) if opt.iterations is not None else 0
+        out = [np.int64(steps), np.float32(opt._learning_rate)]
+        slots = {_optim.Momentum: ["momentum"], _optim.Adam: ["m", "v"]}.get(type(opt), [])
+        for var in self.trainable_weights:
+            for slot in slots:
+                made = opt._slots.get(slot, {}).get(var.op.name)
+                value = self.session.get(made) if made is not None else \
+                    np.zeros(var.shape, np.float32)
+                out.append(-value * np.float32(opt._learning_rate) if slot == "momentum"
+                           else value)
+        return out
 
     def _losses(self, labels, outs, per_batch=True):
         """([per-output losses (several outputs), metrics...], total loss): batch means

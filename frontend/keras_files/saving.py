@@ -336,8 +336,10 @@ def _weights_h5(model) -> bytes:
         _write_keras3(group, layers, [_class_of(la) for la in layers], model.session)
         if getattr(model, "optimizer", None) is not None:
             opt = f.create_group("optimizer").create_group("vars")
-            opt.create_dataset("0", data=np.int64(0))
-            opt.create_dataset("1", data=np.float32(model.optimizer._learning_rate))
+            state = model.keras_optimizer_state() if isinstance(model, KerasModel) else \
+                [np.int64(0), np.float32(model.optimizer._learning_rate)]
+            for i, value in enumerate(state):
+                opt.create_dataset(str(i), data=value)
     return buffer.getvalue()
 
 

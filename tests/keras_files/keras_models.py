@@ -3,12 +3,12 @@
     python keras_models.py make OUT      the models below saved as OUT/NAME.keras and
                                          OUT/NAME.h5, with OUT/NAME.inputs.npz (the
                                          inputs, x0, x1, ...), OUT/NAME.keras.npz
-                                         (Keras's outputs, y0, y1, ...) and, for "cnn",
-                                         OUT/cnn.fit.json (Keras's per-epoch losses of a
-                                         fit with SGD from the saved state)
+                                         (Keras's outputs, y0, y1, ...)
     python keras_models.py predict F...  Keras's load_model of each file F (made by
                                          fragflow) and its outputs on the inputs of the
                                          model it came from: F.pred.npz
+    (NAME.fit.json for cnn, adam and momentum: Keras's per-epoch losses of a fit from
+    the saved state, optimizer state included)
 
 Weights are seeded; every model is small.
 """
@@ -84,7 +84,32 @@ def text():
     return model, [ids]
 
 
-MODELS = {"cnn": cnn, "two_io": two_io, "nested": nested, "text": text}
+def _regression(name, optimizer):
+    rng = np.random.default_rng(5)
+    x, y = rng.random((16, 3), np.float32), rng.random((16, 2), np.float32)
+    model = keras.Sequential([keras.Input((3,)), layers.Dense(4, activation="tanh"),
+                              layers.Dense(2)], name=name)
+    model.compile(optimizer, "mse")
+    model.fit(x, y, batch_size=4, epochs=1, shuffle=False, verbose=0)
+    return model, [x]
+
+
+def adam():
+    """A small regression trained one epoch with Adam (its moments saved)."""
+    return _regression("adam", keras.optimizers.Adam(0.01))
+
+
+def momentum():
+    """The same with SGD and Nesterov momentum."""
+    return _regression("momentum", keras.optimizers.SGD(0.1, momentum=0.9, nesterov=True))
+
+
+MODELS = {"cnn": cnn, "two_io": two_io, "nested": nested, "text": text, "adam": adam,
+          "momentum": momentum}
+# the data each model's fit from its saved state uses
+FIT = {"cnn": lambda x: np.arange(16) % 3,
+       "adam": lambda x: np.random.default_rng(5).random((16, 3, 2), np.float32)[:, 1],
+       "momentum": lambda x: np.random.default_rng(5).random((16, 3, 2), np.float32)[:, 1]}
 
 
 def outputs(model, xs):
@@ -101,11 +126,11 @@ def make(out):
         np.savez(os.path.join(out, f"{name}.inputs.npz"),
                  **{f"x{i}": x for i, x in enumerate(xs)})
         np.savez(os.path.join(out, f"{name}.keras.npz"), **outputs(model, xs))
-        if name == "cnn":             # fit from the saved state, in fixed batches
+        if name in FIT:               # fit from the saved state, in fixed batches
             x = xs[0]
-            history = model.fit(x, np.arange(16) % 3, batch_size=4, epochs=3,
-                                shuffle=False, verbose=0).history
-            with open(os.path.join(out, "cnn.fit.json"), "w") as f:
+            history = model.fit(x, FIT[name](x), batch_size=4, epochs=3, shuffle=False,
+                                verbose=0).history
+            with open(os.path.join(out, f"{name}.fit.json"), "w") as f:
                 json.dump(history, f)
 
 

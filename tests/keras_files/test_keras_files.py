@@ -73,6 +73,20 @@ def test_fit_carries_on_with_keras_losses(keras_dir):
     np.testing.assert_allclose(history["accuracy"], expected["accuracy"], atol=1e-6)
 
 
+@pytest.mark.parametrize("ext", ["keras", "h5"])
+@pytest.mark.parametrize("name, optimizer", [("adam", ff.optim.Adam),
+                                             ("momentum", ff.optim.Momentum)])
+def test_fit_carries_on_from_the_saved_optimizer_state(keras_dir, name, optimizer, ext):
+    model = ff.keras.models.load_model(keras_dir / f"{name}.{ext}", backend="numpy")
+    assert type(model.optimizer) is optimizer
+    x = inputs_of(keras_dir, name)[0]
+    y = np.random.default_rng(5).random((16, 3, 2), np.float32)[:, 1]
+    history = model.fit(x, y, batch_size=4, epochs=3, shuffle=False, verbose=0).history
+    with open(keras_dir / f"{name}.fit.json") as f:
+        expected = json.load(f)
+    np.testing.assert_allclose(history["loss"], expected["loss"], atol=1e-5)
+
+
 def test_compile_config_of_several_outputs_is_restored(keras_dir):
     model = ff.keras.models.load_model(keras_dir / "two_io.h5", backend="numpy")
     assert model.output_names == ["out1", "inner"]
