@@ -514,22 +514,6 @@ class KerasModel(Model):
             session.set(opt._non_slot["beta1_power"], np.float32(opt._beta1 ** (steps + 1)))
             session.set(opt._non_slot["beta2_power"], np.float32(opt._beta2 ** (steps + 1)))
 
-    def keras_optimizer_state(self) -> list:
-        """The optimizer's variables as Keras 3 keeps them (the inverse of
-        _restore_optimizer_state; zeros for slots not made yet)."""
-        opt = self.optimizer
-        steps = self.session.get(opt.iterations) if opt.iterations is not None else 0
-        out = [np.int64(steps), np.float32(opt._learning_rate)]
-        slots = {_optim.Momentum: ["momentum"], _optim.Adam: ["m", "v"]}.get(type(opt), [])
-        for var in self.trainable_weights:
-            for slot in slots:
-                made = opt._slots.get(slot, {}).get(var.op.name)
-                value = self.session.get(made) if made is not None else \
-                    np.zeros(var.shape, np.float32)
-                out.append(-value * np.float32(opt._learning_rate) if slot == "momentum"
-                           else value)
-        return out
-
     def _losses(self, labels, outs, per_batch=True):
         """([per-output losses (several outputs), metrics...], total loss): batch means
         when per_batch, else one value per example."""

@@ -299,6 +299,23 @@ def _keras3_groups(class_name, weights) -> list:
     return [("vars", weights)]
 
 
+def keras_optimizer_state(model) -> list:
+    """The optimizer's variables as Keras 3 keeps them: [iteration, learning_rate, then
+    per trainable weight its slots] (zeros for slots not made yet); SGD's momentum as
+    Keras's m = -lr * TF1's accumulator. The inverse of KerasModel's restore."""
+    opt, session = model.optimizer, model.session
+    steps = session.get(opt.iterations) if opt.iterations is not None else 0
+    out = [np.int64(steps), np.float32(opt._learning_rate)]
+    slots = {_optim.Momentum: ["momentum"], _optim.Adam: ["m", "v"]}.get(type(opt), [])
+    for var in model.trainable_weights:
+        for slot in slots:
+            made = opt._slots.get(slot, {}).get(var.op.name)
+            value = session.get(made) if made is not None else np.zeros(var.shape, np.float32)
+            out.append(-value * np.float32(opt._learning_rate) if slot == "momentum"
+                       else value)
+    return out
+
+
 def _write_keras3(group, layers, classes, session):
     for layer, class_name, sub in zip(layers, classes, unique_paths(classes)):
         g = group.create_group(sub)
@@ -336,8 +353,7 @@ def _weights_h5(model) -> bytes:
         _write_keras3(group, layers, [_class_of(la) for la in layers], model.session)
         if getattr(model, "optimizer", None) is not None:
             opt = f.create_group("optimizer").create_group("vars")
-            state = model.keras_optimizer_state() if isinstance(model, KerasModel) else \
-                [np.int64(0), np.float32(model.optimizer._learning_rate)]
+            state = keras_optimizer_state(model)
             for i, value in enumerate(state):
                 opt.create_dataset(str(i), data=value)
     return buffer.getvalue()
