@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import warnings
 
 from ...ir.errors import FragflowError
 from .. import initializers as _init, ops as _ops
@@ -297,6 +298,14 @@ class Reader:
         kwargs = {}
         _check_dtype(config, here, cls.__name__ == "InputLayer")
         for key, value in config.items():
+            if key == "dtype" or key in SHAPE_KEYS:
+                continue           # checked above; the model's input has the shape
+            if key.endswith(("_regularizer", "_constraint")):
+                if value is not None:
+                    warnings.warn(f"{here}: {key} is left out: fragflow's fit applies no "
+                                  f"Keras regularizers or constraints (predict is "
+                                  f"unchanged)", stacklevel=5)
+                continue
             if key in accepted:
                 kwargs[key] = self.value(key, value, here)
                 if key.endswith("_initializer"):
@@ -321,9 +330,6 @@ class Reader:
             return self.initializer(value, here, key)
         if key in ("activation", "recurrent_activation"):
             return self.activation(value, here, key)
-        if key.endswith(("_regularizer", "_constraint")):
-            raise KerasImportError(f"{here}: argument {key}={short(value, 80)!r}: fragflow "
-                                   f"has no Keras regularizers or constraints")
         if key in ("layer", "backward_layer", "cell") and isinstance(value, dict):
             inner = self._layer(value, [], 0)
             return self.make_layer(inner)
@@ -413,8 +419,7 @@ class OpLayer(Layer):
         self.fn, self.options = fn, options
         self._keras_class, self._keras_module = class_name, module
 
-    def __call__(self, inputs, training=False, **kwargs):
-        args = list(inputs) if isinstance(inputs, list) else [inputs]
+    def __call__(self, *args, training=False, **kwargs):
         return self.fn(*args, **self.options, **kwargs)
 
 

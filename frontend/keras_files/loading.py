@@ -173,8 +173,11 @@ def unique_paths(class_names) -> list:
 
 
 # Sublayers whose variables a .keras file keeps in groups of their own, in the order of
-# the fragflow layer's weights (others: the layer's vars, then sorted subgroups)
-SUBGROUPS = {"Bidirectional": ["forward_layer", "backward_layer"]}
+# the fragflow layer's weights. A layer not here may have one such group (an RNN's cell,
+# TimeDistributed's layer); with several, their order is not guessed.
+SUBGROUPS = {"Bidirectional": ["forward_layer", "backward_layer"],
+             "MultiHeadAttention": ["query_dense", "key_dense", "value_dense",
+                                    "output_dense"]}
 
 
 def _keras3_arrays(h5, group, class_name, where) -> list:
@@ -184,12 +187,29 @@ def _keras3_arrays(h5, group, class_name, where) -> list:
     if vars_group is not None:
         keys = sorted((k for k in h5.names(vars_group) if k.isdigit()), key=int)
         out += [h5.array(h5.child(vars_group, k, where), f"{where}/vars/{k}") for k in keys]
-    subs = SUBGROUPS.get(class_name) or [k for k in h5.names(group) if k != "vars"]
+    subs = SUBGROUPS.get(class_name)
+    if subs is None:
+        subs = [k for k in h5.names(group) if k != "vars" and _holds_vars(h5, group, k)]
+        if len(subs) > 1:
+            raise KerasImportError(f"{where}: the weights of {class_name} lie in groups "
+                                   f"{', '.join(subs)}, whose order fragflow does not "
+                                   f"know (loading.SUBGROUPS)")
     for sub in subs:
         child = h5.child(group, sub, where)
         if child is not None:
             out += _keras3_arrays(h5, child, "", f"{where}/{sub}")
     return out
+
+
+def _holds_vars(h5, group, name, depth=0) -> bool:
+    """Whether a subgroup holds any variable (a dataset below it; links refused as
+    everywhere)."""
+    child = h5.child(group, name, name)
+    if isinstance(child, h5.h5py.Dataset):
+        return True
+    if child is None or depth > 8:
+        return False
+    return any(_holds_vars(h5, child, k, depth + 1) for k in h5.names(child))
 
 
 def _assign_keras3(model, h5):

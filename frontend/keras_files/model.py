@@ -50,9 +50,9 @@ class _NotYet(Exception):
 
 
 def _call(layer, args, kwargs, training, here):
-    """layer called as a Keras node: one tensor, or the list of its positional tensors;
-    the keyword tensors (mask, initial_state) it takes."""
-    x = args[0] if len(args) == 1 else list(args)
+    """layer called as Keras calls it at a node: its positional arguments (a tensor, a
+    list of tensors for a merging layer, query and value for attention) and the keyword
+    arguments it takes (mask, initial_state, ...)."""
     accepted = inspect.signature(layer.__call__).parameters
     any_key = any(p.kind == p.VAR_KEYWORD for p in accepted.values())
     extra = {}
@@ -64,7 +64,7 @@ def _call(layer, args, kwargs, training, here):
                                    f"{type(layer).__name__} does not take")
         extra[key] = value
     try:
-        return layer(x, training=training, **extra)
+        return layer(*args, training=training, **extra)
     except KerasImportError:
         raise
     except FragflowError as err:

@@ -296,6 +296,13 @@ def _keras3_groups(class_name, weights) -> list:
         return [("vars", []), ("forward_layer/cell/vars", weights[:half]),
                 ("backward_layer/cell/vars", weights[half:]),
                 ("forward_layer/vars", []), ("backward_layer/vars", [])]
+    if class_name == "MultiHeadAttention":
+        per = len(weights) // 4
+        return [("vars", [])] + [(f"{sub}/vars", weights[k * per:(k + 1) * per])
+                                 for k, sub in enumerate(("query_dense", "key_dense",
+                                                          "value_dense", "output_dense"))]
+    if class_name == "TimeDistributed":
+        return [("vars", []), ("layer/vars", weights)]
     return [("vars", weights)]
 
 

@@ -393,3 +393,24 @@ def test_a_tfjs_graph_model_points_at_ff_tfjs_load(tmp_path):
         {"format": "graph-model", "modelTopology": {"node": []}}))
     with pytest.raises(KerasImportError, match=r"TF.js graph model: ff.tfjs.load"):
         load_model(tmp_path / "model.json")
+
+
+def test_regularizers_are_left_out_with_a_warning(tmp_path):
+    l2 = {"module": "keras.regularizers", "class_name": "L2", "config": {"l2": 0.01}}
+    path = _keras_file(tmp_path / "m.keras",
+                       _sequential(_layer("Dense", "d", units=2, kernel_regularizer=l2)),
+                       _weights_h5(_dense_weights()))
+    with pytest.warns(UserWarning, match=r"layer 'd' \(Dense\): kernel_regularizer is left "
+                                         r"out: fragflow's fit applies no"):
+        model = load_model(path, backend="numpy")
+    np.testing.assert_allclose(model.predict(np.ones((1, 4), np.float32)), [[4, 4]])
+
+
+def test_weight_groups_in_an_unknown_order_are_refused(tmp_path):
+    weights = {f"layers/twin/{sub}/vars/{i}": np.ones(shape, np.float32)
+               for sub in ("a_dense", "b_dense") for i, shape in enumerate([(4, 2), (2,)])}
+    path = _keras_file(tmp_path / "m.keras", _sequential(_layer("Twin", "t", units=2)),
+                       _weights_h5(weights))
+    with pytest.raises(KerasImportError, match=r"layers/twin: the weights of Twin lie in "
+                                               r"groups a_dense, b_dense, whose order"):
+        load_model(path, custom_objects={"Twin": ff.keras.layers.Dense})
