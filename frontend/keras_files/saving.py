@@ -108,6 +108,8 @@ def _generated_config(layer) -> dict:
 
 def _layer_config(layer) -> dict:
     config = getattr(layer, "_keras_config", None)
+    if config is None and callable(getattr(layer, "get_config", None)):
+        config = _jsonable(layer.get_config(), f"layer {layer.name!r}")   # its own
     if config is None:
         return _generated_config(layer)
     accepted = _accepted(type(layer))
