@@ -195,7 +195,7 @@ class Reader:
                                    f"{short(raw.get('name'))!r}")
         model = None
         module = raw.get("module")
-        if self.is_op(class_name, module):
+        if self.is_op(class_name, module, config):
             if class_name not in self.ops:
                 raise KerasImportError(f"{where(name, class_name)}: fragflow has no Keras "
                                        f"op {short(class_name)!r} (of {short(module)}); "
@@ -207,14 +207,16 @@ class Reader:
             self.check_safe(raw, name, class_name)
         return LayerSpec(class_name, name, config, nodes, raw, model)
 
-    def is_op(self, class_name, module) -> bool:
-        """Whether a node is a Keras op (keras.src.ops.*; in an .h5 file, which names no
-        modules, an op's class name that no layer has)."""
+    def is_op(self, class_name, module, config) -> bool:
+        """Whether a node is a Keras op (keras.src.ops.*). An .h5 file names no modules:
+        there, an op's class name whose config is not a layer's (a layer's always holds
+        'trainable'; Add the op beside Add the merging layer)."""
         if class_name in self.custom:
             return False
         if isinstance(module, str):
             return module.startswith(OP_MODULES)
-        return class_name in self.ops and class_name not in self.classes
+        return class_name in self.ops and (class_name not in self.classes or
+                                           "trainable" not in config)
 
     def check_safe(self, raw, name, class_name):
         """Refuse a Lambda layer, and a function or class named from a module outside
@@ -258,7 +260,7 @@ class Reader:
         """The ff layer for a layer spec (its config's arguments checked and mapped)."""
         here = where(spec.name, spec.class_name)
         module = spec.raw.get("module")
-        if self.is_op(spec.class_name, module):
+        if self.is_op(spec.class_name, module, spec.config):
             options = {k: v for k, v in spec.config.items() if k != "name"}
             layer = OpLayer(self.ops[spec.class_name], spec.class_name,
                             module or "keras.src.ops.numpy", options, name=spec.name)

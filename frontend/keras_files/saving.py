@@ -44,8 +44,9 @@ class SaveError(KerasImportError):
 
 # -- the config ------------------------------------------------------------------------
 def keras_class_name(layer) -> str:
-    """Keras's class name of an ff layer (the longest of its names in ff.keras.layers:
-    MaxPooling2D rather than MaxPool2D)."""
+    """Keras's class name of an ff layer: of its names in ff.keras.layers, the one
+    Keras's class has (MaxPooling2D, not the alias MaxPool2D; Conv2D, not
+    Convolution2D), which also names its weights' group in a .keras file."""
     if getattr(layer, "_keras_class", None):
         return layer._keras_class
     if isinstance(layer, NestedModel):
@@ -54,7 +55,7 @@ def keras_class_name(layer) -> str:
     if not names:
         raise SaveError(f"layer {layer.name!r} ({type(layer).__name__}) has no Keras "
                         f"class name; it cannot be saved in a Keras file")
-    return max(names, key=len)
+    return min(names, key=lambda n: ("Convolution" in n, "Pooling" not in n, n))
 
 
 def _jsonable(value, where):

@@ -84,6 +84,32 @@ def text():
     return model, [ids]
 
 
+def unet():
+    """A small U-Net: convolutions down, a transposed convolution and an upsampling up,
+    skips joined by Concatenate and Add."""
+    i = keras.Input((8, 8, 3))
+    c1 = layers.Conv2D(4, 3, padding="same", activation="relu")(i)
+    p = layers.MaxPooling2D()(c1)
+    c2 = layers.LeakyReLU(0.1)(layers.Conv2D(8, 3, padding="same")(p))
+    up = layers.Concatenate()([c1, layers.Conv2DTranspose(4, 2, strides=2)(c2),
+                               layers.UpSampling2D()(p)])
+    h = layers.Add()([layers.Conv2D(4, 1)(up), c1])
+    model = keras.Model(i, layers.Conv2D(2, 1, activation="sigmoid")(h), name="unet")
+    return model, [np.random.default_rng(6).random((2, 8, 8, 3), np.float32)]
+
+
+def transformer():
+    """A transformer block (MultiHeadAttention, LayerNormalization, a residual written
+    as x + y, an op node) with a TimeDistributed head as a second output."""
+    t = keras.Input((6, 8))
+    h = layers.LayerNormalization()(layers.Add()([t, layers.MultiHeadAttention(2, 4)(t, t)]))
+    ffn = layers.Dense(8)(layers.Dense(16, activation="gelu")(h))
+    out = layers.LayerNormalization()(h + ffn)
+    model = keras.Model(t, [out, layers.TimeDistributed(layers.Dense(3))(h)],
+                        name="transformer")
+    return model, [np.random.default_rng(7).random((2, 6, 8), np.float32)]
+
+
 def _regression(name, optimizer):
     rng = np.random.default_rng(5)
     x, y = rng.random((16, 3), np.float32), rng.random((16, 2), np.float32)
@@ -105,7 +131,7 @@ def momentum():
 
 
 MODELS = {"cnn": cnn, "two_io": two_io, "nested": nested, "text": text, "adam": adam,
-          "momentum": momentum}
+          "momentum": momentum, "unet": unet, "transformer": transformer}
 # the data each model's fit from its saved state uses
 FIT = {"cnn": lambda x: np.arange(16) % 3,
        "adam": lambda x: np.random.default_rng(5).random((16, 3, 2), np.float32)[:, 1],
