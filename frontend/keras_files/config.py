@@ -159,6 +159,9 @@ class Reader:
         name = _name(config.get("name", "model"), "model")
         layers = []
         for raw in layers_raw:
+            if not isinstance(raw, dict):
+                raise KerasImportError(f"model {name!r}: a layer's entry is not a JSON "
+                                       f"object ({short(raw)})")
             nodes = [_node(n, where(raw.get("name"), raw.get("class_name")))
                      for n in (_get(raw, "inbound_nodes", list, "model")
                                if raw.get("inbound_nodes") is not None else [])]
@@ -345,16 +348,16 @@ class Reader:
     def activation(self, value, here, key):
         if isinstance(value, dict):
             name = value.get("config")
-            if name in self.custom:
+            if isinstance(name, str) and name in self.custom:
                 return self.custom[name]
             if value.get("class_name") == "function" and isinstance(name, str):
                 value = name
             else:
                 value = value.get("class_name")
                 value = _snake(value) if isinstance(value, str) else value
-        if value in self.custom:
+        if isinstance(value, str) and value in self.custom:
             return self.custom[value]
-        if value is None or value in _ACTIVATION_NAMES:
+        if value is None or (isinstance(value, str) and value in _ACTIVATION_NAMES):
             return value
         raise KerasImportError(f"{here}: {key} {short(value)!r} is not an activation "
                                f"fragflow has ({', '.join(_ACTIVATION_NAMES)})")

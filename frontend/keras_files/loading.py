@@ -15,6 +15,7 @@ Every weight's shape is checked against the layer's before it is set.
 """
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
 import re
@@ -22,6 +23,7 @@ import warnings
 
 import numpy as np
 
+from ...ir.errors import FragflowError
 from ..interop.errors import short
 from ..interop.limits import MAX_BYTES, MAX_ELEMENTS, read_bounded
 from .config import OpLayer, Reader
@@ -50,12 +52,15 @@ def load_model(filepath, compile=True, custom_objects=None, safe_mode=True, *,  
     data = read_bounded(path, max_bytes, "Keras model file", KerasImportError)
     reader = Reader(custom_objects, safe_mode, max_elements=max_elements,
                     max_bytes=max_bytes)
-    if data.startswith(b"PK"):
-        return _load_keras(data, path, reader, compile, backend, max_bytes, max_elements)
-    if data.startswith(HDF5_SIGNATURE):
-        return _load_h5(data, path, reader, compile, backend, max_elements, max_bytes)
-    if data.lstrip()[:1] == b"{":
-        return _load_tfjs(data, path, reader, compile, backend, max_bytes, max_elements)
+    with _guard(path):
+        if data.startswith(b"PK"):
+            return _load_keras(data, path, reader, compile, backend, max_bytes,
+                               max_elements)
+        if data.startswith(HDF5_SIGNATURE):
+            return _load_h5(data, path, reader, compile, backend, max_elements, max_bytes)
+        if data.lstrip()[:1] == b"{":
+            return _load_tfjs(data, path, reader, compile, backend, max_bytes,
+                              max_elements)
     raise KerasImportError(f"{short(path)!r} is neither a .keras zip, an HDF5 .h5 file nor "
                            f"a TF.js model.json")
 
@@ -65,7 +70,28 @@ def model_from_json(json_string, custom_objects=None, *, backend="gl"):
     with weights initialised as its layers' initializers say."""
     config = parse_json(json_string, "the model JSON")
     reader = Reader(custom_objects, safe_mode=True, weights_follow=False)
-    return KerasModel(reader.model(_model_config(config)), reader, backend)
+    with _guard("the model JSON"):
+        return KerasModel(reader.model(_model_config(config)), reader, backend)
+
+
+@contextlib.contextmanager
+def _guard(what):
+    """The last net under a load: a malformed config the checks did not foresee ends in
+    a KerasImportError, never in a raw TypeError or KeyError (the layer-level guards
+    name the layer where they can)."""
+    try:
+        yield
+    except FragflowError as err:
+        if isinstance(err, KerasImportError):
+            raise
+        raise KerasImportError(f"{short(what)!r}: {err}") from None
+    except MemoryError:
+        raise KerasImportError(f"{short(what)!r}: the load ran out of memory") from None
+    except RecursionError:
+        raise KerasImportError(f"{short(what)!r}: the config nests too deep") from None
+    except Exception as err:     # noqa: BLE001 -- untrusted input: a clear error
+        raise KerasImportError(f"{short(what)!r} is not a model fragflow reads (a malformed "
+                               f"config: {type(err).__name__}: {short(err, 200)})") from err
 
 
 def _model_config(config):
