@@ -1,9 +1,14 @@
 """ff.keras.models.load_model and model.save against Keras 3 itself: files Keras saves
 (.keras and .h5) predict in fragflow (GL and the numpy executor) within 1e-5 of
 Keras's own predictions; fit carries on with Keras's per-epoch losses; files fragflow
-saves open in Keras 3 and predict the same."""
+saves open in Keras 3 and predict the same; the README's Keras section runs as written.
+(One file: the Keras-made files are made once per test worker.)"""
 import json
 import os
+import re
+import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -17,6 +22,7 @@ from tests.keras_files.conftest import (
     require_h5py,
 )
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODELS = ["cnn", "two_io", "nested", "text"]
 # models of layers the reader finds in ff.keras.layers once they are there (merging,
 # transposed convolution, upsampling, attention, normalization, TimeDistributed)
@@ -286,3 +292,24 @@ def test_a_loaded_model_exports_to_onnx_like_any_graph(keras_dir, tmp_path, name
     xs = inputs_of(keras_dir, name)
     got = runner.run(None, {i.name: x for i, x in zip(runner.get_inputs(), xs)})
     assert_close(got, keras_outputs(keras_dir, name))
+
+
+# -- the README ------------------------------------------------------------------------
+def readme_keras() -> str:
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        section = f.read().split("## Keras model files", 1)[1].split("\n## ", 1)[0]
+    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+
+
+def test_readme_keras_section_runs_as_written(gl, keras_dir, tmp_path):
+    shutil.copy(keras_dir / "cnn.keras", tmp_path / "model.keras")
+    (tmp_path / "snippet.py").write_text(readme_keras())
+    done = subprocess.run([sys.executable, "snippet.py"], capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert 'Model: "cnn"' in done.stdout and "Total params:" in done.stdout
+    for name in ("model.js", "model.bin", "index.html"):
+        assert (tmp_path / "web" / name).is_file()
+    tuned = ff.keras.models.load_model(tmp_path / "tuned.keras", backend="numpy")
+    assert [la.name for la in tuned.layers] == [
+        la.name for la in ff.keras.models.load_model(keras_dir / "cnn.keras").layers]
