@@ -21,7 +21,7 @@ from ...ir.graph import Graph
 from .. import ops as _ops, optim as _optim
 from ..interop.importer import clean_name
 from ..interop.limits import too_large
-from ..layers import CALLS, InputLayer, Layer
+from ..layers import InputLayer, Layer
 from ..models.losses import LOSSES, sparse_categorical_crossentropy
 from ..models.metrics import (
     ACCURACY_FOR_LOSS,
@@ -334,12 +334,13 @@ class KerasModel(Model):
         rule = "─" * line_length
         print_fn(f'Model: "{self.name}"')
         print_fn("┏" + rule + "┓")
-        print_fn(f"  {'Layer (type)':<40}{'Output Shape':<30}{'Param #':>12}")
+        print_fn(f"  {'Layer (type)':<45} {'Output Shape':<26}{'Param #':>12}")
         print_fn("┡" + rule + "┩")
         for layer in self.layers:
-            kind = getattr(layer, "class_name", type(layer).__name__)
-            print_fn(f"  {layer.name + ' (' + kind + ')':<40}"
-                     f"{shapes.get(layer.name, '?'):<30}{layer.count_params():>12,}")
+            kind = getattr(layer, "_keras_class", None) or getattr(layer, "class_name", None) \
+                or type(layer).__name__
+            print_fn(f"  {layer.name + ' (' + kind + ')':<45} "
+                     f"{shapes.get(layer.name, '?'):<26}{layer.count_params():>12,}")
         print_fn("└" + rule + "┘")
         total = sum(math.prod(w.shape) for w in self.weights)
         trainable = sum(math.prod(w.shape) for w in self.trainable_weights)
@@ -348,19 +349,12 @@ class KerasModel(Model):
         print_fn(f" Non-trainable params: {total - trainable:,}")
 
     def _layer_shapes(self) -> dict:
+        """name -> the output shape of its first call (as the graph was built)."""
         shapes = {}
-        for value, entries in CALLS.get(self.graph, {}).items():
-            for layer, _ in entries:
-                shapes.setdefault(layer.name, str(tuple(value.shape)))
-        for t, layer in zip(self.inputs, [la for la in self.layers
-                                          if isinstance(la, InputLayer)]):
-            shapes[layer.name] = str(tuple(t.shape))
-        if self.spec.kind == "Sequential" and self.layers:
-            shapes[self.layers[-1].name] = str(tuple(self.outputs[0].shape))
-        for layer, out in zip([self._objects.get(n) for n in self.output_names],
-                              self.outputs):
-            if layer is not None:
-                shapes[layer.name] = str(tuple(out.shape))
+        for (name, node), outs in self.tensor_info.items():
+            if node == 0 and outs and outs[0][0] is not None:
+                text = [str(tuple(shape)) for shape, _ in outs]
+                shapes[name] = text[0] if len(text) == 1 else "[" + ", ".join(text) + "]"
         return shapes
 
     def to_json(self, **kwargs) -> str:
