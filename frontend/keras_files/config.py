@@ -312,6 +312,9 @@ class Reader:
                                   f"unchanged)", stacklevel=5)
                 continue
             if key in accepted:
+                if key == "axis" and isinstance(value, list) and len(value) == 1 and \
+                        cls.__name__ == "BatchNormalization":
+                    value = value[0]        # Keras 2 writes BatchNormalization's as [3]
                 kwargs[key] = self.value(key, value, here)
                 if key.endswith("_initializer"):
                     kwargs[key] = CheckedInitializer(kwargs[key], self, here, key)

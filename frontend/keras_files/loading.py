@@ -432,8 +432,12 @@ def _compile(model, config, path):
         if loss is None:
             return
         state = model.optimizer_state
+        metrics = _metrics(config.get("metrics"))
+        if len(model.outputs) == 1 and isinstance(metrics, list) and \
+                any(isinstance(m, list) for m in metrics):      # Keras 2: [[metric, ...]]
+            metrics = [m for row in metrics for m in (row if isinstance(row, list) else [row])]
         model.compile(_optimizer(config.get("optimizer") or "rmsprop"), loss,
-                      metrics=_metrics(config.get("metrics")),
+                      metrics=metrics,
                       loss_weights=config.get("loss_weights"))
         model.optimizer_state = state     # the file's, restored at the first fit
         model.compiled_config = config

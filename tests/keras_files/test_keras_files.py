@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -200,6 +201,8 @@ def _keras2_layer(entry):
     """A Keras 3 layer entry as Keras 2 wrote it: no module, dtype strings, the input's
     batch_input_shape, inbound nodes as [[[name, node, tensor, {}]]]."""
     config = dict(entry["config"])
+    if entry["class_name"] == "BatchNormalization":
+        config["axis"] = [3]                        # Keras 2's, after build
     if isinstance(config.get("dtype"), dict):
         config["dtype"] = config["dtype"]["config"]["name"]
     if "batch_shape" in config:
@@ -250,11 +253,21 @@ def test_keras2_h5_files_load(keras_dir, tmp_path, name):
     with h5py.File(path, "r+") as f:
         config = json.loads(f.attrs["model_config"])
         f.attrs["model_config"] = json.dumps(_keras2_model(config))
+        training = json.loads(f.attrs["training_config"])
+        if training.get("metrics"):                 # Keras 2: a list per output
+            training["metrics"] = [[{"class_name": "MeanMetricWrapper", "config": {
+                "name": m, "dtype": "float32", "fn": m}} for m in training["metrics"]]]
+        f.attrs["training_config"] = json.dumps(training)
         f.attrs["keras_version"] = "2.15.0"
         f.attrs["backend"] = "tensorflow"
-    model = ff.keras.models.load_model(path, backend="numpy")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")              # the compile config is followed too
+        model = ff.keras.models.load_model(path, backend="numpy")
     assert_close(model.predict(_feed(inputs_of(keras_dir, name))),
                  keras_outputs(keras_dir, name))
+    assert model.optimizer is not None
+    if name == "cnn":
+        assert model.metrics_names == ["accuracy"]
 
 
 def test_h5py_is_needed_and_said(monkeypatch, tmp_path):
