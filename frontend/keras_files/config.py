@@ -244,7 +244,7 @@ class Reader:
                 fn = value.get("config")
                 mod = value.get("module", "")
                 if not (isinstance(mod, str) and mod.startswith("keras")) \
-                        and fn not in self.custom:
+                        and not (isinstance(fn, str) and fn in self.custom):
                     raise self.code_error(here, f"argument {key} names function "
                                                 f"{short(fn)!r} of module {short(mod)!r}",
                                           fn)
@@ -630,7 +630,3 @@ def _walk(value, key="config", depth=0):
 def _snake(name: str) -> str:
     out = "".join("_" + c.lower() if c.isupper() else c for c in name).lstrip("_")
     return out
-
-
-def count_elements(shape) -> int:
-    return math.prod(d for d in shape if d is not None)
