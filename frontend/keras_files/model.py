@@ -34,6 +34,7 @@ from ..models.metrics import (
 from ..models.progress import History, ProgressBar
 from ..models.sequential import (
     OPTIMIZERS,
+    EagerArray,
     Model,
     Sequential,
     _lookup,
@@ -305,10 +306,14 @@ class KerasModel(Model):
 
     # -- structure ----------------------------------------------------------------------
     def __call__(self, inputs, training=False):
-        if not isinstance(inputs, (Tensor, list, tuple)):
-            return super().__call__(inputs, training)
-        inputs = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
-        outs = run_spec(self.spec, self._objects, inputs, training)
+        """On tensors: the model's layers applied to them (its weights shared). On
+        arrays (TF2's eager model(x)): predict's outputs."""
+        tensors = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
+        if not all(isinstance(t, Tensor) for t in tensors):
+            out = self.predict(inputs)
+            return [o.view(EagerArray) for o in out] if isinstance(out, list) else \
+                out.view(EagerArray)
+        outs = run_spec(self.spec, self._objects, tensors, training)
         return outs[0] if len(outs) == 1 else outs
 
     def get_layer(self, name=None, index=None):

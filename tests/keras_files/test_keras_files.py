@@ -83,6 +83,12 @@ def test_loaded_model_keeps_keras_structure_and_names(keras_dir):
     assert "Total params: 94" in text
 
 
+def test_calling_a_loaded_model_on_arrays_predicts(keras_dir):
+    model = ff.keras.models.load_model(keras_dir / "two_io.keras", backend="numpy")
+    out = model(inputs_of(keras_dir, "two_io"))           # TF2's eager model(x)
+    assert_close([o.numpy() for o in out], keras_outputs(keras_dir, "two_io"))
+
+
 def test_set_weights_changes_what_predict_gives(keras_dir):
     model = ff.keras.models.load_model(keras_dir / "nested.keras", backend="numpy")
     x = inputs_of(keras_dir, "nested")[0]
