@@ -124,10 +124,9 @@ def test_a_layer_fragflow_lacks_is_named_with_its_class(tmp_path):
 
 
 def test_an_argument_fragflow_lacks_is_named(tmp_path):
-    layer = _layer("Conv2D", "c", filters=2, kernel_size=3, data_format="channels_first")
-    path = _keras_file(tmp_path / "m.keras", _sequential(layer, shape=(None, 3, 8, 8)))
-    with pytest.raises(KerasImportError, match=r"layer 'c' \(Conv2D\): .*"
-                                               r"data_format='channels_first' is not "
+    path = _keras_file(tmp_path / "m.keras",
+                       _sequential(_layer("Dense", "d", units=2, lora_rank=4)))
+    with pytest.raises(KerasImportError, match=r"layer 'd' \(Dense\): .*lora_rank=4 is not "
                                                r"supported"):
         load_model(path)
 
