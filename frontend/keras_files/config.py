@@ -323,7 +323,7 @@ class Reader:
             elif key in HARMLESS and (HARMLESS[key] is None or value in HARMLESS[key]):
                 continue
             else:
-                raise KerasImportError(f"{here}: argument {key}={short(value, 80)!r} is not "
+                raise KerasImportError(f"{here}: argument {key}={short(repr(value), 80)} is not "
                                        f"supported by fragflow's {cls.__name__}")
         for key, default in _initializer_defaults(cls).items():
             if key not in kwargs:       # every weight's size is checked before it is made
@@ -344,7 +344,7 @@ class Reader:
         if key == "cell" and isinstance(value, list):
             return [self.make_layer(self._layer(v, [], 0)) for v in value]
         if isinstance(value, dict):
-            raise KerasImportError(f"{here}: argument {key}={short(value, 80)!r} is not a "
+            raise KerasImportError(f"{here}: argument {key}={short(repr(value), 80)} is not a "
                                    f"value fragflow reads")
         return value
 
@@ -383,7 +383,7 @@ class Reader:
         except (FragflowError, TypeError, ValueError):
             if self.weights_follow:
                 return "zeros"
-            raise KerasImportError(f"{here}: {key} {short(value, 80)!r} is not an "
+            raise KerasImportError(f"{here}: {key} {short(repr(value), 80)} is not an "
                                    f"initializer fragflow has") from None
 
 
