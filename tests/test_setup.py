@@ -40,7 +40,7 @@ def test_the_test_extra_names_what_the_tests_import():
     block = text[text.index("test = ["):]
     block = block[:block.index("]\n") + 1]
     for package in ("pytest-xdist", "torch", "onnx", "onnxruntime", "triton", "ray",
-                    "hypothesis", "setuptools"):
+                    "hypothesis", "setuptools", "keras", "h5py"):
         assert re.search(rf'"{package}\b', block), f"the test extra lacks {package}"
 
 

@@ -238,14 +238,16 @@ class Sequential:
             for name, w in by_name.items():
                 self.session.set(w, data[name])
 
-    def save(self, filepath, *args, **kwargs):
-        """Keras's model.save writes the architecture too, which fragflow does not: say
-        what to use instead."""
-        raise FragflowError(f"model.save({str(filepath)!r}): fragflow saves weights only: "
-                            f"model.save_weights(path) (.npz, by variable name) and "
-                            f"load_weights into a model built the same way, or "
-                            f"ff.onnx.export(...) for the whole model (docs/TENSORFLOW.md, "
-                            f"'Symbols')")
+    def save(self, filepath, overwrite=True, **kwargs):
+        """The model as a Keras 3 .keras file or a Keras .h5 file (by the suffix), which
+        keras.models.load_model and ff.keras.models.load_model open (docs/KERAS.md)."""
+        from ..keras_files import save_model  # a cycle: keras_files builds on this module
+        save_model(self, filepath, overwrite=overwrite, **kwargs)
+
+    def to_json(self, **kwargs) -> str:
+        """The model's Keras config as JSON (keras.models.model_from_json reads it)."""
+        from ..keras_files import model_json  # a cycle: keras_files builds on models
+        return model_json(self, **kwargs)
 
     def summary(self, print_fn=print) -> None:
         """A table of the layers: name, type, output shape, parameters."""

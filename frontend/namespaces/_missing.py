@@ -46,8 +46,6 @@ HINTS = {
     "random_flip_left_right": "augment with numpy before feeding (or ff.image.flip_left_right)",
     "random_crop": "augment with numpy before feeding",
     "ctc_loss": "nothing: no CTC loss",
-    "load_model": "a model built again in code, then model.load_weights(path); or "
-                  "ff.onnx.load (docs/ONNX.md)",
     "ModelCheckpoint": "model.save_weights(path) in a keras.callbacks.LambdaCallback",
     "reduce_euclidean_norm": "ff.norm(x, axis=...)",
     "matrix_diag": "ff.linalg.diag",

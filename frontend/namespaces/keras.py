@@ -16,7 +16,7 @@ import types as _types
 import numpy as _np
 
 from ...ir.errors import SerializationError as _SerializationError
-from .. import initializers, layers, models as _models, optim as _optim
+from .. import initializers, keras_files as _keras_files, layers, models as _models, optim as _optim
 from ..models import callbacks as _cb
 from ..operands import _unexpected
 from ._missing import install as _install, missing as _missing
@@ -138,7 +138,9 @@ losses = _Namespace(
     mean_squared_error=_models.mean_squared_error,
     mean_absolute_error=_models.mean_absolute_error)
 
-models = _Namespace("fragflow.keras.models", Sequential=Sequential, Model=Model)
+models = _Namespace("fragflow.keras.models", Sequential=Sequential, Model=Model,
+                    load_model=_keras_files.load_model, save_model=_keras_files.save_model,
+                    model_from_json=_keras_files.model_from_json)
 
 
 def _to_categorical(y, num_classes=None, dtype="float32"):
@@ -157,6 +159,8 @@ def _callbacks():
 callbacks = _callbacks()
 utils = _Namespace("fragflow.keras.utils", to_categorical=_to_categorical)
 
+KerasImportError = _keras_files.KerasImportError
+
 __all__ = ["Input", "Model", "Sequential", "layers", "models", "optimizers", "initializers",
-           "losses", "callbacks", "utils"]
+           "losses", "callbacks", "utils", "KerasImportError"]
 _install(globals(), "fragflow.keras")
