@@ -37,6 +37,7 @@ from ..ir.ops.state import assign as assign_value
 from ..ir.source import is_internal, user_location
 from . import initializers as _init, ops as _ops
 from .activations import ACTIVATIONS, LAYER
+from .control_flow import cond
 from .namespaces._missing import DOCS, close_names
 from .operands import _unexpected
 from .side_effects import graph_table
@@ -984,7 +985,6 @@ def batch_normalization(inputs, axis=-1, momentum=0.99, epsilon=0.001, center=Tr
 def _only_when(training, update):
     """The assign `update` as TF1's batch norm makes it under a training tensor: in a
     tf.cond, so that a run fed training=False leaves the moving statistic as it is."""
-    from .control_flow import cond
     variable, value = update.value.node.inputs
     return cond(training, lambda: wrap(assign_value(variable, value)),
                 lambda: _ops.identity(wrap(variable)), name="update_when_training")
