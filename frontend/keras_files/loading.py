@@ -24,12 +24,13 @@ import warnings
 import numpy as np
 
 from ...ir.errors import FragflowError
+from ..interop import tfjs_weights
 from ..interop.errors import short
 from ..interop.limits import MAX_BYTES, MAX_ELEMENTS, read_bounded
 from .config import OpLayer, Reader
 from .errors import KerasImportError
 from .model import KerasModel, NestedModel
-from .storage import H5Reader, parse_json, read_keras_zip, read_tfjs_weights
+from .storage import H5Reader, parse_json, read_keras_zip
 
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 
@@ -166,9 +167,10 @@ def _load_tfjs(data, path, reader, compile, backend, max_bytes, max_elements):
         raise KerasImportError(f"{short(path)!r} is a TF.js graph model: ff.tfjs.load reads "
                                f"it")
     model = KerasModel(reader.model(_model_config(topology)), reader, backend)
-    weights = read_tfjs_weights(doc.get("weightsManifest", []), os.path.dirname(path) or ".",
-                                max_bytes, max_elements)
-    _assign_by_name(model, weights)
+    weights = tfjs_weights.read_weights(doc.get("weightsManifest", []),
+                                        os.path.dirname(path) or ".", max_bytes,
+                                        max_elements, KerasImportError)
+    _assign_by_name(model, list(weights.items()))
     training = topology.get("training_config") or doc.get("trainingConfig")
     if compile and isinstance(training, dict):
         _compile(model, dict(training, optimizer=training.get("optimizer_config")), path)
