@@ -363,9 +363,11 @@ def _tfjs(tmp_path, manifest_paths, data=b"", quantization=None, weights=None):
     return tmp_path / "model.json"
 
 
-# a layers model's shards are read by the TF.js weight reader (interop/tfjs_weights.py)
+# both entry points read a layers model's shards through one reader
+# (interop/tfjs_weights.py), each raising its own error class
 LOADERS = {
     "keras": (lambda path: load_model(path, backend="numpy"), KerasImportError),
+    "tfjs": (lambda path: ff.tfjs.load(path), ff.tfjs.TfjsImportError),
 }
 
 
