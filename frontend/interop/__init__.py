@@ -1,6 +1,6 @@
 """The import core every foreign-format reader stands on (ONNX in frontend/onnx/, TF.js
-in frontend/tfjs/, Keras files next): what a reader needs besides its own parser and
-rule table, written once.
+in frontend/tfjs/, Keras files in frontend/keras_files/): what a reader needs besides
+its own parser and rule table, written once.
 
 - errors.py: ModelImportError, the base of OnnxImportError and TfjsImportError.
 - limits.py: the limits a model file is held to (MAX_BYTES, MAX_ELEMENTS, MAX_RANK),
@@ -14,6 +14,9 @@ rule table, written once.
   remember which were read.
 - static.py: static evaluation through the op records' numpy references (a rule run
   on constants in a scratch graph), for formats without an evaluator of their own.
+- tfjs_weights.py: a TF.js weightsManifest and its shards read within the limits and
+  decoded as TF.js does (float16, uint8/uint16 dequantization), for TF.js graph models
+  (frontend/tfjs/) and layers models (frontend/keras_files/) alike.
 - record.py: ImportedModel, what every load returns (.graph .inputs .outputs
   .inputs_by_name .outputs_by_name .feed_dict .variables).
 

@@ -24,12 +24,13 @@ import warnings
 import numpy as np
 
 from ...ir.errors import FragflowError
+from ..interop import tfjs_weights
 from ..interop.errors import short
 from ..interop.limits import MAX_BYTES, MAX_ELEMENTS, read_bounded
 from .config import OpLayer, Reader
 from .errors import KerasImportError
 from .model import KerasModel, NestedModel
-from .storage import H5Reader, parse_json, read_keras_zip, read_tfjs_weights
+from .storage import H5Reader, parse_json, read_keras_zip
 
 HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
 
@@ -158,21 +159,40 @@ def _load_h5(data, path, reader, compile, backend, max_elements, max_bytes):
 
 def _load_tfjs(data, path, reader, compile, backend, max_bytes, max_elements):
     doc = parse_json(data, "model.json")
-    topology = doc.get("modelTopology") if isinstance(doc, dict) else None
+    if not isinstance(doc, dict):
+        raise KerasImportError(f"{short(path)!r}: model.json is not a JSON object")
+    _tfjs_topology(doc, path)
+    weights = tfjs_weights.read_weights(doc.get("weightsManifest", []),
+                                        os.path.dirname(path) or ".", max_bytes,
+                                        max_elements, KerasImportError)
+    return tfjs_layers_model(doc, weights, reader, compile, backend, path)
+
+
+def tfjs_layers_model(doc, weights, reader, compile=True, backend="gl", path="model.json",
+                      input_shapes=None):
+    """A TF.js layers model (its model.json as a dict, its weights as read by
+    interop/tfjs_weights.py) as a KerasModel; ff.tfjs.load builds layers models here too.
+    input_shapes: {input layer name: shape} fixing the inputs' free dims."""
+    topology = _tfjs_topology(doc, path)
+    with _guard(path):
+        model = KerasModel(reader.model(_model_config(topology)), reader, backend,
+                           input_shapes)
+        _assign_by_name(model, list(weights.items()))
+    training = topology.get("training_config") or doc.get("trainingConfig")
+    if compile and isinstance(training, dict):
+        _compile(model, dict(training, optimizer=training.get("optimizer_config")), path)
+    return model
+
+
+def _tfjs_topology(doc, path):
+    topology = doc.get("modelTopology")
     if not isinstance(topology, dict):
         raise KerasImportError(f"{short(path)!r}: no modelTopology (a TF.js layers model's "
                                f"model.json holds one)")
     if doc.get("format") == "graph-model" or "node" in topology:
         raise KerasImportError(f"{short(path)!r} is a TF.js graph model: ff.tfjs.load reads "
                                f"it")
-    model = KerasModel(reader.model(_model_config(topology)), reader, backend)
-    weights = read_tfjs_weights(doc.get("weightsManifest", []), os.path.dirname(path) or ".",
-                                max_bytes, max_elements)
-    _assign_by_name(model, weights)
-    training = topology.get("training_config") or doc.get("trainingConfig")
-    if compile and isinstance(training, dict):
-        _compile(model, dict(training, optimizer=training.get("optimizer_config")), path)
-    return model
+    return topology
 
 
 # -- weights ---------------------------------------------------------------------------

@@ -19,6 +19,7 @@ import numpy as np
 from ...ir.errors import AttrError, FragflowError, ShapeError
 from ...ir.graph import Graph
 from .. import ops as _ops, optim as _optim
+from ..interop.errors import short
 from ..interop.importer import clean_name
 from ..interop.limits import too_large
 from ..layers import InputLayer, Layer
@@ -221,6 +222,23 @@ class NestedModel(Layer):
         return f"<ff.keras {self.class_name} '{self.name}' (nested)>"
 
 
+def _given_shape(shape: tuple, given, name) -> tuple:
+    """shape with the free dims given fills (None or -1: left free); a rank or known
+    dim other than the config's is an error."""
+    if given is None:
+        return shape
+    try:
+        given = tuple(None if d is None or int(d) < 0 else int(d) for d in given)
+    except (TypeError, ValueError):
+        raise KerasImportError(f"input {name!r}: input_shapes gives {short(given)!r} (a "
+                               f"tuple of ints or None)") from None
+    if len(given) != len(shape) or any(s is not None and g is not None and s != g
+                                       for s, g in zip(shape, given)):
+        raise KerasImportError(f"input {name!r}: input_shapes gives {list(given)}; the "
+                               f"model's input has shape {list(shape)}")
+    return tuple(s if g is None else g for s, g in zip(shape, given))
+
+
 def _get_layer(model, name, index):
     if index is not None:
         try:
@@ -240,7 +258,7 @@ class KerasModel(Model):
     Keras's inputs, outputs, layers, weights and compile / fit / evaluate / predict /
     summary / save. See the module docstring."""
 
-    def __init__(self, spec: ModelSpec, reader: Reader, backend="gl"):
+    def __init__(self, spec: ModelSpec, reader: Reader, backend="gl", input_shapes=None):
         Sequential.__init__(self, None, name=spec.name, backend=backend,
                             graph=Graph(clean_name(spec.name, "model")))
         self.spec = spec
@@ -248,7 +266,7 @@ class KerasModel(Model):
         with self.graph.as_default():
             self._objects = make_layers(spec, reader)
             self.layers = model_layers(spec, self._objects)
-            self.inputs = self._placeholders()
+            self.inputs = self._placeholders(input_shapes or {})
             self.tensor_info: dict = {}
             self.outputs = run_spec(spec, self._objects, self.inputs, False,
                                     self.tensor_info)
@@ -283,26 +301,35 @@ class KerasModel(Model):
                         f"of shape {list(value.shape)} = {count} elements, over "
                         f"max_elements={max_elements}")
 
-    def _placeholders(self) -> list:
+    def _placeholders(self, input_shapes: dict) -> list:
+        """The model's inputs: (None,) + the config's shape, or the shape input_shapes
+        gives by input name (its rank and known dims as the config's). The names are
+        Keras's: the InputLayer's, or for a Sequential without one Keras 2's and TF.js's
+        "<first layer>_input" (its placeholder keeps the name "input")."""
         if self.spec.kind == "Sequential":
             shape = self.spec.input_shape
             if shape is None:
                 raise KerasImportError(f"model {self.spec.name!r}: the Sequential's input "
                                        f"shape is not in the config (no InputLayer)")
-            return [_ops.placeholder((None,) + tuple(shape[1:]), self.spec.input_dtype,
-                                     name=clean_name(self.spec.input_name or "input",
-                                                     "input"))]
-        by_name = {ls.name: ls for ls in self.spec.layers}
-        out = []
-        for ref in self.spec.inputs:
-            ls = by_name[ref.layer]
-            if ls.class_name != "InputLayer":
-                raise KerasImportError(f"{where(ls.name, ls.class_name)}: a model input "
-                                       f"must be an InputLayer")
-            shape = _input_shape(ls.config, where(ls.name, "InputLayer"))
-            out.append(_ops.placeholder((None,) + tuple(shape[1:]), _input_dtype(ls.config),
-                                        name=clean_name(ls.name, "input")))
-        return out
+            first = self.spec.layers[0].name if self.spec.layers else "input"
+            entries = [(self.spec.input_name or f"{first}_input",
+                        self.spec.input_name or "input", shape, self.spec.input_dtype)]
+        else:
+            by_name = {ls.name: ls for ls in self.spec.layers}
+            entries = []
+            for ref in self.spec.inputs:
+                ls = by_name[ref.layer]
+                if ls.class_name != "InputLayer":
+                    raise KerasImportError(f"{where(ls.name, ls.class_name)}: a model input "
+                                           f"must be an InputLayer")
+                entries.append((ls.name, ls.name,
+                                _input_shape(ls.config, where(ls.name, "InputLayer")),
+                                _input_dtype(ls.config)))
+        self.input_layer_names = [name for name, _, _, _ in entries]
+        return [_ops.placeholder(_given_shape((None,) + tuple(shape[1:]),
+                                              input_shapes.get(name), name),
+                                 dtype, name=clean_name(op_name, "input"))
+                for name, op_name, shape, dtype in entries]
 
     # -- structure ----------------------------------------------------------------------
     def __call__(self, inputs, training=False):

@@ -1,6 +1,7 @@
-"""The containers a Keras model comes in, read as untrusted input: a .keras zip, HDF5
-(the .keras file's model.weights.h5 and legacy .h5 files) and a TF.js layers model's
-model.json and weight shards.
+"""The containers a Keras model comes in, read as untrusted input: a .keras zip and HDF5
+(the .keras file's model.weights.h5 and legacy .h5 files). A TF.js layers model's
+weight shards are read by the import core's TF.js weight reader
+(interop/tfjs_weights.py), the one ff.tfjs.load uses.
 
 Every read is bounded: the file (read_bounded) and each zip member within max_bytes
 before it is inflated (a member that inflates past its declared size, or by more than
@@ -21,7 +22,7 @@ import zipfile
 import numpy as np
 
 from ..interop.errors import short
-from ..interop.limits import MAX_RANK, read_bounded, weight_path
+from ..interop.limits import MAX_RANK
 from .errors import KerasImportError
 
 MAX_RATIO = 1000            # a zip member may inflate to at most this many times its size
@@ -181,69 +182,3 @@ class H5Reader:
         except (OSError, ValueError, TypeError) as err:
             raise KerasImportError(f"{where}: cannot read the dataset: "
                                    f"{short(err, 100)}") from None
-
-
-# -- TF.js weight shards ---------------------------------------------------------------
-_TFJS_DTYPES = {"float32": np.float32, "int32": np.int32, "bool": np.bool_}
-_QUANT = {"uint8": np.uint8, "uint16": np.uint16, "float16": np.float16}
-
-
-def read_tfjs_weights(manifest, folder: str, max_bytes: int, max_elements: int) -> list:
-    """[(name, array)] of a weightsManifest, its shards read from folder (paths
-    inside it), quantized weights dequantized as TF.js does (v * scale + min in float64,
-    rounded once to float32; float16 by IEEE's conversion, which TF.js's table decoder
-    agrees with on every pattern)."""
-    if not isinstance(manifest, list):
-        raise KerasImportError("model.json: weightsManifest is not a list")
-    out, budget = [], max_bytes
-    for group in manifest:
-        paths = group.get("paths") if isinstance(group, dict) else None
-        specs = group.get("weights") if isinstance(group, dict) else None
-        if not isinstance(paths, list) or not isinstance(specs, list):
-            raise KerasImportError("model.json: a weightsManifest entry lacks 'paths' or "
-                                   "'weights'")
-        chunks = []
-        for p in paths:
-            full = weight_path(folder, p, "model.json: weight shard", KerasImportError)
-            data = read_bounded(full, budget, f"weight shard {p!r}", KerasImportError)
-            budget -= len(data)
-            chunks.append(data)
-        buffer, offset = b"".join(chunks), 0
-        for spec in specs:
-            name = spec.get("name") if isinstance(spec, dict) else None
-            shape, dtype = (spec or {}).get("shape"), (spec or {}).get("dtype")
-            here = f"weight {short(name)!r}"
-            if not isinstance(name, str) or not isinstance(shape, list) or any(
-                    not isinstance(d, int) or isinstance(d, bool) or d < 0 for d in shape) \
-                    or len(shape) > MAX_RANK or dtype not in _TFJS_DTYPES:
-                raise KerasImportError(f"model.json: {here}: a malformed weight entry "
-                                       f"(name, shape, dtype float32|int32|bool)")
-            count = math.prod(shape)
-            if count > max_elements:
-                raise KerasImportError(f"model.json: {here}: {count} elements, more than "
-                                       f"max_elements={max_elements}")
-            quant = spec.get("quantization")
-            stored = np.dtype(_QUANT[quant.get("dtype")]) if isinstance(quant, dict) and \
-                quant.get("dtype") in _QUANT else None
-            if quant is not None and stored is None:
-                raise KerasImportError(f"model.json: {here}: quantization {short(quant)} is "
-                                       f"not uint8, uint16 or float16")
-            item = np.dtype(stored if stored is not None else _TFJS_DTYPES[dtype])
-            size = count * item.itemsize
-            if offset + size > len(buffer):
-                raise KerasImportError(f"model.json: {here}: the shards end before it "
-                                       f"does ({len(buffer)} bytes)")
-            raw = np.frombuffer(buffer, item, count, offset).reshape(shape)
-            offset += size
-            if stored is not None and stored != np.float16:
-                scale, low = quant.get("scale"), quant.get("min")
-                if not isinstance(scale, (int, float)) or not isinstance(low, (int, float)):
-                    raise KerasImportError(f"model.json: {here}: quantization needs numbers "
-                                           f"'scale' and 'min'")
-                # as TF.js: v * scale + min as a JS number (float64), then stored in a
-                # Float32Array (rounded once) or, for int32, Math.round
-                exact = raw.astype(np.float64) * float(scale) + float(low)
-                raw = np.floor(exact + 0.5) if dtype == "int32" else exact
-            out.append((name, np.asarray(raw).astype(np.float32 if dtype == "float32" else
-                                                     _TFJS_DTYPES[dtype])))
-    return out

@@ -1,5 +1,6 @@
-"""ff.tfjs: TF.js graph models (model.json and its weight shards) as fragflow graphs you
-can run, read, compile and fine-tune. No TF.js, no node needed. See docs/TFJS.md."""
+"""ff.tfjs: TF.js graph models and layers models (model.json and its weight shards) as
+fragflow graphs you can run, read, compile and fine-tune. No TF.js, no node needed. See
+docs/TFJS.md."""
 from .errors import TfjsImportError, UnsupportedTfjsOpError
 from .importer import TfjsModel, load
 from .op_table import RULES as _RULES

@@ -23,7 +23,7 @@ from ..interop.importer import ImporterBase, Init, ReadAttrs, clean_name, source
 from ..interop.limits import MAX_BYTES, MAX_ELEMENTS, MAX_NODES, MAX_RANK, too_large
 from ..interop.record import ImportedModel
 from ..ops import name_scope, placeholder
-from . import reader
+from . import layers_model, reader
 from .errors import TfjsImportError, UnsupportedTfjsOpError
 
 # TF dtypes as fragflow's: the floats are float32, the integers int32 (values checked to
@@ -401,8 +401,8 @@ class Importer(ImporterBase):
 
 def load(path, *, input_shapes: dict | None = None, trainable: bool = False,
          max_elements: int = MAX_ELEMENTS, max_bytes: int = MAX_BYTES) -> TfjsModel:
-    """Import a TF.js graph model (a model.json, or a folder holding one, with its weight
-    shards beside it) as a fragflow graph. See docs/TFJS.md.
+    """Import a TF.js graph model or layers model (a model.json, or a folder holding one,
+    with its weight shards beside it) as a fragflow graph. See docs/TFJS.md.
 
     input_shapes: {input name: shape} fixing the model's unknown dims (None: free).
     trainable: float weights become ff.Variables (fine-tuning, sess.save); False (the
@@ -417,13 +417,9 @@ def load(path, *, input_shapes: dict | None = None, trainable: bool = False,
     """
     file = reader.model_json_path(path)
     model = reader.read_model_json(file, max_bytes)
-    fmt = model.get("format")
-    topology = model.get("modelTopology")
-    if fmt == "layers-model" or (isinstance(topology, dict) and "model_config" in topology) \
-            or (isinstance(topology, dict) and "class_name" in topology):
-        raise TfjsImportError(f"{short(file)!r} is a TF.js layers model (a Keras topology): "
-                              f"read it with ff.keras.models.load_model; ff.tfjs.load reads "
-                              f"graph models")
+    if layers_model.is_layers_model(model):     # a Keras topology: frontend/keras_files
+        return layers_model.load_layers_model(model, file, input_shapes, trainable,
+                                              max_elements, max_bytes)
     weights = reader.read_weights(model, os.path.dirname(os.path.abspath(file)), max_bytes,
                                   max_elements)
     importer = Importer(model, weights, trainable, input_shapes,

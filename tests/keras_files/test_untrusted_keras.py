@@ -363,31 +363,80 @@ def _tfjs(tmp_path, manifest_paths, data=b"", quantization=None, weights=None):
     return tmp_path / "model.json"
 
 
-def test_a_tfjs_layers_model_loads_with_quantized_weights(tmp_path):
-    kernel = np.arange(8, dtype=np.uint8)                 # 0.5 * q - 1
-    data = kernel.tobytes() + np.float32([1, 2]).tobytes()
-    path = _tfjs(tmp_path, ["group1-shard1of1.bin"], data,
-                 {"dtype": "uint8", "scale": 0.5, "min": -1.0})
-    model = load_model(tmp_path, backend="numpy")
-    want = np.ones((1, 4), np.float32) @ (kernel.reshape(4, 2) * 0.5 - 1.0) + [1, 2]
-    np.testing.assert_allclose(model.predict(np.ones((1, 4), np.float32)), want)
-    assert path.exists()
+# both entry points read a layers model's shards through one reader
+# (interop/tfjs_weights.py), each raising its own error class
+LOADERS = {
+    "keras": (lambda path: load_model(path, backend="numpy"), KerasImportError),
+    "tfjs": (lambda path: ff.tfjs.load(path), ff.tfjs.TfjsImportError),
+}
 
 
-def test_a_tfjs_shard_outside_the_model_folder_is_refused(tmp_path):
+def _predict(loader, model, x):
+    if loader == "keras":
+        return model.predict(x)
+    return ff.Session(model.graph, backend="numpy").run(model.outputs[0],
+                                                        {model.inputs[0]: x})
+
+
+@pytest.mark.parametrize("loader", LOADERS)
+@pytest.mark.parametrize("quantization,stored,want", [
+    ({"dtype": "uint8", "scale": 0.5, "min": -1.0}, np.arange(8, dtype=np.uint8),
+     np.arange(8).reshape(4, 2) * 0.5 - 1.0),
+    ({"dtype": "uint16", "scale": 0.25, "min": 2.0}, np.arange(8, dtype=np.uint16),
+     np.arange(8).reshape(4, 2) * 0.25 + 2.0),
+    ({"dtype": "float16"}, np.float16([0.5, -2, 3, 1e-3, 65504, -0.0, 7, 1]),
+     np.float16([0.5, -2, 3, 1e-3, 65504, -0.0, 7, 1]).astype(np.float32).reshape(4, 2)),
+])
+def test_a_tfjs_layers_model_loads_with_quantized_weights(tmp_path, loader, quantization,
+                                                          stored, want):
+    data = stored.tobytes() + np.float32([1, 2]).tobytes()
+    _tfjs(tmp_path, ["group1-shard1of1.bin"], data, quantization)
+    load, _ = LOADERS[loader]
+    got = _predict(loader, load(tmp_path), np.ones((1, 4), np.float32))
+    np.testing.assert_allclose(got, np.ones((1, 4)) @ want + [1, 2], rtol=1e-6)
+
+
+@pytest.mark.parametrize("loader", LOADERS)
+@pytest.mark.parametrize("path,why", [
+    ("../outside.bin", "lies outside the model's folder"),
+    ("/etc/passwd", "must be a relative path inside"),
+    ("https://example.com/w.bin", "must be a relative path inside"),
+    ("missing.bin", "does not exist"),
+])
+def test_a_tfjs_shard_outside_the_model_folder_is_refused(tmp_path, loader, path, why):
     (tmp_path / "outside.bin").write_bytes(bytes(40))
     folder = tmp_path / "model"
     folder.mkdir()
-    path = _tfjs(folder, ["../outside.bin"])
-    with pytest.raises(KerasImportError, match=r"lies outside the model's folder"):
-        load_model(path)
+    load, error = LOADERS[loader]
+    with pytest.raises(error, match=why):
+        load(_tfjs(folder, [path]))
 
 
-def test_tfjs_shards_shorter_than_the_manifest_are_refused(tmp_path):
-    path = _tfjs(tmp_path, ["group1-shard1of1.bin"], bytes(12))
-    with pytest.raises(KerasImportError, match=r"weight 'dense/kernel': the shards end "
-                                               r"before it does"):
-        load_model(path)
+@pytest.mark.parametrize("loader", LOADERS)
+@pytest.mark.parametrize("size", [12, 44])
+def test_tfjs_shard_sizes_are_checked_before_reading(tmp_path, loader, size):
+    path = _tfjs(tmp_path, ["group1-shard1of1.bin"], bytes(size))
+    load, error = LOADERS[loader]
+    with pytest.raises(error, match=rf"weightsManifest group 0 declares 40 bytes of weights "
+                                    rf"but its shards hold {size} bytes"):
+        load(path)
+
+
+@pytest.mark.parametrize("loader", LOADERS)
+@pytest.mark.parametrize("entry,why", [
+    ({"shape": [1 << 20, 1 << 20]}, "weight 'dense/kernel': .* more than max_elements"),
+    ({"dtype": "string"}, "dtype 'string' is not supported"),
+    ({"quantization": {"dtype": "int4"}}, "quantization 'int4' is not supported"),
+    ({"quantization": {"dtype": "uint8"}}, "needs finite numbers 'min' and 'scale'"),
+    ({"shape": "4x2"}, "non-negative integers"),
+])
+def test_tfjs_weight_entries_are_checked_before_allocation(tmp_path, loader, entry, why):
+    spec = [{"name": "dense/kernel", "shape": [4, 2], "dtype": "float32", **entry},
+            {"name": "dense/bias", "shape": [2], "dtype": "float32"}]
+    path = _tfjs(tmp_path, ["group1-shard1of1.bin"], bytes(40), weights=spec)
+    load, error = LOADERS[loader]
+    with pytest.raises(error, match=why):
+        load(path)
 
 
 def test_a_tfjs_graph_model_points_at_ff_tfjs_load(tmp_path):

@@ -2,7 +2,9 @@
 // `node tfjs_layers.js OUT` saves a Sequential CNN and a two-input two-output model
 // with a shared layer as OUT/<name>/model.json + weights.bin (what model.save()
 // writes), with deterministic weights, and OUT/<name>/io.json: the inputs and TF.js's
-// outputs. NODE_PATH must reach @tensorflow/tfjs.
+// outputs. `node tfjs_layers.js names DIR` loads DIR/model.json as a fresh process does
+// and prints {inputs, outputs}: the names TF.js's LayersModel reports (model.inputs[i].name,
+// model.outputs[i].name). NODE_PATH must reach @tensorflow/tfjs.
 const fs = require('fs');
 const path = require('path');
 const tf = require('@tensorflow/tfjs');
@@ -62,8 +64,19 @@ async function save(model, dir, inputs) {
   fs.writeFileSync(path.join(dir, 'io.json'), JSON.stringify(io));
 }
 
+async function names(dir) {
+  const json = JSON.parse(fs.readFileSync(path.join(dir, 'model.json')));
+  const bin = fs.readFileSync(path.join(dir, json.weightsManifest[0].paths[0]));
+  const model = await tf.loadLayersModel(tf.io.fromMemory({
+    modelTopology: json.modelTopology, weightSpecs: json.weightsManifest[0].weights,
+    weightData: bin.buffer.slice(bin.byteOffset, bin.byteOffset + bin.length)}));
+  process.stdout.write(JSON.stringify({inputs: model.inputs.map(t => t.name),
+                                       outputs: model.outputs.map(t => t.name)}));
+}
+
 (async () => {
   await tf.setBackend('cpu');
+  if (process.argv[2] === 'names') return names(process.argv[3]);
   const out = process.argv[2];
   const m1 = cnn(); seeded(m1);
   await save(m1, path.join(out, 'cnn'), [[[5, 8, 8, 3], 11]]);
