@@ -3,6 +3,7 @@ can run, read, compile and fine-tune. No TF.js, no node needed. See docs/TFJS.md
 from .errors import TfjsImportError, UnsupportedTfjsOpError
 from .importer import TfjsModel, load
 from .op_table import RULES as _RULES
+from .staged import StagedTfjsModel
 
 
 def supported_ops() -> list:
@@ -10,5 +11,5 @@ def supported_ops() -> list:
     return sorted(_RULES)
 
 
-__all__ = ["load", "TfjsModel", "TfjsImportError", "UnsupportedTfjsOpError",
+__all__ = ["load", "TfjsModel", "StagedTfjsModel", "TfjsImportError", "UnsupportedTfjsOpError",
            "supported_ops"]
