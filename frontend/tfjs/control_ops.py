@@ -239,11 +239,12 @@ def nms(ctx, node, x, a):
 
     def run(b, s):
         indices, kept = non_max_suppression(b, s, max_size, iou, score, sigma)
+        valid = np.asarray(len(indices), np.int32)
         if pad:
             size = min(max_size, b.shape[0])
             indices = np.concatenate([indices, np.zeros(size - len(indices), np.int32)])
             kept = np.concatenate([kept, np.zeros(size - len(kept), np.float32)])
-        return indices, kept, np.asarray(len(indices), np.int32)
+        return indices, kept, valid
 
     def host(b, s):
         indices, kept, _ = run(b, s)
