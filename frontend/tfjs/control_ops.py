@@ -125,7 +125,7 @@ def tensor_array_scatter(ctx, node, x, a):
     if len(elements) != len(indices):
         raise ctx.error(f"{len(indices)} indices for {len(elements)} elements")
     for i, v in zip(indices, elements):
-        seq.items[_index(ctx, seq, np.int32(i))] = v
+        seq.items[_index(ctx, seq, np.asarray(i, np.int32))] = v
     return [FLOW]
 
 

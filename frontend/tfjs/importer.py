@@ -557,8 +557,12 @@ class Importer(ImporterBase):
             raise self.error(f"{what} is computed by the graph and decides the graph's "
                              f"shapes or structure (the model is staged)", NeedsStaging)
         tensor = self.tensor(x)
+        known = self.runtime.guarded.get(id(tensor))
+        if known is not None and known[0] is tensor:    # one guard per value (rvm's
+            return known[1]                              # Switches share a predicate)
         value = np.asarray(self.runtime.evaluate(self.graph, [tensor])[0])
         self.runtime.boundaries.append(Guard(tensor, value, f"{self.where()}: {what}"))
+        self.runtime.guarded[id(tensor)] = (tensor, value)
         return value
 
     def host_op(self, inputs, fn, dtypes, what: str) -> list:

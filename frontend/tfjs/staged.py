@@ -102,6 +102,7 @@ class Runtime:
         self.feeds: dict = {}
         self.session_kwargs = session_kwargs
         self.boundaries: list = []
+        self.guarded: dict = {}       # id(tensor) -> (tensor, value): one guard per value
 
     def evaluate(self, graph, tensors):
         return Session(graph, **self.session_kwargs).run(list(tensors), self.feeds)
@@ -234,6 +235,30 @@ class StagedTfjsModel:
         plan, _ = self._plan(self._named(feeds), kwargs)
         plan.model.boundaries = plan.boundaries
         return plan.model
+
+    def _no_single_graph(self, what):
+        raise TfjsImportError(
+            f"{what}: the model has no single graph ({self.staged_by}); its graph is "
+            f"built for the feeds it runs on: model.run(feeds) runs it, model.stage(feeds) "
+            f"gives the TfjsModel of those feeds' plan (graph, outputs, boundaries) to "
+            f"dump or profile. A WebGL export would need every stage's shaders for every "
+            f"shape it may meet: re-export the TF model with fixed maximum sizes (NMS with "
+            f"pad_to_max_output_size, static loops) instead")
+
+    @property
+    def graph(self):
+        self._no_single_graph("graph")
+
+    @property
+    def outputs(self):
+        self._no_single_graph("outputs")
+
+    @property
+    def outputs_by_name(self):
+        self._no_single_graph("outputs_by_name")
+
+    def feed_dict(self, feeds):
+        self._no_single_graph("feed_dict")
 
     def __repr__(self):
         return (f"StagedTfjsModel(inputs={list(self.inputs_by_name)}, "
