@@ -337,3 +337,17 @@ def test_functional_while_is_refused_with_the_way_out(tmp_path):
     path = b.write(str(tmp_path))
     with pytest.raises(ff.tfjs.TfjsImportError, match=r"StatelessWhile node 'w'.*TF1"):
         ff.tfjs.load(path)
+
+
+def test_a_staged_model_has_no_single_graph_and_checks_its_feeds(built):
+    path, feeds, _ = built["where"]
+    model = ff.tfjs.load(path)
+    assert "Where node 'where'" in model.staged_by
+    assert model.inputs_by_name["x"].shape == (3, 4)
+    for what in ("graph", "outputs", "outputs_by_name"):
+        with pytest.raises(ff.tfjs.TfjsImportError, match=r"no single graph.*model\.run"):
+            getattr(model, what)
+    with pytest.raises(ff.tfjs.TfjsImportError, match=r"'y', not an input"):
+        model.run({"y": feeds["x"]})
+    with pytest.raises(ff.tfjs.TfjsImportError, match=r"x missing"):
+        model.run({})
