@@ -109,10 +109,15 @@ class Runtime:
 
 
 class Plan:
-    __slots__ = ("model", "boundaries", "sessions")
+    """One graph built for given feeds, its outputs and its boundaries. A replay
+    computes the boundaries in batches: consecutive boundaries none of which reads a
+    host result of an earlier one in the batch are fetched by one run (handtrack's 7
+    NMS share one run of the network before them)."""
+    __slots__ = ("model", "boundaries", "sessions", "batches")
 
     def __init__(self, model, boundaries):
         self.model, self.boundaries, self.sessions = model, boundaries, {}
+        self.batches = _batches(boundaries)
 
     def session(self, kwargs):
         key = repr(sorted(kwargs.items()))
@@ -124,20 +129,56 @@ class Plan:
         """{output name: array}, or None where a boundary's value differs from the one
         this plan was built for."""
         session = self.session(kwargs)
-        for b in self.boundaries:
-            if isinstance(b, Guard):
-                value = np.asarray(session.run(b.tensor, feeds))
-                if value.shape != b.value.shape or not np.array_equal(value, b.value):
-                    return None
-            else:
-                values = session.run(list(b.sources), feeds)
-                results = b.fn(*[np.asarray(v) for v in values])
+        for batch in self.batches:
+            fetch = [t for b in batch for t in _fetched(b)]
+            values = iter(session.run(fetch, feeds))
+            for b in batch:
+                if isinstance(b, Guard):
+                    value = np.asarray(next(values))
+                    if value.shape != b.value.shape or not np.array_equal(value, b.value):
+                        return None
+                    continue
+                results = b.fn(*[np.asarray(next(values)) for _ in b.sources])
                 for p, r in zip(b.placeholders, results):
                     if tuple(r.shape) != tuple(p.shape):
                         return None
                     feeds[p] = r
         values = session.run(self.model.outputs, feeds)
         return dict(zip(self.model.outputs_by_name, values))
+
+
+def _fetched(b):
+    return [b.tensor] if isinstance(b, Guard) else list(b.sources)
+
+
+def _batches(boundaries) -> list:
+    """boundaries cut into runs: a boundary reading (through the graph) a placeholder
+    that a host op of the current run feeds starts the next run."""
+    batches, produced = [], set()
+    for b in boundaries:
+        if batches and not (_placeholders_read(_fetched(b)) & produced):
+            batches[-1].append(b)
+        else:
+            batches.append([b])
+            produced = set()
+        if isinstance(b, HostOp):
+            produced |= {p.value.node for p in b.placeholders}
+    return batches
+
+
+def _placeholders_read(tensors) -> set:
+    """The placeholder nodes the tensors depend on (an iterative walk up the graph)."""
+    seen, out = set(), set()
+    stack = [t.value.node for t in tensors]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if node.op == "placeholder":
+            out.add(node)
+        stack.extend(v.node for v in node.inputs)
+    return out
 
 
 class InputSpec:
