@@ -252,12 +252,10 @@ class StagedTfjsModel:
             if not self.plans[oldest]:
                 del self.plans[oldest]
             total -= 1
-        result = plan.replay(model.feed_dict(dict(feeds)), kwargs)
-        if result is None:
-            raise TfjsImportError("a plan built for these feeds does not replay on them "
-                                  "(a boundary's value changed between two runs of the "
-                                  "same graph)")
-        return plan, result
+        # the outputs from the values the plan was built on (the host results are fed
+        # already): no boundary is computed twice, so none can come out otherwise
+        values = plan.session(kwargs).run(model.outputs, runtime.feeds)
+        return plan, dict(zip(model.outputs_by_name, values))
 
     def run(self, feeds: dict, backend: str = "gl", passes=None) -> dict:
         """{output name: array} for {input name: array} (every input fed)."""

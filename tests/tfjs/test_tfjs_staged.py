@@ -210,6 +210,45 @@ def case_while_loop_with_tensor_arrays(b):
     return {"x": x}, ["x_acc", "stacked", "size"]
 
 
+@case
+def case_while_loop_with_tensor_lists(b):
+    """out[i] = x[i] * 2 by a TF1 loop over TensorLists (TF2's tf.map_fn, as handtrack
+    has it): FromTensor, GetItem, SetItem on a Reserved list, Stack."""
+    b.placeholder("x", [2, 3])
+    b.const("n", np.array(2, np.int32))
+    b.const("zero_i", np.array(0, np.int32))
+    b.const("one_i", np.array(1, np.int32))
+    b.const("two", np.array(2.0, np.float32))
+    b.const("eshape", np.array([3], np.int32))
+    b.op("TensorListFromTensor", "lst", ["x", "eshape"], element_dtype="DT_FLOAT",
+         shape_type="DT_INT32")
+    b.op("TensorListReserve", "res", ["eshape", "n"], element_dtype="DT_FLOAT",
+         shape_type="DT_INT32")
+    _enter(b, "e_i", "zero_i", False)
+    _enter(b, "e_res", "res", False)
+    _enter(b, "e_lst", "lst", False)
+    for c in ("n", "one_i", "two", "eshape"):
+        _enter(b, f"e_{c}", c, True)
+    for v in ("i", "res", "lst"):
+        b.op("Merge", f"m_{v}", [f"e_{v}", f"n_{v}"], N=2)
+    b.op("Less", "less", ["m_i", "e_n"])
+    b.op("LoopCond", "cond", ["less"])
+    for v in ("i", "res", "lst"):
+        b.op("Switch", f"s_{v}", [f"m_{v}", "cond"])
+    b.op("Identity", "i", ["s_i:1"])
+    b.op("TensorListGetItem", "item", ["s_lst:1", "i", "e_eshape"], element_dtype="DT_FLOAT")
+    b.op("Mul", "y", ["item", "e_two"])
+    b.op("TensorListSetItem", "set", ["s_res:1", "i", "y"], element_dtype="DT_FLOAT")
+    b.op("AddV2", "i1", ["i", "e_one_i"])
+    b.op("NextIteration", "n_i", ["i1"])
+    b.op("NextIteration", "n_res", ["set"])
+    b.op("NextIteration", "n_lst", ["s_lst:1"])
+    b.op("Exit", "x_res", ["s_res"])
+    b.op("TensorListStack", "stacked", ["x_res", "eshape"], element_dtype="DT_FLOAT",
+         num_elements=2)
+    return {"x": np.arange(6, dtype=np.float32).reshape(2, 3) - 2.5}, ["stacked"]
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     corpus.require_tfjs()
