@@ -521,6 +521,10 @@ class Importer(ImporterBase):
                         self.values[node.name] = env[node.name]
                 return
             carried = {m: env[n][0] for m, n in back.items()}
+            if len(self.graph.nodes) > MAX_NODES:
+                self.node = loop.nodes[0]
+                raise self.error(f"the TF1 loop, unrolled for {iteration + 1} iterations, "
+                                 f"made more than {MAX_NODES} graph nodes")
         self.node = loop.nodes[0]
         raise self.error(f"the TF1 loop ran {MAX_LOOP_ITERATIONS} iterations without its "
                          f"condition turning false")

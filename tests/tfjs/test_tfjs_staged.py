@@ -390,3 +390,23 @@ def test_a_staged_model_has_no_single_graph_and_checks_its_feeds(built):
         model.run({"y": feeds["x"]})
     with pytest.raises(ff.tfjs.TfjsImportError, match=r"x missing"):
         model.run({})
+
+
+def test_a_loop_that_never_ends_is_refused(tmp_path, monkeypatch):
+    from fragflow.frontend.tfjs import importer
+    monkeypatch.setattr(importer, "MAX_LOOP_ITERATIONS", 5)
+    b = ModelBuilder()
+    b.placeholder("x", [2])
+    b.const("yes", np.array(True))
+    _enter(b, "e_x", "x", False)
+    _enter(b, "e_yes", "yes", True)
+    b.op("Merge", "m_x", ["e_x", "n_x"], N=2)
+    b.op("LoopCond", "cond", ["e_yes"])
+    b.op("Switch", "s_x", ["m_x", "cond"])
+    b.op("Neg", "neg", ["s_x:1"])
+    b.op("NextIteration", "n_x", ["neg"])
+    b.op("Exit", "out", ["s_x"])
+    path = b.write(str(tmp_path))
+    model = ff.tfjs.load(path)
+    with pytest.raises(ff.tfjs.TfjsImportError, match=r"ran 5 iterations without"):
+        model.run({"x": np.zeros(2, np.float32)}, backend="numpy", passes=[])
