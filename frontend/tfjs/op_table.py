@@ -739,9 +739,9 @@ def gather_nd(ctx, node, x, a):
 
 @rule("TopKV2")
 def top_k(ctx, node, x, a):
-    """TopKV2 with a k known at import (a Const: the output shapes are static). A k the
-    graph computes gives shapes that depend on the data: refused, as the other
-    data-dependent ops. Ties keep the lower index first, as TF."""
+    """TopKV2: k known at import (a Const: the output shapes are static), or computed
+    by the graph: then a guard of a staged model (staged.py; a plain import hands the
+    model on as staged). Ties keep the lower index first, as TF."""
     a.get("sorted")                # TF.js sorts whatever it says; so does fragflow
     # a k the graph computes: a guard of a staged model (staged.py)
     k = int(np.asarray(ctx.concrete(x[1], "k")).reshape(-1)[0])
