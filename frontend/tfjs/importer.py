@@ -78,6 +78,10 @@ STAGED_OPS = {"Enter", "Exit", "Merge", "Switch", "NextIteration", "LoopCond",
               "NonMaxSuppressionV5", "Where"}
 
 
+class _NotTraceable(TfjsImportError):
+    """A loop's body needs a guard or a host op: it is unrolled instead."""
+
+
 class Loop:
     """A TF1 loop in the walk: its frame's nodes in the order one iteration computes
     them."""
@@ -176,6 +180,7 @@ class Importer(ImporterBase):
         # staged import (staged.py): the feeds and the boundaries met; None: a plain
         # import, where a value the graph computes that decides a shape is an error
         self.runtime = runtime
+        self.tracing = False     # inside a while_loop's trace: no guard, no host op
 
     def where(self) -> str:
         if self.node is None:
@@ -489,6 +494,8 @@ class Importer(ImporterBase):
                                      "NextIteration node")
                 enter_of[node.name] = [k for k in kinds if k.op == "Enter"][0].name
                 back[node.name] = [k for k in kinds if k.op == "NextIteration"][0].name
+        if self.loop_as_while(loop, rules, enter_of, back):
+            return
         carried: dict = {}
         for iteration in range(MAX_LOOP_ITERATIONS):
             env: dict = {}
@@ -529,6 +536,100 @@ class Importer(ImporterBase):
         raise self.error(f"the TF1 loop ran {MAX_LOOP_ITERATIONS} iterations without its "
                          f"condition turning false")
 
+    def loop_as_while(self, loop, rules, enter_of, back) -> bool:
+        """The loop as one ff.while_loop node (its body a sub-graph), where its condition
+        is computed by the graph (unrolling would guard every iteration) and its body is
+        pure tensors: no TensorArray/TensorList, no host op or guard inside, loop
+        variables of fixed shapes. False (nothing made) where it is not: the loop is
+        then unrolled."""
+        ops = {n.op for n in loop.nodes}
+        if any(op.startswith(("TensorArray", "TensorList")) or op in STAGED_OPS - {
+                "Enter", "Exit", "Merge", "Switch", "NextIteration", "LoopCond"}
+               for op in ops):
+            return False
+        merges = [n for n in loop.nodes if n.op == "Merge"]
+        cond_node = next(n for n in loop.nodes if n.op == "LoopCond")
+        env = {}
+        for node in loop.nodes:
+            if node.op == "Enter":
+                env[node.name] = self.read_inputs(node)
+        init = [env[enter_of[m.name]][0] for m in merges]
+        if any(isinstance(v, TensorSeq) or v is DEAD for v in init):
+            return False
+        exits = {}
+        for node in loop.nodes:
+            if node.op != "Exit":
+                continue
+            sw = self.frame_node(loop, node.inputs[0][0])
+            src = self.frame_node(loop, sw.inputs[0][0]) if sw is not None else None
+            if sw is None or sw.op != "Switch" or node.inputs[0][1] != 0 \
+                    or src is None or src.op != "Merge":
+                return False
+            exits[node.name] = merges.index(src)
+        # the first iteration's condition: static (then unrolling costs nothing) or not
+        self.tracing = True
+        try:
+            probe = self.trace_iteration(loop, rules, env, init, cond_node, upto_cond=True)
+        except _NotTraceable:
+            return False
+        finally:
+            self.tracing = False
+        if isinstance(probe, np.ndarray):
+            return False
+        from ..control_flow import ControlFlowError, while_loop
+
+        def cond_fn(*values):
+            return self.trace_iteration(loop, rules, env, values, cond_node, True)
+
+        def body_fn(*values):
+            out = self.trace_iteration(loop, rules, env, values, cond_node, False)
+            return [self.tensor(out[back[m.name]]) for m in merges]
+
+        self.tracing = True
+        try:
+            with name_scope(clean_name(cond_node.name, "while")):
+                results = while_loop(cond_fn, body_fn, [self.tensor(v) for v in init],
+                                     maximum_iterations=MAX_LOOP_ITERATIONS,
+                                     return_same_structure=True)
+        except (_NotTraceable, ControlFlowError):
+            return False
+        finally:
+            self.tracing = False
+        for name, k in exits.items():
+            self.values[name] = [results[k]]
+        return True
+
+    def trace_iteration(self, loop, rules, env, values, cond_node, upto_cond):
+        """One iteration of the loop's frame on the loop variables `values` (one per
+        Merge, in order): LoopCond's input (upto_cond), else {NextIteration name: its
+        value}. Switches on the LoopCond take their true branch."""
+        env = dict(env)
+        merges = [n for n in loop.nodes if n.op == "Merge"]
+        for m, v in zip(merges, values):
+            env[m.name] = [v, np.asarray(1, np.int32)]
+        out = {}
+        for node in loop.nodes:
+            if node.op in ("Enter", "Merge") or node.name in env:
+                continue
+            self.node = node
+            with self.guard():
+                if node.op == "LoopCond":
+                    value = self.read_inputs(node, env)[0]
+                    if upto_cond:
+                        return value
+                    env[node.name] = [value]
+                    continue
+                if node.op == "Switch" and node.inputs[1][0] == cond_node.name:
+                    env[node.name] = [DEAD, self.read_inputs(node, env)[0]]
+                    continue
+                if node.op == "Exit":
+                    continue
+                values_in = self.read_inputs(node, env)
+                env[node.name] = self.import_with(node, values_in, rules)
+                if node.op == "NextIteration":
+                    out[node.name] = env[node.name][0]
+        return out
+
     def frame_node(self, loop, name):
         return next((n for n in loop.nodes if n.name == name), None)
 
@@ -557,6 +658,8 @@ class Importer(ImporterBase):
             return x
         if isinstance(x, Init):
             return x.array
+        if self.tracing:
+            raise _NotTraceable()
         if self.runtime is None:
             raise self.error(f"{what} is computed by the graph and decides the graph's "
                              f"shapes or structure (the model is staged)", NeedsStaging)
@@ -575,6 +678,8 @@ class Importer(ImporterBase):
         as placeholders of their shapes; NeedsStaging in a plain import."""
         if all(isinstance(x, (np.ndarray, Init)) for x in inputs):
             return list(fn(*[x.array if isinstance(x, Init) else x for x in inputs]))
+        if self.tracing:
+            raise _NotTraceable()
         if self.runtime is None:
             raise self.error(f"{what}: its result's shape depends on the data (the model "
                              f"is staged)", NeedsStaging)

@@ -249,6 +249,48 @@ def case_while_loop_with_tensor_lists(b):
     return {"x": np.arange(6, dtype=np.float32).reshape(2, 3) - 2.5}, ["stacked"]
 
 
+def _fed_count_loop(b):
+    """acc = x; while i < n (fed): acc = acc * 1.5 - 0.25; i += 1. The condition is
+    computed by the graph: one ff.while_loop, not a guard per iteration."""
+    b.placeholder("x", [2, 2])
+    b.placeholder("n", [], "int32")
+    b.const("zero_i", np.array(0, np.int32))
+    b.const("one_i", np.array(1, np.int32))
+    b.const("k", np.array(1.5, np.float32))
+    b.const("c", np.array(0.25, np.float32))
+    _enter(b, "e_i", "zero_i", False)
+    _enter(b, "e_acc", "x", False)
+    for name in ("n", "one_i", "k", "c"):
+        _enter(b, f"e_{name}", name, True)
+    b.op("Merge", "m_i", ["e_i", "n_i"], N=2)
+    b.op("Merge", "m_acc", ["e_acc", "n_acc"], N=2)
+    b.op("Less", "less", ["m_i", "e_n"])
+    b.op("LoopCond", "cond", ["less"])
+    b.op("Switch", "s_i", ["m_i", "cond"])
+    b.op("Switch", "s_acc", ["m_acc", "cond"])
+    b.op("Mul", "scaled", ["s_acc:1", "e_k"])
+    b.op("Sub", "acc", ["scaled", "e_c"])
+    b.op("AddV2", "i1", ["s_i:1", "e_one_i"])
+    b.op("NextIteration", "n_i", ["i1"])
+    b.op("NextIteration", "n_acc", ["acc"])
+    b.op("Exit", "x_acc", ["s_acc"])
+    b.op("Exit", "x_i", ["s_i"])
+    return ["x_acc", "x_i"]
+
+
+X22 = np.array([[1.0, -2.0], [0.5, 3.0]], np.float32)
+
+
+@case
+def case_while_loop_of_a_fed_count(b):
+    return {"x": X22, "n": np.array(5, np.int32)}, _fed_count_loop(b)
+
+
+@case
+def case_while_loop_of_a_fed_count_zero(b):
+    return {"x": X22, "n": np.array(0, np.int32)}, _fed_count_loop(b)
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     corpus.require_tfjs()
@@ -410,3 +452,20 @@ def test_a_loop_that_never_ends_is_refused(tmp_path, monkeypatch):
     model = ff.tfjs.load(path)
     with pytest.raises(ff.tfjs.TfjsImportError, match=r"ran 5 iterations without"):
         model.run({"x": np.zeros(2, np.float32)}, backend="numpy", passes=[])
+
+
+def test_a_loop_whose_condition_the_graph_computes_is_one_while_loop(built):
+    path, feeds, _ = built["while_loop_of_a_fed_count"]
+    model = ff.tfjs.load(path)
+    kwargs = {"backend": "numpy", "passes": []}
+    stage = model.stage(feeds, **kwargs)
+    assert stage.boundaries == []                     # no guard: the count is not baked in
+    assert sum(n.op == "while_loop" for n in stage.graph.nodes) == 1
+    for n in (0, 3, 9):
+        got = model.run({**feeds, "n": np.array(n, np.int32)}, **kwargs)
+        want = X22.astype(np.float64)
+        for _ in range(n):
+            want = want * 1.5 - 0.25
+        np.testing.assert_allclose(got["out0"], want, rtol=1e-6)
+        assert int(got["out1"]) == n
+    assert model.builds == 1
