@@ -8,6 +8,12 @@ a duplicate name is an error naming the node); then each node through its rule i
 op_table.RULES. Const nodes take their weight from the manifest (a float one is a
 Variable when trainable=True, else a constant); a node whose inputs are all known at
 import is evaluated there (interop/static.py), so shape arithmetic never reaches the GPU.
+
+A model with TF1 control flow, TensorArrays/TensorLists or an op whose output shape
+depends on the data is staged (staged.py): load returns a StagedTfjsModel whose plans
+are this walk run with the feeds at hand (Importer(runtime=...)). A TF1 loop's frame is
+one unit of the walk (run_loop): one while_loop where its condition is computed and its
+body is pure tensors, else unrolled; control_ops.py holds those ops' rules.
 """
 from __future__ import annotations
 
