@@ -171,6 +171,11 @@ def _load_tfjs(path: str, feed_shapes: dict | None) -> Target:
     """A TF.js graph model (ff.tfjs.load): its outputs are the fetches, labelled by the
     names TF.js gives them; --feed-shape fixes its inputs' free dims at import."""
     model = ff.tfjs.load(path, input_shapes=feed_shapes or None)
+    if isinstance(model, ff.tfjs.StagedTfjsModel):
+        raise TargetError(f"{path!r} is a staged TF.js model ({model.staged_by}): its "
+                          f"graph depends on the data it runs on; in Python, "
+                          f"ff.tfjs.load(path).stage(feeds) gives the graph for given "
+                          f"feeds, .run(feeds) runs it (docs/TFJS.md, Staged models)")
     return Target(model.graph, [t.value for t in model.outputs],
                   list(model.outputs_by_name), {}, path)
 

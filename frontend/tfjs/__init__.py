@@ -4,6 +4,7 @@ docs/TFJS.md."""
 from .errors import TfjsImportError, UnsupportedTfjsOpError
 from .importer import TfjsModel, load
 from .op_table import RULES as _RULES
+from .staged import StagedTfjsModel
 
 
 def supported_ops() -> list:
@@ -11,5 +12,5 @@ def supported_ops() -> list:
     return sorted(_RULES)
 
 
-__all__ = ["load", "TfjsModel", "TfjsImportError", "UnsupportedTfjsOpError",
+__all__ = ["load", "TfjsModel", "StagedTfjsModel", "TfjsImportError", "UnsupportedTfjsOpError",
            "supported_ops"]

@@ -8,6 +8,12 @@ a duplicate name is an error naming the node); then each node through its rule i
 op_table.RULES. Const nodes take their weight from the manifest (a float one is a
 Variable when trainable=True, else a constant); a node whose inputs are all known at
 import is evaluated there (interop/static.py), so shape arithmetic never reaches the GPU.
+
+A model with TF1 control flow, TensorArrays/TensorLists or an op whose output shape
+depends on the data is staged (staged.py): load returns a StagedTfjsModel whose plans
+are this walk run with the feeds at hand (Importer(runtime=...)). A TF1 loop's frame is
+one unit of the walk (run_loop): one while_loop where its condition is computed and its
+body is pure tensors, else unrolled; control_ops.py holds those ops' rules.
 """
 from __future__ import annotations
 
@@ -25,6 +31,16 @@ from ..interop.record import ImportedModel
 from ..ops import name_scope, placeholder
 from . import layers_model, reader
 from .errors import TfjsImportError, UnsupportedTfjsOpError
+from .staged import (
+    DEAD,
+    DeadOutputs,
+    Guard,
+    HostOp,
+    InputSpec,
+    NeedsStaging,
+    StagedTfjsModel,
+    TensorSeq,
+)
 
 # TF dtypes as fragflow's: the floats are float32, the integers int32 (values checked to
 # fit where they are known), bool.
@@ -58,6 +74,27 @@ class TfjsModel(ImportedModel):
         super().__init__(graph, inputs, outputs, variables, aliases)
         self.signature_keys = signature_keys
         self.metadata = metadata
+
+
+MAX_LOOP_ITERATIONS = 10000
+# ops that make a model staged (staged.py): TF1 control flow, TensorArrays and
+# TensorLists, and the ops whose output shape depends on the data
+STAGED_OPS = {"Enter", "Exit", "Merge", "Switch", "NextIteration", "LoopCond",
+              "NonMaxSuppressionV2", "NonMaxSuppressionV3", "NonMaxSuppressionV4",
+              "NonMaxSuppressionV5", "Where"}
+
+
+class _NotTraceable(TfjsImportError):
+    """A loop's body needs a guard or a host op: it is unrolled instead."""
+
+
+class Loop:
+    """A TF1 loop in the walk: its frame's nodes in the order one iteration computes
+    them."""
+    __slots__ = ("frame", "nodes")
+
+    def __init__(self, frame, nodes):
+        self.frame, self.nodes = frame, nodes
 
 
 class TfjsNode:
@@ -140,12 +177,16 @@ class Importer(ImporterBase):
     error_class = TfjsImportError
 
     def __init__(self, model, weights, trainable, input_shapes, label,
-                 max_elements=MAX_ELEMENTS, max_bytes=MAX_BYTES):
+                 max_elements=MAX_ELEMENTS, max_bytes=MAX_BYTES, runtime=None):
         super().__init__(trainable, max_elements, max_bytes)
         self.model = model
         self.weights = weights
         self.input_shapes = dict(input_shapes or {})
         self.label = label
+        # staged import (staged.py): the feeds and the boundaries met; None: a plain
+        # import, where a value the graph computes that decides a shape is an error
+        self.runtime = runtime
+        self.tracing = False     # inside a while_loop's trace: no guard, no host op
 
     def where(self) -> str:
         if self.node is None:
@@ -253,7 +294,9 @@ class Importer(ImporterBase):
         return inputs, outputs
 
     def needed(self, nodes, outputs) -> list:
-        """The nodes the outputs depend on, in topological order (Kahn's, no recursion)."""
+        """The nodes the outputs depend on, in topological order (Kahn's, no recursion),
+        each TF1 loop (its frame: the nodes reachable from its Enter nodes up to its Exit
+        nodes) as one Loop unit in that order."""
         seen, stack = set(), [name for name, _, _ in outputs]
         while stack:
             name = stack.pop()
@@ -266,10 +309,95 @@ class Importer(ImporterBase):
             if node.op not in RULES and node.op not in ("Const", "Placeholder"):
                 self.node = node
                 raise self.error(refusal(node.op), UnsupportedTfjsOpError)
-        waiting = {n: len(nodes[n].inputs) for n in seen}
         readers: dict = {}
-        for n in seen:
+        for n in sorted(seen, key=lambda n: nodes[n].index):
             for src, _ in nodes[n].inputs:
+                readers.setdefault(src, []).append(n)
+        frame_of = self.frames(nodes, seen, readers)
+        unit_of = {n: frame_of.get(n, n) for n in seen}
+        members: dict = {}
+        for n in sorted(seen, key=lambda n: nodes[n].index):
+            members.setdefault(unit_of[n], []).append(n)
+        deps = {u: set() for u in members}
+        for u, names in members.items():
+            for n in names:
+                for src, _ in nodes[n].inputs:
+                    if unit_of[src] != u:
+                        deps[u].add(unit_of[src])
+        waiting = {u: len(d) for u, d in deps.items()}
+        unit_readers: dict = {}
+        for u, d in deps.items():
+            for v in d:
+                unit_readers.setdefault(v, []).append(u)
+        first = {u: nodes[names[0]].index for u, names in members.items()}
+        ready = sorted((u for u, c in waiting.items() if c == 0), key=lambda u: first[u],
+                       reverse=True)
+        order = []
+        while ready:
+            u = ready.pop()
+            if isinstance(u, tuple):
+                order.append(Loop(u[1], self.frame_order(nodes, members[u])))
+            else:
+                order.append(nodes[u])
+            for r in unit_readers.get(u, ()):
+                waiting[r] -= 1
+                if waiting[r] == 0:
+                    ready.append(r)
+        if len(order) != len(members):
+            stuck = min((nodes[members[u][0]] for u, c in waiting.items() if c > 0),
+                        key=lambda n: n.index)
+            raise TfjsImportError(f"{stuck.op} node '{short(stuck.name)}' is part of a cycle "
+                                  f"(its inputs depend on its output) outside a TF1 loop's "
+                                  f"frame: a malformed model")
+        return order
+
+    def frames(self, nodes, seen, readers) -> dict:
+        """node name -> its TF1 loop's frame name (nodes of the root frame absent)."""
+        frame_of: dict = {}
+        for e in sorted((n for n in seen if nodes[n].op == "Enter"),
+                        key=lambda n: nodes[n].index):
+            frame = nodes[e].attrs.get("frame_name")
+            if not isinstance(frame, str) or not frame:
+                self.node = nodes[e]
+                raise self.error("the Enter node has no frame_name")
+            frame = ("frame", frame)
+            stack = [e]
+            while stack:
+                n = stack.pop()
+                if n in frame_of:
+                    if frame_of[n] != frame:
+                        self.node = nodes[n]
+                        raise self.error("the node is in two TF1 loop frames (nested "
+                                         "loops), which ff.tfjs.load does not import")
+                    continue
+                frame_of[n] = frame
+                if nodes[n].op == "Exit":
+                    continue
+                for r in readers.get(n, ()):
+                    if nodes[r].op == "Enter":
+                        self.node = nodes[r]
+                        raise self.error("a TF1 loop inside another (nested frames), "
+                                         "which ff.tfjs.load does not import")
+                    if r in seen:
+                        stack.append(r)
+        return frame_of
+
+    def frame_order(self, nodes, names) -> list:
+        """A loop frame's nodes in the order one iteration computes them: topological,
+        without the back edges (NextIteration -> Merge)."""
+        inside = set(names)
+        deps = {}
+        for n in names:
+            d = set()
+            for src, _ in nodes[n].inputs:
+                if src in inside and not (nodes[n].op == "Merge"
+                                          and nodes[src].op == "NextIteration"):
+                    d.add(src)
+            deps[n] = d
+        waiting = {n: len(d) for n, d in deps.items()}
+        readers: dict = {}
+        for n, d in deps.items():
+            for src in d:
                 readers.setdefault(src, []).append(n)
         ready = sorted((n for n, c in waiting.items() if c == 0),
                        key=lambda n: nodes[n].index, reverse=True)
@@ -281,12 +409,15 @@ class Importer(ImporterBase):
                 waiting[r] -= 1
                 if waiting[r] == 0:
                     ready.append(r)
-        if len(order) != len(seen):
-            stuck = min((nodes[n] for n, c in waiting.items() if c > 0), key=lambda n: n.index)
+        if len(order) != len(names):
+            stuck = min((nodes[n] for n, c in waiting.items() if c > 0),
+                        key=lambda n: n.index)
             raise TfjsImportError(f"{stuck.op} node '{short(stuck.name)}' is part of a cycle "
-                                  f"(its inputs depend on its output): TF1 control flow, which "
-                                  f"fragflow's TF.js import does not support yet, or a "
+                                  f"inside a TF1 loop other than through NextIteration: a "
                                   f"malformed model")
+        if not any(n.op == "LoopCond" for n in order):
+            raise TfjsImportError(f"the TF1 loop frame of '{short(order[0].name)}' has no "
+                                  f"LoopCond node: a malformed model")
         return order
 
     # -- the walk ---------------------------------------------------------------------
@@ -295,12 +426,25 @@ class Importer(ImporterBase):
         nodes = self.parse_nodes()
         inputs, outputs = self.endpoints(nodes)
         order = self.needed(nodes, outputs)
+        if self.runtime is None:
+            for unit in order:
+                if isinstance(unit, Loop) or unit.op in STAGED_OPS or unit.op.startswith(
+                        ("TensorArray", "TensorList")):
+                    node = unit.nodes[0] if isinstance(unit, Loop) else unit
+                    self.node = node
+                    raise self.error(f"op {node.op}: TF1 control flow or a shape that "
+                                     f"depends on the data (the model is staged)",
+                                     NeedsStaging)
         graph = self.graph = self.root = Graph(clean_name(
             os.path.splitext(self.label)[0], "tfjs_model"))
         input_names = {name for name, _, _ in inputs}
         placeholders, aliases = {}, {}
         with graph.as_default():
-            for node in order:
+            for unit in order:
+                if isinstance(unit, Loop):
+                    self.run_loop(unit, RULES)
+                    continue
+                node = unit
                 self.node = node
                 with self.guard(), source_location(graph, f"{self.label}: {node.name}"):
                     if node.op == "Const":
@@ -325,11 +469,239 @@ class Importer(ImporterBase):
                     raise TfjsImportError(f"output '{short(name)}:{index}': the node has "
                                           f"{len(values)} outputs")
                 shown = name if index == 0 else f"{name}:{index}"
+                if values[index] is DEAD:
+                    raise TfjsImportError(f"output '{short(shown)}' is on a branch not "
+                                          f"taken (a dead tensor of TF1 control flow)")
+                if isinstance(values[index], TensorSeq):
+                    raise TfjsImportError(f"output '{short(shown)}' is a TensorArray or "
+                                          f"TensorList, not a tensor")
                 outs[shown] = self.tensor(values[index])
                 if key:
                     keys[shown] = key
         meta = {k: self.model.get(k) for k in ("format", "generatedBy", "convertedBy")}
         return TfjsModel(graph, ins, outs, dict(self.variables), aliases, keys, meta)
+
+    def run_loop(self, loop, rules):
+        """A TF1 loop, unrolled on the feeds being staged: each iteration computes the
+        frame's nodes in order (Merge: its Enter's value first, then its NextIteration's
+        of the previous iteration); LoopCond's value (known at import, else a guard)
+        decides whether another iteration follows; the Exit nodes' values when it is
+        false are the loop's results."""
+        back: dict = {}
+        enter_of = {}
+        for node in loop.nodes:
+            if node.op == "Merge":
+                srcs = [src for src, _ in node.inputs]
+                kinds = [self.frame_node(loop, s) for s in srcs]
+                if len(srcs) != 2 or sorted(k.op for k in kinds if k is not None) \
+                        != ["Enter", "NextIteration"]:
+                    self.node = node
+                    raise self.error("a loop's Merge must read one Enter and one "
+                                     "NextIteration node")
+                enter_of[node.name] = [k for k in kinds if k.op == "Enter"][0].name
+                back[node.name] = [k for k in kinds if k.op == "NextIteration"][0].name
+        if self.loop_as_while(loop, rules, enter_of, back):
+            return
+        carried: dict = {}
+        for iteration in range(MAX_LOOP_ITERATIONS):
+            env: dict = {}
+            going = None
+            for node in loop.nodes:
+                self.node = node
+                with self.guard(), source_location(self.graph, f"{self.label}: "
+                                                   f"{node.name}"):
+                    if node.op == "Merge":
+                        value = env[enter_of[node.name]][0] if iteration == 0 \
+                            else carried[node.name]
+                        env[node.name] = [value, np.asarray(0 if iteration == 0 else 1,
+                                                            np.int32)]
+                        continue
+                    values = self.read_inputs(node, env)
+                    if node.op == "LoopCond":
+                        if values[0] is DEAD:
+                            raise self.error("the loop's condition is dead")
+                        going = bool(self.concrete(values[0], "the loop's condition")
+                                     .reshape(-1)[0])
+                        env[node.name] = [np.asarray(going)]
+                        continue
+                    with name_scope(f"iter{iteration}"):
+                        env[node.name] = self.import_with(node, values, rules)
+            if going is None:
+                raise self.error("the loop's LoopCond was not computed")
+            if not going:
+                for node in loop.nodes:
+                    if node.op == "Exit":
+                        self.values[node.name] = env[node.name]
+                return
+            carried = {m: env[n][0] for m, n in back.items()}
+            if len(self.graph.nodes) > MAX_NODES:
+                self.node = loop.nodes[0]
+                raise self.error(f"the TF1 loop, unrolled for {iteration + 1} iterations, "
+                                 f"made more than {MAX_NODES} graph nodes")
+        self.node = loop.nodes[0]
+        raise self.error(f"the TF1 loop ran {MAX_LOOP_ITERATIONS} iterations without its "
+                         f"condition turning false")
+
+    def loop_as_while(self, loop, rules, enter_of, back) -> bool:
+        """The loop as one ff.while_loop node (its body a sub-graph), where its condition
+        is computed by the graph (unrolling would guard every iteration) and its body is
+        pure tensors: no TensorArray/TensorList, no host op or guard inside, loop
+        variables of fixed shapes. False (nothing made) where it is not: the loop is
+        then unrolled."""
+        ops = {n.op for n in loop.nodes}
+        if any(op.startswith(("TensorArray", "TensorList")) or op in STAGED_OPS - {
+                "Enter", "Exit", "Merge", "Switch", "NextIteration", "LoopCond"}
+               for op in ops):
+            return False
+        merges = [n for n in loop.nodes if n.op == "Merge"]
+        cond_node = next(n for n in loop.nodes if n.op == "LoopCond")
+        env = {}
+        for node in loop.nodes:
+            if node.op == "Enter":
+                env[node.name] = self.read_inputs(node)
+        init = [env[enter_of[m.name]][0] for m in merges]
+        if any(isinstance(v, TensorSeq) or v is DEAD for v in init):
+            return False
+        exits = {}
+        for node in loop.nodes:
+            if node.op != "Exit":
+                continue
+            sw = self.frame_node(loop, node.inputs[0][0])
+            src = self.frame_node(loop, sw.inputs[0][0]) if sw is not None else None
+            if sw is None or sw.op != "Switch" or node.inputs[0][1] != 0 \
+                    or src is None or src.op != "Merge":
+                return False
+            exits[node.name] = merges.index(src)
+        # the first iteration's condition: static (then unrolling costs nothing) or not
+        self.tracing = True
+        try:
+            probe = self.trace_iteration(loop, rules, env, init, cond_node, upto_cond=True)
+        except _NotTraceable:
+            return False
+        finally:
+            self.tracing = False
+        if isinstance(probe, np.ndarray):
+            return False
+        from ..control_flow import ControlFlowError, while_loop
+
+        def cond_fn(*values):
+            return self.trace_iteration(loop, rules, env, values, cond_node, True)
+
+        def body_fn(*values):
+            out = self.trace_iteration(loop, rules, env, values, cond_node, False)
+            return [self.tensor(out[back[m.name]]) for m in merges]
+
+        self.tracing = True
+        try:
+            with name_scope(clean_name(cond_node.name, "while")):
+                results = while_loop(cond_fn, body_fn, [self.tensor(v) for v in init],
+                                     maximum_iterations=MAX_LOOP_ITERATIONS,
+                                     return_same_structure=True)
+        except (_NotTraceable, ControlFlowError):
+            return False
+        finally:
+            self.tracing = False
+        for name, k in exits.items():
+            self.values[name] = [results[k]]
+        return True
+
+    def trace_iteration(self, loop, rules, env, values, cond_node, upto_cond):
+        """One iteration of the loop's frame on the loop variables `values` (one per
+        Merge, in order): LoopCond's input (upto_cond), else {NextIteration name: its
+        value}. Switches on the LoopCond take their true branch."""
+        env = dict(env)
+        merges = [n for n in loop.nodes if n.op == "Merge"]
+        for m, v in zip(merges, values):
+            env[m.name] = [v, np.asarray(1, np.int32)]
+        out = {}
+        for node in loop.nodes:
+            if node.op in ("Enter", "Merge") or node.name in env:
+                continue
+            self.node = node
+            with self.guard():
+                if node.op == "LoopCond":
+                    value = self.read_inputs(node, env)[0]
+                    if upto_cond:
+                        return value
+                    env[node.name] = [value]
+                    continue
+                if node.op == "Switch" and node.inputs[1][0] == cond_node.name:
+                    env[node.name] = [DEAD, self.read_inputs(node, env)[0]]
+                    continue
+                if node.op == "Exit":
+                    continue
+                values_in = self.read_inputs(node, env)
+                env[node.name] = self.import_with(node, values_in, rules)
+                if node.op == "NextIteration":
+                    out[node.name] = env[node.name][0]
+        return out
+
+    def frame_node(self, loop, name):
+        return next((n for n in loop.nodes if n.name == name), None)
+
+    def read_inputs(self, node, env=None) -> list:
+        values = []
+        for src, k in node.inputs:
+            produced = env[src] if env is not None and src in env else self.values[src]
+            if k >= len(produced):
+                raise self.error(f"input '{short(src)}:{k}': that node has "
+                                 f"{len(produced)} outputs")
+            values.append(produced[k])
+        return values
+
+    # -- staging (staged.py) -----------------------------------------------------------
+    def static(self, x, what: str) -> np.ndarray:
+        """x's value at import time; while staging, a value the graph computes is
+        computed on the feeds and becomes a guard of the plan."""
+        if self.runtime is not None and not isinstance(x, (np.ndarray, Init)):
+            return self.concrete(x, what)
+        return super().static(x, what)
+
+    def concrete(self, x, what: str) -> np.ndarray:
+        """The value of x on the feeds being staged (a guard: the plan is built for it);
+        NeedsStaging in a plain import."""
+        if isinstance(x, np.ndarray):
+            return x
+        if isinstance(x, Init):
+            return x.array
+        if self.tracing:
+            raise _NotTraceable()
+        if self.runtime is None:
+            raise self.error(f"{what} is computed by the graph and decides the graph's "
+                             f"shapes or structure (the model is staged)", NeedsStaging)
+        tensor = self.tensor(x)
+        known = self.runtime.guarded.get(id(tensor))
+        if known is not None and known[0] is tensor:    # one guard per value (rvm's
+            return known[1]                              # Switches share a predicate)
+        value = np.asarray(self.runtime.evaluate(self.graph, [tensor])[0])
+        self.runtime.boundaries.append(Guard(tensor, value, f"{self.where()}: {what}"))
+        self.runtime.guarded[id(tensor)] = (tensor, value)
+        return value
+
+    def host_op(self, inputs, fn, dtypes, what: str) -> list:
+        """fn (numpy, as TF.js computes the op on the CPU) on inputs' values: at import
+        where they are all known; while staging, a boundary whose results enter the graph
+        as placeholders of their shapes; NeedsStaging in a plain import."""
+        if all(isinstance(x, (np.ndarray, Init)) for x in inputs):
+            return list(fn(*[x.array if isinstance(x, Init) else x for x in inputs]))
+        if self.tracing:
+            raise _NotTraceable()
+        if self.runtime is None:
+            raise self.error(f"{what}: its result's shape depends on the data (the model "
+                             f"is staged)", NeedsStaging)
+        tensors = [self.tensor(x) for x in inputs]
+        values = [np.asarray(v) for v in self.runtime.evaluate(self.graph, tensors)]
+        results = fn(*values)
+        holders = []
+        with name_scope("/"):
+            for k, (r, dtype) in enumerate(zip(results, dtypes)):
+                p = placeholder(tuple(r.shape), dtype, name=clean_name(
+                    f"{self.node.name}_host{k}", "host"))
+                self.runtime.feeds[p] = r
+                holders.append(p)
+        self.runtime.boundaries.append(HostOp(tensors, fn, holders, f"{self.where()}: "
+                                              f"{what}"))
+        return holders
 
     def const(self, node):
         if node.name not in self.weights:
@@ -369,16 +741,26 @@ class Importer(ImporterBase):
             raise self.error(f"input shape {list(shape)} = {count} elements, more than "
                              f"max_elements={self.max_elements}")
         with name_scope("/"):
-            return placeholder(shape, dtype, name=clean_name(node.name, "input"))
+            p = placeholder(shape, dtype, name=clean_name(node.name, "input"))
+        if self.runtime is not None:
+            fed = next((self.runtime.by_name[k] for k in [node.name, *keys]
+                        if k in self.runtime.by_name), None)
+            if fed is not None:
+                self.runtime.feeds[p] = fed
+        return p
 
     def import_node(self, node, rules) -> list:
-        values = []
-        for src, k in node.inputs:
-            produced = self.values[src]
-            if k >= len(produced):
-                raise self.error(f"input '{short(src)}:{k}': that node has "
-                                 f"{len(produced)} outputs")
-            values.append(produced[k])
+        return self.import_with(node, self.read_inputs(node), rules)
+
+    def import_with(self, node, values, rules) -> list:
+        if node.op == "Merge":
+            live = [(k, v) for k, v in enumerate(values) if v is not DEAD]
+            if not live:
+                return DeadOutputs()
+            ReadAttrs(node.attrs, harmless=HARMLESS | {"T", "N"}).check_all_read(self)
+            return [live[0][1], np.asarray(live[0][0], np.int32)]
+        if any(v is DEAD for v in values):
+            return DeadOutputs()
         rule = rules[node.op]
         # TF's own annotations (a leading underscore: grappler's, XLA's) and the type
         # parameters (T, Tidx, ...) change nothing; the dtypes a rule acts on it reads
@@ -394,6 +776,8 @@ class Importer(ImporterBase):
             with name_scope(clean_name(node.name, node.op)):
                 outputs = rule(self, node, values, attrs)
         attrs.check_all_read(self)
+        if isinstance(outputs, DeadOutputs):
+            return outputs
         outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
         self.check_made(outputs, first_new)
         return outputs
@@ -422,11 +806,48 @@ def load(path, *, input_shapes: dict | None = None, trainable: bool = False,
                                               max_elements, max_bytes)
     weights = reader.read_weights(model, os.path.dirname(os.path.abspath(file)), max_bytes,
                                   max_elements)
-    importer = Importer(model, weights, trainable, input_shapes,
-                        os.path.basename(os.path.dirname(os.path.abspath(file))) + "/"
-                        + os.path.basename(file), max_elements, max_bytes)
+    label = os.path.basename(os.path.dirname(os.path.abspath(file))) + "/" \
+        + os.path.basename(file)
+    importer = Importer(model, weights, trainable, input_shapes, label, max_elements,
+                        max_bytes)
     try:
-        return importer.run()
+        return _guarded(importer.run)
+    except NeedsStaging as err:
+        reason = str(err)
+
+    def build(runtime):
+        shapes = dict(input_shapes or {})
+        shapes.update((name, value.shape) for name, value in runtime.by_name.items())
+        staged = Importer(model, weights, trainable, shapes, label, max_elements,
+                          max_bytes, runtime=runtime)
+        return _guarded(staged.run)
+
+    return staged_model(importer, build, reason)
+
+
+def staged_model(importer, build, reason) -> StagedTfjsModel:
+    """The StagedTfjsModel of a model the plain import found staged: its inputs as
+    model.json gives them (InputSpecs), its outputs' names."""
+    nodes = importer.parse_nodes()
+    inputs, outputs = importer.endpoints(nodes)
+    specs, aliases = {}, {}
+    for name, _, key in inputs:
+        node = nodes[name]
+        dtype_attr = node.attrs.get("dtype")
+        dtype = TF_DTYPES.get(dtype_attr[1] if isinstance(dtype_attr, tuple)
+                              else "DT_FLOAT", "float32")
+        shape_attr = node.attrs.get("shape")
+        shape = shape_attr[1] if isinstance(shape_attr, tuple) else None
+        specs[name] = InputSpec(name, shape, dtype)
+        if key:
+            aliases[key] = name
+    names = [name if index == 0 else f"{name}:{index}" for name, index, _ in outputs]
+    return StagedTfjsModel(build, specs, names, reason, aliases)
+
+
+def _guarded(run):
+    try:
+        return run()
     except TfjsImportError:
         raise
     except RecursionError:

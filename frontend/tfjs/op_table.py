@@ -34,24 +34,23 @@ def rule(*op_types):
 
 
 # Ops refused with the reason, until their work is done (docs/TFJS.md, "Limits").
-CONTROL_FLOW = {"Enter", "Exit", "Merge", "Switch", "NextIteration", "LoopCond", "While",
-                "StatelessWhile", "If", "StatelessIf"}
-DATA_DEPENDENT = {"NonMaxSuppressionV2", "NonMaxSuppressionV3", "NonMaxSuppressionV4",
-                  "NonMaxSuppressionV5", "Where", "Unique",
-                  "ListDiff", "Bincount", "DenseBincount"}
+CONTROL_FLOW = {"While", "StatelessWhile", "If", "StatelessIf"}
+DATA_DEPENDENT = {"Unique", "ListDiff", "Bincount", "DenseBincount"}
 
 
 def refusal(op: str) -> str:
     """The error message for an op with no rule."""
     if op in CONTROL_FLOW:
-        return (f"op {op} is TF1 control flow (Enter/Exit/Merge/Switch/NextIteration/"
-                f"LoopCond), which ff.tfjs.load does not import yet (docs/TFJS.md, Limits)")
+        return (f"op {op} is TF2 functional control flow (a function-library body), which "
+                f"ff.tfjs.load does not import: convert the model with TF1 control flow "
+                f"(Enter/Exit/Merge/Switch), which it stages (docs/TFJS.md, Limits)")
     if op.startswith(("TensorArray", "TensorList")):
-        return (f"op {op} (TensorArray/TensorList, used inside TF1 loops) is not imported "
-                f"yet (docs/TFJS.md, Limits)")
+        return (f"op {op} (TensorArray/TensorList) is not imported: the ones ff.tfjs.load "
+                f"stages are listed in docs/TFJS.md, Staged models")
     if op in DATA_DEPENDENT:
-        return (f"op {op} gives a tensor whose shape depends on the data, which ff.tfjs.load "
-                f"does not import yet (docs/TFJS.md, Limits)")
+        return (f"op {op} gives a tensor whose shape depends on the data and has no "
+                f"staged rule yet (docs/TFJS.md, Limits); NonMaxSuppression, Where and "
+                f"TopKV2 are staged")
     return (f"op {op} is not supported by fragflow's TF.js importer; it supports "
             f"{len(RULES)} ops: {', '.join(sorted(RULES))}")
 
@@ -740,15 +739,12 @@ def gather_nd(ctx, node, x, a):
 
 @rule("TopKV2")
 def top_k(ctx, node, x, a):
-    """TopKV2 with a k known at import (a Const: the output shapes are static). A k the
-    graph computes gives shapes that depend on the data: refused, as the other
-    data-dependent ops. Ties keep the lower index first, as TF."""
+    """TopKV2: k known at import (a Const: the output shapes are static), or computed
+    by the graph: then a guard of a staged model (staged.py; a plain import hands the
+    model on as staged). Ties keep the lower index first, as TF."""
     a.get("sorted")                # TF.js sorts whatever it says; so does fragflow
-    if not ctx.is_static(x[1]):
-        raise ctx.error("k is computed by the graph: the outputs' shapes would depend on "
-                        "the data, which ff.tfjs.load does not import yet (docs/TFJS.md, "
-                        "Limits)")
-    k = ctx.ints(x[1], "k")[0]
+    # a k the graph computes: a guard of a staged model (staged.py)
+    k = int(np.asarray(ctx.concrete(x[1], "k")).reshape(-1)[0])
     v = T(ctx, x[0])
     if k < 0 or (v.shape[-1] is not None and k > v.shape[-1]):
         raise ctx.error(f"k={k} is outside [0, {v.shape[-1]}] (the last axis)")
@@ -840,3 +836,6 @@ def placeholder_with_default(ctx, node, x, a):
 
 
 __all__ = ["RULES", "refusal"]
+
+
+from . import control_ops  # noqa: E402,F401 -- registers the staged rules in RULES

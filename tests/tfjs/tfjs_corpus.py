@@ -21,9 +21,24 @@ CACHE = os.environ.get("FRAGFLOW_TFJS_CACHE", os.path.expanduser("~/.cache/fragf
 NODE_MODULES = os.path.join(CACHE, "node_modules")
 MODELS = os.path.join(NODE_MODULES, "@vladmandic", "human-models", "models")
 
-# Three models need TF1 control flow and TensorArrays/TensorLists (with NMS and Where
-# inside: docs/TFJS.md, Limits): they are refused with a TfjsImportError naming the op.
-REFUSED = {"faceboxes": "Enter", "handtrack": "TensorListReserve", "rvm": "Switch"}
+# Three models are staged (TF1 control flow, TensorArrays/TensorLists, NMS and Where:
+# docs/TFJS.md, Staged models): ff.tfjs.load returns a StagedTfjsModel, run on feeds.
+STAGED = ("faceboxes", "handtrack", "rvm")
+
+
+def staged_inputs(name: str, seed: int = 0) -> dict:
+    """Seeded feeds for a staged model: images as the vladmandic/human library feeds
+    them (faceboxes and handtrack int32 in [0, 256); rvm a float image in [0, 1), its
+    recurrent states 0 as on a first frame, and a downsample_ratio, 0.5 unless given)."""
+    rng = np.random.default_rng(seed)
+    if name == "faceboxes":
+        return {"image_tensor": rng.integers(0, 256, (1, 160, 160, 3)).astype(np.int32)}
+    if name == "handtrack":
+        return {"input_tensor": rng.integers(0, 256, (1, 320, 320, 3)).astype(np.int32)}
+    zero = np.zeros((), np.float32)
+    return {"src": rng.random((1, 128, 128, 3), dtype=np.float32), "r1i": zero,
+            "r2i": zero, "r3i": zero, "r4i": zero,
+            "downsample_ratio": np.asarray(0.5, np.float32)}
 
 
 def _missing(what: str):

@@ -73,7 +73,11 @@ async function runOne(model, feedsFile, outFile) {
     const t = outs[i];
     const data = await t.data();
     const name = `out${i}.bin`;
-    const typed = t.dtype === 'bool' ? Int32Array.from(data) : data;
+    // TF.js 4.22 can hand back a float32 tensor holding an Int32Array (handtrack's
+    // num_detections, cast from TensorList results): its values are what it means
+    const typed = t.dtype === 'bool' ? Int32Array.from(data)
+        : t.dtype === 'float32' && !(data instanceof Float32Array) ? Float32Array.from(data)
+        : data;
     fs.writeFileSync(path.join(outDir, name), Buffer.from(typed.buffer, typed.byteOffset,
                                                           typed.byteLength));
     result.outputs.push({name: model.outputs[i] ? model.outputs[i].name : String(i),
