@@ -9,6 +9,10 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class MatmulTuning:
+    # scaled dot-product attention as one fused_attention kernel (passes/attention.py),
+    # its online softmax walking the keys attention_key_tile at a time
+    attention_fuse: bool = True
+    attention_key_tile: int = 8
     # multiply-adds from which a matmul (or a conv as one) runs blocked: several
     # outputs per fragment over several render targets, then a stitch
     blocked_min_macs: int = 1 << 17
