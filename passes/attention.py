@@ -15,7 +15,9 @@ softmax that does not become a fused_attention says why in the report. The kerne
 codegen/attention.py's (an online softmax over key tiles, one pass).
 
 The Tuning's `matmul.attention_fuse` turns the pass off (where the graph keeps the
-five ops and their kernels)."""
+five ops and their kernels), and `matmul.attention_max_walk` bounds the walk the
+kernel would take (batch x queries x keys x texels of a row of v): past it, the
+unfused kernels were measured faster (docs/PERFORMANCE.md)."""
 from __future__ import annotations
 
 import numpy as np
@@ -97,6 +99,18 @@ def _match(softmax, users, fetched) -> dict:
     return found
 
 
+def _check_walk(found, softmax, tuning):
+    if tuning is None:             # no kernels to size (the numpy executor's pipeline)
+        return
+    scores = softmax.inputs[0].type
+    dv = found["nodes"][-1].outputs[0].type.shape[-1]
+    walk = scores.size * (dv // 4 if dv % 4 == 0 else dv)
+    if walk > tuning.matmul.attention_max_walk:
+        raise Rejected(f"its walk ({walk} key steps) exceeds the Tuning's "
+                       f"matmul.attention_max_walk ({tuning.matmul.attention_max_walk}), "
+                       f"past which the unfused kernels are faster")
+
+
 def fuse_attention(graph, report, tuning=None):
     """softmax(q kᵀ / c + mask) v → fused_attention where legal (see the module)."""
     if tuning is not None and not tuning.matmul.attention_fuse:
@@ -110,6 +124,7 @@ def fuse_attention(graph, report, tuning=None):
             continue
         try:
             found = _match(node, users, fetched)
+            _check_walk(found, node, tuning)
         except Rejected as why:
             report.append(f"rejected softmax '{node.name}' for attention: {why}")
             continue

@@ -12,6 +12,9 @@ from tests.gradcheck import check_gradients
 from tests.reference import assert_matches, run_both
 
 rng = np.random.default_rng(34)
+# each row of codegen/attention.py's table (attention.online takes every row of v here)
+ROWS = {"attention.online": ff.Tuning().with_({"matmul.attention_one_kernel_texels": 64}),
+        "attention.scores": ff.Tuning(exclude=("attention.online",))}
 
 
 def _attention(q, k, v, mask=None, scale=None, divide=True, k_as_kt=False):
@@ -59,22 +62,26 @@ CASES = {
 }
 
 
+@pytest.mark.parametrize("row", sorted(ROWS))
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_fused_attention_matches_the_graph_as_built(case, gl):
+def test_fused_attention_matches_the_graph_as_built(case, row, gl):
     batch, lq, lk, d, dv, mask_shape, kwargs = CASES[case]
     g, out, feeds, m = _graph(batch, lq, lk, d, dv, mask_shape, **kwargs)
     if m is not None:
         mask = rng.standard_normal(m.shape).astype(np.float32)
         feeds[m] = mask
-    got, want = run_both(g, out, feeds)
+    got, want = run_both(g, out, feeds, tuning=ROWS[row])
     assert_matches(got, want, rtol=1e-5, atol=2e-6)
-    fn = ff.Session(g).compile([out], feeds=list(feeds))
+    fn = ff.Session(g, tuning=ROWS[row]).compile([out], feeds=list(feeds))
     fn(*feeds.values())
     kernels = [k for k in fn.kernels if k.op != "transpose"]
-    assert [k.strategy for k in kernels] == ["attention.online"], fn.fusion_report
+    assert {k.strategy for k in kernels} == {row}, fn.fusion_report
+    # attention.scores: q kᵀ by the matmul table (a blocked one is two kernels), the walk
+    assert len(kernels) == 1 if row == "attention.online" else len(kernels) <= 3
 
 
-def test_minus_inf_masks_and_fully_masked_rows_behave_as_unfused(gl):
+@pytest.mark.parametrize("row", sorted(ROWS))
+def test_minus_inf_masks_and_fully_masked_rows_behave_as_unfused(row, gl):
     """Causal masks (-inf above the diagonal), a query row with every key masked (NaN,
     as softmax gives) and large logits."""
     lq, lk = 6, 7
@@ -86,10 +93,12 @@ def test_minus_inf_masks_and_fully_masked_rows_behave_as_unfused(gl):
     feeds[q] = feeds[q] * 300.0                     # logits in the thousands
     got, want = run_both(g, out, feeds)
     assert np.isnan(want[1, 2]).all() and np.isfinite(want[0]).all()
+    got, _ = run_both(g, out, feeds, tuning=ROWS[row])
     assert_matches(got, want, rtol=1e-5, atol=2e-6)
 
 
-def test_nan_and_inf_in_scores_give_nan_rows_as_softmax_does(gl):
+@pytest.mark.parametrize("row", sorted(ROWS))
+def test_nan_and_inf_in_scores_give_nan_rows_as_softmax_does(row, gl):
     g, out, feeds, m = _graph((1,), 4, 5, 4, 4, (4, 5))
     mask = np.zeros((4, 5), np.float32)
     mask[1, 3] = np.nan
@@ -97,14 +106,16 @@ def test_nan_and_inf_in_scores_give_nan_rows_as_softmax_does(gl):
     feeds[m] = mask
     got, want = run_both(g, out, feeds)
     assert np.isnan(want[0, 1:3]).all() and np.isfinite(want[0, [0, 3]]).all()
+    got, _ = run_both(g, out, feeds, tuning=ROWS[row])
     assert_matches(got, want, rtol=1e-5, atol=2e-6)
 
 
+@pytest.mark.parametrize("row", sorted(ROWS))
 @pytest.mark.parametrize("tile", [1, 3, 8, 16])
-def test_every_key_tile_size_gives_the_same_results(tile, gl):
+def test_every_key_tile_size_gives_the_same_results(tile, row, gl):
     g, out, feeds, m = _graph((2,), 5, 11, 8, 6, (5, 11), scale=3.0)
     feeds[m] = _causal(5, 11)
-    tuning = ff.Tuning().with_({"matmul.attention_key_tile": tile})
+    tuning = ROWS[row].with_({"matmul.attention_key_tile": tile})
     got, want = run_both(g, out, feeds, tuning=tuning)
     assert_matches(got, want, rtol=1e-5, atol=2e-6)
 
@@ -133,6 +144,16 @@ def test_the_tuning_knob_turns_the_fusion_off(gl):
     assert "fused_attention" not in [k.op for k in fn.kernels]
     assert len(fn.kernels) >= 3
     assert any("fuse_attention is off" in line for line in fn.fusion_report)
+
+
+def test_a_walk_past_the_tuning_bound_stays_unfused_and_says_why(gl):
+    g, out, feeds, _ = _graph((2,), 8, 8, 8, 8, None, scale=2.0)
+    sess = ff.Session(g, tuning=ff.Tuning().with_({"matmul.attention_max_walk": 100}))
+    fn = sess.compile([out], feeds=list(feeds))
+    fn(*feeds.values())
+    assert "fused_attention" not in [k.op for k in fn.kernels]
+    assert any("exceeds the Tuning's matmul.attention_max_walk (100)" in line
+               for line in fn.fusion_report), fn.fusion_report
 
 
 def _report(build, shape=(2, 4, 4)):
