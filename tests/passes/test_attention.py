@@ -2,13 +2,12 @@
 TF and Keras write it becomes one node and one kernel (codegen/attention.py), computing
 what the graph as built computes on the numpy executor, edge values included (-inf
 masks, fully masked rows, large logits, key counts not a multiple of 4); the pass on
-its own keeps the results; every softmax left alone says why; gradients through the
-fused op match finite differences."""
+its own keeps the results; every softmax left alone says why. Its gradients:
+tests/autodiff/test_attention_gradients.py."""
 import numpy as np
 import pytest
 
 import fragflow as ff
-from tests.gradcheck import check_gradients
 from tests.reference import assert_matches, run_both
 
 rng = np.random.default_rng(34)
@@ -196,18 +195,6 @@ def test_a_softmax_over_another_axis_or_without_matmul_says_why():
     report, ops = _report(build)
     assert "fused_attention" not in ops
     assert "not the last" in report and "not matmul(q, k)" in report, report
-
-
-@pytest.mark.parametrize("masked", [False, True])
-def test_gradients_through_the_fused_op_match_finite_differences(masked, gl):
-    inputs = {"q": rng.standard_normal((2, 3, 4)), "k": rng.standard_normal((2, 5, 4)),
-              "v": rng.standard_normal((2, 5, 3))}
-    if masked:
-        inputs["mask"] = rng.standard_normal((3, 5))
-
-    def build(q, k, v, mask=None):
-        return ff.fused.attention(q, k, v, mask=mask, scale=2.0)
-    check_gradients(build, inputs, rtol=2e-3, atol=2e-4)
 
 
 def test_the_fused_op_built_directly_equals_the_ops(gl):
