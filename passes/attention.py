@@ -65,7 +65,9 @@ def _match(softmax, users, fetched) -> dict:
     if value.node.op == "add":                       # the mask
         _single_use(value, users, fetched, "the masked scores")
         a, b = value.node.inputs
-        scores, mask = (a, b) if a.type.shape == value.type.shape else (b, a)
+        # the scores: the operand of the add's shape that a scale or matmul computes
+        scores, mask = (b, a) if b.node.op in ("div", "mul", "matmul") and \
+            b.type.shape == value.type.shape else (a, b)
         if scores.type.shape != value.type.shape or mask.dtype != "float32" \
                 or mask.type.rank > value.type.rank or not mask.type.is_static:
             raise Rejected(f"add '{value.node.name}' is no mask added to the scores")

@@ -135,6 +135,23 @@ def test_the_pass_alone_keeps_the_results_and_leaves_one_node():
                                                         "matmul"]
 
 
+def test_a_mask_of_the_scores_shape_added_first_and_q_as_k_fuse(gl):
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((2, 7, 8), name="x")
+        mask = ff.placeholder((2, 7, 7), name="mask")
+        out = ff.matmul(ff.softmax(mask + ff.matmul(x, x, transpose_b=True) * 0.5,
+                                   axis=-1), x)
+    feeds = {x: rng.standard_normal((2, 7, 8)).astype(np.float32),
+             mask: np.where(rng.random((2, 7, 7)) < 0.3, -np.inf, 0).astype(np.float32)}
+    for row, tuning in ROWS.items():
+        got, want = run_both(g, out, feeds, tuning=tuning)
+        assert_matches(got, want, rtol=1e-5, atol=2e-6, what=row)
+        fn = ff.Session(g, tuning=tuning).compile([out], feeds=[x, mask])
+        fn(*feeds.values())
+        assert {k.strategy for k in fn.kernels} == {row}, fn.fusion_report
+
+
 def test_the_tuning_knob_turns_the_fusion_off(gl):
     g, out, feeds, _ = _graph((2,), 8, 8, 8, 8, None, scale=2.0)
     sess = ff.Session(g, tuning=ff.Tuning().with_({"matmul.attention_fuse": False}))
