@@ -46,6 +46,7 @@ class AttentionParams:
     transpose_v: bool
     scale: str | None        # GLSL literal
     divide: bool
+    subtract_mask: bool      # scores - mask (Keras' Attention), not + mask
     mask_offset: int
     mask_terms: tuple        # ((out stride, dim, mask stride), ...) from a score's index
 
@@ -85,6 +86,7 @@ def _plan(site, tuning, precomputed):
         precomputed=precomputed, transpose_k=node.attrs["transpose_k"],
         transpose_v=node.attrs["transpose_v"],
         scale=None if scale is None else glsl_float(scale), divide=node.attrs["divide"],
+        subtract_mask=node.attrs["subtract_mask"],
         mask_offset=mask_offset, mask_terms=mask_terms))
 
 

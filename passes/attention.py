@@ -4,7 +4,8 @@ The pattern, as torch, TensorFlow and Keras write it (batch and head dims in fro
 
     scores = matmul(q, k)              # transpose_b=True on k [..., Lk, D], or k as [..., D, Lk]
     scores = scores / c  (or * c)      # optional; c a constant of one element
-    scores = scores + mask             # optional; mask broadcast to the scores
+    scores = scores + mask             # optional; mask broadcast to the scores (or
+                                       # scores - mask, as Keras' Attention lowers them)
     p = softmax(scores, axis=-1)
     out = matmul(p, v)
 
@@ -60,17 +61,22 @@ def _match(softmax, users, fetched) -> dict:
         raise Rejected(f"the probabilities go to {pv.op} '{pv.name}', not the left "
                        f"operand of a matmul")
     found = {"nodes": [softmax, pv], "mask": None, "scale": None, "divide": True,
+             "subtract_mask": False,
              "v": pv.inputs[1], "transpose_v": pv.attrs["transpose_b"]}
     value = x
-    if value.node.op == "add":                       # the mask
+    if value.node.op in ("add", "sub"):              # the mask
         _single_use(value, users, fetched, "the masked scores")
         a, b = value.node.inputs
         # the scores: the operand of the add's shape that a scale or matmul computes
-        scores, mask = (b, a) if b.node.op in ("div", "mul", "matmul") and \
+        # (scores - mask only: mask - scores is no mask)
+        scores, mask = (b, a) if value.node.op == "add" and \
+            b.node.op in ("div", "mul", "matmul") and \
             b.type.shape == value.type.shape else (a, b)
+        found["subtract_mask"] = value.node.op == "sub"
         if scores.type.shape != value.type.shape or mask.dtype != "float32" \
                 or mask.type.rank > value.type.rank or not mask.type.is_static:
-            raise Rejected(f"add '{value.node.name}' is no mask added to the scores")
+            raise Rejected(f"{value.node.op} '{value.node.name}' is no mask added to the "
+                           f"scores")
         found["mask"] = mask
         found["nodes"].insert(0, value.node)
         value = scores
@@ -144,6 +150,7 @@ def fuse_attention(graph, report, tuning=None):
         attrs = {"scale": found["scale"], "divide": found["divide"],
                  "transpose_k": found["transpose_k"],
                  "transpose_v": found["transpose_v"],
+                 "subtract_mask": found["subtract_mask"],
                  "nodes": tuple((m.name, m.op, m.source) for m in found["nodes"])}
         return new.add_node("fused_attention", operands, attrs, exact_name=node.name,
                             scope=node.scope, source=node.source).outputs

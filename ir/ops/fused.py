@@ -187,9 +187,10 @@ def decompose(node):
                       lambda op, attrs, args: apply(op, args, attrs or None))
 
 
-# fused_attention(q, k, v[, mask]) {scale, divide, transpose_k, transpose_v}: scaled
-# dot-product attention as torch, TensorFlow and Keras write it,
-#     softmax(matmul(q, k, transpose_b=transpose_k) / scale (or * scale) [+ mask],
+# fused_attention(q, k, v[, mask]) {scale, divide, transpose_k, transpose_v,
+# subtract_mask}: scaled dot-product attention as torch, TensorFlow and Keras write it,
+#     softmax(matmul(q, k, transpose_b=transpose_k) / scale (or * scale) [+ mask,
+#             or - mask where subtract_mask: Keras' Attention lowers masked scores],
 #             axis=-1) @ v (transpose_b=transpose_v),
 # made by passes/attention.py from those five ops; scale None: no scaling step. Its type
 # rule, reference and gradient (decompose) are those ops', step by step, so it means
@@ -197,12 +198,13 @@ def decompose(node):
 # [..., D, Lk]; v: [..., Lk, Dv] (or [..., Dv, Lk] with transpose_v); the batch dims
 # of q, k and v equal; mask broadcasts to the scores [..., Lq, Lk].
 def _attention_steps(operands, attrs, matmul, scale, add, softmax):
+    """add(scores, mask, subtract) applies the mask."""
     q, k, v, *mask = operands
     scores = matmul([q, k], {"transpose_a": False, "transpose_b": attrs["transpose_k"]})
     if attrs["scale"] is not None:
         scores = scale(scores, attrs["scale"], attrs["divide"])
     if mask:
-        scores = add(scores, mask[0])
+        scores = add(scores, mask[0], attrs["subtract_mask"])
     return matmul([softmax(scores), v],
                   {"transpose_a": False, "transpose_b": attrs["transpose_v"]})
 
@@ -227,7 +229,8 @@ def _fused_attention_type(types, attrs):
                           [t, TensorType((), "float32")])
 
     return _attention_steps(
-        types, attrs, matmul, scale, lambda t, m: infer_step("add", {}, [t, m]),
+        types, attrs, matmul, scale,
+        lambda t, m, sub: infer_step("sub" if sub else "add", {}, [t, m]),
         lambda t: get_op("softmax").infer_types([t], {"axis": -1})[0])
 
 
@@ -240,13 +243,14 @@ def _fused_attention_ref(arrays, attrs):
 
     return _attention_steps(
         arrays, attrs, _matmul._matmul_ref, scale,
-        lambda x, m: reference_step("add", {}, [x, m]),
+        lambda x, m, sub: reference_step("sub" if sub else "add", {}, [x, m]),
         lambda x: get_op("softmax").run_reference([x], {"axis": -1})[0])
 
 
 register(OpDef("fused_attention", "fused", _fused_attention_type, _fused_attention_ref,
                attrs={"scale": None, "divide": True, "transpose_k": True,
-                      "transpose_v": False, "nodes": ()}, hidden_attrs=("nodes",),
+                      "transpose_v": False, "subtract_mask": False, "nodes": ()},
+               hidden_attrs=("nodes",),
                doc="softmax(q kᵀ / scale + mask) v, scaled dot-product attention, in one "
                    "kernel (an online softmax over key tiles).",
                tf="— (XLA / onnxruntime Attention)"))
@@ -263,4 +267,5 @@ def decompose_attention(node):
 
     return _attention_steps(
         list(node.inputs), node.attrs, lambda vs, a: apply("matmul", vs, a), scale,
-        lambda x, m: apply("add", [x, m]), lambda x: apply("softmax", [x], {"axis": -1}))
+        lambda x, m, sub: apply("sub" if sub else "add", [x, m]),
+        lambda x: apply("softmax", [x], {"axis": -1}))

@@ -9,7 +9,7 @@ from tests.gradcheck import check_gradients
 rng = np.random.default_rng(35)
 
 
-@pytest.mark.parametrize("masked", [False, True])
+@pytest.mark.parametrize("masked", [False, "add", "subtract"])
 def test_fused_attention_gradients_match_finite_differences(masked, gl):
     inputs = {"q": rng.standard_normal((2, 3, 4)), "k": rng.standard_normal((2, 5, 4)),
               "v": rng.standard_normal((2, 5, 3))}
@@ -17,7 +17,8 @@ def test_fused_attention_gradients_match_finite_differences(masked, gl):
         inputs["mask"] = rng.standard_normal((3, 5))
 
     def build(q, k, v, mask=None):
-        return ff.fused.attention(q, k, v, mask=mask, scale=2.0)
+        return ff.fused.attention(q, k, v, mask=mask, scale=2.0,
+                                  subtract_mask=masked == "subtract")
     check_gradients(build, inputs, rtol=2e-3, atol=2e-4)
 
 

@@ -152,6 +152,29 @@ def test_a_mask_of_the_scores_shape_added_first_and_q_as_k_fuse(gl):
         assert {k.strategy for k in fn.kernels} == {row}, fn.fusion_report
 
 
+def test_a_subtracted_mask_as_keras_attention_lowers_it_fuses(gl):
+    """Keras' Attention: scores - 1e9 * (1 - allowed), softmax, @ v."""
+    g = ff.Graph()
+    with g.as_default():
+        q = ff.placeholder((2, 5, 8), name="q")
+        v = ff.placeholder((2, 6, 8), name="v")
+        allowed = ff.placeholder((2, 1, 6), name="allowed")
+        scores = ff.matmul(q, v, transpose_b=True) - 1e9 * (1.0 - allowed)
+        out = ff.matmul(ff.softmax(scores, axis=-1), v)
+    feeds = {q: rng.standard_normal((2, 5, 8)).astype(np.float32),
+             v: rng.standard_normal((2, 6, 8)).astype(np.float32),
+             allowed: (rng.random((2, 1, 6)) < 0.6).astype(np.float32)}
+    feeds[allowed][1] = 0.0                       # nothing allowed: uniform weights
+    for row, tuning in ROWS.items():
+        got, want = run_both(g, out, feeds, tuning=tuning)
+        assert_matches(got, want, rtol=1e-5, atol=2e-6, what=row)
+        fn = ff.Session(g, tuning=tuning).compile([out], feeds=list(feeds))
+        fn(*feeds.values())
+        assert row in {k.strategy for k in fn.kernels}, fn.fusion_report
+    node = next(n for n in fn.graph.nodes if n.op == "fused_attention")
+    assert node.attrs["subtract_mask"]
+
+
 def test_the_tuning_knob_turns_the_fusion_off(gl):
     g, out, feeds, _ = _graph((2,), 8, 8, 8, 8, None, scale=2.0)
     sess = ff.Session(g, tuning=ff.Tuning().with_({"matmul.attention_fuse": False}))
