@@ -183,6 +183,9 @@ def _infer_acc_dtype(node) -> str:
 
 
 def lower_node(node, layouts, prefix):
+    if node.op == "fused_attention":
+        from . import attention  # its own strategy table (codegen/attention.py)
+        return attention.lower_node(node, layouts, prefix)
     if node.op == "fused_matmul":
         return lower_fused_matmul(node, layouts, prefix)
     if node.op == "fused_conv":

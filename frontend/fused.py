@@ -1,5 +1,5 @@
 """ff.fused: matmul, conv2d and depthwise_conv2d with a bias and an activation computed
-in the same kernel.
+in the same kernel; scaled dot-product attention in one kernel.
 
 Activations: linear, relu, relu6, elu, leaky_relu (alpha, a number), prelu (alpha, a
 tensor broadcast against the output), sigmoid, tanh. Gradients work for every one of
@@ -90,7 +90,25 @@ def depthwise_conv2d(input, filter, strides=1, padding="VALID", dilations=1, bia
                  activation, alpha, name)
 
 
-__all__ = ["matmul", "conv2d", "depthwise_conv2d", "ACTIVATIONS", "epilogue_steps"]
+def attention(q, k, v, mask=None, scale=None, divide=True, transpose_k=True,
+              transpose_v=False, subtract_mask=False, name=None):
+    """softmax(matmul(q, k, transpose_b=transpose_k) / scale (* scale where divide is
+    False) + mask, axis=-1) @ v in one kernel (an online softmax over key tiles); the
+    fuse_attention pass makes the same op from those five ops. q: [..., Lq, D], k:
+    [..., Lk, D] (or [..., D, Lk] with transpose_k=False), v: [..., Lk, Dv]; the mask
+    broadcasts to the scores [..., Lq, Lk] (subtracted where subtract_mask). Gradients
+    are taken through the five ops."""
+    values = graph_operands(q, k, v, *(() if mask is None else (mask,)))
+    return wrap(_fused.apply("fused_attention", list(values),
+                             {"scale": None if scale is None else float(scale),
+                              "divide": bool(divide), "transpose_k": bool(transpose_k),
+                              "transpose_v": bool(transpose_v),
+                              "subtract_mask": bool(subtract_mask)},
+                             name or "fused_attention"))
+
+
+__all__ = ["matmul", "conv2d", "depthwise_conv2d", "attention", "ACTIVATIONS",
+           "epilogue_steps"]
 
 
 def __dir__():

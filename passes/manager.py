@@ -20,6 +20,7 @@ from ..ir.graph import Graph
 from ..ir.ops import control as _control
 from ..ir.printer import format_graph
 from . import (
+    attention,
     cond_select,
     conv_lowering,
     fold_batch_norm,
@@ -76,6 +77,9 @@ register_pass("fold_batch_norm",
 register_pass("split_wide_nodes",
               "add_n / concat of more inputs than a kernel binds textures, as a tree",
               options=("max_texture_units",))(split_wide.split_wide_nodes)
+register_pass("fuse_attention",
+              "softmax(q kᵀ / c + mask) v (scaled dot-product attention) in one kernel",
+              options=("tuning",))(attention.fuse_attention)
 register_pass("fuse_epilogues",
               "matmul / conv2d / depthwise_conv2d + bias + activation in one kernel",
               options=("max_texture_units",))(fusion.fuse_epilogues)
@@ -89,10 +93,10 @@ register_pass("fuse_elementwise", "connected elementwise ops in one kernel",
 # turns a user's graph and fetches into a compiled graph).
 DEFAULT_PIPELINE = ("fold_constants", "layout_transposes", "cse", "simplify",
                     "select_conds", "conv_backprop_as_conv", "fold_batch_norm",
-                    "split_wide_nodes", "fuse_epilogues", "fuse_updates", "fuse_elementwise",
-                    "verify")
+                    "split_wide_nodes", "fuse_attention", "fuse_epilogues", "fuse_updates",
+                    "fuse_elementwise", "verify")
 # the passes whose decisions fusion_report lists (a cond run as a select among them)
-FUSION_PASSES = ("fuse_epilogues", "fuse_updates", "fuse_elementwise",
+FUSION_PASSES = ("fuse_attention", "fuse_epilogues", "fuse_updates", "fuse_elementwise",
                  "layout_transposes", "select_conds")
 # What a compiled graph needs before any GPU can run it (no kernel reading more
 # textures than the GPU binds): a custom pipeline for a GPU (max_texture_units given)

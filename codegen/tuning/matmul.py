@@ -9,6 +9,19 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class MatmulTuning:
+    # scaled dot-product attention as one fused_attention kernel (passes/attention.py),
+    # its online softmax walking the keys attention_key_tile at a time
+    attention_fuse: bool = True
+    attention_key_tile: int = 8
+    # attention.online (one kernel, q·k in the walk) for rows of v of at most this many
+    # texels: each texel's fragment computes the row's scores again; wider rows take
+    # attention.scores (q kᵀ by the matmul table, then the walk)
+    attention_one_kernel_texels: int = 1
+    # fuse_attention leaves attention unfused where its walk, batch x queries x keys x
+    # texels of a row of v (exps, score and v fetches), exceeds this: llvmpipe measured
+    # the walk 1.2x faster than the three unfused products at 32 tokens, 1.8x slower at
+    # 65 and 2.5x at 128 (64-wide heads; docs/PERFORMANCE.md)
+    attention_max_walk: int = 1 << 16
     # multiply-adds from which a matmul (or a conv as one) runs blocked: several
     # outputs per fragment over several render targets, then a stitch
     blocked_min_macs: int = 1 << 17

@@ -171,6 +171,8 @@ def fused_matmul(a, b, extra, steps, transpose_a=False, transpose_b=False, nodes
 def decompose(node):
     """The fused node's value rebuilt from the ops it fuses (in the current graph
     scope): what its gradient is taken through."""
+    if node.op == "fused_attention":
+        return decompose_attention(node)
     operands = list(node.inputs)
     if node.op == "fused_matmul":
         mm = _matmul.matmul(operands[0], operands[1], node.attrs["transpose_a"],
@@ -183,3 +185,87 @@ def decompose(node):
         operands = [apply("sum_like", operands[:2]), *operands[2:]]
     return eval_steps(node.attrs["steps"], operands,
                       lambda op, attrs, args: apply(op, args, attrs or None))
+
+
+# fused_attention(q, k, v[, mask]) {scale, divide, transpose_k, transpose_v,
+# subtract_mask}: scaled dot-product attention as torch, TensorFlow and Keras write it,
+#     softmax(matmul(q, k, transpose_b=transpose_k) / scale (or * scale) [+ mask,
+#             or - mask where subtract_mask: Keras' Attention lowers masked scores],
+#             axis=-1) @ v (transpose_b=transpose_v),
+# made by passes/attention.py from those five ops; scale None: no scaling step. Its type
+# rule, reference and gradient (decompose) are those ops', step by step, so it means
+# exactly what they meant. q: [..., Lq, D]; k: [..., Lk, D] (transpose_k) or
+# [..., D, Lk]; v: [..., Lk, Dv] (or [..., Dv, Lk] with transpose_v); the batch dims
+# of q, k and v equal; mask broadcasts to the scores [..., Lq, Lk].
+def _attention_steps(operands, attrs, matmul, scale, add, softmax):
+    """add(scores, mask, subtract) applies the mask."""
+    q, k, v, *mask = operands
+    scores = matmul([q, k], {"transpose_a": False, "transpose_b": attrs["transpose_k"]})
+    if attrs["scale"] is not None:
+        scores = scale(scores, attrs["scale"], attrs["divide"])
+    if mask:
+        scores = add(scores, mask[0], attrs["subtract_mask"])
+    return matmul([softmax(scores), v],
+                  {"transpose_a": False, "transpose_b": attrs["transpose_v"]})
+
+
+def _check_attention(types, attrs):
+    if len(types) not in (3, 4):
+        raise AttrError(f"fused_attention takes q, k, v and an optional mask, got "
+                        f"{len(types)} operands")
+    if attrs["scale"] is not None and not isinstance(attrs["scale"], float):
+        raise AttrError(f"scale must be a float or None, got {attrs['scale']!r}")
+
+
+def _fused_attention_type(types, attrs):
+    from ..types import TensorType
+    _check_attention(types, attrs)
+
+    def matmul(ts, a):
+        return _matmul._matmul_type(ts, a)
+
+    def scale(t, value, divide):
+        return infer_step("div" if divide else "mul", {},
+                          [t, TensorType((), "float32")])
+
+    return _attention_steps(
+        types, attrs, matmul, scale,
+        lambda t, m, sub: infer_step("sub" if sub else "add", {}, [t, m]),
+        lambda t: get_op("softmax").infer_types([t], {"axis": -1})[0])
+
+
+def _fused_attention_ref(arrays, attrs):
+    import numpy as np
+    _check_attention(arrays, attrs)
+
+    def scale(x, value, divide):
+        return reference_step("div" if divide else "mul", {}, [x, np.float32(value)])
+
+    return _attention_steps(
+        arrays, attrs, _matmul._matmul_ref, scale,
+        lambda x, m, sub: reference_step("sub" if sub else "add", {}, [x, m]),
+        lambda x: get_op("softmax").run_reference([x], {"axis": -1})[0])
+
+
+register(OpDef("fused_attention", "fused", _fused_attention_type, _fused_attention_ref,
+               attrs={"scale": None, "divide": True, "transpose_k": True,
+                      "transpose_v": False, "subtract_mask": False, "nodes": ()},
+               hidden_attrs=("nodes",),
+               doc="softmax(q kᵀ / scale + mask) v, scaled dot-product attention, in one "
+                   "kernel (an online softmax over key tiles).",
+               tf="— (XLA / onnxruntime Attention)"))
+
+
+def decompose_attention(node):
+    """fused_attention's value rebuilt from the five ops it stands for."""
+    from .state import constant
+    graph = node.inputs[0].graph
+
+    def scale(x, value, divide):
+        c = constant(graph, value, "float32")
+        return apply("div" if divide else "mul", [x, c])
+
+    return _attention_steps(
+        list(node.inputs), node.attrs, lambda vs, a: apply("matmul", vs, a), scale,
+        lambda x, m, sub: apply("sub" if sub else "add", [x, m]),
+        lambda x: apply("softmax", [x], {"axis": -1}))

@@ -7,7 +7,8 @@ from .engine import gradients
 from .registry import gradient
 
 
-@gradient("fused_elementwise", "fused_matmul", "fused_conv", "fused_sum_like")
+@gradient("fused_elementwise", "fused_matmul", "fused_conv", "fused_sum_like",
+          "fused_attention")
 def _fused(node, dy):
     value = decompose(node)
     inputs = list(node.inputs)

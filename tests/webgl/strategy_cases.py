@@ -239,6 +239,35 @@ def lrn_window():
     return _case(lambda x: {"lrn": ff.nn.local_response_normalization(x)}, [(1, 4, 4, 8)])
 
 
+# -- attention.TABLE ----------------------------------------------------------------------
+def attention_online():
+    """softmax(q kᵀ / 2 + mask) v in one kernel: rows of v one texel wide (4 columns),
+    13 keys, a causal mask of -inf."""
+    mask = np.triu(np.full((13, 13), -np.inf, np.float32), 1)
+
+    def build(q, k, v):
+        scores = ff.matmul(q, k, transpose_b=True) / np.float32(2.0) + ff.constant(mask)
+        return {"attended": ff.matmul(ff.softmax(scores, axis=-1), v)}
+    return _case(build, [(2, 13, 8), (2, 13, 8), (2, 13, 4)], rtol=1e-5, atol=1e-5)
+
+
+def attention_scores():
+    """softmax(q kᵀ / sqrt(d) + mask) v as q kᵀ, then the online-softmax walk times v
+    (passes/attention.py): 4 heads of 13 queries and keys (not a multiple of 4), a
+    padding mask of -inf over the last 3 keys of the second sequence; and 6 value
+    columns (each lane its row)."""
+    mask = np.zeros((2, 1, 1, 13), np.float32)
+    mask[1, ..., 10:] = -np.inf
+
+    def build(q, k, v, w):
+        scores = ff.matmul(q, k, transpose_b=True) / np.float32(4.0) + ff.constant(mask)
+        p = ff.softmax(scores, axis=-1)
+        scores2 = ff.matmul(k, q, transpose_b=True) * np.float32(0.25)
+        return {"attended": ff.matmul(p, v),
+                "six_columns": ff.matmul(ff.softmax(scores2, axis=-1), w)}
+    return _case(build, [(2, 4, 13, 16)] * 3 + [(2, 4, 13, 6)], rtol=1e-5, atol=1e-5)
+
+
 ROW_CASES = {
     "matmul.packed": matmul_packed, "matmul.blocked": matmul_blocked,
     "matmul.lanes": matmul_lanes, "matmul.plain": matmul_plain,
@@ -252,6 +281,7 @@ ROW_CASES = {
     "reduce.element_passes": reduce_element_passes,
     "softmax.direct": softmax_direct, "softmax.partials": softmax_partials,
     "softmax.tree": softmax_tree, "scan.blocks": scan_blocks, "lrn.window": lrn_window,
+    "attention.online": attention_online, "attention.scores": attention_scores,
 }
 
 # reduce_tree.glsl.j2's kernels the reduction rows run between them, as a header

@@ -1,0 +1,193 @@
+"""fused_attention's kernels (passes/attention.py makes the node): the attention
+family's strategy table.
+
+Both rows end in templates/attention.glsl.j2: each fragment walks its query row's keys
+once, `matmul.attention_key_tile` keys at a time: their scores (the scale, the mask),
+the tile's max, then the running max and sum of exp rescaled and the product with v
+accumulated (an online softmax, as flash attention's). Where the output's last axis is
+a multiple of 4 the texel's four lanes are one query row: a score serves four columns
+of v, read as one texel; else each lane walks its own row. A row holding NaN or +inf,
+or only -inf, gives NaN throughout, as softmax does.
+
+- attention.online: one kernel, q·k computed in the walk. A fragment writes one texel,
+  so a row's scores are computed once per texel of the row (dv / 4 times): it takes
+  rows of at most `matmul.attention_one_kernel_texels` texels.
+- attention.scores: two kernels, q kᵀ by the matmul table into a scratch texture,
+  then the walk reading the scores (scale and mask applied as it reads them)."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from ..ir.types import TensorType
+from .common import make_kernel, operands, output_operand
+from .environment import glsl_float
+from .layout import broadcast_index
+from .limits import loop_trips
+from .matmul import matmul_kernel
+from .operands import Operand
+from .reduce_tree import scratch_layout
+from .strategy import Site, Strategy, lower_with
+
+
+@dataclass(frozen=True, kw_only=True)
+class AttentionParams:
+    """The walk's shape and choices, in the order its header prints them."""
+    lq: int                  # queries
+    lk: int                  # keys
+    d: int                   # q·k's length
+    dv: int                  # v's columns
+    tile: int                # keys a step of the walk
+    same_row: bool           # the four lanes of a texel are one query row
+    vec_dot: bool            # q·k as dots of texels (k as [..., Lk, D], D % 4 == 0)
+    precomputed: bool        # the scores come from the kernel before (attention.scores)
+    transpose_k: bool
+    transpose_v: bool
+    scale: str | None        # GLSL literal
+    divide: bool
+    subtract_mask: bool      # scores - mask (Keras' Attention), not + mask
+    mask_offset: int
+    mask_terms: tuple        # ((out stride, dim, mask stride), ...) from a score's index
+
+
+@dataclass(frozen=True)
+class AttentionPlan:
+    site: Any
+    params: AttentionParams
+
+
+def _plan(site, tuning, precomputed):
+    node = site.node
+    if node.op != "fused_attention":
+        return None
+    q, k = (t.type.shape for t in node.inputs[:2])
+    out = node.outputs[0].type.shape
+    if any(site.layouts[t.name].shape != t.type.shape for t in node.inputs) or \
+            site.layouts[node.outputs[0].name].shape != out:
+        return None
+    lq, d = q[-2], q[-1]
+    lk = k[-2] if node.attrs["transpose_k"] else k[-1]
+    dv = out[-1]
+    tile = max(1, tuning.matmul.attention_key_tile)
+    same_row = dv % 4 == 0
+    vec_dot = node.attrs["transpose_k"] and d % 4 == 0 and d <= 256 and not precomputed
+    walks = 1 if same_row else min(4, math.prod(out))
+    per_key = 1 if vec_dot or precomputed else tile * d + 1
+    if walks * -(-lk // tile) * per_key > loop_trips():
+        return None
+    mask_offset, mask_terms = 0, ()
+    if len(node.inputs) == 4:
+        index = broadcast_index(out[:-1] + (lk,), node.inputs[3].type.shape)
+        mask_offset, mask_terms = index.offset, index.terms
+    scale = node.attrs["scale"]
+    return AttentionPlan(site, AttentionParams(
+        lq=lq, lk=lk, d=d, dv=dv, tile=tile, same_row=same_row, vec_dot=vec_dot,
+        precomputed=precomputed, transpose_k=node.attrs["transpose_k"],
+        transpose_v=node.attrs["transpose_v"],
+        scale=None if scale is None else glsl_float(scale), divide=node.attrs["divide"],
+        subtract_mask=node.attrs["subtract_mask"],
+        mask_offset=mask_offset, mask_terms=mask_terms))
+
+
+def _online(site, facts, tuning):
+    node = site.node
+    if node.op != "fused_attention":
+        return None
+    dv = node.outputs[0].type.shape[-1]
+    texels = -(-dv // 4) if dv % 4 == 0 else dv      # walks of a row's scores
+    if texels > tuning.matmul.attention_one_kernel_texels:
+        return None
+    return _plan(site, tuning, precomputed=False)
+
+
+def _scores(site, facts, tuning):
+    return _plan(site, tuning, precomputed=True)
+
+
+def _walk(plan, roles, inputs, prefix):
+    site, p = plan.site, plan.params
+    node = site.node
+    out = output_operand(node.outputs[0], site.layouts)
+    return make_kernel("attention.glsl.j2", prefix, "fused_attention", site.named_nodes,
+                       inputs, out, roles=roles, params=p,
+                       **{f: getattr(p, f) for f in AttentionParams.__dataclass_fields__
+                          if f != "mask_terms"})
+
+
+def _by_role(node, inputs):
+    """The bound operand of each input of node (a value read twice binds once)."""
+    return [next(b for b in inputs if b.value == t.name) for t in node.inputs]
+
+
+def _emit_online(plan):
+    site = plan.site
+    inputs = operands(site.node, site.layouts)
+    q, k, v, *mask = _by_role(site.node, inputs)
+    roles = {"q": q, "k": k, "v": v, "mask": mask[0] if mask else None, "scores": None}
+    return _walk(plan, roles, inputs, site.prefix)
+
+
+@dataclass(frozen=True)
+class ScoresHead:
+    """q kᵀ as codegen/matmul.py reads a matmul node, under the fused node's name."""
+    fused: Any
+    op: str = "matmul"
+
+    @property
+    def attrs(self):
+        return {"transpose_a": False, "transpose_b": self.fused.attrs["transpose_k"]}
+
+    @property
+    def name(self):
+        return f"{self.fused.name}/scores"
+
+    @property
+    def scope(self):
+        return self.fused.scope
+
+    @property
+    def source(self):
+        return self.fused.source
+
+    def where(self):
+        return self.fused.where()
+
+
+def _emit_scores(plan):
+    site, p = plan.site, plan.params
+    node, layouts = site.node, site.layouts
+    batch = node.outputs[0].type.shape[:-2]
+    name = f"{node.name}:scores"
+    layouts[name] = scratch_layout(batch + (p.lq, p.lk), "float32",
+                                   layouts[node.inputs[0].name])
+    scores = Operand(sampler="ff_out", value=name, layout=layouts[name],
+                     type=str(TensorType(batch + (p.lq, p.lk), "float32")))
+    bound = operands(node, layouts)
+    q, k, v, *mask = _by_role(node, bound)
+    head = ScoresHead(node)
+    first = matmul_kernel(head, q, k, scores, f"{site.prefix}.p0", layouts=layouts,
+                          nodes=[head])
+    first = first if isinstance(first, list) else [first]
+    # the walk binds the scores, v and the mask
+    walk_inputs = []
+    for value in [scores, v] + mask:
+        if value.value not in [b.value for b in walk_inputs]:
+            walk_inputs.append(Operand(sampler=f"x{len(walk_inputs)}", value=value.value,
+                                       layout=value.layout, type=value.type))
+    named = {b.value: b for b in walk_inputs}
+    roles = {"q": None, "k": None, "v": named[v.value],
+             "mask": named[mask[0].value] if mask else None, "scores": named[name]}
+    return first + [_walk(plan, roles, walk_inputs, site.prefix)]
+
+
+TABLE = (
+    Strategy("attention.online", _online, _emit_online,
+             "one kernel: q·k, scale, mask and an online softmax over key tiles times v"),
+    Strategy("attention.scores", _scores, _emit_scores,
+             "two kernels: q kᵀ by the matmul table, then the online softmax times v"),
+)
+
+
+def lower_node(node, layouts, prefix):
+    return lower_with(TABLE, Site(node, layouts, prefix))

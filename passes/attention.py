@@ -1,0 +1,159 @@
+"""fuse_attention: scaled dot-product attention as one fused_attention node.
+
+The pattern, as torch, TensorFlow and Keras write it (batch and head dims in front):
+
+    scores = matmul(q, k)              # transpose_b=True on k [..., Lk, D], or k as [..., D, Lk]
+    scores = scores / c  (or * c)      # optional; c a constant of one element
+    scores = scores + mask             # optional; mask broadcast to the scores (or
+                                       # scores - mask, as Keras' Attention lowers them)
+    p = softmax(scores, axis=-1)
+    out = matmul(p, v)
+
+is found from each softmax, walking back then forward one rule of PATTERN at a time.
+Every value inside (the scores, each step after them, the probabilities) must have
+that one consumer and not be fetched: fused, it never exists in memory. Every
+softmax that does not become a fused_attention says why in the report. The kernel is
+codegen/attention.py's (an online softmax over key tiles, one pass).
+
+The Tuning's `matmul.attention_fuse` turns the pass off (where the graph keeps the
+five ops and their kernels), and `matmul.attention_max_walk` bounds the walk the
+kernel would take (batch x queries x keys x texels of a row of v): past it, the
+unfused kernels were measured faster (docs/PERFORMANCE.md)."""
+from __future__ import annotations
+
+import numpy as np
+
+from .rewrite import consumers, rebuild
+
+
+class Rejected(Exception):
+    """A candidate that is not attention; its message says why."""
+
+
+def _single_use(value, users, fetched, what):
+    if value in fetched:
+        raise Rejected(f"{what} '{value.node.name}' is fetched")
+    readers = users.get(value, [])
+    if len(readers) != 1:
+        raise Rejected(f"{what} '{value.node.name}' has {len(readers)} consumers")
+
+
+def _scalar_constant(value):
+    """The float of a one-element float32 constant, else None."""
+    node = value.node
+    if node.op != "constant" or value.dtype != "float32" or value.type.size != 1:
+        return None
+    return float(np.asarray(node.attrs["value"]).reshape(()))
+
+
+def _match(softmax, users, fetched) -> dict:
+    """{q, k, v, mask, scale, divide, transpose_k, transpose_v, nodes} for the attention
+    around this softmax; Rejected saying why not."""
+    x = softmax.inputs[0]
+    if softmax.attrs["axis"] not in (-1, x.type.rank - 1):
+        raise Rejected(f"it is over axis {softmax.attrs['axis']}, not the last")
+    if x.dtype != "float32" or not x.type.is_static:
+        raise Rejected(f"its scores are {x.type}, not static float32")
+    probs = softmax.outputs[0]
+    _single_use(probs, users, fetched, "the probabilities")
+    pv = users[probs][0]
+    if pv.op != "matmul" or pv.inputs[0] is not probs or pv.attrs["transpose_a"]:
+        raise Rejected(f"the probabilities go to {pv.op} '{pv.name}', not the left "
+                       f"operand of a matmul")
+    found = {"nodes": [softmax, pv], "mask": None, "scale": None, "divide": True,
+             "subtract_mask": False,
+             "v": pv.inputs[1], "transpose_v": pv.attrs["transpose_b"]}
+    value = x
+    if value.node.op in ("add", "sub"):              # the mask
+        _single_use(value, users, fetched, "the masked scores")
+        a, b = value.node.inputs
+        # the scores: the operand of the add's shape that a scale or matmul computes
+        # (scores - mask only: mask - scores is no mask)
+        scores, mask = (b, a) if value.node.op == "add" and \
+            b.node.op in ("div", "mul", "matmul") and \
+            b.type.shape == value.type.shape else (a, b)
+        found["subtract_mask"] = value.node.op == "sub"
+        if scores.type.shape != value.type.shape or mask.dtype != "float32" \
+                or mask.type.rank > value.type.rank or not mask.type.is_static:
+            raise Rejected(f"{value.node.op} '{value.node.name}' is no mask added to the "
+                           f"scores")
+        found["mask"] = mask
+        found["nodes"].insert(0, value.node)
+        value = scores
+    if value.node.op in ("div", "mul"):              # the scale
+        _single_use(value, users, fetched, "the scaled scores")
+        a, b = value.node.inputs
+        if value.node.op == "mul" and _scalar_constant(a) is not None:
+            a, b = b, a
+        c = _scalar_constant(b)
+        if c is None or a.type.shape != value.type.shape:
+            raise Rejected(f"{value.node.op} '{value.node.name}' is not by a constant of "
+                           f"one element")
+        found.update(scale=c, divide=value.node.op == "div")
+        found["nodes"].insert(0, value.node)
+        value = a
+    qk = value.node
+    if qk.op != "matmul" or qk.attrs["transpose_a"]:
+        raise Rejected(f"the scores come from {qk.op} '{qk.name}', not matmul(q, k)")
+    _single_use(value, users, fetched, "the scores")
+    q, k, v = qk.inputs[0], qk.inputs[1], found["v"]
+    batch = q.type.shape[:-2]
+    if any(t.type.shape[:-2] != batch or not t.type.is_static or t.dtype != "float32"
+           for t in (q, k, v)):
+        raise Rejected("q, k and v are not static float32 with the same batch dims "
+                       f"({q.type}, {k.type}, {v.type})")
+    found.update(q=q, k=k, transpose_k=qk.attrs["transpose_b"])
+    found["nodes"].insert(0, qk)
+    return found
+
+
+def _check_walk(found, softmax, tuning):
+    if tuning is None:             # no kernels to size (the numpy executor's pipeline)
+        return
+    scores = softmax.inputs[0].type
+    dv = found["nodes"][-1].outputs[0].type.shape[-1]
+    walk = scores.size * (dv // 4 if dv % 4 == 0 else dv)
+    if walk > tuning.matmul.attention_max_walk:
+        raise Rejected(f"its walk ({walk} key steps) exceeds the Tuning's "
+                       f"matmul.attention_max_walk ({tuning.matmul.attention_max_walk}), "
+                       f"past which the unfused kernels are faster")
+
+
+def fuse_attention(graph, report, tuning=None):
+    """softmax(q kᵀ / c + mask) v → fused_attention where legal (see the module)."""
+    if tuning is not None and not tuning.matmul.attention_fuse:
+        report.append("fuse_attention is off (Tuning matmul.attention_fuse)")
+        return graph
+    users = consumers(graph)
+    fetched = set(graph.outputs)
+    matches: dict = {}             # the final matmul -> the match
+    for node in graph.nodes:
+        if node.op != "softmax":
+            continue
+        try:
+            found = _match(node, users, fetched)
+            _check_walk(found, node, tuning)
+        except Rejected as why:
+            report.append(f"rejected softmax '{node.name}' for attention: {why}")
+            continue
+        matches[found["nodes"][-1]] = found
+        report.append(f"fused attention '{found['nodes'][-1].name}': "
+                      + ", ".join(f"{n.op} '{n.name}'" for n in found["nodes"]))
+
+    def transform(node, inputs, new, mapping):
+        found = matches.get(node)
+        if found is None:
+            return None
+        operands = [mapping[found[r]] for r in ("q", "k", "v")]
+        if found["mask"] is not None:
+            operands.append(mapping[found["mask"]])
+        attrs = {"scale": found["scale"], "divide": found["divide"],
+                 "transpose_k": found["transpose_k"],
+                 "transpose_v": found["transpose_v"],
+                 "subtract_mask": found["subtract_mask"],
+                 "nodes": tuple((m.name, m.op, m.source) for m in found["nodes"])}
+        return new.add_node("fused_attention", operands, attrs, exact_name=node.name,
+                            scope=node.scope, source=node.source).outputs
+
+    skip = {n for found in matches.values() for n in found["nodes"][:-1]}
+    return rebuild(graph, transform, skip)

@@ -1,0 +1,31 @@
+"""fused_attention's gradients (taken through the five ops it stands for, ir/ops/fused.py
+decompose_attention) on GL against finite differences, first and second order."""
+import numpy as np
+import pytest
+
+import fragflow as ff
+from tests.gradcheck import check_gradients
+
+rng = np.random.default_rng(35)
+
+
+@pytest.mark.parametrize("masked", [False, "add", "subtract"])
+def test_fused_attention_gradients_match_finite_differences(masked, gl):
+    inputs = {"q": rng.standard_normal((2, 3, 4)), "k": rng.standard_normal((2, 5, 4)),
+              "v": rng.standard_normal((2, 5, 3))}
+    if masked:
+        inputs["mask"] = rng.standard_normal((3, 5))
+
+    def build(q, k, v, mask=None):
+        return ff.fused.attention(q, k, v, mask=mask, scale=2.0,
+                                  subtract_mask=masked == "subtract")
+    check_gradients(build, inputs, rtol=2e-3, atol=2e-4)
+
+
+def test_fused_attention_second_order_gradients(gl):
+    inputs = {"q": rng.standard_normal((1, 3, 4)), "k": rng.standard_normal((1, 4, 4)),
+              "v": rng.standard_normal((1, 4, 2))}
+
+    def build(q, k, v):
+        return ff.fused.attention(q, k, v, scale=0.5, divide=False)
+    check_gradients(build, inputs, rtol=2e-3, atol=2e-4, second_order=True)
