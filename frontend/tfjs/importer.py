@@ -23,6 +23,7 @@ import os
 import numpy as np
 
 from ...ir.graph import Graph
+from ..control_flow import ControlFlowError, while_loop
 from ..interop import static
 from ..interop.errors import short
 from ..interop.importer import ImporterBase, Init, ReadAttrs, clean_name, source_location
@@ -582,7 +583,6 @@ class Importer(ImporterBase):
             self.tracing = False
         if isinstance(probe, np.ndarray):
             return False
-        from ..control_flow import ControlFlowError, while_loop
 
         def cond_fn(*values):
             return self.trace_iteration(loop, rules, env, values, cond_node, True)

@@ -838,4 +838,3 @@ def placeholder_with_default(ctx, node, x, a):
 __all__ = ["RULES", "refusal"]
 
 
-from . import control_ops  # noqa: E402,F401 -- registers the staged rules in RULES

@@ -14,10 +14,14 @@ step is the result. Type inference and the reference run each step through its o
 op's OpDef, so a fused node means exactly what its steps mean."""
 from __future__ import annotations
 
+import numpy as np
+
 from ..errors import AttrError
+from ..types import TensorType
 from . import matmul as _matmul
 from .common import apply
 from .registry import REQUIRED, OpDef, get_op, register
+from .state import constant
 
 
 def eval_steps(steps, operands, run):
@@ -218,7 +222,6 @@ def _check_attention(types, attrs):
 
 
 def _fused_attention_type(types, attrs):
-    from ..types import TensorType
     _check_attention(types, attrs)
 
     def matmul(ts, a):
@@ -235,7 +238,6 @@ def _fused_attention_type(types, attrs):
 
 
 def _fused_attention_ref(arrays, attrs):
-    import numpy as np
     _check_attention(arrays, attrs)
 
     def scale(x, value, divide):
@@ -258,7 +260,6 @@ register(OpDef("fused_attention", "fused", _fused_attention_type, _fused_attenti
 
 def decompose_attention(node):
     """fused_attention's value rebuilt from the five ops it stands for."""
-    from .state import constant
     graph = node.inputs[0].graph
 
     def scale(x, value, divide):
