@@ -430,7 +430,9 @@ def load(path, *, input_shapes: dict | None = None, trainable: bool = False,
                         os.path.basename(os.path.dirname(os.path.abspath(file))) + "/"
                         + os.path.basename(file), max_elements, max_bytes)
     try:
-        return importer.run()
+        imported = importer.run()
+        imported.graph.weight_encodings.extend(reader.weight_encodings(model))
+        return imported
     except TfjsImportError:
         raise
     except RecursionError:
