@@ -194,7 +194,8 @@ def table(results: dict, sizes: dict, configs) -> str:
     kb = lambda b: f"{b / 1024:.0f}"  # noqa: E731
     lines = ["| model | " + " | ".join(
         f"{c} steady ff / TF.js ms (ratio) | {c} first ff / TF.js ms" for c in configs)
-        + " | kernels / TF.js programs | ff KB (gz) | TF.js KB (gz) | agreement |",
+        + " | ff kernels / TF.js kernels (new programs) | ff KB (gz) | TF.js KB (gz) "
+        "| agreement |",
         "|---|" + "---|---|" * len(configs) + "---|---|---|---|"]
     ratios = {c: [] for c in configs}
     for name in sizes:
@@ -210,7 +211,8 @@ def table(results: dict, sizes: dict, configs) -> str:
             cells += [f"{r['fragflow']['steady']:.1f} / {r['tfjs']['steady']:.1f} "
                       f"({ratio:.2f}x)",
                       f"{r['fragflow']['first']:.0f} / {r['tfjs']['first']:.0f}"]
-            kernels = f"{r['fragflow']['kernels']} / {r['tfjs']['programs']}"
+            kernels = f"{r['fragflow']['kernels']} / {r['tfjs'].get('kernelCount', '-')} " \
+                f"({r['tfjs']['programs']})"
             agree = max(agree, agreement(entry["outputs"]))
         s = sizes[name]
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {kernels} | "
