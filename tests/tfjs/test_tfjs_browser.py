@@ -20,6 +20,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "benchmarks", "browser"))
 
 import bench_models  # noqa: E402  (benchmarks/browser: the page and its driver)
 
+import fragflow as ff  # noqa: E402
 from fragflow.tools.webgl.chromium import CONFIGS, chromium  # noqa: E402
 
 # a face detector (float16), a segmenter (float16), an age regressor (float32), a pose
@@ -59,7 +60,6 @@ def test_exports_name_inputs_and_outputs_as_tfjs_does(prepared):
     _, listed, _ = prepared
     for c in listed:
         path = os.path.join(corpus.corpus(), c["name"] + ".json")
-        import fragflow as ff
         m = ff.tfjs.load(path, input_shapes=corpus.fixed_input_shapes(path))
         assert c["outputs"] == list(m.outputs_by_name)
         assert [f["name"] for f in c["feeds"]] == list(m.inputs_by_name)
