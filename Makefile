@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test test-ray lint demo bench install clean onnx-conformance bench-browser mutation test-gles test-zink tfjs-models test-tfjs-models
+.PHONY: test test-ray lint demo bench install clean onnx-conformance bench-browser mutation test-gles test-zink tfjs-models test-tfjs-models test-tfjs-browser bench-models
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,18 @@ test: $(STAMP) $(TFJS_STAMP)
 test-tfjs-models: $(STAMP) $(TFJS_STAMP)
 	FRAGFLOW_TFJS_CACHE=$(TFJS_CACHE) FRAGFLOW_TFJS_ALL=1 $(BIN)/python -m pytest -q \
 	    tests/tfjs/test_tfjs_models.py
+
+# A few corpus models exported and run in Chromium beside TF.js's WebGL backend on the
+# same files, both rasterisers (minutes on 2 cores: outside make test; .ci/run runs it).
+test-tfjs-browser: $(STAMP) $(TFJS_STAMP)
+	FRAGFLOW_TFJS_CACHE=$(TFJS_CACHE) FRAGFLOW_TFJS_BROWSER=1 $(BIN)/python -m pytest -q \
+	    tests/tfjs/test_tfjs_browser.py
+
+# Every corpus model that exports: fragflow's export vs TF.js 4.22 WebGL in one page per
+# rasteriser (docs/PERFORMANCE.md). BENCH_MODELS_ARGS="--only age,selfie --json out.json"
+bench-models: $(STAMP) $(TFJS_STAMP)
+	FRAGFLOW_TFJS_CACHE=$(TFJS_CACHE) $(BIN)/python benchmarks/browser/bench_models.py \
+	    $(BENCH_MODELS_ARGS)
 
 # fragflow.distributed on a local Ray instance, and examples/distributed_digits.py run as
 # the README runs it (minutes on 2 cores: outside make test).

@@ -119,6 +119,11 @@ class Graph:
         self.parent: Graph | None = None
         self.captured: list[Value] = []
         self._captures: dict = {}
+        # how an imported model's weights were stored where it came from (frontends
+        # fill it: frontend/tfjs), for exporters to store a constant equal to one's
+        # decoding in that smaller form: [{"dtype": "float16"} | {"dtype": "uint8" or
+        # "uint16", "min": float, "scale": float, "size": elements}]
+        self.weight_encodings: list = []
 
     # -- scopes and names -------------------------------------------------------
     @property

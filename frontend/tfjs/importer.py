@@ -811,7 +811,9 @@ def load(path, *, input_shapes: dict | None = None, trainable: bool = False,
     importer = Importer(model, weights, trainable, input_shapes, label, max_elements,
                         max_bytes)
     try:
-        return _guarded(importer.run)
+        imported = _guarded(importer.run)
+        imported.graph.weight_encodings.extend(reader.weight_encodings(model))
+        return imported
     except NeedsStaging as err:
         reason = str(err)
 

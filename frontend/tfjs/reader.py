@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 
 from ..interop import tfjs_weights
@@ -58,3 +59,21 @@ def read_weights(model: dict, base: str, max_bytes: int, max_elements: int) -> d
     """{weight name: numpy array} as TF.js decodes them (interop/tfjs_weights.py)."""
     return tfjs_weights.read_weights(model.get("weightsManifest", []), base, max_bytes,
                                      max_elements, TfjsImportError)
+
+
+def weight_encodings(model: dict) -> list:
+    """The stored forms of the float32 weights the manifest quantizes (read_weights has
+    checked it): {"dtype": "float16"} once, and per uint8/uint16 weight its dtype, min,
+    scale and element count (ir Graph.weight_encodings: exporters keep these forms)."""
+    out, half = [], False
+    for group in model.get("weightsManifest", []):
+        for w in group["weights"]:
+            q = w.get("quantization")
+            if q is None or w.get("dtype") != "float32":
+                continue
+            if q["dtype"] == "float16":
+                half = True
+            else:
+                out.append({"dtype": q["dtype"], "min": float(q["min"]),
+                            "scale": float(q["scale"]), "size": math.prod(w["shape"])})
+    return ([{"dtype": "float16"}] if half else []) + out

@@ -6,7 +6,11 @@
                  which texture each kernel reads and writes, uniforms, feeds, fetches
                  and assigns. No imports, no eval: `export async function load(options)`.
     model.bin    constants and variables' values, little-endian, each 16-byte aligned
-                 (float32; int32 and bool as int32), where the schedule's `data` says.
+                 (float32; int32 and bool as int32), where the schedule's `data` says;
+                 a constant equal to the decoding of one of the graph's
+                 weight_encodings (an imported model's weights as they came: float16,
+                 uint8/uint16 with min and scale) is kept in that form, its slot's
+                 `encoding` saying how the runtime expands it at load.
     index.html   a page that loads the model, runs it on seeded inputs and shows the
                  outputs, timings, a per-kernel profile and every kernel's source.
 
@@ -114,7 +118,7 @@ def export(fetches, feeds, directory, session=None, *, max_draw_buffers: int = 4
                           f"{type(tuning).__name__}")
     optimized = _optimize(graph, fetch_values + _assigns_run_with(graph, fetch_values),
                           feed_types, max_draw_buffers, tuning)
-    values = _Variables(graph, session)
+    values = _Variables(graph, session, getattr(graph, "weight_encodings", ()))
     inputs = [(v.node.name, optimized.feed_names[v], v) for v in feed_values
               if v in optimized.feed_names]
     outputs = list(zip(labels, fetch_values))
@@ -240,10 +244,11 @@ class _Variables:
     """{variable name: array} on demand: the session's current values, else the
     initial ones."""
 
-    def __init__(self, graph, session):
+    def __init__(self, graph, session, encodings=()):
         if session is not None and session.graph is not graph:
             raise WebGLExportError("the session runs another graph than the fetches'")
         self.graph, self.session = graph, session
+        self.encodings = list(encodings)
 
     def __getitem__(self, var):
         node = self.graph.node(var)
@@ -293,6 +298,19 @@ class _Builder:
         self.blob.extend(flat.astype("<" + flat.dtype.str[1:]).tobytes())
         return [offset, int(flat.size)]
 
+    def store_constant(self, array, layout) -> dict:
+        """A constant's slot fields: `data`, and `encoding` where it keeps a form of
+        the graph's weight_encodings (encode)."""
+        encodings = getattr(self.variable_values, "encodings", ())
+        if encodings and not layout.is_int:
+            data, encoding = encode(np.asarray(array), encodings)
+            if encoding is not None:
+                self.blob.extend(b"\0" * (-len(self.blob) % 16))
+                offset = len(self.blob)
+                self.blob.extend(data)
+                return {"data": [offset, int(np.size(array))], "encoding": encoding}
+        return {"data": self.store(np.asarray(array), layout)}
+
     def variable(self, var, layout) -> int:
         if var not in self.variable_slot:
             array = np.asarray(self.variable_values[var])
@@ -338,8 +356,7 @@ class _Builder:
                                    f"the feeds: {', '.join(missing)}")
         for value, array in lowered.constants.items():
             slot_of[value] = self.add_slot("constant", layouts[value],
-                                           data=self.store(np.asarray(array),
-                                                           layouts[value]))
+                                           **self.store_constant(array, layouts[value]))
         for value, var in lowered.variables.items():
             slot_of[value] = self.variable(var, layouts[value])
         scratch = []
@@ -558,6 +575,37 @@ class _Builder:
                           for e, s, t in zip(elems, sliced, slice_types)],
                 "body": body, "ys": ys}
         return step, carry + [slot for slot, _ in ys]
+
+
+def encode(array: np.ndarray, encodings) -> tuple:
+    """(stored bytes, the slot's `encoding`) of a float constant: its values in one of
+    `encodings`' forms (ir Graph.weight_encodings) where that form decodes back to
+    them bit for bit -- float16 as IEEE half (TF.js's table decoder agrees on every
+    pattern), uint8/uint16 as v * scale + min in float64 rounded once to float32, as
+    TF.js dequantizes -- else (None, None): float32 as it is."""
+    flat = np.ascontiguousarray(array, dtype=np.float32).reshape(-1)
+    if not flat.size:
+        return None, None
+    with np.errstate(all="ignore"):
+        for form in encodings:
+            kind = form.get("dtype")
+            if kind == "float16":
+                half = flat.astype("<f2")
+                if np.array_equal(half.astype(np.float32).view(np.uint32), flat.view(np.uint32)):
+                    return half.tobytes(), ["float16"]
+            elif kind in ("uint8", "uint16") and form.get("size") == flat.size:
+                low, scale = float(form["min"]), float(form["scale"])
+                top = 255 if kind == "uint8" else 65535
+                if not scale or not np.isfinite(flat).all():
+                    continue
+                v = np.rint((flat.astype(np.float64) - low) / scale)
+                if v.min() < 0 or v.max() > top:
+                    continue
+                back = (v * scale + low).astype(np.float32)
+                if np.array_equal(back.view(np.uint32), flat.view(np.uint32)):
+                    return v.astype("u1" if kind == "uint8" else "<u2").tobytes(), \
+                        [kind, low, scale]
+    return None, None
 
 
 def _size(t: TensorType) -> int:

@@ -835,12 +835,21 @@ const tick = () => new Promise((resolve) => {
 });
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** A constant's or variable's texels from model.bin, zero-padded to its texture. */
+/** A constant's or variable's texels from model.bin, zero-padded to its texture;
+ * s.encoding: float16 or v*scale+min, as TF.js expands them. */
 function dataOf(bin, s) {
   const [offset, count] = s.data;
   const flat = staging(s);
-  const Array = s.format === 'i' ? Int32Array : Float32Array;
-  flat.set(new Array(bin, offset, count));
+  const [kind, min, scale] = s.encoding || [];
+  const Array = kind === 'uint8' ? Uint8Array : kind ? Uint16Array :
+    s.format === 'i' ? Int32Array : Float32Array;
+  const q = new Array(bin, offset, count);
+  if (!kind) flat.set(q);
+  for (let i = 0; kind && i < count; i++) {
+    const h = q[i], e = (h >> 10) & 31, m = h & 1023;
+    flat[i] = kind !== 'float16' ? h * scale + min : (h & 32768 ? -1 : 1) *
+      (e === 31 ? (m ? NaN : Infinity) : e ? (1024 + m) * 2 ** (e - 25) : m * 2 ** -24);
+  }
   return flat;
 }
 

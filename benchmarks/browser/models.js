@@ -1,0 +1,138 @@
+// make bench-models' page (bench_models.py) and tests/tfjs/test_tfjs_browser.py's: each
+// TF.js corpus model of models.json run by fragflow's export (./<name>/ff/model.js) and by
+// TF.js 4.22's WebGL backend (tf.loadGraphModel on the same model.json and shards,
+// ./<name>/tfjs/), in this page, on the same seeded feeds. Per side: the first run
+// (fragflow: load(), which fetches model.bin and compiles; TF.js: loadGraphModel, which
+// fetches the files, and its first execute, which compiles), the outputs (posted back
+// as raw bytes), then -- with rounds > 0 -- interleaved steady-state runs each synced by
+// reading every output back, and a per-kernel profile of each side.
+/* global tf */
+
+const post = (query, body) => fetch(`/post?${new URLSearchParams(query)}`, {method: 'POST', body});
+const ARRAYS = {float32: Float32Array, int32: Int32Array};
+const median = (xs) => [...xs].sort((p, q) => p - q)[Math.floor(xs.length / 2)];
+
+async function feedsOf(c) {
+  const out = [];
+  for (const f of c.feeds) {
+    const bytes = await (await fetch(`./${c.name}/${f.file}`)).arrayBuffer();
+    out.push({...f, data: new ARRAYS[f.dtype](bytes)});
+  }
+  return out;
+}
+
+function tfjsRunner(model, feeds) {
+  let sync = true;
+  return async () => {
+    const inputs = {};
+    for (const f of feeds) inputs[f.name] = tf.tensor(f.data, f.shape, f.dtype);
+    let outs;
+    if (sync) {
+      try {
+        outs = model.execute(inputs);
+      } catch (err) {     // control flow or dynamic shapes: executeAsync only
+        sync = false;
+      }
+    }
+    if (!sync) outs = await model.executeAsync(inputs);
+    outs = Array.isArray(outs) ? outs : [outs];
+    const arrays = outs.map((t) => t.dataSync());
+    for (const t of [...outs, ...Object.values(inputs)]) t.dispose();
+    return arrays;
+  };
+}
+
+function programCount() {
+  const backend = tf.backend();
+  return backend && backend.binaryCache ? Object.keys(backend.binaryCache).length : null;
+}
+
+async function runModel(gl, c, spec) {
+  const feeds = await feedsOf(c);
+  const ffFeeds = {};
+  for (const f of feeds) ffFeeds[f.ff] = f.data;
+
+  let t = performance.now();
+  const {load} = await import(`./${c.name}/ff/model.js`);
+  const model = await load({gl});
+  const ffFirstOut = await model.run(ffFeeds);
+  const ffFirst = performance.now() - t;
+
+  const programsBefore = programCount();
+  t = performance.now();
+  const tm = await tf.loadGraphModel(`./${c.name}/tfjs/${c.json}`);
+  const tfRun = tfjsRunner(tm, feeds);
+  const tfFirstOut = await tfRun();
+  const tfFirst = performance.now() - t;
+  const programs = programCount() === null ? null : programCount() - programsBefore;
+
+  for (let i = 0; i < c.outputs.length; i++) {
+    await post({kind: 'out', name: c.name, side: 'fragflow', index: i}, ffFirstOut[c.outputs[i]]);
+    await post({kind: 'out', name: c.name, side: 'tfjs', index: i}, tfFirstOut[i]);
+  }
+  const result = {name: c.name, fragflow: {first: ffFirst, compile: model.timings.compile,
+    kernels: model.kernels.length}, tfjs: {first: tfFirst, programs}};
+  if (spec.rounds > 0) {
+    const ffRun = async () => {
+      const s = performance.now();
+      await model.run(ffFeeds);
+      return performance.now() - s;
+    };
+    const tfTimed = async () => {
+      const s = performance.now();
+      await tfRun();
+      return performance.now() - s;
+    };
+    for (let i = 0; i < 2; i++) { await ffRun(); await tfTimed(); }     // warm-up
+    const ffTimes = [], tfTimes = [];
+    const start = performance.now();
+    while (ffTimes.length < spec.rounds &&
+           (ffTimes.length < 3 || performance.now() - start < spec.budgetMs)) {
+      ffTimes.push(await ffRun());
+      tfTimes.push(await tfTimed());
+    }
+    Object.assign(result.fragflow, {steady: median(ffTimes), fastest: Math.min(...ffTimes),
+      runs: ffTimes.length});
+    Object.assign(result.tfjs, {steady: median(tfTimes), fastest: Math.min(...tfTimes),
+      runs: tfTimes.length});
+    if (spec.profile) {
+      const profile = await model.profile(ffFeeds);
+      result.fragflow.method = profile.method;
+      result.fragflow.profile = profile.kernels.map((k) => [k.op, k.ms]);
+      try {
+        const info = await tf.profile(() => tfRun());
+        result.tfjs.kernelCount = info.kernels.length;
+        result.tfjs.profile = info.kernels.map((k) => [k.name,
+          typeof k.kernelTimeMs === 'number' ? k.kernelTimeMs : null]);
+      } catch (err) {
+        result.tfjs.profile = [[`tf.profile failed: ${err}`, null]];
+      }
+    }
+  }
+  model.dispose();
+  tm.dispose();
+  return result;
+}
+
+async function main() {
+  const spec = await (await fetch('./models.json')).json();
+  await tf.setBackend('webgl');
+  await tf.ready();
+  tf.tidy(() => tf.add(tf.ones([64, 64]), tf.ones([64, 64])).dataSync());    // warm-up
+  const canvas = new OffscreenCanvas(1, 1);
+  const gl = canvas.getContext('webgl2', {antialias: false, depth: false});
+  const info = gl.getExtension('WEBGL_debug_renderer_info');
+  await post({kind: 'info'}, JSON.stringify({
+    renderer: info ? gl.getParameter(info.UNMASKED_RENDERER_WEBGL) : gl.getParameter(gl.RENDERER),
+    tfjs: tf.version.tfjs, backend: tf.getBackend(),
+  }));
+  for (const c of spec.models) {
+    try {
+      await post({kind: 'result', name: c.name}, JSON.stringify(await runModel(gl, c, spec)));
+    } catch (err) {
+      await post({kind: 'error', name: c.name}, String(err && err.stack || err));
+    }
+  }
+  await post({kind: 'done'}, '');
+}
+main().catch((err) => post({kind: 'fatal'}, String(err && err.stack || err)));
