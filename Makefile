@@ -105,8 +105,9 @@ mutation: $(MUTATION_STAMP)
 # The whole suite on an OpenGL ES 3.0 context (FRAGFLOW_GL=egl-es; Mesa gives ES 3.2
 # unless MESA_GLES_VERSION_OVERRIDE caps it): kernels in GLSL ES 3.00 (docs/RUNTIME.md).
 # `make test` runs a seeded sample of it (tests/runtime/test_gles.py).
-test-gles: $(STAMP)
-	FRAGFLOW_GL=egl-es MESA_GLES_VERSION_OVERRIDE=3.0 $(BIN)/python -m pytest -q -n 2 --dist loadfile
+test-gles: $(STAMP) $(TFJS_STAMP)
+	FRAGFLOW_TFJS_CACHE=$(TFJS_CACHE) FRAGFLOW_GL=egl-es MESA_GLES_VERSION_OVERRIDE=3.0 \
+	    $(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 # A seeded sample (about one test in 4, tests/runtime/sample_plugin.py) of tests/ops,
 # tests/autodiff and tests/passes on Mesa's zink (OpenGL 4.6 over Vulkan, lavapipe here;
