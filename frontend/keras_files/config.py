@@ -27,6 +27,7 @@ from ..activations import LAYER as _ACTIVATION_NAMES
 from ..interop.errors import short
 from ..interop.limits import MAX_BYTES, MAX_ELEMENTS, MAX_RANK, too_large
 from ..layers import Layer
+from ..layers_rnn import _Recurrent
 from .errors import KerasImportError, where
 
 MAX_LAYERS = 100_000        # layers of one model file, nested ones included
@@ -305,11 +306,15 @@ class Reader:
         for key, value in config.items():
             if key == "dtype" or key in SHAPE_KEYS:
                 continue           # checked above; the model's input has the shape
+            if key.endswith("_regularizer") and value is not None and \
+                    not issubclass(cls, _Recurrent):
+                kwargs[key] = value      # l1 / l2 / L1L2: fit adds their penalties
+                continue
             if key.endswith(("_regularizer", "_constraint")):
                 if value is not None:
-                    warnings.warn(f"{here}: {key} is left out: fragflow's fit applies no "
-                                  f"Keras regularizers or constraints (predict is "
-                                  f"unchanged)", stacklevel=5)
+                    warnings.warn(f"{here}: {key} is left out: fragflow's {cls.__name__} "
+                                  f"takes no {key.rsplit('_', 1)[1]} here (predict is "
+                                  f"unchanged; fit is not)", stacklevel=5)
                 continue
             if key in accepted:
                 if key == "axis" and isinstance(value, list) and len(value) == 1 and \

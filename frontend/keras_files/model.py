@@ -22,7 +22,7 @@ from .. import ops as _ops, optim as _optim
 from ..interop.errors import short
 from ..interop.importer import clean_name
 from ..interop.limits import too_large
-from ..layers import InputLayer, Layer
+from ..layers import InputLayer, Layer, regularization_loss
 from ..models.losses import LOSSES, sparse_categorical_crossentropy
 from ..models.metrics import (
     ACCURACY_FOR_LOSS,
@@ -555,6 +555,9 @@ class KerasModel(Model):
             else losses[0]
         for loss, w in zip(losses[1:], self._loss_weights[1:]):
             total = total + (loss * w if w != 1.0 else loss)
+        penalty = regularization_loss(self.layers) if per_batch else None
+        if penalty is not None:          # Keras's loss includes the regularizers' penalties
+            total = total + penalty
         values = ([total] + losses if len(losses) > 1 else [total]) + metrics
         return (values[1:] if per_batch else values), total
 

@@ -130,12 +130,30 @@ def momentum():
     return _regression("momentum", keras.optimizers.SGD(0.1, momentum=0.9, nesterov=True))
 
 
+def regularized():
+    """A regression whose Dense layers carry L2, L1 and L1L2 weight regularizers and an
+    activity regularizer: Keras adds their penalties to the loss fit reports."""
+    rng = np.random.default_rng(5)
+    x, y = rng.random((16, 3), np.float32), rng.random((16, 2), np.float32)
+    reg = keras.regularizers
+    model = keras.Sequential([
+        keras.Input((3,)),
+        layers.Dense(4, activation="tanh", kernel_regularizer=reg.L2(0.05),
+                     bias_regularizer=reg.L1(0.01), activity_regularizer=reg.L2(0.02)),
+        layers.Dense(2, kernel_regularizer=reg.L1L2(0.01, 0.03))], name="regularized")
+    model.compile(keras.optimizers.SGD(0.1), "mse")
+    model.fit(x, y, batch_size=4, epochs=1, shuffle=False, verbose=0)
+    return model, [x]
+
+
 MODELS = {"cnn": cnn, "two_io": two_io, "nested": nested, "text": text, "adam": adam,
-          "momentum": momentum, "unet": unet, "transformer": transformer}
+          "momentum": momentum, "unet": unet, "transformer": transformer,
+          "regularized": regularized}
 # the data each model's fit from its saved state uses
 FIT = {"cnn": lambda x: np.arange(16) % 3,
        "adam": lambda x: np.random.default_rng(5).random((16, 3, 2), np.float32)[:, 1],
-       "momentum": lambda x: np.random.default_rng(5).random((16, 3, 2), np.float32)[:, 1]}
+       "momentum": lambda x: np.random.default_rng(5).random((16, 3, 2), np.float32)[:, 1],
+       "regularized": lambda x: np.random.default_rng(5).random((16, 3, 2), np.float32)[:, 1]}
 
 
 def outputs(model, xs):

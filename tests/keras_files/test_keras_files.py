@@ -113,7 +113,8 @@ def test_fit_carries_on_with_keras_losses(keras_dir):
 
 @pytest.mark.parametrize("ext", ["keras", "h5"])
 @pytest.mark.parametrize("name, optimizer", [("adam", ff.optim.Adam),
-                                             ("momentum", ff.optim.Momentum)])
+                                             ("momentum", ff.optim.Momentum),
+                                             ("regularized", ff.optim.SGD)])
 def test_fit_carries_on_from_the_saved_optimizer_state(keras_dir, name, optimizer, ext):
     model = ff.keras.models.load_model(keras_dir / f"{name}.{ext}", backend="numpy")
     assert type(model.optimizer) is optimizer
