@@ -32,16 +32,16 @@ from ..models.metrics import (
     per_example,
     sparse_categorical_accuracy,
 )
-from ..models.progress import History, ProgressBar
+from ..models.progress import History
 from ..models.sequential import (
     OPTIMIZERS,
     EagerArray,
     Model,
     Sequential,
     _lookup,
-    _padded_batches,
     _training_dependent,
 )
+from ..models.training import evaluate_means, fit_loop, predict_batches
 from ..tensor import Tensor
 from .config import ModelSpec, NodeRef, OpLayer, Reader, _input_dtype, _input_shape
 from .errors import KerasImportError, where
@@ -616,11 +616,7 @@ class KerasModel(Model):
         if n == 0:
             raise ShapeError("predict needs at least one example")
         run = self.session.compile(list(self.outputs), feeds=list(self.inputs))
-        parts = [[] for _ in self.outputs]
-        for idx, real in _padded_batches(n, min(batch_size or 32, n)):
-            for k, v in enumerate(run(*[a[idx] for a in xs])):
-                parts[k].append(v[:real])
-        outs = [np.concatenate(p) for p in parts]
+        outs = predict_batches(run, xs, batch_size, len(self.outputs))
         return outs[0] if len(outs) == 1 else outs
 
     def fit(self, x, y, batch_size=None, epochs=1, verbose=1, callbacks=None,
@@ -639,43 +635,9 @@ class KerasModel(Model):
             xs, ys, n = [a[:cut] for a in xs], [v[:cut] for v in ys], cut
         if n == 0:
             raise ShapeError("fit needs at least one example")
-        batch = min(batch_size or 32, n)
-        steps = -(-n // batch)
         run = self.session.compile(self._train, feeds=[*self.inputs, *self.labels])
-        rng = np.random.default_rng(seed)
-        names = self._log_names()
-        self.history = history = History({"batch_size": batch, "epochs": epochs,
-                                          "steps": steps, "samples": n})
-        callbacks = list(callbacks or [])
-        for callback in callbacks:
-            callback.set_model(self)
-            callback.on_train_begin()
-        self.stop_training = False
-        for epoch in range(initial_epoch, epochs):
-            if self.stop_training:
-                break
-            for callback in callbacks:
-                callback.on_epoch_begin(epoch)
-            progress = ProgressBar(verbose, steps, epoch, epochs)
-            order = rng.permutation(n) if shuffle else np.arange(n)
-            order = np.concatenate([order, order[:steps * batch - n]])
-            totals = np.zeros(len(names))
-            for step in range(steps):
-                idx = order[step * batch:(step + 1) * batch]
-                values = run(*[a[idx] for a in xs], *[v[idx] for v in ys])[1:]
-                totals += [float(v) for v in values]
-                progress.update(step + 1, dict(zip(names, totals / (step + 1))))
-            logs = dict(zip(names, (totals / steps).tolist()))
-            if validation_data is not None:
-                val = self.evaluate(*validation_data, batch_size=batch, return_dict=True)
-                logs.update({f"val_{k}": v for k, v in val.items()})
-            history._append(epoch, logs)
-            progress.end(logs)
-            for callback in callbacks:
-                callback.on_epoch_end(epoch, dict(logs))
-        for callback in callbacks:
-            callback.on_train_end()
-        return history
+        return fit_loop(self, run, [*xs, *ys], self._log_names(), batch_size, epochs,
+                        verbose, callbacks, validation_data, shuffle, initial_epoch, seed)
 
     def train_on_batch(self, x, y):
         xs = self._xs(x)
@@ -693,11 +655,7 @@ class KerasModel(Model):
         if n == 0 or any(len(v) != n for v in ys):
             raise ShapeError(f"evaluate: x has {n} examples and y {[len(v) for v in ys]}")
         run = self.session.compile(self._eval, feeds=[*self.inputs, *self.labels])
-        sums = np.zeros(len(self._eval))
-        for idx, real in _padded_batches(n, min(batch_size or 32, n)):
-            for i, v in enumerate(run(*[a[idx] for a in xs], *[v[idx] for v in ys])):
-                sums[i] += float(np.sum(v[:real], dtype=np.float64))
-        results = (sums / n).tolist()
+        results = evaluate_means(run, [*xs, *ys], batch_size, len(self._eval))
         names = self._log_names()
         if return_dict:
             return dict(zip(names, results))

@@ -1,5 +1,6 @@
 """The Keras-style models: Sequential and the functional Model (sequential.py), with
-the losses, metrics and progress reporting that their compile / fit use."""
+the losses, metrics and progress reporting that their compile / fit use, and the
+batch loops of fit / evaluate / predict (training.py) that Keras files' models share."""
 from .losses import (
     LOSSES,
     BinaryCrossentropy,

@@ -42,6 +42,7 @@ from .metrics import (
     sparse_categorical_accuracy,
 )
 from .progress import History, ProgressBar
+from .training import evaluate_means, fit_loop, predict_batches
 
 __all__ = ["Sequential", "Model", "Input"]
 
@@ -59,17 +60,6 @@ def _lookup(table, identifier, what):
         return table[identifier.lower()]
     raise AttrError(f"unknown {what} {identifier!r}; use one of "
                     f"{', '.join(sorted(table))} or a function (y_true, y_pred)")
-
-
-def _padded_batches(n, batch):
-    """(indices, real count) covering range(n) in batches of exactly `batch`; the last
-    is padded by repeating its first index."""
-    for start in range(0, n, batch):
-        idx = np.arange(start, min(start + batch, n))
-        real = len(idx)
-        if real < batch:
-            idx = np.concatenate([idx, np.full(batch - real, idx[0])])
-        yield idx, real
 
 
 # -- the model ---------------------------------------------------------------------------
@@ -380,43 +370,10 @@ class Sequential:
         self._ensure_built(x)
         self._ensure_training()
         y = self._labels(y)
-        batch = min(batch_size or 32, n)
-        steps = -(-n // batch)
         run = self.session.compile(self._train, feeds=[self.input, self.labels])
-        rng = np.random.default_rng(seed)
-        names = ["loss", *self.metrics_names]
-        self.history = history = History({"batch_size": batch, "epochs": epochs,
-                                          "steps": steps, "samples": n})
-        callbacks = list(callbacks or [])
-        for callback in callbacks:
-            callback.set_model(self)
-            callback.on_train_begin()
-        self.stop_training = False
-        for epoch in range(initial_epoch, epochs):
-            if self.stop_training:
-                break
-            for callback in callbacks:
-                callback.on_epoch_begin(epoch)
-            progress = ProgressBar(verbose, steps, epoch, epochs)
-            order = rng.permutation(n) if shuffle else np.arange(n)
-            order = np.concatenate([order, order[:steps * batch - n]])
-            totals = np.zeros(len(names))
-            for step in range(steps):
-                idx = order[step * batch:(step + 1) * batch]
-                values = run(x[idx], y[idx])[1:]
-                totals += [float(v) for v in values]
-                progress.update(step + 1, dict(zip(names, totals / (step + 1))))
-            logs = dict(zip(names, (totals / steps).tolist()))
-            if validation_data is not None:
-                val = self.evaluate(*validation_data, batch_size=batch, return_dict=True)
-                logs.update({f"val_{k}": v for k, v in val.items()})
-            history._append(epoch, logs)
-            progress.end(logs)
-            for callback in callbacks:
-                callback.on_epoch_end(epoch, dict(logs))
-        for callback in callbacks:
-            callback.on_train_end()
-        return history
+        return fit_loop(self, run, [x, y], ["loss", *self.metrics_names], batch_size,
+                        epochs, verbose, callbacks, validation_data, shuffle,
+                        initial_epoch, seed)
 
     def train_on_batch(self, x, y):
         """One training step on exactly this batch: [loss, *metrics] before the step
@@ -438,11 +395,7 @@ class Sequential:
         self._ensure_training()
         y = self._labels(y)
         run = self.session.compile(self._eval, feeds=[self.input, self.labels])
-        sums = np.zeros(len(self._eval))
-        for idx, real in _padded_batches(len(x), min(batch_size or 32, len(x))):
-            for i, v in enumerate(run(x[idx], y[idx])):
-                sums[i] += float(np.sum(v[:real], dtype=np.float64))
-        results = (sums / len(x)).tolist()
+        results = evaluate_means(run, [x, y], batch_size, len(self._eval))
         names = ["loss", *self.metrics_names]
         if verbose:
             sys.stderr.write(ProgressBar._format(dict(zip(names, results))) + "\n")
@@ -457,9 +410,7 @@ class Sequential:
             raise ShapeError("predict needs at least one example")
         self._ensure_built(x)
         run = self.session.compile([self.output], feeds=[self.input])
-        parts = [run(x[idx])[0][:real]
-                 for idx, real in _padded_batches(len(x), min(batch_size or 32, len(x)))]
-        return np.concatenate(parts)
+        return predict_batches(run, [x], batch_size, 1)[0]
 
     def __repr__(self):
         return f"<ff.Sequential '{self.name}': {len(self.layers)} layers>"
