@@ -312,9 +312,9 @@ class Reader:
                 continue
             if key.endswith(("_regularizer", "_constraint")):
                 if value is not None:
-                    warnings.warn(f"{here}: {key} is left out: fragflow's {cls.__name__} "
-                                  f"takes no {key.rsplit('_', 1)[1]} here (predict is "
-                                  f"unchanged; fit is not)", stacklevel=5)
+                    warnings.warn(f"{here}: {key} is left out: fragflow applies no "
+                                  f"{key.rsplit('_', 1)[1]} here (predict is unchanged; "
+                                  f"fit is not)", stacklevel=5)
                 continue
             if key in accepted:
                 if key == "axis" and isinstance(value, list) and len(value) == 1 and \

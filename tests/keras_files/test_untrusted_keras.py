@@ -446,15 +446,18 @@ def test_a_tfjs_graph_model_points_at_ff_tfjs_load(tmp_path):
         load_model(tmp_path / "model.json")
 
 
-def test_regularizers_are_left_out_with_a_warning(tmp_path):
+def test_regularizers_are_kept_and_constraints_left_out_with_a_warning(tmp_path):
     l2 = {"module": "keras.regularizers", "class_name": "L2", "config": {"l2": 0.01}}
+    nonneg = {"module": "keras.constraints", "class_name": "NonNeg", "config": {}}
     path = _keras_file(tmp_path / "m.keras",
-                       _sequential(_layer("Dense", "d", units=2, kernel_regularizer=l2)),
+                       _sequential(_layer("Dense", "d", units=2, kernel_regularizer=l2,
+                                          kernel_constraint=nonneg)),
                        _weights_h5(_dense_weights()))
-    with pytest.warns(UserWarning, match=r"layer 'd' \(Dense\): kernel_regularizer is left "
-                                         r"out: fragflow's fit applies no"):
+    with pytest.warns(UserWarning, match=r"layer 'd' \(Dense\): kernel_constraint is left "
+                                         r"out: fragflow applies no constraint"):
         model = load_model(path, backend="numpy")
     np.testing.assert_allclose(model.predict(np.ones((1, 4), np.float32)), [[4, 4]])
+    assert model.get_layer("d").regularizers == {"kernel_regularizer": l2}   # fit adds it
 
 
 def test_weight_groups_in_an_unknown_order_are_refused(tmp_path):
