@@ -351,14 +351,6 @@ class KerasModel(Model):
     def weights(self) -> list:
         return [w for layer in self.layers for w in layer.weights]
 
-    @property
-    def trainable_weights(self) -> list:
-        return [w for layer in self.layers for w in layer.trainable_weights]
-
-    @property
-    def non_trainable_weights(self) -> list:
-        return [w for layer in self.layers for w in layer.non_trainable_weights]
-
     def summary(self, print_fn=print, line_length=88) -> None:
         """Keras's table: each layer's name and class, output shape and parameters, then
         the total, trainable and non-trainable parameters."""
