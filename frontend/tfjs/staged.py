@@ -24,6 +24,7 @@ truncated: each plan's shapes are the real ones.
 from __future__ import annotations
 
 import collections
+import threading
 
 import numpy as np
 
@@ -214,6 +215,7 @@ class StagedTfjsModel:
         self.staged_by = reason
         self.plans: collections.OrderedDict = collections.OrderedDict()
         self.builds = 0
+        self._lock = threading.RLock()     # runs from several threads share the plans
 
     def _key(self, feeds):
         return tuple(sorted((k, tuple(np.shape(v)), str(np.asarray(v).dtype))
@@ -232,6 +234,10 @@ class StagedTfjsModel:
         return {k: np.asarray(v) for k, v in feeds.items()}
 
     def _plan(self, feeds, kwargs):
+        with self._lock:
+            return self._plan_locked(feeds, kwargs)
+
+    def _plan_locked(self, feeds, kwargs):
         key = self._key(feeds)
         plans = self.plans.setdefault(key, [])
         self.plans.move_to_end(key)

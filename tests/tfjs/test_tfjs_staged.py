@@ -5,6 +5,9 @@ padding, no box above the score threshold, every box suppressed, an empty Where;
 plan cache (a plan per branch taken, replayed, rebuilt where a host op's count changes)."""
 from __future__ import annotations
 
+import concurrent.futures
+import time
+
 import numpy as np
 import pytest
 import tfjs_corpus as corpus
@@ -349,6 +352,25 @@ def test_a_plan_per_branch_replayed_from_the_cache(built):
     np.testing.assert_array_equal(first["out0"], X23 * 2)
     stage = model.stage(feeds, **kwargs)
     assert [type(b).__name__ for b in stage.boundaries] == ["Guard"]
+
+
+def test_runs_from_several_threads_share_one_plan_per_branch(built):
+    path, feeds, _ = built["cond_true"]
+    model = ff.tfjs.load(path)
+    kwargs = {"backend": "numpy", "passes": []}
+    build = model._build
+
+    def slow_build(runtime):                # widen the window in which threads could race
+        time.sleep(0.05)
+        return build(runtime)
+
+    model._build = slow_build
+    branches = [feeds, {**feeds, "ratio": np.array(0.1, np.float32)}] * 4
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda f: model.run(f, **kwargs)["out0"], branches))
+    assert model.builds == 2                # one plan per branch, whatever the threads did
+    for k, out in enumerate(got):
+        np.testing.assert_array_equal(out, X23 * 2 if k % 2 == 0 else X23 + 1)
 
 
 def test_a_host_result_of_another_shape_builds_another_plan(built):
