@@ -30,6 +30,24 @@ DTYPE_BYTES = {"float32": 4, "int32": 4, "bool": 1}
 QUANT_BYTES = {"uint8": 1, "uint16": 2, "float16": 2}
 
 
+def model_json_path(path, error, caller: str) -> str:
+    """The model.json a path names: the file, or model.json inside a folder (the TF.js
+    graph and layers readers both take either). error: the importer's error class;
+    caller: the function named in the message for a path that is not one."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise error(f"{caller} takes the path of a model.json or of a folder holding "
+                    f"one, not {type(path).__name__}")
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        candidate = os.path.join(path, "model.json")
+        if not os.path.isfile(candidate):
+            jsons = sorted(f for f in os.listdir(path) if f.endswith(".json"))
+            hint = f" (it holds {', '.join(jsons[:5])}: give one's path)" if jsons else ""
+            raise error(f"folder {short(path)!r} holds no model.json{hint}")
+        return candidate
+    return path
+
+
 def _weight_specs(manifest, max_elements: int, error) -> list:
     """[(shard paths, [spec, ...])] per group, every field checked."""
     if not isinstance(manifest, list):

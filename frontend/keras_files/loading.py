@@ -47,9 +47,7 @@ def load_model(filepath, compile=True, custom_objects=None, safe_mode=True, *,  
     file, so a Lambda layer or a function from outside Keras fails either way unless
     custom_objects supplies it. backend: "gl" or "numpy", the Session the model runs
     on. Errors are ff.keras.KerasImportError (a ff.FragflowError)."""
-    path = os.fspath(filepath)
-    if os.path.isdir(path):
-        path = os.path.join(path, "model.json")
+    path = tfjs_weights.model_json_path(filepath, KerasImportError, "load_model")
     data = read_bounded(path, max_bytes, "Keras model file", KerasImportError)
     reader = Reader(custom_objects, safe_mode, max_elements=max_elements,
                     max_bytes=max_bytes)

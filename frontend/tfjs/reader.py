@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 
 from ..interop import tfjs_weights
 from ..interop.errors import short
@@ -23,18 +22,7 @@ from .errors import TfjsImportError
 
 def model_json_path(path) -> str:
     """The model.json a path names: the file, or model.json inside a folder."""
-    if not isinstance(path, (str, os.PathLike)):
-        raise TfjsImportError(f"ff.tfjs.load takes the path of a model.json or of a folder "
-                              f"holding one, not {type(path).__name__}")
-    path = os.fspath(path)
-    if os.path.isdir(path):
-        candidate = os.path.join(path, "model.json")
-        if not os.path.isfile(candidate):
-            jsons = sorted(f for f in os.listdir(path) if f.endswith(".json"))
-            hint = f" (it holds {', '.join(jsons[:5])}: give one's path)" if jsons else ""
-            raise TfjsImportError(f"folder {short(path)!r} holds no model.json{hint}")
-        return candidate
-    return path
+    return tfjs_weights.model_json_path(path, TfjsImportError, "ff.tfjs.load")
 
 
 def read_model_json(path: str, max_bytes: int) -> dict:

@@ -177,6 +177,14 @@ def test_a_broken_container_is_a_clear_error(tmp_path, data):
         load_model(path)
 
 
+def test_a_folder_without_model_json_names_the_files_it_holds(tmp_path):
+    (tmp_path / "weights.json").write_text("{}")
+    with pytest.raises(KerasImportError, match="holds no model.json .*weights.json"):
+        load_model(tmp_path)
+    with pytest.raises(KerasImportError, match="takes the path of a model.json"):
+        load_model(42)
+
+
 # -- JSON ------------------------------------------------------------------------------
 @pytest.mark.parametrize("config, message", [
     ("{not json", r"config.json is not valid JSON"),
