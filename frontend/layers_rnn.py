@@ -135,6 +135,15 @@ class _Recurrent(Layer):
         self.return_state = bool(return_state)
         self.go_backwards = bool(go_backwards)
 
+    def get_config(self) -> dict:
+        """Keras's keys; recurrent_dropout_per_step, fragflow's own option, only where it
+        is set (Keras's from_config would refuse the key, so a default layer's config
+        stays one Keras reads)."""
+        config = super().get_config()
+        if self.recurrent_dropout_per_step:
+            config["recurrent_dropout_per_step"] = True
+        return config
+
     def build(self, input_shape):
         if len(input_shape) != 3 or input_shape[-1] is None:
             raise ShapeError(f"{type(self).__name__} '{self.name}' needs inputs of shape "

@@ -84,6 +84,17 @@ def test_recurrent_dropout_per_step_draws_a_mask_at_every_step(gl):
     assert len({tuple(m) for m in masks[0]}) > 6                 # not one mask for all
 
 
+@pytest.mark.parametrize("cls", ["SimpleRNN", "LSTM", "GRU"])
+def test_recurrent_dropout_per_step_is_in_the_config_only_where_set(cls):
+    klass = getattr(tf.keras.layers, cls)
+    per_step = klass(4, recurrent_dropout=0.5, recurrent_dropout_per_step=True)
+    config = per_step.get_config()
+    assert config["recurrent_dropout_per_step"] is True
+    assert klass.from_config(config).recurrent_dropout_per_step is True
+    # a default layer's config is Keras's: Keras's from_config refuses unknown keys
+    assert "recurrent_dropout_per_step" not in klass(4, recurrent_dropout=0.5).get_config()
+
+
 def _printing_loop(stream):
     g = tf.Graph()
     with g.as_default():
