@@ -28,13 +28,63 @@ def _run(model, backend, x):
                                                         {model.inputs[0]: x})
 
 
-def test_a_float16_model_records_its_half_weights():
+def test_a_float16_model_keeps_its_weights_half_until_they_are_used():
+    """The variables' initial values stay float16 in the graph (half the memory),
+    their type float32; a session reads them as float32; the graph records the form."""
     model = ff.onnx.load(encoder_layer("float16"))
     assert model.graph.weight_encodings == [{"dtype": "float16"}]
+    assert model.variables
+    sess = ff.Session(model.graph, backend="numpy")
     for name, var in model.variables.items():
-        assert var.dtype == "float32"
-        value = var.initial_value
-        assert np.array_equal(value.astype(np.float16).astype(np.float32), value), name
+        assert var.dtype == "float32" and var.initial_value.dtype == np.float16, name
+        value = sess.get(var)
+        assert value.dtype == np.float32
+        assert np.array_equal(value, var.initial_value.astype(np.float32))
+
+
+def test_a_weight_rearranged_at_import_stays_half_and_one_computed_does_not():
+    """weight(): a transform of a float16 weight runs in float32 and stays float16
+    where it is exactly halves (a transposed Gemm weight); else float32."""
+    from fragflow.frontend.interop.importer import ImporterBase, Init
+    importer = ImporterBase(trainable=True)
+    importer.graph = importer.root = ff.Graph()
+    w = np.array([[1.0, 2.0], [0.1, 3.0]], np.float16)
+    moved = importer.weight(Init("w", w), "t", lambda a: a.T)
+    scaled = importer.weight(Init("w", w), "s", lambda a: a / 3)
+    assert moved.initial_value.dtype == np.float16
+    assert np.array_equal(moved.initial_value, w.T)
+    assert scaled.initial_value.dtype == np.float32
+    assert np.array_equal(scaled.initial_value, w.astype(np.float32) / 3)
+
+
+def test_half_weights_survive_a_json_round_trip_and_onnx_export(tmp_path):
+    model = ff.onnx.load(encoder_layer("float16"))
+    x = X.astype(np.float32)
+    want = _run(model, "numpy", x)
+    again = ff.load_graph(ff.dump(model.graph, format="json"))
+    halves = [n for n in again.nodes if n.op == "variable"]
+    assert halves and all(n.attrs["initial_value"].dtype == np.float16 for n in halves)
+    got = ff.Session(again, backend="numpy").run(again.value(model.outputs[0].name),
+                                                 {again.value(model.inputs[0].name): x})
+    assert np.array_equal(got, want)
+    path = str(tmp_path / "out.onnx")
+    ff.onnx.export(model.outputs, model.inputs, path)
+    assert_close(ort_run(path, {model.inputs[0].name: x})[0], want, rtol=1e-6)
+
+
+def test_a_float16_constant_is_still_refused():
+    """float16 arrays load as a variable's initial value only: a constant's type
+    would be float16, which fragflow does not have."""
+    import base64
+    import json
+    g = ff.Graph()
+    with g.as_default():
+        ff.constant(np.zeros(4, np.float32), name="c")
+    doc = json.loads(ff.dump(g, format="json"))
+    doc["nodes"][0]["attrs"]["value"]["ndarray"].update(
+        dtype="float16", data=base64.b64encode(np.zeros(4, "<f2").tobytes()).decode())
+    with pytest.raises(ff.FragflowError, match="float16"):
+        ff.load_graph(json.dumps(doc))
 
 
 def test_a_float32_model_records_no_weight_form():

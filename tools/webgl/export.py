@@ -174,7 +174,7 @@ def _rounded(optimized, values, labels) -> tuple:
     names = [n.name for n in graph.nodes if n.op == "variable"]
     full = {name: np.asarray(values[name]) for name in names}
     rounded = {name: _half.round_half(a, f"variable '{name}'", report, HalfWeightsError)
-               if a.dtype == np.float32 else a for name, a in full.items()}
+               if a.dtype.kind == "f" else a for name, a in full.items()}
     half_graph = _half.rounded_graph(graph, report, HalfWeightsError)
     _half.measure(graph, half_graph, full, rounded, labels, report)
     values = _Variables(values.graph, None, values.encodings, rounded)
