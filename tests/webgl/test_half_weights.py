@@ -15,7 +15,6 @@ import pytest
 
 import fragflow as ff
 from fragflow.tools.cli import main
-from fragflow.tools.webgl.export import HalfWeightsError
 from tests.reference import assert_matches
 from tests.webgl.browser import CONFIGS, chromium, run_cases
 
@@ -92,7 +91,7 @@ def test_a_weight_beyond_float16s_range_is_refused(tmp_path):
     w1 = W1.copy()
     w1[2, 3] = 70000.0
     x, y = _mlp(w1=w1)
-    with pytest.raises(HalfWeightsError, match="variable 'w1'.*65520"):
+    with pytest.raises(ff.webgl.HalfWeightsError, match="variable 'w1'.*65520"):
         ff.webgl.export(y, [x], tmp_path, page=False, weights="float16")
     w1[2, 3] = 65519.0                            # rounds to 65504: kept
     x, y = _mlp(w1=w1)
