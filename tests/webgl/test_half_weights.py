@@ -183,7 +183,9 @@ def browser(tmp_path_factory):
              "mlp32tex": {"x": (xm, "float32")}}
     cases = [{"id": k, "dir": k, "feeds": feeds[k],
               "outputs": {o["name"]: (tuple(o["shape"]), o["dtype"])
-                          for o in e.schedule["outputs"]}} for k, e in exports.items()]
+                          for o in e.schedule["outputs"]},
+              "variables": {"w1": ((10, 33), "float32")} if k == "mlp" else {}}
+             for k, e in exports.items()]
     results = {config: run_cases(root, cases, config) for config in CONFIGS}
     yield results, xl, xm
     shutil.rmtree(root, ignore_errors=True)
@@ -215,3 +217,11 @@ def test_float16_weights_run_in_the_browser_as_rounded_float32(browser, config, 
     x, y = _mlp()
     full = ff.Session(y.graph, backend="numpy", passes=[]).run(y, {x: xm})
     assert not np.allclose(out, full, rtol=0, atol=1e-6)    # the weights were rounded
+
+
+@pytest.mark.parametrize("config", list(CONFIGS))
+def test_a_variable_in_an_rgba16f_texture_reads_back_as_stored(browser, config):
+    """model.read of a variable living in RGBA16F: the rounded weights, exactly."""
+    got = browser[0][config]["mlp"]
+    assert got["error"] is None, got["error"]
+    assert np.array_equal(got["variables"]["w1"], _half(W1))
