@@ -92,3 +92,10 @@ def test_set_turns_the_variable_float32_and_keeps_every_bit(knob):
     assert np.array_equal(sess.get(w), value)
     np.testing.assert_allclose(sess.run(y, {x: X}), X @ value + [0.25, -0.5, 1.0],
                                rtol=1e-6)
+
+
+def test_the_knob_is_a_bool_and_settable_from_the_environment():
+    assert ff.Tuning().half_weight_textures is True
+    assert ff.Tuning().from_env("half_weight_textures=false").half_weight_textures is False
+    with pytest.raises(ff.TuningError, match="half_weight_textures must be True or False"):
+        ff.Tuning(half_weight_textures=1)
