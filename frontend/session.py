@@ -14,7 +14,7 @@ import numpy as np
 from ..codegen.tuning import Tuning, TuningError
 from ..ir.errors import FeedError, FetchError, FragflowError, SerializationError, SessionClosedError
 from ..ir.graph import Graph, Value, get_default_graph
-from ..ir.ops.state import RUN_COUNTER
+from ..ir.ops.state import RUN_COUNTER, initial_array
 from ..ir.types import TensorType, format_shape
 from ..passes import PassManager
 from ..runtime import driver
@@ -208,7 +208,7 @@ class Session:
             self._check_open()
             if name in self._variables:
                 return self._variables.read(name)
-        return np.array(self.graph.node(name).attrs["initial_value"])
+        return np.array(initial_array(self.graph.node(name)))
 
     def set(self, var, value) -> None:
         """Overwrite a variable's value (on the GPU for backend="gl")."""

@@ -120,7 +120,7 @@ class Graph:
         self.captured: list[Value] = []
         self._captures: dict = {}
         # how an imported model's weights were stored where it came from (frontends
-        # fill it: frontend/tfjs), for exporters to store a constant equal to one's
+        # fill it: frontend/tfjs, frontend/onnx), for exporters to store a constant equal to one's
         # decoding in that smaller form: [{"dtype": "float16"} | {"dtype": "uint8" or
         # "uint16", "min": float, "scale": float, "size": elements}]
         self.weight_encodings: list = []

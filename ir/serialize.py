@@ -33,7 +33,10 @@ MAX_ARRAY_RANK = 8
 MAX_STRING = 1_000_000           # a program's GLSL is the longest string there is
 MAX_INT = 2 ** 31 - 1
 MAX_GRAPH_DEPTH = 8              # sub-graphs in sub-graphs (a loop in a loop in a cond...)
-PROGRAM_OPS = ("gpgpu_program",)  # nodes whose attrs hold GLSL that runs as written
+PROGRAM_OPS = ("gpgpu_program",)
+# arrays in attrs: the tensor dtypes, and float16 for a variable's initial value kept
+# half (ir/ops/state.py; type inference refuses a float16 constant)
+ARRAY_DTYPES = DTYPES + ("float16",)  # nodes whose attrs hold GLSL that runs as written
 
 
 def _encode(value):
@@ -307,9 +310,9 @@ def _check_json_attr(value, where, code=False, depth=0):
 def _check_array(spec, where):
     if not isinstance(spec, dict) or set(spec) != {"dtype", "shape", "data"}:
         raise SerializationError(f"{where}: an array is {{dtype, shape, data}}")
-    if spec["dtype"] not in DTYPES:
+    if spec["dtype"] not in ARRAY_DTYPES:
         raise SerializationError(f"{where}: array of unsupported dtype "
-                                 f"{_shown(spec['dtype'])} (one of {', '.join(DTYPES)})")
+                                 f"{_shown(spec['dtype'])} (one of {', '.join(ARRAY_DTYPES)})")
     shape = spec["shape"]
     if not isinstance(shape, list) or len(shape) > MAX_ARRAY_RANK or not all(
             isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= MAX_INT

@@ -192,15 +192,33 @@ class GLVariables:
         self._slots: dict = {}     # variable name -> Slot
         self._layouts: dict = {}
 
-    def slot(self, name: str, layout: Layout, initial_value) -> Slot:
-        """The variable's slot, made from initial_value on first use."""
+    def slot(self, name: str, layout: Layout, initial_value, written: bool = False) -> Slot:
+        """The variable's slot, made from initial_value on first use. A float16 initial
+        value (an imported float16 model's weight) gets an RGBA16F texture where the
+        device's tuning has half_weight_textures, until a plan writes the variable
+        (written: an assign's swap; or write()): then it turns RGBA32F, values kept."""
         slot = self._slots.get(name)
         if slot is None:
-            slot = Slot(self.device.pool.acquire(layout.texture_key))
+            key = layout.texture_key
+            if not written and np.asarray(initial_value).dtype == np.float16 and \
+                    self.device.tuning.half_weight_textures:
+                key = (key[0], key[1], "rgba16f")
+            slot = Slot(self.device.pool.acquire(key))
             slot.texture.upload(to_texels(initial_value, layout))
             self._slots[name] = slot
             self._layouts[name] = layout
+        elif written:
+            self._full(name)
         return slot
+
+    def _full(self, name: str) -> None:
+        """The variable's texture as RGBA32F (from RGBA16F: its values copied)."""
+        slot, layout = self._slots[name], self._layouts[name]
+        if slot.texture.format == "rgba16f":
+            half = slot.texture
+            slot.texture = self.device.pool.acquire(layout.texture_key)
+            slot.texture.upload(half.readback())
+            self.device.pool.release(half)
 
     def __contains__(self, name: str) -> bool:
         return name in self._slots
@@ -215,6 +233,7 @@ class GLVariables:
                                 self.device.max_texture_size)
             self.slot(name, layout, value)
         else:
+            self._full(name)
             self._slots[name].texture.upload(to_texels(value, self._layouts[name]))
 
     def textures(self) -> list:
@@ -302,7 +321,8 @@ class GLPlan:
             slot_of[alias] = slot_of[source]
         self._readbacks = [(slot_of[n], layouts[n]) for n in lowered_graph.outputs]
         # a variable that is fed in this run and assigned has no slot yet: make it
-        self._swaps = [(variables.slot(var, layouts[n], variable_values[var]), slot_of[n])
+        self._swaps = [(variables.slot(var, layouts[n], variable_values[var], written=True),
+                        slot_of[n])
                        for var, n in lowered_graph.assigns]
         check_gl("building a plan")
 

@@ -42,7 +42,11 @@ _FORMATS = {
     # key: (internal format, pixel format, pixel type, numpy dtype)
     "rgba32f": (GL.GL_RGBA32F, GL.GL_RGBA, GL.GL_FLOAT, np.float32),
     "rgba32i": (GL.GL_RGBA32I, GL.GL_RGBA_INTEGER, GL.GL_INT, np.int32),
+    # a float16 weight nothing writes (gl_plan.GLVariables): half the memory, the
+    # same numbers read; uploads and readbacks in float32, which GL converts exactly
+    "rgba16f": (GL.GL_RGBA16F, GL.GL_RGBA, GL.GL_FLOAT, np.float32),
 }
+_TEXEL_BYTES = {"rgba32f": 16, "rgba32i": 16, "rgba16f": 8}
 
 _GL_ERRORS = {GL.GL_INVALID_ENUM: "GL_INVALID_ENUM", GL.GL_INVALID_VALUE: "GL_INVALID_VALUE",
               GL.GL_INVALID_OPERATION: "GL_INVALID_OPERATION",
@@ -94,7 +98,7 @@ class Texture:
 
     @property
     def nbytes(self) -> int:
-        return self.width * self.height * 16
+        return self.width * self.height * _TEXEL_BYTES[self.format]
 
     def upload(self, flat: np.ndarray) -> None:
         """flat: width*height*4 elements of the texture's numpy dtype."""

@@ -39,8 +39,10 @@ class NumpyVariables:
 
     def value(self, name: str, initial_value) -> np.ndarray:
         """The variable's array, made from initial_value on first use."""
-        if name not in self._values:
-            self._values[name] = np.array(initial_value, copy=True)
+        if name not in self._values:     # a float16 initial value: float32 from here
+            self._values[name] = np.array(initial_value, copy=True,
+                                          dtype=np.float32 if initial_value.dtype == np.float16
+                                          else None)
         return self._values[name]
 
     def __contains__(self, name: str) -> bool:

@@ -9,7 +9,8 @@
                                        readback and totals
     fragflow export TARGET --webgl -o DIR
                                        a standalone WebGL2 model: model.js, model.bin,
-                                       index.html (docs/WEBGL.md)
+                                       index.html (docs/WEBGL.md); --weights float16
+                                       halves the download and prints what it costs
 
 TARGET is a graph saved with ff.save_graph (JSON), an ONNX model (`model.onnx`, read by
 ff.onnx.load: needs the onnx package), a TF.js graph model (`model.json` or its folder,
@@ -273,9 +274,11 @@ def cmd_export(args) -> int:
         if feeds[value] is None:
             feeds[value] = value.shape
     export = ff.webgl.export(dict(zip(target.labels, target.fetches)), feeds, args.output,
-                             max_draw_buffers=args.max_draw_buffers)
+                             max_draw_buffers=args.max_draw_buffers, weights=args.weights)
     for path in export.files.values():
         print(path)
+    for line in export.notes:
+        print(line, file=sys.stderr)
     print(f"{len(export.kernels)} kernel(s), model.bin {export.bin_bytes} bytes; serve "
           f"{args.output} over HTTP and open index.html", file=sys.stderr)
     return 0
@@ -329,6 +332,10 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--max-draw-buffers", type=int, choices=(4, 8), default=4,
                         help="render targets one kernel may write (4: safe on every "
                              "WebGL2 device; 8)")
+    export.add_argument("--weights", choices=("float32", "float16"), default=None,
+                        help="how model.bin stores float weights (default: as the model "
+                             "stores them); float16 halves a float32 model's download "
+                             "and prints the outputs' difference from float32")
     return parser
 
 

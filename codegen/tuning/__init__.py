@@ -61,6 +61,10 @@ class Tuning:
     # a scan body's kernels read its element slices and write its ys in place (windows,
     # codegen/windows.py); False: a copy draw per slice and per ys each step
     scan_windows: bool = True
+    # weights stored as float16 that no kernel writes (an imported float16 model's, a
+    # WebGL export's weights="float16") are half-float textures (RGBA16F: half the GPU
+    # memory, read as exactly the same numbers); False: RGBA32F like every other value
+    half_weight_textures: bool = True
 
     def __post_init__(self):
         if self.profile not in PROFILES:
@@ -72,9 +76,10 @@ class Tuning:
                 raise TuningError(f"Tuning.{name} must be a tuple of strategy names, "
                                   f"not {value!r}")
             object.__setattr__(self, name, tuple(value))
-        if not isinstance(self.scan_windows, bool):
-            raise TuningError(f"Tuning.scan_windows must be True or False, not "
-                              f"{self.scan_windows!r}")
+        for name in ("scan_windows", "half_weight_textures"):
+            if not isinstance(getattr(self, name), bool):
+                raise TuningError(f"Tuning.{name} must be True or False, not "
+                                  f"{getattr(self, name)!r}")
         trips = self.max_loop_trips
         if trips is not None and (not isinstance(trips, int) or isinstance(trips, bool)
                                   or trips < 1):

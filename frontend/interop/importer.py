@@ -238,11 +238,17 @@ class ImporterBase:
         """x transformed by the numpy function transform, made at import time: a
         Variable for a weight (once per layout key), a constant for a static array;
         None when x is computed by the graph (the rule then transforms it with graph
-        ops)."""
+        ops). A float16 weight is transformed in float32 and stays float16 where the
+        result is exactly halves (a transpose, a reshape)."""
         if isinstance(x, Init):
             if (x.name, key) not in self._weights:
-                self._weights[(x.name, key)] = self.make_variable(
-                    x.name, transform(x.array), key)
+                array = x.array
+                if array.dtype == np.float16:
+                    done = np.asarray(transform(array.astype(np.float32)))
+                    array = done.astype(np.float16) if _exactly_half(done) else done
+                else:
+                    array = transform(array)
+                self._weights[(x.name, key)] = self.make_variable(x.name, array, key)
                 self.variables.setdefault(f"{x.name}:{key}" if key else x.name,
                                           self._weights[(x.name, key)])
             return self._weights[(x.name, key)]
@@ -251,9 +257,22 @@ class ImporterBase:
         return None
 
     def make_variable(self, name, array, key):
+        """A Variable of the weight; a float16 one stays float16 until it is used
+        (ir/ops/state.py variable: its type is float32)."""
         base = clean_name(name, "weight") + (f"_{key}" if key else "")
+        array = np.ascontiguousarray(array)
         with self.root.as_default(), name_scope("/"):   # never inside a loop's body
-            return Variable(self.to_supported(np.ascontiguousarray(array)), name=base)
+            return Variable(array if array.dtype == np.float16 else
+                            self.to_supported(array), name=base)
+
+
+def _exactly_half(array: np.ndarray) -> bool:
+    """Whether float16 holds every value of a float32 array (NaN as NaN)."""
+    if array.dtype != np.float32:
+        return False
+    with np.errstate(over="ignore"):
+        back = array.astype(np.float16).astype(np.float32)
+    return bool(np.array_equal(back, array, equal_nan=True))
 
 
 class ReadAttrs(dict):

@@ -97,6 +97,7 @@ class Importer(ImporterBase):
         self.index = None                # the node's index in the model
         self.origins: dict = {}          # id(tensor) -> graph input names it depends on
         self.label = label               # the model's file name, for source locations
+        self.half_weights = False        # a float16 initializer was read
 
     # -- errors ---------------------------------------------------------------------------
     def where(self) -> str:
@@ -159,6 +160,8 @@ class Importer(ImporterBase):
                 self.origins[id(inputs[vi.name])] = frozenset([vi.name])
             for t in g.initializer:
                 self.values[t.name] = self._initializer(t)
+            if self.half_weights:
+                graph.weight_encodings.append({"dtype": "float16"})
             for index, node in enumerate(g.node):
                 self.node, self.index = node, index
                 with _source(graph, f"{self.label}:{index} {node.op_type}"):
@@ -209,6 +212,10 @@ class Importer(ImporterBase):
         except Exception as err:     # noqa: BLE001 -- data numpy_helper cannot read
             raise OnnxImportError(f"initializer '{t.name}' cannot be read: "
                                   f"{type(err).__name__}: {err}") from err
+        if array.dtype == np.float16:
+            # kept half until a rule reads it; the graph records the form so that
+            # exporters store such weights as float16 again (Graph.weight_encodings)
+            self.half_weights = True
         if self.trainable and np.issubdtype(array.dtype, np.floating):
             return Init(t.name, array)
         return array

@@ -5,6 +5,8 @@ variables in textures it owns. assign writes a variable at the end of a run.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ..errors import DTypeError, GraphError, ShapeError
 from ..graph import Graph, Value
 from ..types import TensorType, format_shape
@@ -35,12 +37,24 @@ register(OpDef("constant", "state",
                doc="A value baked into the graph.", tf="tf.constant", kind="source",
                printer=lambda node, fmt: f"constant {fmt(node.attrs['value'])}"))
 
-register(OpDef("variable", "state",
-               lambda types, attrs: TensorType(attrs["initial_value"].shape,
-                                               attrs["initial_value"].dtype.name),
+def _variable_type(types, attrs):
+    value = attrs["initial_value"]
+    return TensorType(value.shape, "float32" if value.dtype == np.float16 else value.dtype.name)
+
+
+def initial_array(node) -> np.ndarray:
+    """A variable node's initial value in its dtype: a float16 one (stored half: an
+    imported model's float16 weights) as float32, where it is used."""
+    value = node.attrs["initial_value"]
+    return value.astype(np.float32) if value.dtype == np.float16 else value
+
+
+register(OpDef("variable", "state", _variable_type,
                _no_reference, attrs={"initial_value": REQUIRED}, num_inputs=0,
                no_gradient="a source: gradients are taken with respect to it", stateful=True,
-               doc="State kept by the Session (on the GPU) across runs.", tf="tf.Variable",
+               doc="State kept by the Session (on the GPU) across runs; a float16 initial "
+                   "value stays float16 in the graph (half the memory) and is float32 "
+                   "where it is used.", tf="tf.Variable",
                kind="source", printer=lambda node, fmt: f'variable "{node.name}"'))
 
 
@@ -93,8 +107,14 @@ def constant(graph: Graph, value, dtype=None, name=None) -> Value:
 
 
 def variable(graph: Graph, initial_value, dtype=None, name=None) -> Value:
-    return apply("variable", [], {"initial_value": to_array(initial_value, dtype)},
-                 name or "variable", graph)
+    """A variable; a float16 array (dtype None or float32) is kept float16 in the node,
+    its type float32 (initial_array)."""
+    if isinstance(initial_value, np.ndarray) and initial_value.dtype == np.float16 \
+            and dtype in (None, "float32", np.float32):
+        value = np.array(initial_value, dtype="=f2", order="C")
+    else:
+        value = to_array(initial_value, dtype)
+    return apply("variable", [], {"initial_value": value}, name or "variable", graph)
 
 
 def assign(var: Value, new_value, name=None) -> Value:

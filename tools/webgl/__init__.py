@@ -4,6 +4,6 @@
 
 writes web/model.js (one ES module, no imports: the runtime in runtime.js with the
 model's schedule), web/model.bin (constants and variables) and web/index.html."""
-from .export import Export, UnknownShapeError, WebGLExportError, export
+from .export import Export, HalfWeightsError, UnknownShapeError, WebGLExportError, export
 
-__all__ = ["Export", "UnknownShapeError", "WebGLExportError", "export"]
+__all__ = ["Export", "HalfWeightsError", "UnknownShapeError", "WebGLExportError", "export"]

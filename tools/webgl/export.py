@@ -11,6 +11,12 @@
                  weight_encodings (an imported model's weights as they came: float16,
                  uint8/uint16 with min and scale) is kept in that form, its slot's
                  `encoding` saying how the runtime expands it at load.
+                 weights="float16" rounds a float32 model's weights to float16 and
+                 stores them so (tools/webgl/half.py: the accuracy it costs is in
+                 Export.weights_report); weights="float32" stores every weight as
+                 float32. A float16 weight that no kernel writes is a half-float
+                 texture (RGBA16F) on the GPU where the tuning's half_weight_textures
+                 is on: the slot's `half`.
     index.html   a page that loads the model, runs it on seeded inputs and shows the
                  outputs, timings, a per-kernel profile and every kernel's source.
 
@@ -29,7 +35,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 
 import numpy as np
@@ -48,6 +54,7 @@ from ...ir.types import TensorType
 from ...runtime.control_flow import stage_fetches, stage_graph
 from ...runtime.driver import optimize
 from ...runtime.memory_plan import plan_memory
+from . import half as _half
 
 has_control_flow = _control.has_control_flow
 
@@ -72,6 +79,13 @@ class UnknownShapeError(WebGLExportError):
     """A feed whose shape is not fully known: WebGL exports have fixed shapes."""
 
 
+class HalfWeightsError(WebGLExportError):
+    """weights="float16" of a weight with values float16 cannot hold (|x| >= 65520)."""
+
+
+WEIGHTS = (None, "float32", "float16")   # export(weights=...)
+
+
 @dataclass
 class Export:
     """What ff.webgl.export wrote."""
@@ -82,6 +96,8 @@ class Export:
     bin_bytes: int
     runtime_bytes: int           # model.js without the schedule: the runtime alone
     notes: list = field(default_factory=list)
+    # weights="float16": what rounding did and the outputs' difference from float32
+    weights_report: _half.HalfWeightsReport | None = None
 
     def __repr__(self):
         return (f"Export({self.directory!r}, {len(self.kernels)} kernels, "
@@ -89,7 +105,8 @@ class Export:
 
 
 def export(fetches, feeds, directory, session=None, *, max_draw_buffers: int = 4,
-           name: str | None = None, page: bool = True, tuning: Tuning | None = None) -> Export:
+           name: str | None = None, page: bool = True, tuning: Tuning | None = None,
+           weights: str | None = None) -> Export:
     """Write fetches, computed from the placeholders `feeds`, as a WebGL2 model into
     directory: model.js, model.bin and index.html (docs/WEBGL.md).
 
@@ -103,7 +120,11 @@ def export(fetches, feeds, directory, session=None, *, max_draw_buffers: int = 4
     max_draw_buffers: the render targets one kernel may write (4: WebGL2's minimum, safe
     everywhere; 8 where the devices are known to have them). tuning: the knobs kernel
     choice follows (ff.Tuning; None: Tuning.named("webgl"), which the device running the
-    page cannot change later).
+    page cannot change later). weights: how model.bin stores float weights: None
+    (as they came: an imported model's float16 or quantized weights stay so), "float32",
+    or "float16" (every float constant and variable rounded to float16: half the
+    download; Export.weights_report and .notes give the outputs' max |difference| from
+    float32 on seeded inputs; a value beyond float16's range is a HalfWeightsError).
 
     >>> ff.webgl.export(logits, [x], "web/", session=sess)   # doctest: +SKIP
     """
@@ -116,9 +137,17 @@ def export(fetches, feeds, directory, session=None, *, max_draw_buffers: int = 4
     if tuning is not None and not isinstance(tuning, Tuning):
         raise TuningError(f"webgl.export(tuning=...) takes an ff.Tuning, not "
                           f"{type(tuning).__name__}")
+    if weights not in WEIGHTS:
+        raise WebGLExportError(f"weights={weights!r}: use None (as the model stores "
+                               f"them), 'float32' or 'float16'")
     optimized = _optimize(graph, fetch_values + _assigns_run_with(graph, fetch_values),
                           feed_types, max_draw_buffers, tuning)
-    values = _Variables(graph, session, getattr(graph, "weight_encodings", ()))
+    encodings = getattr(graph, "weight_encodings", ()) if weights is None else \
+        [{"dtype": "float16"}] if weights == "float16" else []
+    values = _Variables(graph, session, encodings)
+    report = None
+    if weights == "float16":
+        optimized, values, report = _rounded(optimized, values, labels)
     inputs = [(v.node.name, optimized.feed_names[v], v) for v in feed_values
               if v in optimized.feed_names]
     outputs = list(zip(labels, fetch_values))
@@ -129,8 +158,27 @@ def export(fetches, feeds, directory, session=None, *, max_draw_buffers: int = 4
     else:
         lowered = lower_for_webgl(optimized.graph, max_draw_buffers, tuning)
         schedule, blob, kernels = build_schedule(lowered, inputs, outputs, values,
-                                                 name or graph.name)
-    return write_export(schedule, blob, directory, kernels, page=page)
+                                                 name or graph.name, tuning)
+    done = write_export(schedule, blob, directory, kernels, page=page)
+    if report is not None:
+        done.weights_report = report
+        done.notes.extend(report.lines())
+    return done
+
+
+def _rounded(optimized, values, labels) -> tuple:
+    """weights="float16": (the compiled graph with its constants rounded, variables
+    whose values are rounded, the HalfWeightsReport with the outputs' accuracy)."""
+    report = _half.HalfWeightsReport()
+    graph = optimized.graph
+    names = [n.name for n in graph.nodes if n.op == "variable"]
+    full = {name: np.asarray(values[name]) for name in names}
+    rounded = {name: _half.round_half(a, f"variable '{name}'", report, HalfWeightsError)
+               if a.dtype.kind == "f" else a for name, a in full.items()}
+    half_graph = _half.rounded_graph(graph, report, HalfWeightsError)
+    _half.measure(graph, half_graph, full, rounded, labels, report)
+    values = _Variables(values.graph, None, values.encodings, rounded)
+    return replace(optimized, graph=half_graph), values, report
 
 
 # -- feeds, fetches and variables -------------------------------------------------------
@@ -244,13 +292,16 @@ class _Variables:
     """{variable name: array} on demand: the session's current values, else the
     initial ones."""
 
-    def __init__(self, graph, session, encodings=()):
+    def __init__(self, graph, session, encodings=(), given=None):
         if session is not None and session.graph is not graph:
             raise WebGLExportError("the session runs another graph than the fetches'")
         self.graph, self.session = graph, session
         self.encodings = list(encodings)
+        self.given = dict(given or {})       # values set by the export (rounded ones)
 
     def __getitem__(self, var):
+        if var in self.given:
+            return self.given[var]
         node = self.graph.node(var)
         if self.session is not None:
             return np.asarray(self.session.get(node.outputs[0]))
@@ -299,8 +350,8 @@ class _Builder:
         return [offset, int(flat.size)]
 
     def store_constant(self, array, layout) -> dict:
-        """A constant's slot fields: `data`, and `encoding` where it keeps a form of
-        the graph's weight_encodings (encode)."""
+        """A constant's or variable's slot fields: `data`, and `encoding` where it
+        keeps a form of the graph's weight_encodings (encode)."""
         encodings = getattr(self.variable_values, "encodings", ())
         if encodings and not layout.is_int:
             data, encoding = encode(np.asarray(array), encodings)
@@ -318,7 +369,7 @@ class _Builder:
                 raise WebGLExportError(f"variable '{var}' holds shape {array.shape}, the "
                                        f"graph reads it as {tuple(layout.shape)}")
             self.variable_slot[var] = self.add_slot("variable", layout,
-                                                    data=self.store(array, layout))
+                                                    **self.store_constant(array, layout))
             self.variables.append({"name": var, "shape": list(layout.shape),
                                    "dtype": layout.dtype, "slot": self.variable_slot[var]})
         return self.variable_slot[var]
@@ -414,6 +465,7 @@ class _Builder:
             return {"name": label, "shape": list(layout.shape), "dtype": layout.dtype,
                     "size": layout.size, "slot": slot}
         kernels = self.kernels
+        self._half_textures()
         schedule = {
             "format": FORMAT, "version": VERSION if program is None else CONTROL_VERSION,
             "name": name,
@@ -431,6 +483,19 @@ class _Builder:
         if program is not None:
             schedule["program"] = program
         return schedule
+
+    def _half_textures(self) -> None:
+        """Mark `half` the float16 slots no kernel, copy or assign writes (constants,
+        variables never assigned) where the tuning's half_weight_textures is on: the
+        runtime makes them RGBA16F textures, half the GPU memory of RGBA32F."""
+        tuning = Tuning.named("webgl") if self.tuning is None else self.tuning
+        assigned = {var for var, _ in self.assigns}
+        for k, s in enumerate(self.slots):
+            if (tuning.half_weight_textures and s.get("encoding") == ["float16"]
+                    and k not in assigned and not s["layers"]):
+                s["half"] = True
+            else:
+                s.pop("half", None)
 
     # -- control flow ------------------------------------------------------------------
     def program(self, graph, bound: dict) -> tuple:
@@ -612,13 +677,14 @@ def _size(t: TensorType) -> int:
     return int(np.prod(t.shape, dtype=np.int64))
 
 
-def build_schedule(lowered, inputs, outputs, variable_values, name: str) -> tuple:
+def build_schedule(lowered, inputs, outputs, variable_values, name: str,
+                   tuning: Tuning | None = None) -> tuple:
     """(schedule dict, model.bin bytes) of a LoweredGraph (a graph without control
     flow: one list of kernels).
 
     inputs: (user name, name in the compiled graph, user Value) per feed, in feed order;
     outputs: (label, user Value) per fetch; variable_values: {variable name: array}."""
-    builder = _Builder(variable_values)
+    builder = _Builder(variable_values, tuning=tuning)
     bound = builder.feed_slots(lowered)
     _, slots, _ = builder.stage(lowered, bound)
     schedule = builder.schedule(name, [(user, bound[inner]) for user, inner, _ in inputs],

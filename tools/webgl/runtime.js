@@ -14,12 +14,13 @@
 //   model.dispose()
 //
 // How a run works (as fragflow's GLPlan, runtime/gl_plan.py): every value lives in an
-// RGBA32F or RGBA32I texture, 4 consecutive row-major elements per texel. A "slot"
-// is where a value lives: a feed's texture, a constant's, a variable's, one of the
-// textures the memory plan shares between values whose lives do not overlap, or an
-// array texture whose layers a blocked kernel writes. A kernel draws one triangle
-// over its output's texels with its shader, reading its input slots as samplers and
-// writing one slot, several (render targets 0, 1, ..) or the layers of one array.
+// RGBA32F or RGBA32I texture (a float16 weight nothing writes: RGBA16F), 4 consecutive
+// row-major elements per texel. A "slot" is where a value lives: a feed's texture, a
+// constant's, a variable's, one of the textures the memory plan shares between values
+// whose lives do not overlap, or an array texture whose layers a blocked kernel writes.
+// A kernel draws one triangle over its output's texels with its shader, reading its
+// input slots as samplers and writing one slot, several (render targets 0, 1, ..) or
+// the layers of one array.
 // After the fetches are read back, each assigned variable swaps textures with the
 // slot its new value was computed into: the next run computes into the old one.
 // A graph with control flow (schedule version 2) has a `program`: steps that draw a
@@ -213,7 +214,8 @@ class Model {
     const texture = {id: gl.createTexture(), fbo: null, spec: s};
     const target = s.layers ? gl.TEXTURE_2D_ARRAY : gl.TEXTURE_2D;
     gl.bindTexture(target, texture.id);
-    const format = s.format === 'i' ? gl.RGBA32I : gl.RGBA32F;
+    // s.half: a float16 weight nothing writes, RGBA16F (sampled as the same numbers)
+    const format = s.format === 'i' ? gl.RGBA32I : s.half ? gl.RGBA16F : gl.RGBA32F;
     if (s.layers) gl.texStorage3D(target, 1, format, s.width, s.height, s.layers);
     else gl.texStorage2D(target, 1, format, s.width, s.height);
     // integer textures are incomplete without NEAREST; the shaders read texel centres
