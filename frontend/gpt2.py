@@ -242,39 +242,56 @@ class GPT2Decoder:
             return _ops.reshape(self._logits(x, w), (batch, steps, self.vocab_size))
 
     def generate(self, input_ids, max_new_tokens, do_sample=False, top_k=None,
-                 temperature=1.0, seed=None, name=None):
+                 temperature=1.0, seed=None, eos_token_id=None, pad_token_id=None,
+                 name=None):
         """max_new_tokens tokens after the prompt input_ids (int32 [batch, steps]),
         int32 [batch, max_new_tokens], in one run: the prompt computed once, then one
         token per iteration of a counted loop whose loop variables are the key/value
         caches. Greedy by default (transformers' generate(do_sample=False)); with
-        do_sample, each token by sample_logits(top_k, temperature, seed)."""
+        do_sample, each token by sample_logits(top_k, temperature, seed). With
+        eos_token_id, a sequence's tokens after its first eos_token_id are
+        pad_token_id (eos_token_id if None), as transformers pads a finished sequence;
+        the loop still runs every iteration (transformers stops once all are done and
+        returns fewer columns: those columns are equal)."""
         if not isinstance(max_new_tokens, (int, np.integer)) or max_new_tokens < 1:
             raise AttrError(f"generate: max_new_tokens must be a positive int, got "
                             f"{max_new_tokens!r}")
+        for what, token_id in (("eos_token_id", eos_token_id),
+                               ("pad_token_id", pad_token_id)):
+            if token_id is not None and not (isinstance(token_id, (int, np.integer))
+                                             and 0 <= token_id < self.vocab_size):
+                raise AttrError(f"generate: {what} must be a token id in [0, "
+                                f"{self.vocab_size}), got {token_id!r}")
         n = int(max_new_tokens)
         ids, batch, steps = self._prompt(input_ids, n - 1)
         cache_len = steps + n - 1
+        pad_id = eos_token_id if pad_token_id is None else pad_token_id
 
-        def choose(logits):
-            if not do_sample:
-                return _ops.argmax(logits, axis=-1)
-            return sample_logits(logits, top_k, temperature, seed)
+        def choose(logits, done):
+            token = _ops.argmax(logits, axis=-1) if not do_sample else \
+                sample_logits(logits, top_k, temperature, seed)
+            if eos_token_id is None:
+                return token, done
+            token = _ops.where(done, _ops.fill([batch], np.int32(pad_id)), token)
+            return token, _ops.logical_or(done, _ops.equal(token, np.int32(eos_token_id)))
 
         with _ops.name_scope(name or "generate"):
             w = self._constants()
             x, caches = self._prefill(ids, w, batch, steps, cache_len)
             last = _ops.reshape(x, (batch, steps, self.n_embd))[:, steps - 1]
-            first = choose(self._logits(last, w))
+            first, done = choose(self._logits(last, w),
+                                 _ops.fill([batch], False) if eos_token_id is not None
+                                 else None)
             tokens = _ops.pad(_ops.reshape(first, (batch, 1)), ((0, 0), (0, n - 1)))
 
             def body(i, carry):
-                token, out, cache = carry
+                token, out, cache, *done = carry
                 logits, cache = self._step(token, i + steps, cache, w, batch, cache_len)
-                token = choose(logits)
+                token, done = choose(logits, done[0] if done else None)
                 out = _ops.dynamic_update_slice(out, _ops.reshape(token, (batch, 1)),
                                                 [0, i + 1])
-                return token, out, cache
+                return (token, out, cache) + ((done,) if done is not None else ())
 
-            _, tokens, _ = fori_loop(0, n - 1, body, (first, tokens, caches),
-                                     name="decode")
+            init = (first, tokens, caches) + ((done,) if done is not None else ())
+            tokens = fori_loop(0, n - 1, body, init, name="decode")[1]
             return tokens

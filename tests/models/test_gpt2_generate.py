@@ -82,6 +82,41 @@ def test_one_new_token_is_the_prefill_s_argmax(gpt2):
                                   _hf_generate(gpt2[1], gpt2[2], 1))
 
 
+def _eos_run(gpt2, prompt, eos, pad, backend):
+    config, model, _ = gpt2
+    decoder = ff.gpt2_decoder(model.state_dict(), config)
+    g = ff.Graph()
+    with g.as_default():
+        ids = ff.placeholder(tuple(prompt.shape), "int32", name="input_ids")
+        tokens = decoder.generate(ids, NEW, eos_token_id=eos, pad_token_id=pad)
+    return _run(g, tokens, {ids: prompt.numpy().astype(np.int32)}, backend)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "gl"])
+def test_a_finished_sequence_is_padded_as_transformers_pads_it(gpt2, backend):
+    _, model, prompt = gpt2
+    eos = int(_hf_generate(model, prompt, NEW)[0, 3])       # row 0 ends at its 4th token
+    with torch.no_grad():
+        want = model.generate(prompt, max_new_tokens=NEW, do_sample=False,
+                              eos_token_id=eos, pad_token_id=7)[:, STEPS:].numpy()
+    got = _eos_run(gpt2, prompt, eos, 7, backend)
+    np.testing.assert_array_equal(got, want)
+    assert (got[0, 4:] == 7).all() and (got[1] != 7).any()
+
+
+def test_when_every_sequence_has_ended_transformers_stops_and_the_loop_pads(gpt2):
+    _, model, prompt = gpt2
+    prompt = prompt[1:]
+    eos = int(_hf_generate(model, prompt, NEW)[0, 2])
+    with torch.no_grad():
+        want = model.generate(prompt, max_new_tokens=NEW, do_sample=False,
+                              eos_token_id=eos)[:, STEPS:].numpy()
+    got = _eos_run(gpt2, prompt, eos, None, "numpy")      # pad_token_id None: eos's
+    assert want.shape[1] < NEW
+    np.testing.assert_array_equal(got[:, :want.shape[1]], want)
+    assert (got[:, want.shape[1]:] == eos).all()
+
+
 def _nodes(graph):
     for node in graph.nodes:
         yield node
@@ -180,6 +215,8 @@ def test_sample_logits_top_1_is_the_argmax_and_a_low_temperature_nearly_so():
     ({"max_new_tokens": 125}, "n_positions"),
     ({"max_new_tokens": 3, "do_sample": True, "temperature": 0.0}, "temperature"),
     ({"max_new_tokens": 3, "do_sample": True, "top_k": 0}, "top_k"),
+    ({"max_new_tokens": 3, "eos_token_id": 500}, "eos_token_id"),
+    ({"max_new_tokens": 3, "eos_token_id": 1, "pad_token_id": -1}, "pad_token_id"),
 ])
 def test_bad_generation_arguments_raise_clear_errors(gpt2, kwargs, match):
     with pytest.raises(ff.FragflowError, match=match):
