@@ -1,6 +1,7 @@
 """Lowering matmul: the first strategy of TABLE that takes the product (codegen/strategy.py).
 
-- matmul.packed: products of tuning.matmul.packed_min_macs multiply-adds or more (and
+- matmul.packed: products of tuning.matmul.packed_min_macs multiply-adds or more, with
+  packed_min_rows output rows or more where B's rows are whole texels (and
   plain convolutions whose input is big, codegen/conv.py): B, and A unless its rows are
   runs of whole texels already, copied into panels (templates/matmul_pack.glsl.j2)
   whose texels one fragment reads in order, then the blocked kernel over them
@@ -443,6 +444,9 @@ def _packed(site: MatmulSite, facts, tuning) -> PackedPlan | None:
     if not use_blocked(p.a, p.b, p.out, p.k, tuning.matmul) or \
             p.macs < tuning.matmul.packed_min_macs:
         return None
+    b_whole_texels = (p.k if p.tb else p.n) % 4 == 0
+    if b_whole_texels and math.prod(p.batch) * p.m < tuning.matmul.packed_min_rows:
+        return None             # too few rows to pay for B's panel (tuning.matmul)
     blocking = choose_blocking(math.prod(p.batch), p.m, p.n)
     k4 = -(-p.k // 4)
     if not p.ta and p.k % 4 == 0:

@@ -1,6 +1,7 @@
 """fragflow.frontend: what users write — tensors, op functions, sessions."""
 from . import (
     control_flow as _control_flow,
+    gpt2 as _gpt2,
     gradients as _gradients_module,
     initializers,
     layers,
@@ -21,6 +22,7 @@ from . import (
 )
 from .control_flow import *  # noqa: F401,F403  (tf.while_loop, tf.cond, tf.scan, ...)
 from .default_session import InteractiveSession, get_default_session
+from .gpt2 import GPT2Decoder, gpt2_decoder, sample_logits
 from .gradients import custom_gradient, gradients, stop_gradient, value_and_gradients, vjp
 from .models import Input, Model, Sequential
 from .namespaces import (  # docs/TENSORFLOW.md
@@ -49,4 +51,4 @@ __all__ = [*ops.__all__, *_gradients_module.__all__,
            "Model", "Input", "get_default_session", "InteractiveSession",
            "image", "keras", "linalg", "losses", "math", "nn", "random", "train", "summary",
            "Summary",
-           *_tf1.__all__, *_control_flow.__all__]
+           *_tf1.__all__, *_control_flow.__all__, *_gpt2.__all__]

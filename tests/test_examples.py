@@ -20,6 +20,7 @@ RUN_BY = {
     "mobilenet_block.py": "tests/test_examples.py",
     "rnn_digits.py": "tests/test_examples.py",
     "onnx_resnet.py": "tests/test_examples.py",
+    "generate.py": "tests/test_examples.py",
     "distributed_digits.py": "tests/test_examples.py",
 }
 
@@ -91,3 +92,13 @@ def test_distributed_digits_trains_as_one_process_does(gl):
     difference = float(re.search(r"largest weight difference\s+([0-9.e+-]+)", out).group(1))
     assert single >= 0.97 and abs(distributed - single) <= 0.01
     assert difference < 2e-2        # float32 rounding over 460 Adam steps (docs/SCALING.md)
+
+
+def test_generate_equals_transformers_token_for_token(gl):
+    pytest.importorskip("torch", reason="torch is missing (the test extra)")
+    pytest.importorskip("transformers", reason="transformers is missing (the test extra)")
+    out = run_example("generate.py")     # about 40 s at load 12 on 2 cores: not asserted
+    expected = re.search(r"transformers\s+(\[.*\])", out).group(1)
+    assert re.search(r"fragflow\s+(\[.*\])", out).group(1) == expected
+    assert len(set(expected.strip("[]").split(", "))) > 10      # 24 tokens, not one repeated
+    assert "all 24 tokens equal transformers' generate" in out

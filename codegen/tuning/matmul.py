@@ -27,6 +27,12 @@ class MatmulTuning:
     blocked_min_macs: int = 1 << 17
     # multiply-adds from which it packs its operands into panels first
     packed_min_macs: int = 1 << 22
+    # ... and rows of the output (all batches) from which B's panel pays for itself
+    # where B's rows are whole texels already: the pack reads and writes all of B, as
+    # much as a product of one row does (a token's step of a decoder). Fewer rows run
+    # blocked: 1x768 @ (50257x768)^T 165 -> 58 ms a run, 1x1024 @ 1024x8192 52 -> 19
+    # (process CPU, medians of 7, load 16); from 32 rows packed won (768x2304: 23 vs 28)
+    packed_min_rows: int = 32
     # render targets of a blocked kernel, at most (never more than the device's draw
     # buffers: codegen/limits.py)
     max_targets: int = 8

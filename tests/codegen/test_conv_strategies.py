@@ -21,6 +21,7 @@ from fragflow.runtime.device import Device
 from tests.reference import assert_matches
 
 BLOCKED = ff.Tuning().with_({"matmul.blocked_min_macs": 1, "matmul.packed_min_macs": 1,
+                             "matmul.packed_min_rows": 1,
                              "conv.packed_min_input": 1})
 TUNINGS = {"llvmpipe": ff.Tuning(), "blocked": BLOCKED}
 

@@ -14,7 +14,8 @@ from fragflow.codegen.strategy import applicable
 from fragflow.codegen.tuning import tuning_with
 from tests.reference import assert_matches
 
-LOW = ff.Tuning().with_({"matmul.blocked_min_macs": 1, "matmul.packed_min_macs": 1})
+LOW = ff.Tuning().with_({"matmul.blocked_min_macs": 1, "matmul.packed_min_macs": 1,
+                         "matmul.packed_min_rows": 1})
 ALL = ("matmul.packed", "matmul.blocked", "matmul.lanes", "matmul.plain")
 BIG = ("matmul.packed", "matmul.blocked", "matmul.plain")       # no lanes kernel
 SMALL = ("matmul.lanes", "matmul.plain")
@@ -33,6 +34,15 @@ CASES = {
     "split_k": ((8, 3001), (3001, 12), False, False, "float32",
                 ("matmul.blocked", "matmul.plain"), BIG),
     "tiny": ((1, 1), (1, 1), False, False, "float32", ("matmul.plain",), BIG),
+    # 1 << 22 multiply-adds or more: packed from packed_min_rows (32) output rows, or
+    # with fewer where B's rows are not whole texels (its panel makes them so)
+    "one_row": ((1, 1024), (1024, 4096), False, False, "float32",
+                ("matmul.blocked", "matmul.plain"), BIG),
+    "one_row_b_rows_not_texels": ((1, 1024), (1024, 4097), False, False, "float32",
+                                  ALL, ALL),
+    "rows_31_transposed_b": ((31, 256), (532, 256), False, True, "float32",
+                             ("matmul.blocked", "matmul.lanes", "matmul.plain"), ALL),
+    "rows_32": ((32, 256), (256, 512), False, False, "float32", BIG, BIG),
     "int32": ((6, 8), (8, 4), False, False, "int32", ("matmul.plain",), ("matmul.plain",)),
 }
 

@@ -26,6 +26,7 @@ from tests.reference import assert_matches, normal, run_both
 
 # every product and plain convolution packed (small convolutions would run direct)
 PACKED = ff.Tuning().with_({"matmul.blocked_min_macs": 1, "matmul.packed_min_macs": 1,
+                            "matmul.packed_min_rows": 1,
                             "conv.packed_min_input": 1, "conv.direct_max_macs": 0})
 
 
