@@ -38,6 +38,10 @@ class ReduceTuning:
     # softmax (and the loss) whose elements times its axis stay under this: one kernel
     # whose elements each walk their slice
     direct_softmax_work: int = 1 << 16
+    # LayerNorm / RMSNorm rows of at most this many elements run as one kernel
+    # (passes/norms.py, codegen/norm.py: each fragment walks its row); longer rows keep
+    # their reductions
+    norm_max_width: int = 1024
     # column sums to at most few_outputs elements down split_few_length rows or more:
     # windows of split_few_window (two passes), not a few fragments walking the axis
     split_few: bool = True
