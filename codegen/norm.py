@@ -1,22 +1,27 @@
-"""fused_layer_norm's kernel (passes/norms.py makes the node): the norm family's
-strategy table, one row.
+"""fused_layer_norm's kernels (passes/norms.py makes the node): the norm family's
+strategy table. Both rows render templates/layer_norm.glsl.j2: a row's statistics
+are its mean and 1 / sqrt(variance + epsilon) (RMSNorm: mean 0, the mean of squares),
+walked twice (the mean, then the squared deviations: no cancellation); each element
+is then normalized, times the scale, plus the offset. Where rows are a multiple of 4
+long, the four lanes of a texel are one row's and read it as whole texels.
 
-- norm.direct: one kernel, templates/layer_norm.glsl.j2. Each fragment walks its row
-  twice (the mean, then the mean of squared deviations; RMSNorm: the mean of squares
-  only) and writes its four elements normalized, times the scale, plus the offset.
-  Where the row is a multiple of 4 long, the four lanes are one row: its statistics
-  are computed once, from whole texels; else each lane walks its own row. A row's
-  statistics are computed again by each of its texels' fragments, so passes/norms.py
-  fuses rows of at most the Tuning's `reduce.norm_max_width` elements."""
+- norm.direct: one kernel; each fragment walks its own row. A row's statistics are
+  computed again for each of its texels, so it takes rows of at most the Tuning's
+  `reduce.norm_direct_width` elements.
+- norm.stats: two kernels; one fragment a row writes its statistics into a scratch
+  texture (one texel a row), then a kernel normalizes every element reading them."""
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 from typing import Any
 
+from ..ir.types import TensorType
 from .common import make_kernel, operands, output_operand
 from .environment import glsl_float
 from .limits import loop_trips
+from .operands import Operand
+from .reduce_tree import scratch_layout
 from .strategy import Site, Strategy, lower_with
 
 
@@ -27,7 +32,8 @@ class NormPlan:
     same_row: bool          # the four lanes of a texel are one row (width % 4 == 0)
 
 
-def _direct(site, facts, tuning):
+def _plan(site, lanes):
+    """The plan where a fragment walking `lanes` rows twice stays in the loop budget."""
     node = site.node
     if node.op != "fused_layer_norm":
         return None
@@ -35,34 +41,72 @@ def _direct(site, facts, tuning):
         return None
     width = math.prod(node.inputs[0].type.shape[node.attrs["axis"]:])
     same_row = width % 4 == 0
-    walks = 2 * (width // 4 if same_row else 4 * width)
-    if walks > loop_trips():
+    if 2 * (width // 4 if same_row else lanes * width) > loop_trips():
         return None
     return NormPlan(site, width, same_row)
 
 
-def _emit_direct(plan):
-    site = plan.site
-    node = site.node
-    inputs = operands(node, site.layouts)
+def _direct(site, facts, tuning):
+    plan = _plan(site, lanes=4)
+    return plan if plan and plan.width <= tuning.reduce.norm_direct_width else None
+
+
+def _stats(site, facts, tuning):
+    return _plan(site, lanes=1)
+
+
+def _context(plan, inputs):
+    node = plan.site.node
     x, *affine = [next(b for b in inputs if b.value == v.name) for v in node.inputs]
     scale = affine.pop(0) if node.attrs["has_scale"] else None
     offset = affine.pop(0) if node.attrs["has_offset"] else None
-    out = output_operand(node.outputs[0], site.layouts)
+    return dict(x=x, scale=scale, offset=offset, width=plan.width,
+                same_row=plan.same_row, center=node.attrs["center"],
+                epsilon=glsl_float(node.attrs["epsilon"]),
+                scale_size=scale.layout.size if scale else 1,
+                offset_size=offset.layout.size if offset else 1, invariant_output=True)
+
+
+def _emit_direct(plan):
+    site = plan.site
+    inputs = operands(site.node, site.layouts)
+    out = output_operand(site.node.outputs[0], site.layouts)
     return make_kernel("layer_norm.glsl.j2", site.prefix, "fused_layer_norm",
-                       site.named_nodes, inputs, out, x=x, scale=scale, offset=offset,
-                       width=plan.width, same_row=plan.same_row,
-                       center=node.attrs["center"],
-                       epsilon=glsl_float(node.attrs["epsilon"]),
-                       scale_size=scale.layout.size if scale else 1,
-                       offset_size=offset.layout.size if offset else 1,
-                       invariant_output=True)
+                       site.named_nodes, inputs, out, mode="direct",
+                       **_context(plan, inputs))
+
+
+def _emit_stats(plan):
+    site = plan.site
+    node, layouts = site.node, site.layouts
+    x_val = node.inputs[0]
+    rows = x_val.type.size // plan.width
+    name = f"{node.name}:stats"
+    layouts[name] = scratch_layout((rows, 4), "float32", layouts[x_val.name])
+    stats = Operand(sampler="ff_out", value=name, layout=layouts[name],
+                    type=str(TensorType((rows, 4), "float32")))
+    x = Operand(sampler="x0", value=x_val.name, layout=layouts[x_val.name],
+                type=str(x_val.type), arg="a0")
+    first = make_kernel("layer_norm.glsl.j2", f"{site.prefix}.p0", "fused_layer_norm",
+                        site.named_nodes, [x], stats, mode="stats",
+                        **{**_context(plan, [x] + operands(node, layouts)[1:]),
+                           "scale": None, "offset": None})
+    inputs = operands(node, layouts)
+    inputs.append(Operand(sampler=f"x{len(inputs)}", value=name, layout=layouts[name],
+                          type=stats.type))
+    out = output_operand(node.outputs[0], layouts)
+    second = make_kernel("layer_norm.glsl.j2", site.prefix, "fused_layer_norm",
+                         site.named_nodes, inputs, out, mode="apply", stats=inputs[-1],
+                         **_context(plan, inputs))
+    return [first, second]
 
 
 TABLE = (
     Strategy("norm.direct", _direct, _emit_direct,
              "one kernel: each fragment walks its row for the mean and variance (or the "
              "mean of squares), then normalizes, scales and shifts its texel"),
+    Strategy("norm.stats", _stats, _emit_stats,
+             "two kernels: a row's statistics a fragment, then every element normalized"),
 )
 
 

@@ -265,7 +265,7 @@ def _diamond(value, shape, users, fetched, claimed, order) -> list | None:
     pending = {value: set(users.get(value, []))}     # value -> readers not yet taken
     region: list = []
     for node in nodes[position[value.node] + 1:]:
-        reads = [v for v in node.inputs if v in pending]
+        reads = [v for v in dict.fromkeys(node.inputs) if v in pending]
         if not reads:
             continue
         out = node.outputs[0]

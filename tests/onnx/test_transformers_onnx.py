@@ -101,12 +101,12 @@ def _run(path, feeds, backend="gl"):
 
 
 def kernels_per_layer(kernels) -> dict:
-    """{layer index: [kernel op, ...]} from the kernels' scopes."""
+    """{layer index: [Kernel, ...]} from the kernels' scopes."""
     layers = collections.defaultdict(list)
     for k in kernels:
         found = LAYER.search("/" + k.scope + "/")
         if found:
-            layers[int(found.group(1))].append(k.op)
+            layers[int(found.group(1))].append(k)
     return dict(layers)
 
 
@@ -122,10 +122,13 @@ def test_model_matches_onnxruntime_with_one_kernel_per_norm(name, exported):
     layers = kernels_per_layer(fn.kernels)
     assert sorted(layers) == [0, 1]
     for layer in layers.values():
-        assert layer.count("fused_layer_norm") == 2, layer
+        ops = [k.op for k in layer]
+        norms = {k.nodes for k in layer if k.op == "fused_layer_norm"}
+        # two LayerNorms, each one kernel or two (norm.stats: its statistics first)
+        assert len(norms) == 2 and ops.count("fused_layer_norm") <= 4, ops
         # GELU joined the matmul before it: no elementwise kernel of its own in a layer
         # (ViT and Whisper keep their unfused attention's scale and softmax)
-        assert "fused" not in layer and "erf" not in layer and "tanh" not in layer, layer
+        assert "fused" not in ops and "erf" not in ops and "tanh" not in ops, ops
 
 
 def test_model_matches_onnxruntime_on_the_numpy_executor(exported):
@@ -137,15 +140,16 @@ def test_model_matches_onnxruntime_on_the_numpy_executor(exported):
 
 # what a BERT layer's kernels are now: q, k, v, the output and the two feed-forward
 # matmuls each a blocked kernel and its stitch (12), the four head transposes (4),
-# attention as q kᵀ (blocked and stitch) and the walk (3), two LayerNorms (2)
-BERT_LAYER_KERNELS = 21
+# attention as q kᵀ (blocked and stitch) and the walk (3), two LayerNorms (2 each on
+# llvmpipe's Tuning: norm.stats at 128 wide)
+BERT_LAYER_KERNELS = 23
 
 
 def test_bert_layer_kernels(exported):
     path, feeds = exported("bert")
     _, fn = _run(path, feeds)
     for layer in kernels_per_layer(fn.kernels).values():
-        assert len(layer) <= BERT_LAYER_KERNELS, layer
+        assert len(layer) <= BERT_LAYER_KERNELS, [k.op for k in layer]
 
 
 @pytest.mark.xfail(strict=True, reason="issue 34's target, not reached: the matmuls' "
@@ -155,7 +159,7 @@ def test_bert_layer_runs_in_at_most_eight_kernels(exported):
     path, feeds = exported("bert")
     _, fn = _run(path, feeds)
     for layer in kernels_per_layer(fn.kernels).values():
-        assert len(layer) <= 8, layer
+        assert len(layer) <= 8, [k.op for k in layer]
 
 
 def _norm_modules():
@@ -185,5 +189,5 @@ def test_exported_norm_modules_are_one_kernel(name, tmp_path):
     torch.onnx.export(module.eval(), (x,), str(path), dynamo=False, opset_version=opset,
                       input_names=["x"])
     out, fn = _run(path, {"x": x.numpy()})
-    assert [k.op for k in fn.kernels] == ["fused_layer_norm"], fn.fusion_report
+    assert {k.op for k in fn.kernels} == {"fused_layer_norm"}, fn.fusion_report
     assert_close(out, ort_run(str(path), {"x": x.numpy()})[0], rtol=1e-5)

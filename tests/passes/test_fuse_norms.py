@@ -1,5 +1,6 @@
-"""fuse_norms and the fused_layer_norm kernel: LayerNorm and RMSNorm as torch, ONNX, TF
-and Keras write them become one node and one kernel (codegen/norm.py), computing the
+"""fuse_norms and the fused_layer_norm kernels: LayerNorm and RMSNorm as torch, ONNX,
+TF and Keras write them become one node and one kernel, or two for long rows
+(codegen/norm.py's table, each row run here), computing the
 float64 formula, edge values included (zero-variance rows, epsilon 0, NaN and inf rows,
 widths not a multiple of 4, weights broadcast along the normalized axes); every
 variance left alone says why. GELU (erf and tanh forms) after a matmul joins the
@@ -14,6 +15,18 @@ import fragflow as ff
 from tests.reference import assert_matches, run_both
 
 rng = np.random.default_rng(34)
+# each row of codegen/norm.py's table, on rows of every width here
+ROWS = {"norm.direct": ff.Tuning().with_({"reduce.norm_direct_width": 1 << 14}),
+        "norm.stats": ff.Tuning(exclude=("norm.direct",))}
+
+
+def _norm_kernels(fn, row):
+    """The kernels' ops, checked to be row's."""
+    assert {k.strategy for k in fn.kernels} == {row}, fn.fusion_report
+    return [k.op for k in fn.kernels]
+
+
+ONE = {"norm.direct": ["fused_layer_norm"], "norm.stats": ["fused_layer_norm"] * 2}
 
 
 def norm64(x, scale=None, offset=None, eps=1e-5, center=True, axes=(-1,)):
@@ -87,14 +100,15 @@ def _compile(build, shape, eps=1e-5, tuning=None, w_shape=None):
     return g, x, y, fn, (w.op.attrs["value"], b.op.attrs["value"])
 
 
+@pytest.mark.parametrize("row", sorted(ROWS))
 @pytest.mark.parametrize("width", [7, 128])
 @pytest.mark.parametrize("form", sorted(FORMS))
-def test_each_form_is_one_kernel_computing_the_formula(form, width, gl):
+def test_each_form_is_one_node_computing_the_formula(form, width, row, gl):
     build, center, scaled, shifted = FORMS[form]
-    g, x, y, fn, (w, b) = _compile(build, (2, 3, width))
+    g, x, y, fn, (w, b) = _compile(build, (2, 3, width), tuning=ROWS[row])
     xb = (rng.standard_normal((2, 3, width)) * 3 + 2).astype(np.float32)
     got = fn(xb)[0]
-    assert [k.op for k in fn.kernels] == ["fused_layer_norm"], fn.fusion_report
+    assert _norm_kernels(fn, row) == ONE[row]
     want = norm64(xb, w if scaled else None, b if shifted else None, center=center)
     assert_matches(got, want.astype(np.float32), rtol=2e-5, atol=2e-5)
     _, ref = run_both(g, y, {x: xb})
@@ -113,15 +127,16 @@ def _edge_rows(width):
     return rows
 
 
+@pytest.mark.parametrize("row", sorted(ROWS))
 @pytest.mark.parametrize("center", [True, False])
 @pytest.mark.parametrize("width", [5, 12, 33])
-def test_edge_rows_match_the_float64_formula(width, center, gl):
+def test_edge_rows_match_the_float64_formula(width, center, row, gl):
     form = "layer_normalization" if center else "rms"
     build = FORMS[form][0]
-    g, x, y, fn, (w, b) = _compile(build, (7, width), eps=1e-5)
+    g, x, y, fn, (w, b) = _compile(build, (7, width), eps=1e-5, tuning=ROWS[row])
     xb = _edge_rows(width)
     got = fn(xb)[0]
-    assert [k.op for k in fn.kernels] == ["fused_layer_norm"]
+    assert _norm_kernels(fn, row) == ONE[row]
     want = norm64(xb, w, b if center else None, center=center).astype(np.float32)
     assert_matches(got, want, rtol=1e-4, atol=1e-4)
     assert np.isnan(got[2]).all()
@@ -139,7 +154,8 @@ def test_epsilon_zero_on_a_zero_variance_row_is_nan_as_the_formula(gl):
                    atol=1e-5)
 
 
-def test_weights_broadcast_along_several_normalized_axes(gl):
+@pytest.mark.parametrize("row", sorted(ROWS))
+def test_weights_broadcast_along_several_normalized_axes(row, gl):
     """ONNX's axis=-2: rows over the last two axes, the scale (1, 5) over the last one."""
     g = ff.Graph()
     with g.as_default():
@@ -148,9 +164,9 @@ def test_weights_broadcast_along_several_normalized_axes(gl):
         b = rng.standard_normal((3, 5)).astype(np.float32)
         y = ff.layer_normalization(x, w, b, axis=(1, 2), epsilon=1e-3)
     xb = rng.standard_normal((2, 3, 5)).astype(np.float32)
-    fn = ff.Session(g).compile([y], feeds=[x])
+    fn = ff.Session(g, tuning=ROWS[row]).compile([y], feeds=[x])
     got = fn(xb)[0]
-    assert [k.op for k in fn.kernels] == ["fused_layer_norm"], fn.fusion_report
+    assert _norm_kernels(fn, row) == ONE[row]
     assert_matches(got, norm64(xb, w, b, 1e-3, axes=(1, 2)).astype(np.float32),
                    rtol=2e-5, atol=2e-5)
 
@@ -286,3 +302,19 @@ def test_a_fetched_value_inside_gelu_keeps_it_out_of_the_epilogue(gl):
     assert [k.op for k in fn.kernels].count("fused_matmul") == 0, fn.fusion_report
     assert_matches(got[0], ref[0], rtol=2e-5, atol=2e-5)
     assert_matches(got[1], ref[1], rtol=2e-5, atol=2e-5)
+
+
+def test_a_diamond_reading_a_value_twice_in_one_op_joins_the_epilogue(gl):
+    """h * h and h + h read h twice in one node (the square of a GELU-like diamond)."""
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((3, 6), name="x")
+        h = ff.matmul(x, rng.standard_normal((6, 5)).astype(np.float32))
+        y = ff.tanh(h * h) + h
+    xb = rng.standard_normal((3, 6)).astype(np.float32)
+    fn = ff.Session(g).compile([y], feeds=[x])
+    got = fn(xb)[0]
+    assert [k.op for k in fn.kernels] == ["fused_matmul"], fn.fusion_report
+    h64 = xb.astype(np.float64) @ g.value("matmul").node.inputs[1].node.attrs["value"]
+    assert_matches(got, (np.tanh(h64 * h64) + h64).astype(np.float32), rtol=2e-5,
+                   atol=2e-5)
