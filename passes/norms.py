@@ -160,7 +160,7 @@ def _match(var_mean, users, fetched, tuning) -> dict:
         if center else [n for n in users.get(c, []) if n is not sq.node]
     products = [n for n in readers if n is not sq.node and (
         (r is not None and n.op == "mul" and set(n.inputs) == {c, r}) or
-        (s is not None and n.op == "div" and n.inputs == (c, s)))]
+        (s is not None and n.op == "div" and tuple(n.inputs) == (c, s)))]
     if not products or (r is not None and walk.sole(r, "the inverse deviation")
                         is not products[0]):
         raise Rejected("the input is not multiplied by the inverse deviation")
