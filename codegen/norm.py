@@ -19,10 +19,13 @@ from typing import Any
 from ..ir.types import TensorType
 from .common import make_kernel, operands, output_operand
 from .environment import glsl_float
-from .limits import loop_trips
+from .limits import unroll_for
 from .operands import Operand
 from .reduce_tree import scratch_layout
 from .strategy import Site, Strategy, lower_with
+
+# the most a walk's loop body is unrolled to stay in the loop budget
+MAX_UNROLL = 64
 
 
 @dataclass(frozen=True)
@@ -30,10 +33,12 @@ class NormPlan:
     site: Any
     width: int              # elements a row
     same_row: bool          # the four lanes of a texel are one row (width % 4 == 0)
+    unroll: int             # steps of a walk a loop trip (unroll_for: the loop budget)
 
 
 def _plan(site, lanes):
-    """The plan where a fragment walking `lanes` rows twice stays in the loop budget."""
+    """The plan where a fragment walks `lanes` rows twice, unrolled to stay in the
+    loop budget."""
     node = site.node
     if node.op != "fused_layer_norm":
         return None
@@ -41,9 +46,8 @@ def _plan(site, lanes):
         return None
     width = math.prod(node.inputs[0].type.shape[node.attrs["axis"]:])
     same_row = width % 4 == 0
-    if 2 * (width // 4 if same_row else lanes * width) > loop_trips():
-        return None
-    return NormPlan(site, width, same_row)
+    unroll = unroll_for(2 * (width // 4 if same_row else lanes * width))
+    return NormPlan(site, width, same_row, unroll) if unroll <= MAX_UNROLL else None
 
 
 def _direct(site, facts, tuning):
@@ -61,7 +65,7 @@ def _context(plan, inputs):
     scale = affine.pop(0) if node.attrs["has_scale"] else None
     offset = affine.pop(0) if node.attrs["has_offset"] else None
     return dict(x=x, scale=scale, offset=offset, width=plan.width,
-                same_row=plan.same_row, center=node.attrs["center"],
+                same_row=plan.same_row, unroll=plan.unroll, center=node.attrs["center"],
                 epsilon=glsl_float(node.attrs["epsilon"]),
                 scale_size=scale.layout.size if scale else 1,
                 offset_size=offset.layout.size if offset else 1, invariant_output=True)

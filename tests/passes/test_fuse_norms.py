@@ -318,3 +318,28 @@ def test_a_diamond_reading_a_value_twice_in_one_op_joins_the_epilogue(gl):
     h64 = xb.astype(np.float64) @ g.value("matmul").node.inputs[1].node.attrs["value"]
     assert_matches(got, (np.tanh(h64 * h64) + h64).astype(np.float32), rtol=2e-5,
                    atol=2e-5)
+
+
+@pytest.mark.parametrize("row", sorted(ROWS))
+@pytest.mark.parametrize("width", [7, 36, 256])
+def test_walks_unrolled_to_a_small_loop_budget(width, row, gl):
+    """A loop budget of 8 trips (Tuning.max_loop_trips): each walk unrolled to stay in it
+    (norm.direct's 4 lanes of 7-wide rows: 2 x 4 x 7 steps, 8 a trip, then the rest)."""
+    tuning = ROWS[row].with_(max_loop_trips=8)
+    g, x, y, fn, (w, b) = _compile(FORMS["torch_onnx"][0], (3, width), tuning=tuning)
+    xb = rng.standard_normal((3, width)).astype(np.float32) * 2
+    got = fn(xb)[0]
+    assert _norm_kernels(fn, row) == ONE[row]
+    assert all(k.params["unroll"] > 1 for k in fn.kernels), [k.params for k in fn.kernels]
+    assert_matches(got, norm64(xb, w, b).astype(np.float32), rtol=2e-5, atol=2e-5)
+
+
+def test_a_direct_walk_past_the_unroll_limit_takes_norm_stats(gl):
+    """norm.direct's 4 lanes of 130-wide rows need 1040 steps: unrolled past MAX_UNROLL
+    (64) in 8 trips, so norm.stats (260 steps, 64 a trip) takes the node."""
+    tuning = ROWS["norm.direct"].with_(max_loop_trips=8)
+    g, x, y, fn, (w, b) = _compile(FORMS["torch_onnx"][0], (3, 130), tuning=tuning)
+    xb = rng.standard_normal((3, 130)).astype(np.float32)
+    got = fn(xb)[0]
+    assert _norm_kernels(fn, "norm.stats") == ONE["norm.stats"]
+    assert_matches(got, norm64(xb, w, b).astype(np.float32), rtol=2e-5, atol=2e-5)
