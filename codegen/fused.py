@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 
 from ..ir.ops.fused import bias_sum_dims, eval_steps, infer_step
 from ..ir.types import TensorType, promote
-from . import elementwise
+from . import elementwise, norm
 from .common import kernel_name, make_kernel, output_operand
 from .kernel import records_of
 from .layout import broadcast_index
@@ -186,6 +186,8 @@ def lower_node(node, layouts, prefix):
     if node.op == "fused_attention":
         from . import attention  # its own strategy table (codegen/attention.py)
         return attention.lower_node(node, layouts, prefix)
+    if node.op == "fused_layer_norm":
+        return norm.lower_node(node, layouts, prefix)
     if node.op == "fused_matmul":
         return lower_fused_matmul(node, layouts, prefix)
     if node.op == "fused_conv":

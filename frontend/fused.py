@@ -1,5 +1,6 @@
 """ff.fused: matmul, conv2d and depthwise_conv2d with a bias and an activation computed
-in the same kernel; scaled dot-product attention in one kernel.
+in the same kernel; scaled dot-product attention in one kernel; LayerNorm and RMSNorm in
+one kernel.
 
 Activations: linear, relu, relu6, elu, leaky_relu (alpha, a number), prelu (alpha, a
 tensor broadcast against the output), sigmoid, tanh. Gradients work for every one of
@@ -107,7 +108,26 @@ def attention(q, k, v, mask=None, scale=None, divide=True, transpose_k=True,
                              name or "fused_attention"))
 
 
-__all__ = ["matmul", "conv2d", "depthwise_conv2d", "attention", "ACTIVATIONS",
+def layer_norm(x, scale=None, offset=None, axis=-1, epsilon=1e-5, center=True, name=None):
+    """(x - mean) * rsqrt(variance + epsilon) over the axes from `axis` to the last
+    (LayerNorm; center=False: x * rsqrt(mean(x²) + epsilon), RMSNorm), times scale,
+    plus offset (each None or of the normalized axes' shape, or its end), in one
+    kernel; the fuse_norms pass makes the same op from those ops. Gradients are taken
+    through them."""
+    x, *affine = graph_operands(x, *(t for t in (scale, offset) if t is not None))
+    if isinstance(axis, bool) or not isinstance(axis, int) or \
+            not -x.type.rank <= axis < x.type.rank:
+        raise AttrError(f"layer_norm: axis {axis!r} is out of range for {x.type}")
+    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)):
+        raise AttrError(f"layer_norm: epsilon must be a number, got {epsilon!r}")
+    return wrap(_fused.apply("fused_layer_norm", [x, *affine],
+                             {"axis": axis % x.type.rank, "epsilon": float(epsilon),
+                              "center": bool(center), "has_scale": scale is not None,
+                              "has_offset": offset is not None},
+                             name or "fused_layer_norm"))
+
+
+__all__ = ["matmul", "conv2d", "depthwise_conv2d", "attention", "layer_norm", "ACTIVATIONS",
            "epilogue_steps"]
 
 

@@ -390,9 +390,10 @@ _DTYPE = (_is_dtype, f"one of {', '.join(DTYPES)}")
 _ARRAY = (lambda v: isinstance(v, np.ndarray), "an array")
 
 ATTR_KINDS = {
-    **dict.fromkeys(["align_corners", "exclusive", "half_pixel_centers", "keepdims",
-                     "reverse", "transpose_a", "transpose_b"], _BOOL),
-    **dict.fromkeys(["alpha", "beta", "bias", "mean", "stddev", "off_value",
+    **dict.fromkeys(["align_corners", "center", "exclusive", "half_pixel_centers",
+                     "has_offset", "has_scale", "keepdims", "reverse", "transpose_a",
+                     "transpose_b"], _BOOL),
+    **dict.fromkeys(["alpha", "beta", "bias", "epsilon", "mean", "stddev", "off_value",
                      "on_value"], _NUMBER),
     **dict.fromkeys(["batch_dims", "depth", "depth_radius", "k", "num", "num_samples",
                      "num_segments", "seed"], _INT),

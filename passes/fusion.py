@@ -160,7 +160,7 @@ def fuse_epilogues(graph, report, max_texture_units: int = DEFAULT_TEXTURE_UNITS
     for node in graph.nodes:
         if _takes_epilogue(node) and node not in claimed:
             members = _epilogue_chain(node, users, fetched, report, max_texture_units,
-                                      claimed)
+                                      claimed, position)
             if members:
                 members.sort(key=position.__getitem__)
                 claimed.update([node, *members])
@@ -255,9 +255,41 @@ def epilogue_steps(head, members: list) -> tuple:
     return tuple(steps), externals
 
 
-def _epilogue_chain(head, users, fetched, report, max_texture_units, claimed) -> list:
+def _diamond(value, shape, users, fetched, claimed, position) -> list | None:
+    """The elementwise nodes after value, in graph order, that read it twice or more
+    and close on one node (GELU: x * 0.5 * (1 + erf(x / sqrt(2))) reads x twice): each
+    reads value or an earlier one, keeps the shape, writes float32 and is not fetched
+    (but the last); every reader of a value they compute but the last's is one of
+    them. None where they do not close within MAX_STEPS nodes. Only the readers of
+    the values so far are visited, earliest first."""
+    pending = {value: set(users.get(value, []))}     # value -> readers not yet taken
+    region: list = []
+    while True:
+        node = min((n for readers in pending.values() for n in readers),
+                   key=position.__getitem__, default=None)
+        if node is None:           # a value no later node reads: nothing to close on
+            return None
+        reads = [v for v in dict.fromkeys(node.inputs) if v in pending]
+        out = node.outputs[0]
+        if not fusable(node) or node in claimed or len(region) >= MAX_STEPS or \
+                out.shape != shape or out.dtype != "float32" or \
+                any(v in fetched for v in reads):
+            return None
+        region.append(node)
+        for v in reads:
+            pending[v].discard(node)
+            if not pending[v]:
+                del pending[v]
+        pending[out] = set(users.get(out, []))
+        if list(pending) == [out]:
+            return region
+
+
+def _epilogue_chain(head, users, fetched, report, max_texture_units, claimed,
+                    position) -> list:
     """The nodes after head that can run in its kernel's epilogue: a chain of
-    elementwise ops and reshapes, each the single consumer of the one before, not
+    elementwise ops and reshapes, each the single consumer of the one before (or a
+    diamond closing on one node, _diamond), not
     fetched, keeping the shape (no broadcasting of the result), plus the elementwise
     producers of the chain's other operands that only the chain uses (of the shape
     where they are used); operands after a reshape of the head's shape or one element
@@ -334,6 +366,14 @@ def _epilogue_chain(head, users, fetched, report, max_texture_units, claimed) ->
             break
         next_users = users.get(value, [])
         if len(next_users) > 1:
+            region = _diamond(value, shape, users, fetched, claimed, position)
+            before = (list(members), set(inside), set(extras))
+            if region and all(take(n, shape) for n in region):
+                report.append(f"took {len(region)} ops reading '{value.node.name}' "
+                              f"into {where}")
+                value = region[-1].outputs[0]
+                continue
+            members[:], inside, extras = before[0], before[1], before[2]
             report.append(f"stopped {where} after '{value.node.name}': its result has "
                           f"{len(next_users)} consumers")
             break

@@ -27,6 +27,7 @@ from . import (
     fuse_updates,
     fusion,
     layout_transposes,
+    norms,
     simplify,
     split_wide,
 )
@@ -80,6 +81,9 @@ register_pass("split_wide_nodes",
 register_pass("fuse_attention",
               "softmax(q kᵀ / c + mask) v (scaled dot-product attention) in one kernel",
               options=("tuning",))(attention.fuse_attention)
+register_pass("fuse_norms",
+              "LayerNorm and RMSNorm (mean, variance, rsqrt, scale, offset) in one kernel",
+              options=("tuning",))(norms.fuse_norms)
 register_pass("fuse_epilogues",
               "matmul / conv2d / depthwise_conv2d + bias + activation in one kernel",
               options=("max_texture_units",))(fusion.fuse_epilogues)
@@ -93,11 +97,11 @@ register_pass("fuse_elementwise", "connected elementwise ops in one kernel",
 # turns a user's graph and fetches into a compiled graph).
 DEFAULT_PIPELINE = ("fold_constants", "layout_transposes", "cse", "simplify",
                     "select_conds", "conv_backprop_as_conv", "fold_batch_norm",
-                    "split_wide_nodes", "fuse_attention", "fuse_epilogues", "fuse_updates",
-                    "fuse_elementwise", "verify")
+                    "split_wide_nodes", "fuse_attention", "fuse_norms", "fuse_epilogues",
+                    "fuse_updates", "fuse_elementwise", "verify")
 # the passes whose decisions fusion_report lists (a cond run as a select among them)
-FUSION_PASSES = ("fuse_attention", "fuse_epilogues", "fuse_updates", "fuse_elementwise",
-                 "layout_transposes", "select_conds")
+FUSION_PASSES = ("fuse_attention", "fuse_norms", "fuse_epilogues", "fuse_updates",
+                 "fuse_elementwise", "layout_transposes", "select_conds")
 # What a compiled graph needs before any GPU can run it (no kernel reading more
 # textures than the GPU binds): a custom pipeline for a GPU (max_texture_units given)
 # that leaves one out gets it at its end, unless disable= names it. The numpy executor

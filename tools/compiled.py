@@ -51,7 +51,8 @@ def compile_target(target: Target, feed_shapes=None, debug: bool = False) -> Com
     per node)."""
     feeds = target.feeds(feed_shapes)
     backend = get_backend("gl")
-    disable = ("fuse_epilogues", "fuse_updates", "fuse_elementwise") if debug else ()
+    disable = ("fuse_norms", "fuse_epilogues", "fuse_updates", "fuse_elementwise") \
+        if debug else ()
     types = {v: ff.TensorType(np.shape(a), v.dtype) for v, a in feeds.items()}
     variables = backend.variables()
     try:

@@ -38,6 +38,14 @@ class ReduceTuning:
     # softmax (and the loss) whose elements times its axis stay under this: one kernel
     # whose elements each walk their slice
     direct_softmax_work: int = 1 << 16
+    # LayerNorm / RMSNorm (passes/norms.py fuses rows of at most norm_max_width
+    # elements): rows of at most norm_direct_width run as one kernel whose fragments
+    # each walk their row (codegen/norm.py norm.direct), longer ones as two (norm.stats:
+    # a row's statistics, then the normalization). llvmpipe (docs/PERFORMANCE.md):
+    # norm.stats 1.5-6x faster than the five unfused kernels from 16 to 1024 elements,
+    # norm.direct as fast up to 32, slower from 64 (0.03-0.7x unfused's at 256)
+    norm_max_width: int = 16384
+    norm_direct_width: int = 32
     # column sums to at most few_outputs elements down split_few_length rows or more:
     # windows of split_few_window (two passes), not a few fragments walking the axis
     split_few: bool = True

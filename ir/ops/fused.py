@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import AttrError
+from ..errors import AttrError, DTypeError, ShapeError
 from ..types import TensorType
 from . import matmul as _matmul
 from .common import apply
@@ -177,6 +177,8 @@ def decompose(node):
     scope): what its gradient is taken through."""
     if node.op == "fused_attention":
         return decompose_attention(node)
+    if node.op == "fused_layer_norm":
+        return decompose_layer_norm(node)
     operands = list(node.inputs)
     if node.op == "fused_matmul":
         mm = _matmul.matmul(operands[0], operands[1], node.attrs["transpose_a"],
@@ -270,3 +272,79 @@ def decompose_attention(node):
         list(node.inputs), node.attrs, lambda vs, a: apply("matmul", vs, a), scale,
         lambda x, m, sub: apply("sub" if sub else "add", [x, m]),
         lambda x: apply("softmax", [x], {"axis": -1}))
+
+
+# fused_layer_norm(x[, scale][, offset]) {axis, epsilon, center, has_scale, has_offset}:
+# x normalized over its axes axis..rank-1 (one row per index of the others),
+#     center:     (x - mean(x)) * rsqrt(mean((x - mean(x))²) + epsilon)   (LayerNorm)
+#     not center:  x * rsqrt(mean(x²) + epsilon)                           (RMSNorm)
+# then * scale where has_scale, + offset where has_offset, each broadcast along the
+# normalized axes only (its shape, leading 1s dropped, ends x's shape). Made by
+# passes/norms.py from those ops as torch, ONNX, TensorFlow and Keras write them; its
+# type rule, reference and gradient (decompose_layer_norm) are those ops', step by step.
+def _norm_steps(operands, attrs, op, const):
+    """op(name, args, attrs) runs one op, const(float) makes a float32 scalar."""
+    x, *affine = operands
+    axes = tuple(range(attrs["axis"], len(x.shape)))
+    if attrs["center"]:
+        x = op("sub", [x, op("mean", [x], {"axis": axes, "keepdims": True})], {})
+    var = op("mean", [op("square", [x], {})], {"axis": axes, "keepdims": True})
+    y = op("mul", [x, op("rsqrt", [op("add", [var, const(attrs["epsilon"])], {})], {})],
+           {})
+    if attrs["has_scale"]:
+        y = op("mul", [y, affine.pop(0)], {})
+    if attrs["has_offset"]:
+        y = op("add", [y, affine.pop(0)], {})
+    return y
+
+
+def _fused_layer_norm_type(types, attrs):
+    x, *affine = types
+    if x.dtype != "float32":
+        raise DTypeError(f"fused_layer_norm normalizes float32, got {x.dtype}")
+    if not isinstance(attrs["axis"], int) or not 0 <= attrs["axis"] < x.rank:
+        raise AttrError(f"axis must be the first normalized axis, in [0, {x.rank}), got "
+                        f"{attrs['axis']!r}")
+    normalized = x.shape[attrs["axis"]:]
+    if any(d is None for d in normalized):
+        raise ShapeError(f"the normalized axes must be known, got {x}")
+    if not isinstance(attrs["epsilon"], float) or not attrs["epsilon"] >= 0:
+        raise AttrError(f"epsilon must be a float >= 0, got {attrs['epsilon']!r}")
+    want = int(bool(attrs["has_scale"])) + int(bool(attrs["has_offset"]))
+    if len(affine) != want:
+        raise AttrError(f"fused_layer_norm takes x and {want} of scale and offset, got "
+                        f"{len(types)} operands")
+    for t in affine:
+        shape = list(t.shape)
+        while shape and shape[0] == 1:
+            shape.pop(0)
+        if t.dtype != "float32" or tuple(shape) != normalized[len(normalized) - len(shape):]:
+            raise ShapeError(f"a scale or offset must be float32 of the normalized shape "
+                             f"{list(normalized)} (or its end), got {t}")
+    return TensorType(x.shape, "float32")
+
+
+def _fused_layer_norm_ref(arrays, attrs):
+    def op(name, args, a):
+        opdef = get_op(name)
+        return opdef.run_reference(args, opdef.check_attrs(a))[0]
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        return _norm_steps(arrays, attrs, op, np.float32)
+
+
+register(OpDef("fused_layer_norm", "fused", _fused_layer_norm_type, _fused_layer_norm_ref,
+               attrs={"axis": REQUIRED, "epsilon": REQUIRED, "center": True,
+                      "has_scale": False, "has_offset": False, "nodes": ()},
+               hidden_attrs=("nodes",),
+               doc="LayerNorm ((x - mean) * rsqrt(var + epsilon)) or RMSNorm (x * "
+                   "rsqrt(mean(x²) + epsilon)) over the last axes, times scale, plus "
+                   "offset, in one kernel.",
+               tf="— (onnxruntime LayerNormalization / SimplifiedLayerNormalization)"))
+
+
+def decompose_layer_norm(node):
+    """fused_layer_norm's value rebuilt from the ops it stands for."""
+    graph = node.inputs[0].graph
+    return _norm_steps(list(node.inputs), node.attrs,
+                       lambda name, args, a: apply(name, args, a or None),
+                       lambda value: constant(graph, value, "float32"))

@@ -8,7 +8,7 @@ from .registry import gradient
 
 
 @gradient("fused_elementwise", "fused_matmul", "fused_conv", "fused_sum_like",
-          "fused_attention")
+          "fused_attention", "fused_layer_norm")
 def _fused(node, dy):
     value = decompose(node)
     inputs = list(node.inputs)

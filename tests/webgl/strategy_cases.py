@@ -268,6 +268,36 @@ def attention_scores():
     return _case(build, [(2, 4, 13, 16)] * 3 + [(2, 4, 13, 6)], rtol=1e-5, atol=1e-5)
 
 
+# -- norm.TABLE ---------------------------------------------------------------------------
+def _norms(width_ln, width_rms):
+    """LayerNorm (torch's decomposition, scale and offset) over width_ln and RMSNorm
+    (LlamaRMSNorm's) over width_rms, each one fused_layer_norm (passes/norms.py); a row
+    of zeros (zero variance)."""
+    rng = np.random.default_rng(3)
+    w = rng.uniform(0.5, 1.5, width_ln).astype(np.float32)
+    b = rng.standard_normal(width_ln).astype(np.float32)
+    g = rng.uniform(0.5, 1.5, width_rms).astype(np.float32)
+
+    def build(x, y):
+        x = x * np.float32([0.0, 1, 1, 1, 1]).reshape(5, 1)
+        c = x - ff.reduce_mean(x, axis=-1, keepdims=True)
+        var = ff.reduce_mean(ff.square(c), axis=-1, keepdims=True)
+        ms = ff.reduce_mean(y * y, axis=-1, keepdims=True)
+        return {"layer_norm": c * ff.rsqrt(var + 1e-5) * w + b,
+                "rms_norm": y * ff.rsqrt(ms + 1e-6) * g}
+    return _case(build, [(5, width_ln), (3, width_rms)], rtol=1e-5, atol=1e-5)
+
+
+def norm_direct():
+    """Rows of 12 and 7 elements (within reduce.norm_direct_width): one kernel each."""
+    return _norms(12, 7)
+
+
+def norm_stats():
+    """Rows of 128 and 130 elements: a row's statistics, then the normalization."""
+    return _norms(128, 130)
+
+
 ROW_CASES = {
     "matmul.packed": matmul_packed, "matmul.blocked": matmul_blocked,
     "matmul.lanes": matmul_lanes, "matmul.plain": matmul_plain,
@@ -282,6 +312,7 @@ ROW_CASES = {
     "softmax.direct": softmax_direct, "softmax.partials": softmax_partials,
     "softmax.tree": softmax_tree, "scan.blocks": scan_blocks, "lrn.window": lrn_window,
     "attention.online": attention_online, "attention.scores": attention_scores,
+    "norm.direct": norm_direct, "norm.stats": norm_stats,
 }
 
 # reduce_tree.glsl.j2's kernels the reduction rows run between them, as a header
