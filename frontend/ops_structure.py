@@ -469,9 +469,11 @@ def top_k(input, k=1, sorted=True, name=None):             # noqa: A002
     equal values keep index order (lower index first) and NaN counts as the largest.
     Returns (values, indices). sorted=False is accepted (the result is sorted anyway).
 
-    Cost: two kernels each doing O(n) work per element (n the last axis's size): one
-    ranks every element by counting the elements before it, one finds the element of
-    each rank; the values are a gather. Fine for moderate n (a few thousand).
+    Built as two ops (each element's rank, then the index of each rank below k) that
+    the pass select_top_k makes one top_k_select; on GL a row shorter than the
+    Tuning's structure.top_k_radix_min ranks every element against its row (O(n^2)),
+    a longer one takes a radix select of the k-th largest value (about 8 passes over
+    the row, then O(k^2)); the values are a gather.
 
     >>> import fragflow as ff, numpy as np
     >>> g = ff.Graph()
