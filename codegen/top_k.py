@@ -1,8 +1,8 @@
 """Lowering top_k_select (x -> the indices of its last axis's k largest, ir/ops/structure/
 top_k.py): the first strategy of TABLE that takes the node.
 
-- top_k.radix (rows of the Tuning's structure.top_k_radix_min or more): a radix select
-  of the k-th largest key, then the elements at or above it. Each element's key is a
+- top_k.radix (rows x length^2 past the Tuning's structure.top_k_rank_max_work): a
+  radix select of the k-th largest key, then the elements at or above it. Each element's key is a
   uint ordered as the values (NaN first; -0.0 as 0.0; int32 offset by 2^31). Round r
   settles `bits` more bits of K, the k-th largest key, from the top: a count kernel
   writes, per block of a row, how many keys are >= P | j << shift for the 2^bits - 1
@@ -13,7 +13,7 @@ top_k.py): the first strategy of TABLE that takes the node.
   index), finding its block from the block counts and walking it; a rank kernel sorts
   those k by (key descending, index ascending) and a place kernel writes each place's
   index. Work: about n * (32 / bits) texel reads and 2^bits - 1 compares per element
-  and round, k^2 for the sort; 2 * 32 / bits + 4 draws.
+  and round, k^2 for the sort; 2 * 32 / bits + 4 draws (36 for the default 2 bits).
 - top_k.rank: each element ranked against its whole row (n^2 compares), then the index
   of each rank 0..k-1: two draws, best for short rows.
 
@@ -85,7 +85,7 @@ def _rows_and_length(site: Site):
 def _radix(site: Site, facts, tuning):
     rows, length = _rows_and_length(site)
     k = site.node.attrs["k"]
-    if length < tuning.structure.top_k_radix_min or k == 0 or rows == 0:
+    if rows * length * length <= tuning.structure.top_k_rank_max_work or k == 0:
         return None
     if tuning.structure.top_k_radix_bits not in RADIX_BITS:
         return None
@@ -150,7 +150,7 @@ def _emit_rank(params) -> list:
 
 TABLE = (
     Strategy("top_k.radix", _radix, _emit_radix,
-             "rows of structure.top_k_radix_min or more: radix select of the k-th "
+             "rows x length^2 past structure.top_k_rank_max_work: radix select of the k-th "
              "largest key, then the elements at or above it, sorted"),
     Strategy("top_k.rank", _rank, _emit_rank,
              "every element ranked against its row, then the index of each rank < k"),

@@ -470,10 +470,10 @@ def top_k(input, k=1, sorted=True, name=None):             # noqa: A002
     Returns (values, indices). sorted=False is accepted (the result is sorted anyway).
 
     Built as two ops (each element's rank, then the index of each rank below k) that
-    the pass select_top_k makes one top_k_select; on GL a row shorter than the
-    Tuning's structure.top_k_radix_min ranks every element against its row (O(n^2)),
-    a longer one takes a radix select of the k-th largest value (about 8 passes over
-    the row, then O(k^2)); the values are a gather.
+    the pass select_top_k makes one top_k_select. On GL, where rows x n^2 is at most
+    the Tuning's structure.top_k_rank_max_work, every element is ranked against its
+    row (O(n^2), two draws); past it a radix select finds the k-th largest value (16
+    counting passes over the rows, then O(k^2)). The values are a gather.
 
     >>> import fragflow as ff, numpy as np
     >>> g = ff.Graph()

@@ -13,7 +13,7 @@ from fragflow.ir.ops import structure as st
 from tests.reference import assert_matches, run_both
 
 # radix for every row here (small blocks: several per row, edges inside texels)
-RADIX = Tuning().with_({"structure.top_k_radix_min": 1, "structure.top_k_block": 4})
+RADIX = Tuning().with_({"structure.top_k_rank_max_work": 0, "structure.top_k_block": 4})
 RANK = Tuning().with_(exclude=("top_k.radix",))
 
 
@@ -115,7 +115,7 @@ def test_top_k_radix_settles_any_bits_per_round(gl, bits):
 
 
 def test_top_k_radix_of_a_long_row_chooses_radix_by_default(gl):
-    """The default tuning's threshold: a row of 70001 takes top_k.radix; k=37 of
+    """The default tuning: a row of 70001 takes top_k.radix; k=37 of
     rounded values (ties everywhere)."""
     rng = np.random.default_rng(5)
     x = np.round(rng.uniform(-30, 30, (2, 70001))).astype(np.float32)
@@ -131,6 +131,20 @@ def test_top_k_radix_of_a_long_row_chooses_radix_by_default(gl):
     assert_matches(values, np.take_along_axis(x, want, -1), rtol=0, atol=0, what="values")
     kernels = sess.compile([top.indices], feeds=[p]).kernels
     assert {k.strategy for k in kernels if k.op == "top_k_select"} == {"top_k.radix"}
+
+
+def test_top_k_radix_keeps_its_loops_under_llvmpipes_limit(gl):
+    """centernet's row with 8 bits a round: blocks of 18316, a select's four slots walk
+    73264 elements (past llvmpipe's 65535 loop iterations unless the lanes unroll)."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((1, 1310720)).astype(np.float32)
+    g = ff.Graph()
+    with g.as_default():
+        p = ff.placeholder(x.shape, name="x")
+        top = ff.top_k(p, 100)
+    tuning = Tuning().with_({"structure.top_k_radix_bits": 8})
+    got = ff.Session(g, tuning=tuning).run(top.indices, {p: x})
+    assert_matches(got, float64_top_k(x, 100), rtol=0, atol=0, what="8 bits, 1310720")
 
 
 def test_select_top_k_makes_one_node_and_keeps_fetched_ranks():
