@@ -13,10 +13,10 @@ class StructureTuning:
     # draws). llvmpipe: a row of 256, 0.4 ms against 0.8; of 512, 1.1 against 1.0; 64
     # rows of 256, 12.4 against 1.9
     top_k_rank_max_work: int = 1 << 17
-    # bits of the k-th largest key a radix round settles (1, 2, 4 or 8): 2^bits - 1
-    # counts per element and round, 32 / bits rounds of two draws each; past 2 bits a
-    # block's elements are read once per 4 counts (llvmpipe, a row of 1,310,720: 2
-    # bits 130 ms, 4 bits 350 ms, 8 bits 2.2 s)
+    # bits of the k-th largest key a radix round settles (1, 2, 4 or 8; another leaves
+    # top_k.radix out): 2^bits - 1 counts per element and round, 32 / bits rounds of
+    # two draws each; past 2 bits a block's elements are read once per 4 counts
+    # (llvmpipe, a row of 1,310,720: 2 bits 130 ms, 4 bits 350 ms, 8 bits 2.2 s)
     top_k_radix_bits: int = 2
     # elements a counting fragment walks, at least (grown to balance the block walks
     # with the per-round sum over the blocks, about 2 * sqrt(row * texels per block))
@@ -24,6 +24,8 @@ class StructureTuning:
 
 
 LLVMPIPE = StructureTuning()
+# Not measured on a GPU: a round's two draws are cheap there and a count pass has
+# rows x blocks fragments, so llvmpipe's values stand (more bits: fewer draws, more reads)
 GPU = LLVMPIPE
 WEBGL = GPU
 
