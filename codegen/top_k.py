@@ -2,18 +2,19 @@
 top_k.py): the first strategy of TABLE that takes the node.
 
 - top_k.radix (rows x length^2 past the Tuning's structure.top_k_rank_max_work): a
-  radix select of the k-th largest key, then the elements at or above it. Each element's key is a
-  uint ordered as the values (NaN first; -0.0 as 0.0; int32 offset by 2^31). Round r
-  settles `bits` more bits of K, the k-th largest key, from the top: a count kernel
-  writes, per block of a row, how many keys are >= P | j << shift for the 2^bits - 1
-  digits j (P: the bits settled so far), and a decide kernel sums the blocks and keeps
-  the largest digit whose count is still >= k. After 32 / bits rounds P is K. Then a
-  kernel counts per block the keys > K and == K; a select kernel gives slot s the s-th
-  key > K in index order, or past those the first keys == K (ties keep the lower
-  index), finding its block from the block counts and walking it; a rank kernel sorts
-  those k by (key descending, index ascending) and a place kernel writes each place's
-  index. Work: about n * (32 / bits) texel reads and 2^bits - 1 compares per element
-  and round, k^2 for the sort; 2 * 32 / bits + 4 draws (36 for the default 2 bits).
+  radix select of the k-th largest key, then the elements at or above it. Each
+  element's key is a uint ordered as the values (NaN first; -0.0 as 0.0; int32 offset
+  by 2^31). Round r settles `bits` more bits of K, the k-th largest key, from the top:
+  a count kernel writes, per block of a row, how many keys are >= P | j << shift for
+  the 2^bits - 1 digits j (P: the bits settled so far; one fragment per 4 digits and
+  block), and a decide kernel sums the blocks and keeps the largest digit whose count
+  is still >= k. After 32 / bits rounds P is K. Then a kernel counts per block the
+  keys > K and == K; a select kernel gives slot s the s-th key > K in index order, or
+  past those the first keys == K (ties keep the lower index), finding its block from
+  the block counts and walking it; a rank kernel sorts those k by (key descending,
+  index ascending) and a place kernel writes each place's index. Work: each round
+  reads the row ceil((2^bits - 1) / 4) times; k^2 for the sort; 2 * 32 / bits + 4
+  draws (36 for the default 2 bits).
 - top_k.rank: each element ranked against its whole row (n^2 compares), then the index
   of each rank 0..k-1: two draws, best for short rows.
 
