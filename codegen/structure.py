@@ -3,7 +3,8 @@
 Every kernel is a gather: an output element works out which input element(s) it
 reads. The scatter-like ops (gather_grad, gather_nd_grad, unsorted_segment_sum,
 mirror_pad_grad) loop, per output element, over the candidate inputs that could map
-to it; top_k_rank counts, per element, the elements that sort before it. Loops are
+to it; top_k_rank counts, per element, the elements that sort before it (top_k_select,
+the two top_k ops in one, has its strategies in codegen/top_k.py). Loops are
 unrolled (codegen/limits.py unroll_for) so that a fragment's four elements stay under
 llvmpipe's limit of 65535 loop iterations per fragment.
 """
@@ -18,6 +19,7 @@ from .common import make_kernel, operands, output_operand
 from .environment import glsl_float, glsl_int
 from .layout import affine_index, broadcast_index, strides
 from .limits import loop_trips, unroll_for
+from .top_k import lower_top_k_select
 
 LANES = 4           # output elements per fragment: each runs its own loops
 
@@ -228,7 +230,8 @@ LOWER = {
     "gather_grad": lower_gather_grad, "unsorted_segment_sum": lower_segment_sum,
     "gather_nd": lower_gather_nd, "gather_nd_grad": lower_gather_nd_grad,
     "one_hot": lower_one_hot, "top_k_rank": lower_top_k_rank,
-    "top_k_indices": lower_top_k_indices, "dynamic_slice": lower_dynamic_slice,
+    "top_k_indices": lower_top_k_indices, "top_k_select": lower_top_k_select,
+    "dynamic_slice": lower_dynamic_slice,
     "dynamic_update_slice": lower_dynamic_update_slice,
 }
 

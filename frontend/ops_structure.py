@@ -469,9 +469,11 @@ def top_k(input, k=1, sorted=True, name=None):             # noqa: A002
     equal values keep index order (lower index first) and NaN counts as the largest.
     Returns (values, indices). sorted=False is accepted (the result is sorted anyway).
 
-    Cost: two kernels each doing O(n) work per element (n the last axis's size): one
-    ranks every element by counting the elements before it, one finds the element of
-    each rank; the values are a gather. Fine for moderate n (a few thousand).
+    Built as two ops (each element's rank, then the index of each rank below k) that
+    the pass select_top_k makes one top_k_select. On GL, where rows x n^2 is at most
+    the Tuning's structure.top_k_rank_max_work, every element is ranked against its
+    row (O(n^2), two draws); past it a radix select finds the k-th largest value (16
+    counting passes over the rows, then O(k^2)). The values are a gather.
 
     >>> import fragflow as ff, numpy as np
     >>> g = ff.Graph()

@@ -30,6 +30,7 @@ from . import (
     norms,
     simplify,
     split_wide,
+    top_k,
 )
 from .rewrite import rebuild
 from .verify import VerificationError, verify
@@ -75,6 +76,9 @@ register_pass("conv_backprop_as_conv",
 register_pass("fold_batch_norm",
               "per-channel scales after conv/matmul (inference batch norm) into weights")(
     fold_batch_norm.fold_batch_norm)
+register_pass("select_top_k",
+              "top_k_indices of top_k_rank as one top_k_select (its lowering picks "
+              "the kernels by row length)")(top_k.select_top_k)
 register_pass("split_wide_nodes",
               "add_n / concat of more inputs than a kernel binds textures, as a tree",
               options=("max_texture_units",))(split_wide.split_wide_nodes)
@@ -96,9 +100,9 @@ register_pass("fuse_elementwise", "connected elementwise ops in one kernel",
 # The order a Session runs them in, after prune (which always runs first: it is what
 # turns a user's graph and fetches into a compiled graph).
 DEFAULT_PIPELINE = ("fold_constants", "layout_transposes", "cse", "simplify",
-                    "select_conds", "conv_backprop_as_conv", "fold_batch_norm",
-                    "split_wide_nodes", "fuse_attention", "fuse_norms", "fuse_epilogues",
-                    "fuse_updates", "fuse_elementwise", "verify")
+                    "select_conds", "select_top_k", "conv_backprop_as_conv",
+                    "fold_batch_norm", "split_wide_nodes", "fuse_attention", "fuse_norms",
+                    "fuse_epilogues", "fuse_updates", "fuse_elementwise", "verify")
 # the passes whose decisions fusion_report lists (a cond run as a select among them)
 FUSION_PASSES = ("fuse_attention", "fuse_norms", "fuse_epilogues", "fuse_updates",
                  "fuse_elementwise", "layout_transposes", "select_conds")

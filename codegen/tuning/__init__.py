@@ -1,8 +1,8 @@
 """Every knob that steers which kernel a node gets, in one frozen record per device kind.
 
 A `Tuning` holds a section per kernel family (`conv`, `elementwise`, `matmul`,
-`reduce`: the frozen dataclasses of codegen/tuning/<family>.py), the strategy names to
-prefer or leave out and `max_loop_trips`. Profiles: "llvmpipe" (Mesa's CPU
+`reduce`, `structure`: the frozen dataclasses of codegen/tuning/<family>.py), the
+strategy names to prefer or leave out and `max_loop_trips`. Profiles: "llvmpipe" (Mesa's CPU
 rasterisers: 64x64 tiles shaded by a few threads, fetches about as dear as ALU ops,
 dependent draws dear; measured, docs/PERFORMANCE.md), "gpu" (thousands of lanes, cheap
 launches, cached fetches) and "webgl" (a browser's WebGL2 on such GPUs; its 4 render
@@ -25,15 +25,22 @@ from dataclasses import dataclass, field
 
 from ...ir.errors import FragflowError
 from ..active import Active
-from . import conv as _conv, elementwise as _elementwise, matmul as _matmul, reduce as _reduce
+from . import (
+    conv as _conv,
+    elementwise as _elementwise,
+    matmul as _matmul,
+    reduce as _reduce,
+    structure as _structure,
+)
 from .conv import ConvTuning
 from .elementwise import ElementwiseTuning
 from .matmul import MatmulTuning
 from .reduce import ReduceTuning
+from .structure import StructureTuning
 
 PROFILES = ("llvmpipe", "gpu", "webgl")
 SECTIONS = {"conv": _conv, "elementwise": _elementwise, "matmul": _matmul,
-            "reduce": _reduce}
+            "reduce": _reduce, "structure": _structure}
 
 # renderer strings of the CPU rasterisers the llvmpipe profile was measured on
 _CPU_RENDERERS = ("llvmpipe", "lavapipe", "softpipe", "swiftshader")
@@ -50,6 +57,7 @@ class Tuning:
     elementwise: ElementwiseTuning = field(default_factory=ElementwiseTuning)
     matmul: MatmulTuning = field(default_factory=MatmulTuning)
     reduce: ReduceTuning = field(default_factory=ReduceTuning)
+    structure: StructureTuning = field(default_factory=StructureTuning)
     # strategy names ("conv.direct", "matmul.packed") tried before the rest of their
     # family's table where they apply, and names never tried
     prefer: tuple = ()

@@ -741,59 +741,16 @@ def gather_nd(ctx, node, x, a):
 def top_k(ctx, node, x, a):
     """TopKV2: k known at import (a Const: the output shapes are static), or computed
     by the graph: then a guard of a staged model (staged.py; a plain import hands the
-    model on as staged). Ties keep the lower index first, as TF."""
+    model on as staged). Ties keep the lower index first, as TF. A long row (centernet's
+    1,310,720 scores) needs nothing special: GL's top_k_select picks a radix select."""
     a.get("sorted")                # TF.js sorts whatever it says; so does fragflow
     # a k the graph computes: a guard of a staged model (staged.py)
     k = int(np.asarray(ctx.concrete(x[1], "k")).reshape(-1)[0])
     v = T(ctx, x[0])
     if k < 0 or (v.shape[-1] is not None and k > v.shape[-1]):
         raise ctx.error(f"k={k} is outside [0, {v.shape[-1]}] (the last axis)")
-    if v.dtype == "float32" and None not in v.shape and v.shape[-1] > LARGE_TOP_K \
-            and 0 < k <= TOP_K_CHUNK // 2:
-        return _top_k_by_chunks(v, k)
     result = F.top_k(v, k=k)
     return [result.values, result.indices]
-
-
-# fragflow's top_k ranks each element against all the others of its row (quadratic):
-# over a long row (centernet's 1,310,720 scores) it is done by chunks instead, the best
-# k of each chunk of TOP_K_CHUNK kept and the survivors chunked again until one row of
-# at most LARGE_TOP_K is left: ~n * TOP_K_CHUNK comparisons
-LARGE_TOP_K = 8192
-TOP_K_CHUNK = 256
-LOWEST = float(np.finfo(np.float32).min)
-
-
-def _top_k_by_chunks(v, k):
-    """top_k over the last axis, by rounds of chunks. Ties still keep the lower index
-    first: a round keeps each chunk's survivors in (value, index) order and the chunks in
-    index order, so among equal values the candidates' order is the indices' order."""
-    *lead, n = v.shape
-    batch = int(np.prod(lead, dtype=np.int64)) if lead else 1
-    values = F.reshape(v, [batch, n])
-    index = None                       # the original index of each candidate (None: its position)
-    while n > LARGE_TOP_K:
-        rows = -(-n // TOP_K_CHUNK)
-        if rows * TOP_K_CHUNK != n:    # pad with the lowest float: never picked before a real value
-            values = F.pad(values, [[0, 0], [0, rows * TOP_K_CHUNK - n]],
-                           constant_values=LOWEST)
-            if index is not None:
-                index = F.pad(index, [[0, 0], [0, rows * TOP_K_CHUNK - n]])
-        chunked = F.reshape(values, [batch * rows, TOP_K_CHUNK])
-        best = F.top_k(chunked, k=k)
-        if index is None:
-            offsets = np.tile(np.arange(rows, dtype=np.int32) * TOP_K_CHUNK, batch)
-            picked = best.indices + F.constant(offsets.reshape(-1, 1))
-        else:
-            picked = F.gather(F.reshape(index, [batch * rows, TOP_K_CHUNK]), best.indices,
-                              axis=1, batch_dims=1)
-        n = rows * k
-        values = F.reshape(best.values, [batch, n])
-        index = F.reshape(picked, [batch, n])
-    last = F.top_k(values, k=k)
-    indices = last.indices if index is None else F.gather(index, last.indices, axis=1,
-                                                          batch_dims=1)
-    return [F.reshape(last.values, [*lead, k]), F.reshape(indices, [*lead, k])]
 
 
 @rule("SparseToDense")

@@ -11,8 +11,8 @@ rule is the forward op again: second order works through the same table.
     dynamic_slice   dynamic_update_slice of dy into zeros
     dynamic_update_slice  operand: dy with zeros over the block; update: dynamic_slice
 
-The int32 starts of the dynamic ops get no gradient. one_hot, top_k_rank and
-top_k_indices give integers: they are non-differentiable
+The int32 starts of the dynamic ops get no gradient. one_hot, top_k_rank,
+top_k_indices and top_k_select give integers: they are non-differentiable
 (top_k's values are a gather, whose gradient scatters dy to the chosen indices)."""
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ NOT_KNOBS = {
     # the WebGL runtime (tools/webgl/runtime.js) read too, not a kernel's choice
     ("layout.py", "ROW_TEXELS"), ("layout.py", "MIN_ROW_TEXELS"),
     # a vec4's four lanes: what a texel is
-    ("structure.py", "LANES"),
+    ("structure.py", "LANES"), ("top_k.py", "LANES"),
 }
 
 

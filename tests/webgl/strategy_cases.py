@@ -297,6 +297,29 @@ def norm_stats():
     """Rows of 128 and 130 elements: a row's statistics, then the normalization."""
     return _norms(128, 130)
 
+# -- top_k.TABLE --------------------------------------------------------------------------
+def _top_k_feeds(shape, nan_every):
+    def feeds(rng):
+        x = np.round(rng.standard_normal(shape) * 3).astype(np.float32)   # many ties
+        x.reshape(-1)[::nan_every] = np.nan
+        x.reshape(-1)[5::nan_every + 2] = -np.inf
+        x.reshape(-1)[7::nan_every + 4] = -0.0
+        return [x]
+    return feeds
+
+
+def top_k_radix():
+    """2 rows of 517 (rows x n^2 past structure.top_k_rank_max_work), k=40: ties,
+    NaN, -inf, -0.0 beside 0.0."""
+    return _case(lambda x: dict(zip(("values", "indices"), ff.top_k(x, 40))), [(2, 517)],
+                 rtol=0, atol=0, feeds=_top_k_feeds((2, 517), 31))
+
+
+def top_k_rank():
+    """3 rows of 37, k=5: every element ranked against its row."""
+    return _case(lambda x: dict(zip(("values", "indices"), ff.top_k(x, 5))), [(3, 37)],
+                 rtol=0, atol=0, feeds=_top_k_feeds((3, 37), 11))
+
 
 ROW_CASES = {
     "matmul.packed": matmul_packed, "matmul.blocked": matmul_blocked,
@@ -313,6 +336,8 @@ ROW_CASES = {
     "softmax.tree": softmax_tree, "scan.blocks": scan_blocks, "lrn.window": lrn_window,
     "attention.online": attention_online, "attention.scores": attention_scores,
     "norm.direct": norm_direct, "norm.stats": norm_stats,
+
+    "top_k.radix": top_k_radix, "top_k.rank": top_k_rank,
 }
 
 # reduce_tree.glsl.j2's kernels the reduction rows run between them, as a header

@@ -1,5 +1,14 @@
 """top_k in two ops: top_k_rank (each element's place in its last axis, sorted
-descending, ties by lower index) and top_k_indices (the indices of places 0..k-1)."""
+descending, ties by lower index) and top_k_indices (the indices of places 0..k-1).
+top_k_select {k} is the two in one, x to the indices of its k first places: the pass
+select_top_k (passes/top_k.py) makes it from a top_k_indices reading a top_k_rank, so
+that GL can find the k largest without ranking every element (codegen/top_k.py).
+
+NaN sorts first (as the largest), then +inf ... -inf, equal values (-0.0 == 0.0, NaN
+== NaN) by lower index. TensorFlow leaves NaN's place open: its CPU TopKV2 sorts with
+a comparator to which NaN is equal to every value (not a strict weak order), TF.js's
+CPU sort alike, so its answers depend on the sort algorithm and the data around the
+NaN; NaN first is torch.topk's choice and one order for every backend here."""
 from __future__ import annotations
 
 import numpy as np
@@ -30,7 +39,7 @@ def _top_k_rank_ref(arrays, attrs):
     index = np.arange(n)
     for r, row in enumerate(rows):
         nan = np.isnan(row) if row.dtype.kind == "f" else np.zeros(n, bool)
-        value = np.where(nan, 0, row)
+        value = np.where(nan, 0, row).astype(np.float64)   # exact; -INT32_MIN fits
         # NaN first, then larger values, then lower indices (lexsort: last key primary)
         order = np.lexsort((index, -value, ~nan))
         rank[r, order] = index
@@ -59,9 +68,29 @@ register(OpDef("top_k_indices", "structure", _top_k_indices_type,
                tf="tf.math.top_k"))
 
 
+def _top_k_select_type(types, attrs):
+    (t,) = types
+    _top_k_rank_type(types, attrs)
+    return _top_k_indices_type([TensorType(t.shape, "int32")], attrs)
+
+
+def _top_k_select_ref(arrays, attrs):
+    rank = _top_k_rank_ref(arrays, attrs)
+    return np.argsort(rank, axis=-1, kind="stable")[..., :attrs["k"]].astype(np.int32)
+
+
+register(OpDef("top_k_select", "structure", _top_k_select_type, _top_k_select_ref,
+               attrs={"k": REQUIRED}, num_inputs=1, no_gradient="integer indices",
+               tf="tf.math.top_k"))
+
+
 def top_k_rank(x, name=None):
     return apply("top_k_rank", [x], None, name)
 
 
 def top_k_indices(rank, k, name=None):
     return apply("top_k_indices", [rank], {"k": int(k)}, name)
+
+
+def top_k_select(x, k, name=None):
+    return apply("top_k_select", [x], {"k": int(k)}, name)
