@@ -110,15 +110,16 @@ def export(fetches, feeds, directory, session=None, *, max_draw_buffers: int = 4
     fetch_values, labels = _fetch_values(fetches)
     graph = fetch_values[0].graph
     feed_values, feed_types = _feed_types(feeds, graph)
+    runs_with = _assigns_run_with(graph, fetch_values)
+    values = _Variables(graph, session, getattr(graph, "weight_encodings", ()))
     if max_draw_buffers not in (4, 8):
         raise WebGLExportError(f"max_draw_buffers={max_draw_buffers!r}: use 4 (WebGL2's "
                                f"minimum, safe everywhere) or 8")
     if tuning is not None and not isinstance(tuning, Tuning):
         raise TuningError(f"webgl.export(tuning=...) takes an ff.Tuning, not "
                           f"{type(tuning).__name__}")
-    optimized = _optimize(graph, fetch_values + _assigns_run_with(graph, fetch_values),
-                          feed_types, max_draw_buffers, tuning)
-    values = _Variables(graph, session, getattr(graph, "weight_encodings", ()))
+    optimized = _optimize(graph, fetch_values + runs_with, feed_types, max_draw_buffers,
+                          tuning)
     inputs = [(v.node.name, optimized.feed_names[v], v) for v in feed_values
               if v in optimized.feed_names]
     outputs = list(zip(labels, fetch_values))
@@ -230,6 +231,23 @@ def es_source(source: str) -> str:
     return source
 
 
+def header_of(kernel) -> str:
+    """A kernel's header: the lines between its source's version line and its body
+    (Kernel.body), HEADER_END included. The runtime puts it back after the first line
+    of the kernel's program to show the kernel's whole source (model.kernels,
+    index.html); nothing compiles it."""
+    first, _, rest = kernel.source.partition("\n")
+    return rest[:len(rest) - (len(kernel.body) - len(first) - 1)]
+
+
+def kernel_source(schedule: dict, record: dict) -> str:
+    """A schedule's kernel record's whole source, header and all, as the runtime shows
+    it (runtime.js withHeader): its program with its header after the version line."""
+    program = schedule["programs"][record["program"]]
+    first, _, rest = program.partition("\n")
+    return f"{first}\n{record['header']}{rest}"
+
+
 # -- the schedule -----------------------------------------------------------------------
 def _texture_format(layout) -> str:
     return "i" if layout.is_int else "f"
@@ -274,7 +292,8 @@ class _Builder:
         self.layouts: list = []          # slot -> the layout of the value it holds
         self.kernels: list = []          # the schedule's kernel records
         self.kernel_objects: list = []   # the Kernels, in the same order
-        self.program_of: dict = {}       # compiled source -> the first kernel's index
+        self.programs: list = []         # each distinct kernel body (GLSL) once
+        self.program_of: dict = {}       # compiled source -> its index in programs
         self.variable_slot: dict = {}    # variable name -> slot
         self.variables: list = []
         self.assigns: list = []
@@ -310,6 +329,15 @@ class _Builder:
                 self.blob.extend(data)
                 return {"data": [offset, int(np.size(array))], "encoding": encoding}
         return {"data": self.store(np.asarray(array), layout)}
+
+    def add_program(self, kernel) -> int:
+        """The index in `programs` of the kernel's body, added the first time: kernels
+        equal but for their operands (repeated layers) share one, compiled once."""
+        key = kernel.compiled_source
+        if key not in self.program_of:
+            self.program_of[key] = len(self.programs)
+            self.programs.append(es_source(kernel.body))
+        return self.program_of[key]
 
     def variable(self, var, layout) -> int:
         if var not in self.variable_slot:
@@ -378,12 +406,10 @@ class _Builder:
             if kernel.output_layers:
                 slot_of[kernel.output.value] = self.add_slot("layers", out_layout,
                                                              layers=kernel.output_layers)
-            index = len(self.kernels)
-            program = self.program_of.setdefault(kernel.compiled_source, index)
             self.kernels.append({
                 "name": kernel.name, "op": kernel.op, "scope": kernel.scope,
-                "node": kernel.node_records[0].name, "program": program,
-                "source": es_source(kernel.source),
+                "node": kernel.node_records[0].name, "program": self.add_program(kernel),
+                "header": header_of(kernel),
                 "samplers": [b.sampler for b in kernel.inputs],
                 "inputs": [slot_of[memory.root(b.value)] for b in kernel.inputs],
                 "outputs": [slot_of[b.value] for b in kernel.outputs],
@@ -422,6 +448,7 @@ class _Builder:
             "variables": self.variables,
             "counter": self.counter,
             "slots": self.slots,
+            "programs": self.programs,
             "kernels": kernels,
             "assigns": self.assigns,
             "drawBuffers": max([len(k["outputs"]) or 1 for k in kernels] +
