@@ -272,8 +272,15 @@ def cmd_export(args) -> int:
         feeds[value] = shapes.get(node.name, None if given is None else np.shape(given))
         if feeds[value] is None:
             feeds[value] = value.shape
+    mask = None
+    if args.dynamic_length:
+        mask = next((v for v in feeds if v.node.name == args.dynamic_length), None)
+        if mask is None:
+            raise ff.FragflowError(f"export: --dynamic-length {args.dynamic_length}: no "
+                                   f"such placeholder; the feeds are "
+                                   f"{', '.join(v.node.name for v in feeds)}")
     export = ff.webgl.export(dict(zip(target.labels, target.fetches)), feeds, args.output,
-                             max_draw_buffers=args.max_draw_buffers)
+                             max_draw_buffers=args.max_draw_buffers, dynamic_length=mask)
     for path in export.files.values():
         print(path)
     print(f"{len(export.kernels)} kernel(s), model.bin {export.bin_bytes} bytes; serve "
@@ -329,6 +336,9 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--max-draw-buffers", type=int, choices=(4, 8), default=4,
                         help="render targets one kernel may write (4: safe on every "
                              "WebGL2 device; 8)")
+    export.add_argument("--dynamic-length", metavar="MASK",
+                        help="the attention mask placeholder (..., max_length): the "
+                             "model takes `length` in its place (docs/TRANSFORMERS.md)")
     return parser
 
 

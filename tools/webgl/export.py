@@ -42,7 +42,8 @@ from ...frontend import side_effects as _effects
 from ...frontend.tensor import Tensor
 from ...ir.errors import FragflowError
 from ...ir.graph import Graph, Value
-from ...ir.ops import control as _control
+from ...ir.ops import control as _control, shape as _shape
+from ...ir.ops.elementwise import builders as _builders
 from ...ir.ops.state import RUN_COUNTER, placeholder
 from ...ir.types import TensorType
 from ...runtime.control_flow import stage_fetches, stage_graph
@@ -89,7 +90,8 @@ class Export:
 
 
 def export(fetches, feeds, directory, session=None, *, max_draw_buffers: int = 4,
-           name: str | None = None, page: bool = True, tuning: Tuning | None = None) -> Export:
+           name: str | None = None, page: bool = True, tuning: Tuning | None = None,
+           dynamic_length=None) -> Export:
     """Write fetches, computed from the placeholders `feeds`, as a WebGL2 model into
     directory: model.js, model.bin and index.html (docs/WEBGL.md).
 
@@ -103,7 +105,11 @@ def export(fetches, feeds, directory, session=None, *, max_draw_buffers: int = 4
     max_draw_buffers: the render targets one kernel may write (4: WebGL2's minimum, safe
     everywhere; 8 where the devices are known to have them). tuning: the knobs kernel
     choice follows (ff.Tuning; None: Tuning.named("webgl"), which the device running the
-    page cannot change later).
+    page cannot change later). dynamic_length: a text model's attention mask among the
+    feeds, shape (..., max_length), 1 at a token and 0 at padding: the model then takes
+    `length` (int32, shape (...,): the tokens in each sequence) in its place and makes
+    the mask from it, so one export at the maximum length serves every shorter input
+    (padded to it; read the outputs' first `length` positions). docs/TRANSFORMERS.md.
 
     >>> ff.webgl.export(logits, [x], "web/", session=sess)   # doctest: +SKIP
     """
@@ -112,6 +118,11 @@ def export(fetches, feeds, directory, session=None, *, max_draw_buffers: int = 4
     feed_values, feed_types = _feed_types(feeds, graph)
     runs_with = _assigns_run_with(graph, fetch_values)
     values = _Variables(graph, session, getattr(graph, "weight_encodings", ()))
+    if dynamic_length is not None:
+        graph, feed_values, feed_types, kept = _length_feed(
+            graph, _as_value(dynamic_length), feed_values, feed_types,
+            fetch_values + runs_with)
+        fetch_values, runs_with = kept[:len(fetch_values)], kept[len(fetch_values):]
     if max_draw_buffers not in (4, 8):
         raise WebGLExportError(f"max_draw_buffers={max_draw_buffers!r}: use 4 (WebGL2's "
                                f"minimum, safe everywhere) or 8")
@@ -200,6 +211,53 @@ def _feed_types(feeds, graph) -> tuple:
         values.append(value)
         types[value] = TensorType(tuple(int(d) for d in shape), value.dtype)
     return values, types
+
+
+LENGTH_FEED = "length"       # dynamic_length: the feed that takes the mask's place
+
+
+def _length_feed(graph, mask, feed_values, feed_types, values) -> tuple:
+    """dynamic_length: (a copy of graph whose feed `mask`, shape (..., max_length), is
+    computed from a new int32 feed LENGTH_FEED of shape (...,): mask[..., j] = j <
+    length[...], in the mask's dtype; the feeds in order with `length` in the mask's
+    place; their types; `values` in the copy). Copies keep names, so variables are
+    found by name as in the graph."""
+    if mask not in feed_values:
+        raise WebGLExportError(f"dynamic_length: '{mask.name}' is not among the feeds; "
+                               f"give the attention mask placeholder")
+    shape = feed_types[mask].shape
+    if not shape:
+        raise WebGLExportError(f"dynamic_length: '{mask.name}' is a scalar, not a mask "
+                               f"(..., max_length)")
+    if mask.dtype not in ("float32", "int32", "bool"):
+        raise WebGLExportError(f"dynamic_length: '{mask.name}' is {mask.dtype}")
+    if any(n.name == LENGTH_FEED or n.name.startswith(LENGTH_FEED + "/")
+           for n in graph.nodes):
+        raise WebGLExportError(f"dynamic_length: the graph already has a node named "
+                               f"'{LENGTH_FEED}' or in its scope, the name of the feed "
+                               f"it adds and of the nodes making the mask")
+    new = Graph(graph.name)
+    new.custom_gradients = graph.custom_gradients
+    new.weight_encodings = getattr(graph, "weight_encodings", ())
+    mapping: dict = {}
+    for node in graph.nodes:
+        if node is mask.node:
+            length = new.add_node("placeholder", [], {"shape": shape[:-1], "dtype": "int32"},
+                                  exact_name=LENGTH_FEED).outputs[0]
+            scope = LENGTH_FEED + "/"         # names no copied node has (checked above)
+            positions = _builders.range_(new, 0, shape[-1], 1, dtype="int32",
+                                         name=scope + "positions")
+            inside = _builders.binary("less", positions, _shape.expand_dims(
+                length, -1, name=scope + "lengths"), name=scope + "mask")
+            mapping[mask] = inside if mask.dtype == "bool" else \
+                _builders.cast(inside, mask.dtype, name=scope + "cast")
+            continue
+        copy = new.add_copy(node, [mapping[v] for v in node.inputs])
+        mapping.update(zip(node.outputs, copy.outputs))
+    feeds = [length if v is mask else mapping[v] for v in feed_values]
+    types = {f: TensorType(shape[:-1], "int32") if v is mask else feed_types[v]
+             for f, v in zip(feeds, feed_values)}
+    return new, feeds, types, [mapping[v] for v in values]
 
 
 # -- lowering with WebGL2's limits ------------------------------------------------------
