@@ -9,7 +9,9 @@
                                        readback and totals
     fragflow export TARGET --webgl -o DIR
                                        a standalone WebGL2 model: model.js, model.bin,
-                                       index.html (docs/WEBGL.md)
+                                       index.html (docs/WEBGL.md); --dynamic-length
+                                       MASK: feed the length, not the attention mask
+                                       (docs/TRANSFORMERS.md)
 
 TARGET is a graph saved with ff.save_graph (JSON), an ONNX model (`model.onnx`, read by
 ff.onnx.load: needs the onnx package), a TF.js graph model (`model.json` or its folder,
