@@ -185,12 +185,39 @@ class Kernel:
         return (self.output,) + tuple(self.extra_outputs)
 
     @property
+    def body(self) -> str:
+        """The source without its header: the version line, then everything after
+        HEADER_END. Templates name no node or value outside the header (a sampler's
+        comment gives its type, a step's its op), so kernels that differ only in their
+        operands (the same layer repeated) have byte-identical bodies: one program in a
+        WebGL export (docs/WEBGL.md)."""
+        first, _, rest = self.source.partition("\n")
+        if HEADER_END not in rest:
+            return self.source
+        body = rest.split(HEADER_END, 1)[1].removeprefix("\n")
+        return f"{first}\n{body}"
+
+    @property
+    def body_offset(self) -> int:
+        """How many lines of the source the body leaves out (the header's): line n of
+        the body is line n + body_offset of the source (after the version line)."""
+        return self.source.count("\n") - self.body.count("\n")
+
+    @property
     def compiled_source(self) -> str:
-        """The source with its // comments emptied (lines kept, so compiler messages
-        keep their line numbers): what is compiled, and the shader cache's key, so
-        that identical kernels of differently named nodes share one linked shader — in this
-        process and, through Mesa's disk cache, in the next."""
-        return _COMMENT.sub("", self.source)
+        """The body with its // comments emptied (lines kept): what is compiled, and the
+        shader cache's key, so that identical kernels of differently named nodes, and
+        headers of different lengths, share one linked shader — in this process and,
+        through Mesa's disk cache, in the next. Compiler messages count lines in it."""
+        return _COMMENT.sub("", self.body)
+
+    @property
+    def compiled_user_code(self):
+        """user_code with its first line counted in compiled_source (None without)."""
+        if self.user_code is None:
+            return None
+        program, first, text = self.user_code
+        return program, first - self.body_offset, text
 
     def __repr__(self):
         return (f"Kernel({self.name!r}, op={self.op!r}, scope={self.scope!r}, "

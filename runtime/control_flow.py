@@ -1037,6 +1037,7 @@ class _CopyShader:
     def __init__(self, source: str, name: str, inputs=("src",)):
         self.compiled_source = self.source = source
         self.name, self.user_code = name, None
+        self.compiled_user_code = None
         self.inputs = tuple(Binding(n, "", None) for n in inputs)
         self.uniforms: dict = {}
 

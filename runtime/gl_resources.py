@@ -400,12 +400,13 @@ class LinkedShaderCache:
 
     def _link(self, kernel) -> int:
         if os.environ.get("FRAGFLOW_VALIDATE_SHADERS"):
-            validate_with_glslang(kernel.compiled_source, kernel.name, kernel.user_code)
+            validate_with_glslang(kernel.compiled_source, kernel.name,
+                                  kernel.compiled_user_code)
         if self._vertex is None:
             self._vertex = _compile(GL.GL_VERTEX_SHADER, vertex_shader(self.limits),
                                     "vertex")
         fragment = _compile(GL.GL_FRAGMENT_SHADER, kernel.compiled_source, kernel.name,
-                            kernel.user_code)
+                            kernel.compiled_user_code)
         linked = GL.glCreateProgram()
         GL.glAttachShader(linked, self._vertex)
         GL.glAttachShader(linked, fragment)
@@ -416,7 +417,7 @@ class LinkedShaderCache:
             log = _text(GL.glGetProgramInfoLog(linked))
             GL.glDeleteProgram(linked)
             raise ShaderCompileError(f"kernel {kernel.name} did not link:\n{log.strip()}\n"
-                                     f"source:\n{numbered(kernel.source)}")
+                                     f"source:\n{numbered(kernel.compiled_source)}")
         GL.glUseProgram(linked)
         for unit, binding in enumerate(kernel.inputs):     # samplers never change units
             GL.glUniform1i(GL.glGetUniformLocation(linked, binding.sampler), unit)

@@ -10,7 +10,9 @@
     fragflow export TARGET --webgl -o DIR
                                        a standalone WebGL2 model: model.js, model.bin,
                                        index.html (docs/WEBGL.md); --weights float16
-                                       halves the download and prints what it costs
+                                       halves the download and prints what it costs;
+                                       --dynamic-length MASK: feed the length, not the
+                                       attention mask (docs/TRANSFORMERS.md)
 
 TARGET is a graph saved with ff.save_graph (JSON), an ONNX model (`model.onnx`, read by
 ff.onnx.load: needs the onnx package), a TF.js graph model (`model.json` or its folder,
@@ -273,8 +275,16 @@ def cmd_export(args) -> int:
         feeds[value] = shapes.get(node.name, None if given is None else np.shape(given))
         if feeds[value] is None:
             feeds[value] = value.shape
+    mask = None
+    if args.dynamic_length:
+        mask = next((v for v in feeds if v.node.name == args.dynamic_length), None)
+        if mask is None:
+            raise ff.FragflowError(f"export: --dynamic-length {args.dynamic_length}: no "
+                                   f"such placeholder; the feeds are "
+                                   f"{', '.join(v.node.name for v in feeds)}")
     export = ff.webgl.export(dict(zip(target.labels, target.fetches)), feeds, args.output,
-                             max_draw_buffers=args.max_draw_buffers, weights=args.weights)
+                             max_draw_buffers=args.max_draw_buffers, weights=args.weights,
+                             dynamic_length=mask)
     for path in export.files.values():
         print(path)
     for line in export.notes:
@@ -336,6 +346,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="how model.bin stores float weights (default: as the model "
                              "stores them); float16 halves a float32 model's download "
                              "and prints the outputs' difference from float32")
+    export.add_argument("--dynamic-length", metavar="MASK",
+                        help="the attention mask placeholder (..., max_length): the "
+                             "model takes `length` in its place (docs/TRANSFORMERS.md)")
     return parser
 
 

@@ -68,7 +68,8 @@ def compile_on_gl(path):
     cache = LinkedShaderCache()
     try:
         assert cache.get(SimpleNamespace(body=text, source=text, compiled_source=text,
-                                         name=str(path), user_code=None, inputs=())) > 0
+                                         name=str(path), user_code=None,
+                                         compiled_user_code=None, inputs=())) > 0
     finally:
         cache.clear()
 

@@ -24,7 +24,8 @@ def compile_on_gl(path):
     cache = LinkedShaderCache()
     try:
         shader = cache.get(SimpleNamespace(body=text, source=text, compiled_source=text,
-                                           name=str(path), user_code=None, inputs=()))
+                                           name=str(path), user_code=None,
+                                           compiled_user_code=None, inputs=()))
         assert shader > 0
     finally:
         cache.clear()
@@ -148,4 +149,5 @@ def test_validation_hook_rejects_what_glslang_rejects(gl, monkeypatch):
     rejected = "(?s)glslangValidator.*'undeclared' : undeclared identifier"
     with pytest.raises(ff.ShaderCompileError, match=rejected):    # before the driver sees it
         LinkedShaderCache().get(SimpleNamespace(body=bad, source=bad, compiled_source=bad,
-                                                name="bad", user_code=None, inputs=()))
+                                                name="bad", user_code=None,
+                                                compiled_user_code=None, inputs=()))

@@ -212,6 +212,34 @@ def onnx_model():
     return Case(model.graph, fetches, feeds, rtol=1e-4, atol=1e-5)
 
 
+def layers(widths=(12, 12, 12), rows=6, seed=12):
+    """(graph, x, y): dense + tanh, a layer norm by hand and a softmax per layer, layer i
+    widths[i] -> widths[i + 1], each in a scope of its own (names of different lengths,
+    so their kernels' headers differ in length too) with weights of its own."""
+    rng = np.random.default_rng(seed)
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((rows, widths[0]), "float32", name="x")
+        h = x
+        for i, (n_in, n_out) in enumerate(zip(widths, widths[1:])):
+            with ff.name_scope("layer" + "_deeper" * i + str(i)):
+                w = ff.constant(rng.standard_normal((n_in, n_out)).astype(np.float32) * 0.4)
+                b = ff.constant(rng.standard_normal(n_out).astype(np.float32) * 0.1)
+                h = ff.tanh(h @ w + b)
+                centered = h - ff.reduce_mean(h, axis=-1, keepdims=True)
+                var = ff.reduce_mean(ff.square(centered), axis=-1, keepdims=True)
+                h = ff.softmax(centered * ff.rsqrt(var + 1e-5), axis=-1)
+    return g, x, h
+
+
+def repeated_layers():
+    """Three equal layers and a wider one: the equal ones share their programs."""
+    g, x, y = layers((12, 12, 12, 12, 20))
+    rng = np.random.default_rng(13)
+    return Case(g, {"y": y}, {x: rng.standard_normal((6, 12)).astype(np.float32)},
+                rtol=1e-5, atol=1e-6)
+
+
 def random_draws():
     """Random ops draw from the run counter, which the runtime feeds (0, 1, ..): each
     run's draws equal the numpy executor's same run."""
@@ -455,6 +483,7 @@ CONTROL_CASES = ("while_loops", "conds", "scans", "nested_loops", "lstm",
 # kernel strategy (matmuls() stays for test_webgl_export.py)
 CASES = {fn.__name__: fn for fn in (
     elementwise, integers, structure,
-    small_cnn, cnn_training_step, mlp_adam_from_session, onnx_model, random_draws,
+    small_cnn, cnn_training_step, mlp_adam_from_session, onnx_model, repeated_layers,
+    random_draws,
     while_loops, conds, scans, nested_loops, lstm, lstm_training_step, control_gradients,
     side_effects)}

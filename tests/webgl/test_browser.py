@@ -18,6 +18,7 @@ import re
 import numpy as np
 import pytest
 
+from fragflow.tools.webgl.export import kernel_source
 from tests.reference import assert_matches
 from tests.webgl.browser import CONFIGS
 from tests.webgl.cases import CONTROL_CASES
@@ -75,7 +76,7 @@ def test_index_html_runs_the_model_and_shows_every_kernel(exported, browser_resu
     assert page["outputs"] == len(export.schedule["outputs"])
     kernels = export.schedule["kernels"]
     assert page["kernels"] == page["profile"] == len(kernels)
-    assert page["sources"] == [k["source"] for k in kernels]   # headers and all
+    assert page["sources"] == [kernel_source(export.schedule, k) for k in kernels]  # all
 
 
 @pytest.mark.parametrize("config", list(CONFIGS))
@@ -130,7 +131,7 @@ def test_the_reduction_rows_run_every_kind_and_mode_of_the_tree_kernels(exported
     for row in ROWS:
         _, _, export = exported[1][case_id(row)]
         for kernel in export.schedule["kernels"]:
-            template, params = _header(kernel["source"])
+            template, params = _header(kernel["header"])
             if template == "reduce_tree.glsl.j2":
                 seen.add((params["kind"], params.get("mode", ""),
                           int(params.get("targets", 1)) > 1))

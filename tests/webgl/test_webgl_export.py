@@ -14,7 +14,7 @@ import pytest
 import fragflow as ff
 from fragflow.ir.ops.reduce import COMBINES
 from fragflow.tools.cli import main
-from fragflow.tools.webgl.export import runtime_text
+from fragflow.tools.webgl.export import kernel_source, runtime_text
 from tests.webgl.cases import cnn_training_step, matmuls, mlp_adam_from_session
 
 RUNTIME_BUDGET = 40 * 1024          # bytes of model.js without the schedule (issues 22, 36)
@@ -79,8 +79,9 @@ def test_schedule_is_one_json_literal_in_place_of_the_mark(training_export):
 
 
 def test_shaders_are_glsl_es_300_with_their_headers(training_export):
-    for kernel in training_export.schedule["kernels"]:
-        lines = kernel["source"].splitlines()
+    schedule = training_export.schedule
+    for kernel in schedule["kernels"]:
+        lines = kernel_source(schedule, kernel).splitlines()
         assert lines[0] == "#version 300 es"
         first_uniform = next(i for i, line in enumerate(lines) if line.startswith("uniform"))
         assert {"precision highp float;", "precision highp int;"} <= \
@@ -94,10 +95,10 @@ def test_shaders_pass_glslang_as_glsl_es_300(training_export):
     tool = shutil.which("glslangValidator")
     if tool is None:
         pytest.skip("glslangValidator is not installed (Debian: glslang-tools)")
-    for kernel in training_export.schedule["kernels"]:
-        result = subprocess.run([tool, "--stdin", "-S", "frag"], input=kernel["source"],
+    for program in training_export.schedule["programs"]:
+        result = subprocess.run([tool, "--stdin", "-S", "frag"], input=program,
                                 capture_output=True, text=True, timeout=60)
-        assert result.returncode == 0, f"{kernel['name']}: {result.stdout}{result.stderr}"
+        assert result.returncode == 0, f"{program}: {result.stdout}{result.stderr}"
 
 
 def test_model_bin_holds_constants_and_variables_where_the_schedule_says(tmp_path):

@@ -48,7 +48,8 @@ from ...frontend import side_effects as _effects
 from ...frontend.tensor import Tensor
 from ...ir.errors import FragflowError
 from ...ir.graph import Graph, Value
-from ...ir.ops import control as _control
+from ...ir.ops import control as _control, shape as _shape
+from ...ir.ops.elementwise import builders as _builders
 from ...ir.ops.state import RUN_COUNTER, placeholder
 from ...ir.types import TensorType
 from ...runtime.control_flow import stage_fetches, stage_graph
@@ -106,7 +107,7 @@ class Export:
 
 def export(fetches, feeds, directory, session=None, *, max_draw_buffers: int = 4,
            name: str | None = None, page: bool = True, tuning: Tuning | None = None,
-           weights: str | None = None) -> Export:
+           weights: str | None = None, dynamic_length=None) -> Export:
     """Write fetches, computed from the placeholders `feeds`, as a WebGL2 model into
     directory: model.js, model.bin and index.html (docs/WEBGL.md).
 
@@ -125,26 +126,37 @@ def export(fetches, feeds, directory, session=None, *, max_draw_buffers: int = 4
     or "float16" (every float constant and variable rounded to float16: half the
     download; Export.weights_report and .notes give the outputs' max |difference| from
     float32 on seeded inputs; a value beyond float16's range is a HalfWeightsError).
+    dynamic_length: a text model's attention mask among the
+    feeds, shape (..., max_length), 1 at a token and 0 at padding: the model then takes
+    `length` (int32, shape (...,): the tokens in each sequence) in its place and makes
+    the mask from it, so one export at the maximum length serves every shorter input
+    (padded to it; read the outputs' first `length` positions). docs/TRANSFORMERS.md.
 
     >>> ff.webgl.export(logits, [x], "web/", session=sess)   # doctest: +SKIP
     """
     fetch_values, labels = _fetch_values(fetches)
     graph = fetch_values[0].graph
     feed_values, feed_types = _feed_types(feeds, graph)
+    runs_with = _assigns_run_with(graph, fetch_values)
+    if weights not in WEIGHTS:
+        raise WebGLExportError(f"weights={weights!r}: use None (as the model stores "
+                               f"them), 'float32' or 'float16'")
+    encodings = getattr(graph, "weight_encodings", ()) if weights is None else \
+        [{"dtype": "float16"}] if weights == "float16" else []
+    values = _Variables(graph, session, encodings)
+    if dynamic_length is not None:
+        graph, feed_values, feed_types, kept = _length_feed(
+            graph, _as_value(dynamic_length), feed_values, feed_types,
+            fetch_values + runs_with)
+        fetch_values, runs_with = kept[:len(fetch_values)], kept[len(fetch_values):]
     if max_draw_buffers not in (4, 8):
         raise WebGLExportError(f"max_draw_buffers={max_draw_buffers!r}: use 4 (WebGL2's "
                                f"minimum, safe everywhere) or 8")
     if tuning is not None and not isinstance(tuning, Tuning):
         raise TuningError(f"webgl.export(tuning=...) takes an ff.Tuning, not "
                           f"{type(tuning).__name__}")
-    if weights not in WEIGHTS:
-        raise WebGLExportError(f"weights={weights!r}: use None (as the model stores "
-                               f"them), 'float32' or 'float16'")
-    optimized = _optimize(graph, fetch_values + _assigns_run_with(graph, fetch_values),
-                          feed_types, max_draw_buffers, tuning)
-    encodings = getattr(graph, "weight_encodings", ()) if weights is None else \
-        [{"dtype": "float16"}] if weights == "float16" else []
-    values = _Variables(graph, session, encodings)
+    optimized = _optimize(graph, fetch_values + runs_with, feed_types, max_draw_buffers,
+                          tuning)
     report = None
     if weights == "float16":
         optimized, values, report = _rounded(optimized, values, labels)
@@ -249,6 +261,53 @@ def _feed_types(feeds, graph) -> tuple:
     return values, types
 
 
+LENGTH_FEED = "length"       # dynamic_length: the feed that takes the mask's place
+
+
+def _length_feed(graph, mask, feed_values, feed_types, values) -> tuple:
+    """dynamic_length: (a copy of graph whose feed `mask`, shape (..., max_length), is
+    computed from a new int32 feed LENGTH_FEED of shape (...,): mask[..., j] = j <
+    length[...], in the mask's dtype; the feeds in order with `length` in the mask's
+    place; their types; `values` in the copy). Copies keep names, so variables are
+    found by name as in the graph."""
+    if mask not in feed_values:
+        raise WebGLExportError(f"dynamic_length: '{mask.name}' is not among the feeds; "
+                               f"give the attention mask placeholder")
+    shape = feed_types[mask].shape
+    if not shape:
+        raise WebGLExportError(f"dynamic_length: '{mask.name}' is a scalar, not a mask "
+                               f"(..., max_length)")
+    if mask.dtype not in ("float32", "int32", "bool"):
+        raise WebGLExportError(f"dynamic_length: '{mask.name}' is {mask.dtype}")
+    if any(n.name == LENGTH_FEED or n.name.startswith(LENGTH_FEED + "/")
+           for n in graph.nodes):
+        raise WebGLExportError(f"dynamic_length: the graph already has a node named "
+                               f"'{LENGTH_FEED}' or in its scope, the name of the feed "
+                               f"it adds and of the nodes making the mask")
+    new = Graph(graph.name)
+    new.custom_gradients = graph.custom_gradients
+    new.weight_encodings = getattr(graph, "weight_encodings", ())
+    mapping: dict = {}
+    for node in graph.nodes:
+        if node is mask.node:
+            length = new.add_node("placeholder", [], {"shape": shape[:-1], "dtype": "int32"},
+                                  exact_name=LENGTH_FEED).outputs[0]
+            scope = LENGTH_FEED + "/"         # names no copied node has (checked above)
+            positions = _builders.range_(new, 0, shape[-1], 1, dtype="int32",
+                                         name=scope + "positions")
+            inside = _builders.binary("less", positions, _shape.expand_dims(
+                length, -1, name=scope + "lengths"), name=scope + "mask")
+            mapping[mask] = inside if mask.dtype == "bool" else \
+                _builders.cast(inside, mask.dtype, name=scope + "cast")
+            continue
+        copy = new.add_copy(node, [mapping[v] for v in node.inputs])
+        mapping.update(zip(node.outputs, copy.outputs))
+    feeds = [length if v is mask else mapping[v] for v in feed_values]
+    types = {f: TensorType(shape[:-1], "int32") if v is mask else feed_types[v]
+             for f, v in zip(feeds, feed_values)}
+    return new, feeds, types, [mapping[v] for v in values]
+
+
 # -- lowering with WebGL2's limits ------------------------------------------------------
 def _optimize(graph, fetch_values, feed_types, max_draw_buffers: int = WEBGL2_DRAW_BUFFERS,
               tuning: Tuning | None = None):
@@ -276,6 +335,23 @@ def es_source(source: str) -> str:
         raise WebGLExportError(f"a kernel's source starts with {first!r}, not "
                                f"'#version 300 es': lowered for another dialect")
     return source
+
+
+def header_of(kernel) -> str:
+    """A kernel's header: the lines between its source's version line and its body
+    (Kernel.body), HEADER_END included. The runtime puts it back after the first line
+    of the kernel's program to show the kernel's whole source (model.kernels,
+    index.html); nothing compiles it."""
+    first, _, rest = kernel.source.partition("\n")
+    return rest[:len(rest) - (len(kernel.body) - len(first) - 1)]
+
+
+def kernel_source(schedule: dict, record: dict) -> str:
+    """A schedule's kernel record's whole source, header and all, as the runtime shows
+    it (runtime.js withHeader): its program with its header after the version line."""
+    program = schedule["programs"][record["program"]]
+    first, _, rest = program.partition("\n")
+    return f"{first}\n{record['header']}{rest}"
 
 
 # -- the schedule -----------------------------------------------------------------------
@@ -325,7 +401,8 @@ class _Builder:
         self.layouts: list = []          # slot -> the layout of the value it holds
         self.kernels: list = []          # the schedule's kernel records
         self.kernel_objects: list = []   # the Kernels, in the same order
-        self.program_of: dict = {}       # compiled source -> the first kernel's index
+        self.programs: list = []         # each distinct kernel body (GLSL) once
+        self.program_of: dict = {}       # compiled source -> its index in programs
         self.variable_slot: dict = {}    # variable name -> slot
         self.variables: list = []
         self.assigns: list = []
@@ -361,6 +438,15 @@ class _Builder:
                 self.blob.extend(data)
                 return {"data": [offset, int(np.size(array))], "encoding": encoding}
         return {"data": self.store(np.asarray(array), layout)}
+
+    def add_program(self, kernel) -> int:
+        """The index in `programs` of the kernel's body, added the first time: kernels
+        equal but for their operands (repeated layers) share one, compiled once."""
+        key = kernel.compiled_source
+        if key not in self.program_of:
+            self.program_of[key] = len(self.programs)
+            self.programs.append(es_source(kernel.body))
+        return self.program_of[key]
 
     def variable(self, var, layout) -> int:
         if var not in self.variable_slot:
@@ -429,12 +515,10 @@ class _Builder:
             if kernel.output_layers:
                 slot_of[kernel.output.value] = self.add_slot("layers", out_layout,
                                                              layers=kernel.output_layers)
-            index = len(self.kernels)
-            program = self.program_of.setdefault(kernel.compiled_source, index)
             self.kernels.append({
                 "name": kernel.name, "op": kernel.op, "scope": kernel.scope,
-                "node": kernel.node_records[0].name, "program": program,
-                "source": es_source(kernel.source),
+                "node": kernel.node_records[0].name, "program": self.add_program(kernel),
+                "header": header_of(kernel),
                 "samplers": [b.sampler for b in kernel.inputs],
                 "inputs": [slot_of[memory.root(b.value)] for b in kernel.inputs],
                 "outputs": [slot_of[b.value] for b in kernel.outputs],
@@ -474,6 +558,7 @@ class _Builder:
             "variables": self.variables,
             "counter": self.counter,
             "slots": self.slots,
+            "programs": self.programs,
             "kernels": kernels,
             "assigns": self.assigns,
             "drawBuffers": max([len(k["outputs"]) or 1 for k in kernels] +

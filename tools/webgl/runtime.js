@@ -1,8 +1,9 @@
 // fragflow's WebGL2 runtime: runs a model that ff.webgl.export compiled in Python.
 //
 // This file is the whole runtime; the exporter copies it to model.js and puts the
-// model's schedule in place of MODEL below (one JSON literal: kernels with their GLSL
-// ES 3.00 sources, textures, bindings, uniforms, feeds, fetches and assigns). The
+// model's schedule in place of MODEL below (one JSON literal: programs, each distinct
+// GLSL ES 3.00 kernel source once; kernels with their program, header, textures,
+// bindings and uniforms; feeds, fetches and assigns). The
 // constants' and variables' values are in model.bin. Nothing is imported, nothing is
 // evaluated: the schedule is data, the shaders are compiled by WebGL.
 //
@@ -137,8 +138,8 @@ class Model {
     this.inputs = spec.inputs.map(({name, shape, dtype}) => ({name, shape, dtype}));
     this.outputs = spec.outputs.map(({name, shape, dtype}) => ({name, shape, dtype}));
     this.variables = spec.variables.map(({name, shape, dtype}) => ({name, shape, dtype}));
-    this.kernels = spec.kernels.map(({name, op, scope, node, source}) =>
-      ({name, op, scope, node, source}));
+    this.kernels = spec.kernels.map(({name, op, scope, node, program, header}) =>
+      ({name, op, scope, node, source: withHeader(spec.programs[program], header)}));
     this.runs = 0;                  // the run counter random ops draw from
     this.predicateReads = 0;        // readbacks of loop and cond predicates, last run
     this.timings = {};              // load phases, in milliseconds
@@ -308,11 +309,11 @@ class Model {
     const vertex = gl.createShader(gl.VERTEX_SHADER);
     gl.shaderSource(vertex, VERTEX_SHADER);
     gl.compileShader(vertex);
-    const programs = new Map();                  // kernel index -> program being built
-    this.spec.kernels.forEach((k, i) => {
-      if (k.program !== i) return;               // shares the program of kernel k.program
+    // each distinct program once: kernels equal but for their textures share one
+    const programs = new Map();                  // program index -> program being built
+    this.spec.programs.forEach((source, i) => {
       const fragment = gl.createShader(gl.FRAGMENT_SHADER);
-      gl.shaderSource(fragment, k.source);
+      gl.shaderSource(fragment, source);
       gl.compileShader(fragment);
       programs.set(i, {fragment, program: null});
     });
@@ -331,10 +332,10 @@ class Model {
     if (gl.isContextLost()) throw new FragflowError(`${LOST} while load() compiled: ${AGAIN}`);
     for (const [i, p] of programs) {
       if (!gl.getProgramParameter(p.program, gl.LINK_STATUS)) {
-        const k = this.spec.kernels[i];
+        const k = this.spec.kernels.find((kernel) => kernel.program === i);
         const log = gl.getShaderInfoLog(p.fragment) || gl.getProgramInfoLog(p.program);
         throw new FragflowError(`kernel ${k.name} did not compile:\n${log}\nsource:\n` +
-          numbered(k.source));
+          numbered(this.spec.programs[i]));
       }
       gl.detachShader(p.program, p.fragment);
       gl.deleteShader(p.fragment);
@@ -882,6 +883,12 @@ function checkFramebuffer(gl, what) {
     throw new FragflowError(`cannot render into ${what} (framebuffer status 0x` +
       `${status.toString(16)}); float render targets need EXT_color_buffer_float`);
   }
+}
+
+/** A kernel's whole source: its program with its header after the version line. */
+function withHeader(program, header) {
+  const end = program.indexOf('\n') + 1;
+  return program.slice(0, end) + header + program.slice(end);
 }
 
 function numbered(source) {
