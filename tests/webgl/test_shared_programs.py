@@ -28,7 +28,7 @@ def test_equal_layers_share_one_program_per_kernel(tmp_path):
     g, x, y = layers((12, 12, 12))
     export = ff.webgl.export({"y": y}, [x], tmp_path)
     first, second = _by_layer(export.schedule).values()
-    assert first == second and len(first) >= 5
+    assert first == second and len(first) >= 3      # matmul, LayerNorm, ... (fused)
     programs = export.schedule["programs"]
     assert len(programs) == len(set(programs)) == len(set(first))
     # the headers stay per kernel, naming each layer's own nodes
