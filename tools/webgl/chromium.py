@@ -20,6 +20,9 @@ CONFIGS = {
     "swiftshader": ["--use-angle=swiftshader", "--enable-unsafe-swiftshader"],
     "mesa": ["--use-angle=gl-egl"],
 }
+# a WebGPU adapter in headless Chromium without a GPU: SwiftShader's Vulkan
+WEBGPU_FLAGS = ["--enable-unsafe-webgpu", "--use-webgpu-adapter=swiftshader",
+                "--enable-features=Vulkan"]
 FLAGS = ["--headless=new", "--no-sandbox", "--use-gl=angle", "--ignore-gpu-blocklist",
          "--disable-background-networking", "--disable-component-update",
          "--disable-sync", "--no-first-run", "--disable-extensions",
@@ -52,9 +55,11 @@ class _Collector(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-def serve_and_open(root: str, page: str, config: str, timeout: float = 120.0) -> list:
+def serve_and_open(root: str, page: str, config: str, timeout: float = 120.0,
+                   flags=()) -> list:
     """Open http://127.0.0.1:PORT/page (files from root) in headless Chromium with the
-    config's flags; returns [(query dict, body bytes)] the page posted."""
+    config's flags and `flags` (e.g. WEBGPU_FLAGS); returns [(query dict, body bytes)]
+    the page posted."""
     browser = chromium()
     if browser is None:
         raise RuntimeError("chromium is not installed (Debian: apt-get install chromium)")
@@ -69,7 +74,7 @@ def serve_and_open(root: str, page: str, config: str, timeout: float = 120.0) ->
     # a first run must compile: Mesa's on-disk shader cache (which ANGLE's GL-EGL backend
     # goes through) lives in the fresh profile, not in the user's ~/.cache
     env = dict(os.environ, MESA_SHADER_CACHE_DIR=os.path.join(profile, "mesa-cache"))
-    process = subprocess.Popen([browser, *FLAGS, *CONFIGS[config],
+    process = subprocess.Popen([browser, *FLAGS, *CONFIGS[config], *flags,
                                 f"--user-data-dir={profile}", url],
                                stdout=subprocess.DEVNULL, stderr=log, env=env)
     try:
