@@ -190,7 +190,8 @@ def python_bench(model, path: str, feeds: dict, rounds: int) -> dict:
             "agreement": agree, "kernels": len(fn.kernels)}
 
 
-def prepare(root: str, specs: dict, rounds: int, python: bool = True, log=print) -> tuple:
+def prepare(root: str, specs: dict, rounds: int, python: bool = True, cache: str = CACHE,
+            log=print) -> tuple:
     """Export each model under root/<name>/ (model.onnx, ff/, feeds): (listed models for the
     page, {name: facts: sizes, kernels, python timings})."""
     listed, facts = [], {}
@@ -198,7 +199,7 @@ def prepare(root: str, specs: dict, rounds: int, python: bool = True, log=print)
                for ep, files in ORT_RUNTIME.items()}
     for name, spec in specs.items():
         _, kwargs, inputs, layers, description = spec
-        path = onnx_file(name, spec, log=log)
+        path = onnx_file(name, spec, cache, log=log)
         folder = os.path.join(root, name)
         os.makedirs(folder)
         shutil.copy(path, os.path.join(folder, "model.onnx"))
@@ -353,6 +354,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--whisper-frames", type=int, default=1000)
     parser.add_argument("--tiny", action="store_true", help="2-layer 32-wide models")
     parser.add_argument("--no-python", action="store_true", help="browser only")
+    parser.add_argument("--cache", default=CACHE, help="where the .onnx files are kept")
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args(argv)
     if not os.path.isfile(os.path.join(ORT_DIST, ORT_RUNTIME["wasm"][0])):
@@ -373,7 +375,7 @@ def main(argv=None) -> dict:
         print(f"exporting {len(specs)} models (load: "
               f"{', '.join(f'{x:.1f}' for x in os.getloadavg())})", flush=True)
         listed, facts = prepare(root, specs, max(args.rounds, 1), not args.no_python,
-                                log=lambda s: print(s, flush=True))
+                                args.cache, log=lambda s: print(s, flush=True))
         results = {}
         for config in configs:
             start = time.monotonic()
@@ -400,7 +402,7 @@ def main(argv=None) -> dict:
             print(why)
         print(f"took {time.monotonic() - started:.0f} s; load "
               f"{', '.join(f'{x:.1f}' for x in os.getloadavg())}")
-        summary = {"configs": configs, "facts": facts, "skipped": SKIPPED,
+        summary = {"configs": configs, "facts": facts, "skipped": SKIPPED, "table": text,
                    "results": {c: {k: ({"result": v["result"], "error": v["error"],
                                         "agreement": {s: agreement_with(v, s)
                                                       for s in ("fragflow", "webgpu")}}
