@@ -6,7 +6,8 @@ beside onnxruntime's CPU session (issue 34).
 
     python benchmarks/browser/bench_transformers.py [--only bert,vit] [--rounds 10]
         [--budget-ms 3000] [--configs swiftshader,mesa] [--webgpu swiftshader]
-        [--whisper-frames 1000] [--tiny] [--no-python] [--json out.json]
+        [--whisper-frames 1000] [--tiny] [--no-python] [--timeout 3600]
+        [--cache build/bench-transformers] [--json out.json]
 
 Models: BERT-mini-sized (4 layers, 256 wide, 4 heads, 128 tokens), ViT-tiny-sized (12
 layers, 192 wide, 3 heads, 224x224, patch 16), a Whisper-tiny-sized encoder (4 layers,
@@ -22,7 +23,9 @@ those of the first layer), its per-kernel profile, agreement (max |difference| /
 and wasm for that backend, raw and gzipped. ort wasm runs with one thread; WebGPU runs
 where the session has an adapter (--webgpu names the sessions given WEBGPU_FLAGS:
 SwiftShader's Vulkan). The .onnx files are cached under build/bench-transformers/
-(keyed by their config), so a rerun only re-exports fragflow's side."""
+(keyed by their config), so a rerun only re-exports fragflow's side. Each model's result
+is printed as the page posts it; a browser session that fails or outlives --timeout
+gives its models an error row and the other sessions still run."""
 from __future__ import annotations
 
 import argparse
@@ -241,9 +244,11 @@ def prepare(root: str, specs: dict, rounds: int, python: bool = True, cache: str
 
 
 def run(root: str, listed: list, config: str, rounds: int, budget_ms: float,
-        webgpu: bool, profile: bool = True, timeout: float = 3600.0) -> dict:
+        webgpu: bool, profile: bool = True, timeout: float = 3600.0, log=None) -> dict:
     """One Chromium session running every listed model: {"info", name: {"result",
-    "outputs": {side: [arrays]}, "error"}}."""
+    "outputs": {side: [arrays]}, "error"}}. A session that fails (the browser exits,
+    or the page outlives timeout) gives every model its error. log(line): each model's
+    result as the page posts it."""
     with open(os.path.join(root, "onnx_models.json"), "w") as f:
         json.dump({"models": listed, "rounds": rounds, "budgetMs": budget_ms,
                    "profile": profile, "webgpu": webgpu}, f)
@@ -251,12 +256,24 @@ def run(root: str, listed: list, config: str, rounds: int, budget_ms: float,
         shutil.copy(os.path.join(HERE, page_file), root)
     if not os.path.exists(os.path.join(root, "ort")):
         os.symlink(ORT_DIST, os.path.join(root, "ort"))
-    messages = serve_and_open(root, "onnx_models.html", config, timeout,
-                              flags=WEBGPU_FLAGS if webgpu else ())
+    start = time.monotonic()
+
+    def progress(query, _body):
+        if log is not None and query.get("kind") in ("result", "error"):
+            log(f"  {config}: {query['name']} {query['kind']} "
+                f"({time.monotonic() - start:.0f} s)")
+
     out = {"info": {}}
     for c in listed:
         out[c["name"]] = {"result": None, "error": None,
                           "outputs": {s: [None] * len(c["outputs"]) for s in SIDES}}
+    try:
+        messages = serve_and_open(root, "onnx_models.html", config, timeout,
+                                  flags=WEBGPU_FLAGS if webgpu else (), on_message=progress)
+    except RuntimeError as err:      # the browser exited or the page timed out
+        for c in listed:
+            out[c["name"]]["error"] = str(err)
+        return out
     for query, body in messages:
         kind = query.get("kind")
         if kind == "info":
@@ -354,6 +371,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--whisper-frames", type=int, default=1000)
     parser.add_argument("--tiny", action="store_true", help="2-layer 32-wide models")
     parser.add_argument("--no-python", action="store_true", help="browser only")
+    parser.add_argument("--timeout", type=float, default=3600.0,
+                        help="seconds a browser session may take")
     parser.add_argument("--cache", default=CACHE, help="where the .onnx files are kept")
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args(argv)
@@ -368,6 +387,8 @@ def main(argv=None) -> dict:
         if unknown:
             sys.exit(f"unknown models {sorted(unknown)}: use {sorted(specs)}")
         specs = {k: v for k, v in specs.items() if k in args.only.split(",")}
+    if not specs:
+        sys.exit("nothing to run: " + "; ".join(SKIPPED.values()))
     configs = args.configs.split(",")
     started = time.monotonic()
     root = tempfile.mkdtemp(prefix="fragflow-bench-transformers-")
@@ -380,7 +401,8 @@ def main(argv=None) -> dict:
         for config in configs:
             start = time.monotonic()
             results[config] = run(root, listed, config, args.rounds, args.budget_ms,
-                                  webgpu=config in args.webgpu.split(","))
+                                  webgpu=config in args.webgpu.split(","),
+                                  timeout=args.timeout, log=lambda s: print(s, flush=True))
             info = results[config]["info"]
             print(f"{config}: WebGL {info.get('renderer')}, WebGPU {info.get('webgpu')} "
                   f"({time.monotonic() - start:.0f} s)", flush=True)

@@ -44,6 +44,8 @@ class _Collector(http.server.SimpleHTTPRequestHandler):
         self.send_response(204)
         self.end_headers()
         self.server.messages.append((query, body))
+        if self.server.on_message is not None:
+            self.server.on_message(query, body)
         if query.get("kind") in ("done", "fatal"):
             self.server.finished.set()
 
@@ -56,16 +58,18 @@ class _Collector(http.server.SimpleHTTPRequestHandler):
 
 
 def serve_and_open(root: str, page: str, config: str, timeout: float = 120.0,
-                   flags=()) -> list:
+                   flags=(), on_message=None) -> list:
     """Open http://127.0.0.1:PORT/page (files from root) in headless Chromium with the
     config's flags and `flags` (e.g. WEBGPU_FLAGS); returns [(query dict, body bytes)]
-    the page posted."""
+    the page posted. on_message(query, body), if given, sees each message as it comes
+    (from the server's thread: progress for long pages)."""
     browser = chromium()
     if browser is None:
         raise RuntimeError("chromium is not installed (Debian: apt-get install chromium)")
     handler = lambda *a, **k: _Collector(*a, directory=root, **k)  # noqa: E731
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.messages, server.finished = [], threading.Event()
+    server.on_message = on_message
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     profile = tempfile.mkdtemp(prefix="fragflow-chromium-")
