@@ -175,22 +175,24 @@ def python_bench(model, path: str, feeds: dict, rounds: int) -> dict:
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = 1
     ort = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-    fn = ff.Session(model.graph).compile(model.outputs, feeds=model.inputs)
     args = [feeds[name].astype(p.dtype) for name, p in model.inputs_by_name.items()]
     ff_times, ort_times = [], []
-    out = fn(*args)
-    want = ort.run(None, feeds)
-    for _ in range(rounds):
-        t = time.perf_counter()
-        fn(*args)
-        ff_times.append(1e3 * (time.perf_counter() - t))
-        t = time.perf_counter()
-        ort.run(None, feeds)
-        ort_times.append(1e3 * (time.perf_counter() - t))
+    with ff.Session(model.graph) as session:        # its textures go with it
+        fn = session.compile(model.outputs, feeds=model.inputs)
+        out = fn(*args)
+        want = ort.run(None, feeds)
+        for _ in range(rounds):
+            t = time.perf_counter()
+            fn(*args)
+            ff_times.append(1e3 * (time.perf_counter() - t))
+            t = time.perf_counter()
+            ort.run(None, feeds)
+            ort_times.append(1e3 * (time.perf_counter() - t))
+        kernels = len(fn.kernels)
     agree = agreement({"fragflow": [np.asarray(a, np.float64).ravel() for a in out],
                        "tfjs": [np.asarray(a, np.float64).ravel() for a in want]})
     return {"fragflow": float(np.median(ff_times)), "ort": float(np.median(ort_times)),
-            "agreement": agree, "kernels": len(fn.kernels)}
+            "agreement": agree, "kernels": kernels}
 
 
 def prepare(root: str, specs: dict, rounds: int, python: bool = True, cache: str = CACHE,
