@@ -7,7 +7,7 @@ beside onnxruntime's CPU session (issue 34).
     python benchmarks/browser/bench_transformers.py [--only bert,vit] [--rounds 10]
         [--budget-ms 3000] [--configs swiftshader,mesa] [--webgpu swiftshader]
         [--whisper-frames 1000] [--tiny] [--no-python] [--timeout 3600]
-        [--cache build/bench-transformers] [--json out.json]
+        [--cache build/bench-transformers] [--weights float16] [--json out.json]
 
 Models: BERT-mini-sized (4 layers, 256 wide, 4 heads, 128 tokens), ViT-tiny-sized (12
 layers, 192 wide, 3 heads, 224x224, patch 16), a Whisper-tiny-sized encoder (4 layers,
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import inspect
 import json
 import math
 import os
@@ -196,9 +197,10 @@ def python_bench(model, path: str, feeds: dict, rounds: int) -> dict:
 
 
 def prepare(root: str, specs: dict, rounds: int, python: bool = True, cache: str = CACHE,
-            log=print) -> tuple:
+            weights: str | None = None, log=print) -> tuple:
     """Export each model under root/<name>/ (model.onnx, ff/, feeds): (listed models for the
-    page, {name: facts: sizes, kernels, python timings})."""
+    page, {name: facts: sizes, kernels, python timings}). weights: ff.webgl.export's
+    weights= ("float16" halves model.bin), passed only where given."""
     listed, facts = [], {}
     runtime = {ep: file_sizes([os.path.join(ORT_DIST, f) for f in files])
                for ep, files in ORT_RUNTIME.items()}
@@ -211,7 +213,8 @@ def prepare(root: str, specs: dict, rounds: int, python: bool = True, cache: str
         start = time.monotonic()
         model = ff.onnx.load(path, trainable=False)
         export = ff.webgl.export(dict(model.outputs_by_name), list(model.inputs),
-                                 os.path.join(folder, "ff"), page=False, name=name)
+                                 os.path.join(folder, "ff"), page=False, name=name,
+                                 **({"weights": weights} if weights else {}))
         seconds = time.monotonic() - start
         feeds = seeded_feeds(inputs, kwargs.get("vocab_size", 30522))
         page_feeds = []
@@ -373,6 +376,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--whisper-frames", type=int, default=1000)
     parser.add_argument("--tiny", action="store_true", help="2-layer 32-wide models")
     parser.add_argument("--no-python", action="store_true", help="browser only")
+    parser.add_argument("--weights", choices=("float32", "float16"),
+                        help="the export's weights= (default: as the model has them)")
     parser.add_argument("--timeout", type=float, default=3600.0,
                         help="seconds a browser session may take")
     parser.add_argument("--cache", default=CACHE, help="where the .onnx files are kept")
@@ -391,14 +396,17 @@ def main(argv=None) -> dict:
         specs = {k: v for k, v in specs.items() if k in args.only.split(",")}
     if not specs:
         sys.exit("nothing to run: " + "; ".join(SKIPPED.values()))
+    if args.weights and "weights" not in inspect.signature(ff.webgl.export).parameters:
+        sys.exit("--weights: this fragflow's ff.webgl.export has no weights= (half-size "
+                 "weights, issue 34, are not on this branch)")
     configs = args.configs.split(",")
     started = time.monotonic()
     root = tempfile.mkdtemp(prefix="fragflow-bench-transformers-")
     try:
-        print(f"exporting {len(specs)} models (load: "
+        print(f"exporting {len(specs)} models, weights {args.weights or 'as they are'} (load: "
               f"{', '.join(f'{x:.1f}' for x in os.getloadavg())})", flush=True)
         listed, facts = prepare(root, specs, max(args.rounds, 1), not args.no_python,
-                                args.cache, log=lambda s: print(s, flush=True))
+                                args.cache, args.weights, log=lambda s: print(s, flush=True))
         results = {}
         for config in configs:
             start = time.monotonic()
@@ -427,6 +435,7 @@ def main(argv=None) -> dict:
         print(f"took {time.monotonic() - started:.0f} s; load "
               f"{', '.join(f'{x:.1f}' for x in os.getloadavg())}")
         summary = {"configs": configs, "facts": facts, "skipped": SKIPPED, "table": text,
+                   "weights": args.weights,
                    "results": {c: {k: ({"result": v["result"], "error": v["error"],
                                         "agreement": {s: agreement_with(v, s)
                                                       for s in ("fragflow", "webgpu")}}
