@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test test-ray lint demo bench install clean onnx-conformance bench-browser mutation test-gles test-zink tfjs-models test-tfjs-models test-tfjs-browser bench-models
+.PHONY: test test-ray lint demo bench install clean onnx-conformance bench-browser mutation test-gles test-zink tfjs-models test-tfjs-models test-tfjs-browser bench-models bench-transformers
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -87,6 +87,12 @@ $(BROWSER_BENCH)/node_modules/.package-lock.json: $(BROWSER_BENCH)/package.json 
 
 bench-browser: $(STAMP) $(BROWSER_BENCH)/node_modules/.package-lock.json   # BENCH_BROWSER_ARGS="--only matmul,sum --json out.json"
 	$(BIN)/python $(BROWSER_BENCH)/bench.py $(BENCH_BROWSER_ARGS)
+
+# Issue 34: BERT-mini, ViT-tiny and a Whisper-tiny encoder (transformers, random weights)
+# as fragflow's WebGL export beside onnxruntime-web 1.30 (wasm, one thread; WebGPU on
+# SwiftShader) in one page, and in Python beside onnxruntime (docs/PERFORMANCE.md)
+bench-transformers: $(STAMP) $(BROWSER_BENCH)/node_modules/.package-lock.json   # BENCH_TRANSFORMERS_ARGS="--only bert --rounds 5 --json out.json"
+	$(BIN)/python $(BROWSER_BENCH)/bench_transformers.py $(BENCH_TRANSFORMERS_ARGS)
 
 # Issue 23: mutation testing (cosmic-ray, tests/mutation/run.py) over a seeded sample of
 # the mutants of passes/, ir/ops/ and codegen's kernel selection, in a copy under

@@ -62,7 +62,7 @@ def fixed_input_shapes(model_json: str) -> dict:
     return shapes
 
 
-def _sizes(paths) -> tuple:
+def file_sizes(paths) -> tuple:
     raw = gz = 0
     for p in paths:
         with open(p, "rb") as f:
@@ -77,7 +77,7 @@ def prepare(root: str, names, seed: int = 0, log=print) -> tuple:
     and seeded feeds beside them. (listed models, {name: why it did not export},
     {name: {"ff": (raw, gzip), "tfjs": (raw, gzip), "export_s"}})."""
     listed, skipped, sizes = [], {}, {}
-    runtime = _sizes(TFJS_RUNTIME)
+    runtime = file_sizes(TFJS_RUNTIME)
     for name in names:
         path = os.path.join(MODELS, name + ".json")
         start = time.monotonic()
@@ -116,8 +116,8 @@ def prepare(root: str, names, seed: int = 0, log=print) -> tuple:
                    for o in export.schedule["outputs"]]
         listed.append({"name": name, "json": name + ".json", "feeds": feeds,
                        "outputs": [o["name"] for o in outputs], "shapes": outputs})
-        ffs = _sizes([export.files["model.js"], export.files["model.bin"]])
-        model_sizes = _sizes(tfjs_files)
+        ffs = file_sizes([export.files["model.js"], export.files["model.bin"]])
+        model_sizes = file_sizes(tfjs_files)
         sizes[name] = {"ff": ffs, "tfjs_model": model_sizes,
                        "tfjs": (model_sizes[0] + runtime[0], model_sizes[1] + runtime[1]),
                        "bin": export.bin_bytes, "export_s": seconds}
@@ -133,7 +133,8 @@ def run(root: str, listed: list, config: str, rounds: int, budget_ms: float,
     with open(os.path.join(root, "models.json"), "w") as f:
         json.dump({"models": listed, "rounds": rounds, "budgetMs": budget_ms,
                    "profile": profile}, f)
-    shutil.copy(os.path.join(HERE, "models.js"), root)
+    for page_file in ("models.js", "pagelib.js"):
+        shutil.copy(os.path.join(HERE, page_file), root)
     shutil.copy(os.path.join(HERE, "models.html"), root)
     shutil.copy(TF_MIN, os.path.join(root, "tf.min.js"))
     messages = serve_and_open(root, "models.html", config, timeout)
@@ -174,7 +175,7 @@ def agreement(outputs: dict) -> float:
     return worst
 
 
-def _top(profile, n=4) -> str:
+def top_ops(profile, n=4) -> str:
     """The ops taking most of a side's profile: 'op 41%, ...'."""
     if not profile:
         return "-"
@@ -256,8 +257,8 @@ def main(argv=None):
                     r = entry["result"]
                     print(f"  {c['name']}: ff {r['fragflow'].get('steady', 0):.1f} ms, "
                           f"TF.js {r['tfjs'].get('steady', 0):.1f} ms; profile ff "
-                          f"[{_top(r['fragflow'].get('profile'))}] TF.js "
-                          f"[{_top(r['tfjs'].get('profile'))}]", flush=True)
+                          f"[{top_ops(r['fragflow'].get('profile'))}] TF.js "
+                          f"[{top_ops(r['tfjs'].get('profile'))}]", flush=True)
         text = table(results, sizes, configs)
         print(text)
         if skipped:

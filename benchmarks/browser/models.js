@@ -7,19 +7,7 @@
 // as raw bytes), then -- with rounds > 0 -- interleaved steady-state runs each synced by
 // reading every output back, and a per-kernel profile of each side.
 /* global tf */
-
-const post = (query, body) => fetch(`/post?${new URLSearchParams(query)}`, {method: 'POST', body});
-const ARRAYS = {float32: Float32Array, int32: Int32Array};
-const median = (xs) => [...xs].sort((p, q) => p - q)[Math.floor(xs.length / 2)];
-
-async function feedsOf(c) {
-  const out = [];
-  for (const f of c.feeds) {
-    const bytes = await (await fetch(`./${c.name}/${f.file}`)).arrayBuffer();
-    out.push({...f, data: new ARRAYS[f.dtype](bytes)});
-  }
-  return out;
-}
+import {feedsOf, interleave, post, rendererOf} from './pagelib.js';
 
 function tfjsRunner(model, feeds) {
   let sync = true;
@@ -73,28 +61,10 @@ async function runModel(gl, c, spec) {
   const result = {name: c.name, fragflow: {first: ffFirst, compile: model.timings.compile,
     kernels: model.kernels.length}, tfjs: {first: tfFirst, programs}};
   if (spec.rounds > 0) {
-    const ffRun = async () => {
-      const s = performance.now();
-      await model.run(ffFeeds);
-      return performance.now() - s;
-    };
-    const tfTimed = async () => {
-      const s = performance.now();
-      await tfRun();
-      return performance.now() - s;
-    };
-    for (let i = 0; i < 2; i++) { await ffRun(); await tfTimed(); }     // warm-up
-    const ffTimes = [], tfTimes = [];
-    const start = performance.now();
-    while (ffTimes.length < spec.rounds &&
-           (ffTimes.length < 3 || performance.now() - start < spec.budgetMs)) {
-      ffTimes.push(await ffRun());
-      tfTimes.push(await tfTimed());
-    }
-    Object.assign(result.fragflow, {steady: median(ffTimes), fastest: Math.min(...ffTimes),
-      runs: ffTimes.length});
-    Object.assign(result.tfjs, {steady: median(tfTimes), fastest: Math.min(...tfTimes),
-      runs: tfTimes.length});
+    const timed = await interleave({fragflow: () => model.run(ffFeeds), tfjs: tfRun},
+                                   spec.rounds, spec.budgetMs);
+    Object.assign(result.fragflow, timed.fragflow);
+    Object.assign(result.tfjs, timed.tfjs);
     if (spec.profile) {
       const profile = await model.profile(ffFeeds);
       result.fragflow.method = profile.method;
@@ -121,10 +91,8 @@ async function main() {
   tf.tidy(() => tf.add(tf.ones([64, 64]), tf.ones([64, 64])).dataSync());    // warm-up
   const canvas = new OffscreenCanvas(1, 1);
   const gl = canvas.getContext('webgl2', {antialias: false, depth: false});
-  const info = gl.getExtension('WEBGL_debug_renderer_info');
   await post({kind: 'info'}, JSON.stringify({
-    renderer: info ? gl.getParameter(info.UNMASKED_RENDERER_WEBGL) : gl.getParameter(gl.RENDERER),
-    tfjs: tf.version.tfjs, backend: tf.getBackend(),
+    renderer: rendererOf(gl), tfjs: tf.version.tfjs, backend: tf.getBackend(),
   }));
   for (const c of spec.models) {
     try {

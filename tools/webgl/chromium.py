@@ -20,6 +20,9 @@ CONFIGS = {
     "swiftshader": ["--use-angle=swiftshader", "--enable-unsafe-swiftshader"],
     "mesa": ["--use-angle=gl-egl"],
 }
+# a WebGPU adapter in headless Chromium without a GPU: SwiftShader's Vulkan
+WEBGPU_FLAGS = ["--enable-unsafe-webgpu", "--use-webgpu-adapter=swiftshader",
+                "--enable-features=Vulkan"]
 FLAGS = ["--headless=new", "--no-sandbox", "--use-gl=angle", "--ignore-gpu-blocklist",
          "--disable-background-networking", "--disable-component-update",
          "--disable-sync", "--no-first-run", "--disable-extensions",
@@ -41,6 +44,8 @@ class _Collector(http.server.SimpleHTTPRequestHandler):
         self.send_response(204)
         self.end_headers()
         self.server.messages.append((query, body))
+        if self.server.on_message is not None:
+            self.server.on_message(query, body)
         if query.get("kind") in ("done", "fatal"):
             self.server.finished.set()
 
@@ -52,15 +57,19 @@ class _Collector(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-def serve_and_open(root: str, page: str, config: str, timeout: float = 120.0) -> list:
+def serve_and_open(root: str, page: str, config: str, timeout: float = 120.0,
+                   flags=(), on_message=None) -> list:
     """Open http://127.0.0.1:PORT/page (files from root) in headless Chromium with the
-    config's flags; returns [(query dict, body bytes)] the page posted."""
+    config's flags and `flags` (e.g. WEBGPU_FLAGS); returns [(query dict, body bytes)]
+    the page posted. on_message(query, body), if given, sees each message as it comes
+    (from the server's thread: progress for long pages)."""
     browser = chromium()
     if browser is None:
         raise RuntimeError("chromium is not installed (Debian: apt-get install chromium)")
     handler = lambda *a, **k: _Collector(*a, directory=root, **k)  # noqa: E731
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.messages, server.finished = [], threading.Event()
+    server.on_message = on_message
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     profile = tempfile.mkdtemp(prefix="fragflow-chromium-")
@@ -69,7 +78,7 @@ def serve_and_open(root: str, page: str, config: str, timeout: float = 120.0) ->
     # a first run must compile: Mesa's on-disk shader cache (which ANGLE's GL-EGL backend
     # goes through) lives in the fresh profile, not in the user's ~/.cache
     env = dict(os.environ, MESA_SHADER_CACHE_DIR=os.path.join(profile, "mesa-cache"))
-    process = subprocess.Popen([browser, *FLAGS, *CONFIGS[config],
+    process = subprocess.Popen([browser, *FLAGS, *CONFIGS[config], *flags,
                                 f"--user-data-dir={profile}", url],
                                stdout=subprocess.DEVNULL, stderr=log, env=env)
     try:
