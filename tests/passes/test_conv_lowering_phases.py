@@ -136,19 +136,39 @@ def test_the_graph_after_the_pass_computes_what_the_graph_before_does():
     assert_matches(after_out, before_out, rtol=1e-5, atol=1e-5)
 
 
-def test_bias_scale_and_activation_fuse_into_the_phase_convolution(gl):
+def test_bias_and_activation_fuse_into_the_phase_convolution(gl):
     rng = np.random.default_rng(2)
     w = rng.standard_normal((2, 2, 6, 8)).astype(np.float32)
-    scale = rng.uniform(0.5, 2, 6).astype(np.float32)
     bias = rng.standard_normal(6).astype(np.float32)
     g, dy, out = _graph((1, 8, 10, 6), w, 2, "SAME",
-                        lambda dx: ff.relu(dx * ff.constant(scale) + ff.constant(bias)))
+                        lambda dx: ff.relu(dx + ff.constant(bias)) * 0.5)
     dyv = rng.standard_normal(tuple(dy.shape)).astype(np.float32)
     want = ff.Session(g, backend="numpy", passes=[]).run(out, {dy: dyv})
     ops = _kernel_ops(g, out, [dy])
     # one convolution with its epilogue and one interleave: nothing elementwise after it
     assert "transpose" in ops and not any(op.startswith("fused(") for op in ops), ops
     assert "conv2d_backprop_input" not in ops, ops
+    assert_matches(ff.Session(g).run(out, {dy: dyv}), want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_scale_stays_out_of_a_constant_filter(gl):
+    """A per-channel scale right after the phases is not folded into their filter: the
+    filter keeps the values it came with (an export stores float16 weights as half)."""
+    rng = np.random.default_rng(8)
+    w = rng.standard_normal((4, 4, 3, 8)).astype(np.float16).astype(np.float32)
+    scale = rng.uniform(0.5, 2, 3).astype(np.float32)
+    g, dy, out = _graph((1, 8, 10, 3), w, 2, "SAME",
+                        lambda dx: ff.relu(dx * ff.constant(scale) + 1.0))
+    compiled, _ = prune(g, [out.value], {dy.value: dy.value.type})
+    after = PassManager(tuning=ff.Tuning()).run(compiled)
+    filters = [n.attrs["value"] for n in after.nodes
+               if n.op == "constant" and n.attrs["value"].size == w.size]
+    assert len(filters) == 1 and np.array_equal(np.sort(filters[0], axis=None),
+                                                np.sort(w, axis=None))
+    dyv = rng.standard_normal(tuple(dy.shape)).astype(np.float32)
+    want = ff.Session(g, backend="numpy", passes=[]).run(out, {dy: dyv})
+    ops = _kernel_ops(g, out, [dy])
+    assert "fused(mul,add,relu)" in ops and "conv2d_backprop_input" not in ops, ops
     assert_matches(ff.Session(g).run(out, {dy: dyv}), want, rtol=1e-5, atol=1e-5)
 
 
