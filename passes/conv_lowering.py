@@ -12,7 +12,23 @@ strided_slice and a transpose where the Tuning the pass is given says so
 (`tuning.conv.backprop_one_gather`, filters up to `backprop_one_gather_max` elements):
 one launch fewer. W13's conv2 input gradient (dy 64x4x4x16, filter 3x3x8x16), turn +
 conv + stitch with a readback, in-process A/B medians 769 -> 684 us. Without a Tuning
-(a PassManager made without one) the pass turns it the plain way."""
+(a PassManager made without one) the pass turns it the plain way.
+
+A stride-s input gradient (a transposed convolution; `tuning.conv.backprop_phases`)
+is s * s stride-1 convolutions, one per output phase: output u = i + pad = q * s + r
+sums dy[q - j] * w[r + s * j], so phase r correlates dy with the taps r, r + s, ...
+reversed. Where the filter's size is a multiple of s every phase has as many taps,
+and the phases are the output channels of one conv2d ((rh * s + rw) * C + c,
+depth_to_space's order), then one interleave (reshape, transpose, reshape) and a
+strided_slice where the phase grid overhangs the output (SAME with a filter of 4 at
+stride 2: one row and column); otherwise s * s conv2d and a concat. Pointwise ops
+after it with per-channel constants (a bias, an activation) move before the
+interleave, where fuse_epilogues takes them into the convolution. Stride 2 in the
+TF.js corpus (llvmpipe, in-process A/B of whole models, medians, load 14-20 on 2
+cores): handdetect 8568 -> 857 ms (10x), efficientpose 19516 -> 3917 ms (5.0x),
+meet 112 -> 52 ms (2.2x); selfie's transposed convolution 15.3 -> 1.4 ms of GPU time.
+Kept on the gather kernel: strides that differ per axis, a filter smaller than the
+stride (a phase without taps), a padding wider than the filter."""
 from __future__ import annotations
 
 import math
