@@ -53,6 +53,8 @@ def conv_backprop_input_as_conv(graph, report, tuning=None):
     fetched = set(graph.outputs)
     # a value of the new graph that is an interleave of phases -> (phases value, Phases)
     interleaved: dict = {}
+    # (filter, stride, phase group) -> its phase filter: layers sharing a filter share it
+    filters: dict = {}
 
     def transform(node, inputs, new, mapping):
         if node.op != "conv2d_backprop_input":
@@ -64,7 +66,8 @@ def conv_backprop_input_as_conv(graph, report, tuning=None):
         if dilations != (1, 1) or not w.type.is_static:
             return None
         if strides != (1, 1):
-            return _as_phases(node, dy, w, new, interleaved, report) if phases_on else None
+            return _as_phases(node, dy, w, new, interleaved, filters, report) \
+                if phases_on else None
         x_shape = (dy.shape[0],) + tuple(attrs["input_size"]) + (w.shape[2],)
         win = _conv.conv_window(x_shape, w.shape, attrs, 2)
         k = w.shape[:2]
@@ -165,7 +168,7 @@ def _filter_value(w, filt, name, new, common):
                         exact_name=name, **common).outputs[0]
 
 
-def _as_phases(node, dy, w, new, interleaved, report):
+def _as_phases(node, dy, w, new, interleaved, filters, report):
     """A stride-s conv2d_backprop_input as conv2d(s) of its phases and one interleave
     (reshape, transpose, reshape; a strided_slice where the grid overhangs the output)."""
     strides, _, _ = _conv.conv_attrs(node.attrs, 2)
@@ -196,10 +199,13 @@ def _as_phases(node, dy, w, new, interleaved, report):
     for group in ([phases] if uniform else [[p] for p in phases]):
         rh, rw = group[0]
         tag = "phases" if uniform else f"phase{rh}{rw}"
-        filt = _filter_value(
-            w, lambda a, group=group: np.concatenate(
-                [_phase_filter(a, axes, qh, qw, s) for qh, qw in group], axis=-1),
-            f"{node.name}/{tag}_filter", new, common)
+        key = (w, s, rh, rw, uniform)
+        if key not in filters:
+            filters[key] = _filter_value(
+                w, lambda a, group=group: np.concatenate(
+                    [_phase_filter(a, axes, qh, qw, s) for qh, qw in group], axis=-1),
+                f"{node.name}/{tag}_filter", new, common)
+        filt = filters[key]
         pads = tuple((a["taps"][r] - 1 - a["q0"], a["after"])
                      for a, r in zip(axes, (rh, rw)))
         parts.append(new.add_node(

@@ -172,6 +172,21 @@ def test_a_scale_stays_out_of_a_constant_filter(gl):
     assert_matches(ff.Session(g).run(out, {dy: dyv}), want, rtol=1e-5, atol=1e-5)
 
 
+def test_transposed_convs_sharing_a_filter_share_its_phase_filter():
+    w = np.arange(4 * 4 * 3 * 3, dtype=np.float32).reshape(4, 4, 3, 3)
+    g = ff.Graph()
+    with g.as_default():
+        dy = ff.placeholder((1, 3, 3, 3), name="dy")
+        up = ff.conv2d_transpose(dy, ff.constant(w), (1, 6, 6, 3), 2, "SAME")
+        out = ff.conv2d_transpose(up, ff.constant(w), (1, 12, 12, 3), 2, "SAME")
+    compiled, _ = prune(g, [out.value], {dy.value: dy.value.type})
+    compiled = PassManager(passes=["cse", "conv_backprop_as_conv"],
+                           tuning=ff.Tuning()).run(compiled)
+    assert [n.op for n in compiled.nodes].count("conv2d") == 2
+    assert sum(n.op == "constant" and n.attrs["value"].size == w.size
+               for n in compiled.nodes) == 1
+
+
 def test_a_fetched_transposed_conv_keeps_its_readers_after_the_interleave(gl):
     rng = np.random.default_rng(3)
     w = rng.standard_normal((4, 4, 3, 4)).astype(np.float32)
