@@ -42,7 +42,8 @@ async function runModel(gl, c, spec) {
 
   let t = performance.now();
   const {load} = await import(`./${c.name}/ff/model.js`);
-  const model = await load({gl});
+  // no 30 s limit: efficientpose's first run on SwiftShader takes longer on a loaded machine
+  const model = await load({gl, timeoutMs: 600000});
   const ffFirstOut = await model.run(ffFeeds);
   const ffFirst = performance.now() - t;
 

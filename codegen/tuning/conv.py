@@ -58,6 +58,10 @@ class ConvTuning:
     # backprop_one_gather_max elements (the indices are a constant as big as the filter)
     backprop_one_gather: bool = True
     backprop_one_gather_max: int = 1 << 18
+    # ... and a strided one as one conv2d of its s * s phases (the phases as channels)
+    # and an interleave (depth_to_space, a crop where the phases overhang), rather than
+    # the generic gather kernel, which loops over every tap to find the few that land
+    backprop_phases: bool = True
 
 
 LLVMPIPE = ConvTuning()
