@@ -64,7 +64,10 @@ def _plan(site, tuning, precomputed):
     node = site.node
     if node.op != "fused_attention":
         return None
-    q, k = (t.type.shape for t in node.inputs[:2])
+    if (node.attrs["q_heads"] or node.attrs["k_heads"]) and not precomputed:
+        return None                     # q and k read in [B, L, H, D]: the scores' product
+    q, k = (_heads(t.type.shape) if node.attrs[f"{r}_heads"] else t.type.shape
+            for t, r in zip(node.inputs[:2], "qk"))
     out = node.outputs[0].type.shape
     if any(site.layouts[t.name].shape != t.type.shape for t in node.inputs) or \
             site.layouts[node.outputs[0].name].shape != out:
@@ -95,6 +98,11 @@ def _plan(site, tuning, precomputed):
         scale=None if scale is None else glsl_float(scale), divide=node.attrs["divide"],
         subtract_mask=node.attrs["subtract_mask"], v_heads=v_heads, out_heads=out_heads,
         heads=heads, mask_offset=mask_offset, mask_terms=mask_terms))
+
+
+def _heads(shape):
+    """[..., L, H, D] as [..., H, L, D]."""
+    return tuple(shape[:-3]) + (shape[-2], shape[-3], shape[-1])
 
 
 def _online(site, facts, tuning):
@@ -143,7 +151,9 @@ class ScoresHead:
 
     @property
     def attrs(self):
-        return {"transpose_a": False, "transpose_b": self.fused.attrs["transpose_k"]}
+        return {"transpose_a": False, "transpose_b": self.fused.attrs["transpose_k"],
+                "a_heads": self.fused.attrs["q_heads"],
+                "b_heads": self.fused.attrs["k_heads"]}
 
     @property
     def name(self):
@@ -164,7 +174,8 @@ class ScoresHead:
 def _emit_scores(plan):
     site, p = plan.site, plan.params
     node, layouts = site.node, site.layouts
-    batch = node.inputs[0].type.shape[:-2]
+    q_shape = node.inputs[0].type.shape
+    batch = (_heads(q_shape) if node.attrs["q_heads"] else q_shape)[:-2]
     name = f"{node.name}:scores"
     layouts[name] = scratch_layout(batch + (p.lq, p.lk), "float32",
                                    layouts[node.inputs[0].name])

@@ -49,8 +49,8 @@ def _scalar_constant(value):
 
 
 def _match(softmax, users, fetched, tuning=None) -> dict:
-    """{q, k, v, mask, scale, divide, transpose_k, transpose_v, v_heads, out_heads,
-    nodes} for the attention around this softmax; Rejected saying why not."""
+    """{q, k, v, mask, scale, divide, transpose_k, transpose_v, q_heads, k_heads,
+    v_heads, out_heads, nodes} for the attention around this softmax; Rejected saying why not."""
     x = softmax.inputs[0]
     if softmax.attrs["axis"] not in (-1, x.type.rank - 1):
         raise Rejected(f"it is over axis {softmax.attrs['axis']}, not the last")
@@ -119,16 +119,41 @@ def _heads_transpose(node) -> bool:
     return transpose_perm(node.attrs, rank) == heads_perm(rank)
 
 
+def _kt_heads_transpose(node) -> bool:
+    """Whether node makes [B, L, H, D] into [B, H, D, L]: the head split and kᵀ in one."""
+    if node.op != "transpose" or node.inputs[0].type.rank < 4:
+        return False
+    rank = node.inputs[0].type.rank
+    return transpose_perm(node.attrs, rank) == \
+        tuple(range(rank - 3)) + (rank - 2, rank - 1, rank - 3)
+
+
+def _only_reader(value, users, fetched) -> bool:
+    return value not in fetched and len(users.get(value, [])) == 1
+
+
 def _fold_heads(found, users, fetched, tuning):
-    """v's head transpose (v read only by the attention) and the result's (its only
-    reader) become the node's v_heads and out_heads: the kernel reads v and writes the
-    result in [B, L, H, D] (Tuning matmul.attention_heads)."""
-    found.update(v_heads=False, out_heads=False)
+    """The head transposes of q, k, v (each read only by the attention) and the
+    result's (its only reader) become the node's q_heads, k_heads, v_heads and
+    out_heads: the kernels read q, k, v and write the result in [B, L, H, D] (Tuning
+    matmul.attention_heads; q's and k's only where the scores are a product of their
+    own, matmul.attention_qk_heads)."""
+    found.update(q_heads=False, k_heads=False, v_heads=False, out_heads=False)
     if tuning is not None and not tuning.matmul.attention_heads:
         return
+    q, k = found["q"], found["k"]
+    if (tuning is None or tuning.matmul.attention_qk_heads) and q is not k:
+        if _heads_transpose(q.node) and _only_reader(q, users, fetched):
+            found.update(q=q.node.inputs[0], q_heads=True)
+            found["nodes"].insert(0, q.node)
+        if _only_reader(k, users, fetched) and (
+                found["transpose_k"] and _heads_transpose(k.node) or
+                not found["transpose_k"] and _kt_heads_transpose(k.node)):
+            found.update(k=k.node.inputs[0], k_heads=True, transpose_k=True)
+            found["nodes"].insert(0, k.node)
     v, pv = found["v"], found["nodes"][-1]
-    if _heads_transpose(v.node) and not found["transpose_v"] and v not in fetched and \
-            len(users.get(v, [])) == 1:
+    if _heads_transpose(v.node) and not found["transpose_v"] and \
+            _only_reader(v, users, fetched):
         found.update(v=v.node.inputs[0], v_heads=True)
         found["nodes"].insert(-1, v.node)
     out = pv.outputs[0]
@@ -183,7 +208,7 @@ def fuse_attention(graph, report, tuning=None):
                  "transpose_k": found["transpose_k"],
                  "transpose_v": found["transpose_v"],
                  "subtract_mask": found["subtract_mask"],
-                 "v_heads": found["v_heads"], "out_heads": found["out_heads"],
+                 **{f"{r}_heads": found[f"{r}_heads"] for r in ("q", "k", "v", "out")},
                  "nodes": tuple((m.name, m.op, m.source) for m in found["nodes"])}
         return new.add_node("fused_attention", operands, attrs, exact_name=node.name,
                             scope=node.scope, source=node.source).outputs

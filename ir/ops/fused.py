@@ -202,10 +202,11 @@ def decompose(node):
 # rule, reference and gradient (decompose) are those ops', step by step, so it means
 # exactly what they meant. q: [..., Lq, D]; k: [..., Lk, D] (transpose_k) or
 # [..., D, Lk]; v: [..., Lk, Dv] (or [..., Dv, Lk] with transpose_v); the batch dims
-# of q, k and v equal; mask broadcasts to the scores [..., Lq, Lk]. v_heads: v comes
-# as [..., Lk, H, Dv] (its last three axes before the heads split off: the transpose
-# that makes it [..., H, Lk, Dv] is the node's); out_heads: the result is [..., Lq, H,
-# Dv], transposed back the same way (passes/attention.py folds the head transposes).
+# of q, k and v equal; mask broadcasts to the scores [..., Lq, Lk]. q_heads, k_heads,
+# v_heads: q, k, v come as [..., L, H, D] (their axes before the heads split off: the
+# transpose that makes them [..., H, L, D] is the node's, k then read as transpose_k
+# says); out_heads: the result is [..., Lq, H, Dv], transposed back the same way
+# (passes/attention.py folds the head transposes).
 def heads_perm(rank):
     """The permutation swapping axes -3 and -2 of a rank-`rank` value."""
     return tuple(range(rank - 3)) + (rank - 2, rank - 3, rank - 1)
@@ -214,6 +215,8 @@ def heads_perm(rank):
 def _attention_steps(operands, attrs, matmul, scale, add, softmax, transpose):
     """add(scores, mask, subtract) applies the mask, transpose(x) swaps axes -3, -2."""
     q, k, v, *mask = operands
+    q = transpose(q) if attrs["q_heads"] else q
+    k = transpose(k) if attrs["k_heads"] else k
     if attrs["v_heads"]:
         v = transpose(v)
     scores = matmul([q, k], {"transpose_a": False, "transpose_b": attrs["transpose_k"]})
@@ -232,8 +235,8 @@ def _check_attention(types, attrs):
                         f"{len(types)} operands")
     if attrs["scale"] is not None and not isinstance(attrs["scale"], float):
         raise AttrError(f"scale must be a float or None, got {attrs['scale']!r}")
-    for name in ("v_heads", "out_heads"):
-        if attrs[name] and len(types[2 if name == "v_heads" else 0].shape) < 4:
+    for name, i in (("q_heads", 0), ("k_heads", 1), ("v_heads", 2), ("out_heads", 0)):
+        if attrs[name] and len(types[i].shape) < 4:
             raise AttrError(f"{name} needs operands of rank 4 or more (batch, length, "
                             f"heads, width)")
 
@@ -270,8 +273,9 @@ def _fused_attention_ref(arrays, attrs):
 
 register(OpDef("fused_attention", "fused", _fused_attention_type, _fused_attention_ref,
                attrs={"scale": None, "divide": True, "transpose_k": True,
-                      "transpose_v": False, "subtract_mask": False, "v_heads": False,
-                      "out_heads": False, "nodes": ()},
+                      "transpose_v": False, "subtract_mask": False, "q_heads": False,
+                      "k_heads": False, "v_heads": False, "out_heads": False,
+                      "nodes": ()},
                hidden_attrs=("nodes",),
                doc="softmax(q kᵀ / scale + mask) v, scaled dot-product attention, in one "
                    "kernel (an online softmax over key tiles).",

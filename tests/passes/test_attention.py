@@ -274,24 +274,39 @@ def _heads_graph(b, length, heads, d, mask=True, fetch_v=False):
 
 # batch, tokens, heads, head width: 6 (not a multiple of 4) takes the lane-per-row walk
 HEADS = {"bert_like": (2, 9, 3, 8), "odd_width": (2, 7, 2, 6), "four_heads": (2, 5, 4, 4)}
+# q kᵀ reading q and k as [B, L, H, D]: the plain product (these sizes) and the blocked
+HEAD_TUNINGS = {"plain": ROWS["attention.scores"],
+                "blocked": ROWS["attention.scores"].with_({"matmul.blocked_min_macs": 1}),
+                "online_row": ROWS["attention.online"]}
 
 
-@pytest.mark.parametrize("row", sorted(ROWS))
+@pytest.mark.parametrize("tuning", sorted(HEAD_TUNINGS))
 @pytest.mark.parametrize("case", sorted(HEADS))
-def test_head_transposes_fold_into_the_node(case, row, gl):
+def test_head_transposes_fold_into_the_node(case, tuning, gl):
+    tuning = HEAD_TUNINGS[tuning]
     g, fetches, feeds = _heads_graph(*HEADS[case])
-    got, want = run_both(g, fetches, feeds, tuning=ROWS[row])
+    got, want = run_both(g, fetches, feeds, tuning=tuning)
     assert np.isnan(want[0][-1]).all() and np.isfinite(want[0][0]).all()
     assert_matches(got[0], want[0], rtol=1e-5, atol=2e-6)
-    fn = ff.Session(g, tuning=ROWS[row]).compile(fetches, feeds=list(feeds))
+    fn = ff.Session(g, tuning=tuning).compile(fetches, feeds=list(feeds))
     node = next(n for n in fn.graph.nodes if n.op == "fused_attention")
-    assert node.attrs["v_heads"] and node.attrs["out_heads"], fn.fusion_report
-    # v's transpose and the result's are the node's now; q's and k's stay kernels
+    assert all(node.attrs[f"{r}_heads"] for r in ("q", "k", "v", "out")), fn.fusion_report
+    assert node.attrs["transpose_k"]              # torch's kᵀ: [B, L, H, D] read as k
+    ops = [k.op for k in fn.kernels]
+    # every head transpose is the node's; q kᵀ is a product of its own (attention.online
+    # does not read q and k in [B, L, H, D])
+    assert "transpose" not in ops and {k.strategy for k in fn.kernels
+                                       if k.op == "fused_attention"} == \
+        {"attention.scores"}, ops
+    # q's and k's off: their transposes are kernels again, v's and the result's not
+    qk_off = tuning.with_({"matmul.attention_qk_heads": False})
+    fn = ff.Session(g, tuning=qk_off).compile(fetches, feeds=list(feeds))
+    assert_matches(fn(*feeds.values())[0], want[0], rtol=1e-5, atol=2e-6)
     assert [k.op for k in fn.kernels].count("transpose") == 2, [k.op for k in fn.kernels]
-    off = ff.Tuning().with_({"matmul.attention_heads": False})
+    off = tuning.with_({"matmul.attention_heads": False})
     node = next(n for n in ff.Session(g, tuning=off).compile(fetches, feeds=list(feeds))
                 .graph.nodes if n.op == "fused_attention")
-    assert not node.attrs["v_heads"] and not node.attrs["out_heads"]
+    assert not any(node.attrs[f"{r}_heads"] for r in ("q", "k", "v", "out"))
 
 
 def test_head_transposes_read_elsewhere_stay_and_the_pass_alone_keeps_results():
@@ -302,8 +317,10 @@ def test_head_transposes_read_elsewhere_stay_and_the_pass_alone_keeps_results():
         for a, e in zip(fn(*feeds.values()), before.run(fetches, feeds)):
             assert_matches(a, e, rtol=1e-6)
     node = next(n for n in fn.graph.nodes if n.op == "fused_attention")
-    # v is fetched: its transpose stays; the result's folds
+    # v is fetched: its transpose stays; q's and the result's fold (k's kᵀ is a second
+    # transpose here: simplify, not run alone, makes the two one, which then folds)
     assert not node.attrs["v_heads"] and node.attrs["out_heads"]
+    assert node.attrs["q_heads"] and not node.attrs["k_heads"]
     assert [op for _, op, _ in node.attrs["nodes"]][-1] == "transpose"
 
 
