@@ -47,6 +47,9 @@ class AttentionParams:
     scale: str | None        # GLSL literal
     divide: bool
     subtract_mask: bool      # scores - mask (Keras' Attention), not + mask
+    v_heads: bool            # v as [..., Lk, H, Dv] (ir/ops/fused.py)
+    out_heads: bool          # the result as [..., Lq, H, Dv]
+    heads: int               # H where either
     mask_offset: int
     mask_terms: tuple        # ((out stride, dim, mask stride), ...) from a score's index
 
@@ -61,7 +64,10 @@ def _plan(site, tuning, precomputed):
     node = site.node
     if node.op != "fused_attention":
         return None
-    q, k = (t.type.shape for t in node.inputs[:2])
+    if (node.attrs["q_heads"] or node.attrs["k_heads"]) and not precomputed:
+        return None                     # q and k read in [B, L, H, D]: the scores' product
+    q, k = (_heads(t.type.shape) if node.attrs[f"{r}_heads"] else t.type.shape
+            for t, r in zip(node.inputs[:2], "qk"))
     out = node.outputs[0].type.shape
     if any(site.layouts[t.name].shape != t.type.shape for t in node.inputs) or \
             site.layouts[node.outputs[0].name].shape != out:
@@ -77,8 +83,12 @@ def _plan(site, tuning, precomputed):
     if walks * -(-lk // tile) * per_key > loop_trips():
         return None
     mask_offset, mask_terms = 0, ()
-    if len(node.inputs) == 4:
-        index = broadcast_index(out[:-1] + (lk,), node.inputs[3].type.shape)
+    v_heads, out_heads = node.attrs["v_heads"], node.attrs["out_heads"]
+    if v_heads and node.attrs["transpose_v"]:
+        return None
+    heads = node.inputs[2].type.shape[-2] if v_heads else out[-2] if out_heads else 1
+    if len(node.inputs) == 4:          # the scores: q's batch dims, [Lq, Lk]
+        index = broadcast_index(q[:-1] + (lk,), node.inputs[3].type.shape)
         mask_offset, mask_terms = index.offset, index.terms
     scale = node.attrs["scale"]
     return AttentionPlan(site, AttentionParams(
@@ -86,8 +96,13 @@ def _plan(site, tuning, precomputed):
         precomputed=precomputed, transpose_k=node.attrs["transpose_k"],
         transpose_v=node.attrs["transpose_v"],
         scale=None if scale is None else glsl_float(scale), divide=node.attrs["divide"],
-        subtract_mask=node.attrs["subtract_mask"],
-        mask_offset=mask_offset, mask_terms=mask_terms))
+        subtract_mask=node.attrs["subtract_mask"], v_heads=v_heads, out_heads=out_heads,
+        heads=heads, mask_offset=mask_offset, mask_terms=mask_terms))
+
+
+def _heads(shape):
+    """[..., L, H, D] as [..., H, L, D]."""
+    return tuple(shape[:-3]) + (shape[-2], shape[-3], shape[-1])
 
 
 def _online(site, facts, tuning):
@@ -136,7 +151,9 @@ class ScoresHead:
 
     @property
     def attrs(self):
-        return {"transpose_a": False, "transpose_b": self.fused.attrs["transpose_k"]}
+        return {"transpose_a": False, "transpose_b": self.fused.attrs["transpose_k"],
+                "a_heads": self.fused.attrs["q_heads"],
+                "b_heads": self.fused.attrs["k_heads"]}
 
     @property
     def name(self):
@@ -157,7 +174,8 @@ class ScoresHead:
 def _emit_scores(plan):
     site, p = plan.site, plan.params
     node, layouts = site.node, site.layouts
-    batch = node.outputs[0].type.shape[:-2]
+    q_shape = node.inputs[0].type.shape
+    batch = (_heads(q_shape) if node.attrs["q_heads"] else q_shape)[:-2]
     name = f"{node.name}:scores"
     layouts[name] = scratch_layout(batch + (p.lq, p.lk), "float32",
                                    layouts[node.inputs[0].name])

@@ -274,12 +274,37 @@ class Product:
     n: int
     k: int
 
+    # A (not transposed) or B (transposed) stored [..., L, H, K] where the product's
+    # last batch dim is H and its rows (columns) are L: attention's q and k before the
+    # head split's transpose (codegen/attention.py). Only blocked and plain take these.
+    a_heads: bool = False
+    b_heads: bool = False
+
     @classmethod
     def of(cls, node, a, b, out) -> Product:
         ta, tb = node.attrs["transpose_a"], node.attrs["transpose_b"]
         shape = out.layout.shape
         k = a.layout.shape[-2] if ta else a.layout.shape[-1]
-        return cls(a, b, out, ta, tb, tuple(shape[:-2]), shape[-2], shape[-1], k)
+        return cls(a, b, out, ta, tb, tuple(shape[:-2]), shape[-2], shape[-1], k,
+                   node.attrs.get("a_heads", False), node.attrs.get("b_heads", False))
+
+    @property
+    def heads(self) -> bool:
+        return self.a_heads or self.b_heads
+
+    def _strides(self, operand, heads):
+        """The operand's element strides per batch dim, and of its rows (A) or columns
+        (B transposed): K unless stored [..., L, H, K]."""
+        if not heads:
+            return _batch_strides(operand.layout.shape, self.batch), self.k
+        st = strides(operand.layout.shape)           # [..., L, H, K]
+        return list(st[:-3]) + [st[-2]], st[-3]
+
+    def a_strides(self):
+        return self._strides(self.a, self.a_heads)
+
+    def b_strides(self):
+        return self._strides(self.b, self.b_heads)
 
     @property
     def macs(self) -> int:
@@ -294,6 +319,10 @@ class Product:
     def batch_index(self, operand, entries: bool = False):
         """The operand's batch offset per output batch entry: in elements, or with
         `entries` in matrices."""
+        if not entries and operand is self.a and self.a_heads:
+            return affine_index(self.batch, self.a_strides()[0])
+        if not entries and operand is self.b and self.b_heads:
+            return affine_index(self.batch, self.b_strides()[0])
         rule = _entry_strides if entries else _batch_strides
         return affine_index(self.batch, rule(operand.layout.shape, self.batch))
 
@@ -440,6 +469,8 @@ def packed_kernels(prefix, op, nodes, layouts, out, blocking, a_panel, a_source,
 
 
 def _packed(site: MatmulSite, facts, tuning) -> PackedPlan | None:
+    if site.product.heads:
+        return None
     p = site.product
     if not use_blocked(p.a, p.b, p.out, p.k, tuning.matmul) or \
             p.macs < tuning.matmul.packed_min_macs:
@@ -477,7 +508,8 @@ class BlockedParams:
 
 def _blocked(site: MatmulSite, facts, tuning) -> BlockedParams | None:
     p = site.product
-    if not use_blocked(p.a, p.b, p.out, p.k, tuning.matmul):
+    if not use_blocked(p.a, p.b, p.out, p.k, tuning.matmul) or \
+            p.heads and (p.ta or not p.tb and p.b_heads):
         return None
     blocking = choose_blocking(math.prod(p.batch), p.m, p.n)
     if p.ta and p.m % 4 == 0 and blocking.rows == 4:
@@ -506,7 +538,8 @@ def emit_blocked(params: BlockedParams) -> list:
                           a_batch=p.batch_index(p.a), b_batch=p.batch_index(p.b),
                           a_texels=params.a_texels, b_mode=params.b_mode,
                           k_chunk=params.k_chunk, mat_steps=params.mat_steps,
-                          unroll=params.unroll)
+                          unroll=params.unroll, a_row=p.a_strides()[1],
+                          b_col=p.b_strides()[1])
     stitch = stitch_kernel(blocks, p.out, site.prefix + "s", site.op, nodes, site.extra,
                            site.epilogue, mapping="matmul", blocking=blocking,
                            aligned=p.n % 4 == 0)
@@ -554,6 +587,8 @@ class LanesParams:
 
 
 def _lanes(site: MatmulSite, facts, tuning) -> LanesParams | None:
+    if site.product.heads:
+        return None
     p = site.product
     lanes = lanes_path(p.ta, p.tb, p.batch, p.m, p.n, p.k, p.a, p.b, p.out, tuning.matmul)
     return None if lanes is None else LanesParams(site, lanes)
@@ -586,10 +621,9 @@ class PlainParams:
 def _plain(site: MatmulSite, facts, tuning) -> PlainParams:
     p = site.product
     shape = p.out.layout.shape
-    a_index = affine_index(shape, _batch_strides(p.a.layout.shape, p.batch)
-                           + [1 if p.ta else p.k, 0])
-    b_index = affine_index(shape, _batch_strides(p.b.layout.shape, p.batch)
-                           + [0, p.k if p.tb else 1])
+    (a_batch, a_row), (b_batch, b_col) = p.a_strides(), p.b_strides()
+    a_index = affine_index(shape, a_batch + [1 if p.ta else a_row, 0])
+    b_index = affine_index(shape, b_batch + [0, b_col if p.tb else 1])
     columns = p.n % 4 == 0 and not p.tb
     rows = columns and p.k % 4 == 0 and not p.ta
     return PlainParams(site, a_index, b_index, p.m if p.ta else 1, 1 if p.tb else p.n,

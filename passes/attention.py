@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..ir.ops.fused import heads_perm
+from ..ir.ops.shape import transpose_perm
 from .rewrite import consumers, rebuild
 
 
@@ -46,9 +48,9 @@ def _scalar_constant(value):
     return float(np.asarray(node.attrs["value"]).reshape(()))
 
 
-def _match(softmax, users, fetched) -> dict:
-    """{q, k, v, mask, scale, divide, transpose_k, transpose_v, nodes} for the attention
-    around this softmax; Rejected saying why not."""
+def _match(softmax, users, fetched, tuning=None) -> dict:
+    """{q, k, v, mask, scale, divide, transpose_k, transpose_v, q_heads, k_heads,
+    v_heads, out_heads, nodes} for the attention around this softmax; Rejected saying why not."""
     x = softmax.inputs[0]
     if softmax.attrs["axis"] not in (-1, x.type.rank - 1):
         raise Rejected(f"it is over axis {softmax.attrs['axis']}, not the last")
@@ -104,14 +106,69 @@ def _match(softmax, users, fetched) -> dict:
                        f"({q.type}, {k.type}, {v.type})")
     found.update(q=q, k=k, transpose_k=qk.attrs["transpose_b"])
     found["nodes"].insert(0, qk)
+    _fold_heads(found, users, fetched, tuning)
     return found
+
+
+def _heads_transpose(node) -> bool:
+    """Whether node swaps axes -3 and -2 of a value of rank 4 or more: [B, L, H, D] <->
+    [B, H, L, D], the head split's transpose."""
+    if node.op != "transpose" or node.inputs[0].type.rank < 4:
+        return False
+    rank = node.inputs[0].type.rank
+    return transpose_perm(node.attrs, rank) == heads_perm(rank)
+
+
+def _kt_heads_transpose(node) -> bool:
+    """Whether node makes [B, L, H, D] into [B, H, D, L]: the head split and kᵀ in one."""
+    if node.op != "transpose" or node.inputs[0].type.rank < 4:
+        return False
+    rank = node.inputs[0].type.rank
+    return transpose_perm(node.attrs, rank) == \
+        tuple(range(rank - 3)) + (rank - 2, rank - 1, rank - 3)
+
+
+def _only_reader(value, users, fetched) -> bool:
+    return value not in fetched and len(users.get(value, [])) == 1
+
+
+def _fold_heads(found, users, fetched, tuning):
+    """The head transposes of q, k, v (each read only by the attention) and the
+    result's (its only reader) become the node's q_heads, k_heads, v_heads and
+    out_heads: the kernels read q, k, v and write the result in [B, L, H, D] (Tuning
+    matmul.attention_heads; q's and k's only where the scores are a product of their
+    own, matmul.attention_qk_heads)."""
+    found.update(q_heads=False, k_heads=False, v_heads=False, out_heads=False)
+    if tuning is not None and not tuning.matmul.attention_heads:
+        return
+    q, k = found["q"], found["k"]
+    if (tuning is None or tuning.matmul.attention_qk_heads) and q is not k:
+        if _heads_transpose(q.node) and _only_reader(q, users, fetched):
+            found.update(q=q.node.inputs[0], q_heads=True)
+            found["nodes"].insert(0, q.node)
+        if _only_reader(k, users, fetched) and (
+                found["transpose_k"] and _heads_transpose(k.node) or
+                not found["transpose_k"] and _kt_heads_transpose(k.node)):
+            found.update(k=k.node.inputs[0], k_heads=True, transpose_k=True)
+            found["nodes"].insert(0, k.node)
+    v, pv = found["v"], found["nodes"][-1]
+    if _heads_transpose(v.node) and not found["transpose_v"] and \
+            _only_reader(v, users, fetched):
+        found.update(v=v.node.inputs[0], v_heads=True)
+        found["nodes"].insert(-1, v.node)
+    out = pv.outputs[0]
+    readers = users.get(out, [])
+    if out not in fetched and len(readers) == 1 and _heads_transpose(readers[0]) and \
+            readers[0].inputs[0] is out:
+        found["out_heads"] = True
+        found["nodes"].append(readers[0])
 
 
 def _check_walk(found, softmax, tuning):
     if tuning is None:             # no kernels to size (the numpy executor's pipeline)
         return
     scores = softmax.inputs[0].type
-    dv = found["nodes"][-1].outputs[0].type.shape[-1]
+    dv = found["v"].type.shape[-2 if found["transpose_v"] else -1]
     walk = scores.size * (dv // 4 if dv % 4 == 0 else dv)
     if walk > tuning.matmul.attention_max_walk:
         raise Rejected(f"its walk ({walk} key steps) exceeds the Tuning's "
@@ -131,7 +188,7 @@ def fuse_attention(graph, report, tuning=None):
         if node.op != "softmax":
             continue
         try:
-            found = _match(node, users, fetched)
+            found = _match(node, users, fetched, tuning)
             _check_walk(found, node, tuning)
         except Rejected as why:
             report.append(f"rejected softmax '{node.name}' for attention: {why}")
@@ -151,6 +208,7 @@ def fuse_attention(graph, report, tuning=None):
                  "transpose_k": found["transpose_k"],
                  "transpose_v": found["transpose_v"],
                  "subtract_mask": found["subtract_mask"],
+                 **{f"{r}_heads": found[f"{r}_heads"] for r in ("q", "k", "v", "out")},
                  "nodes": tuple((m.name, m.op, m.source) for m in found["nodes"])}
         return new.add_node("fused_attention", operands, attrs, exact_name=node.name,
                             scope=node.scope, source=node.source).outputs

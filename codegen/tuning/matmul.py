@@ -22,6 +22,13 @@ class MatmulTuning:
     # the walk 1.2x faster than the three unfused products at 32 tokens, 1.8x slower at
     # 65 and 2.5x at 128 (64-wide heads; docs/PERFORMANCE.md)
     attention_max_walk: int = 1 << 16
+    # fuse_attention folds v's head transpose ([B, L, H, D] -> [B, H, L, D]) and the
+    # result's back into the node: the walk reads v and writes the result in [B, L, H,
+    # D], two kernels fewer a BERT layer (docs/PERFORMANCE.md)
+    attention_heads: bool = True
+    # ... and q's and k's, read by the scores' product (attention.scores) in [B, L, H,
+    # D] with their strides (codegen/matmul.py Product heads)
+    attention_qk_heads: bool = True
     # multiply-adds from which a matmul (or a conv as one) runs blocked: several
     # outputs per fragment over several render targets, then a stitch
     blocked_min_macs: int = 1 << 17

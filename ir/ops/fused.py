@@ -202,17 +202,31 @@ def decompose(node):
 # rule, reference and gradient (decompose) are those ops', step by step, so it means
 # exactly what they meant. q: [..., Lq, D]; k: [..., Lk, D] (transpose_k) or
 # [..., D, Lk]; v: [..., Lk, Dv] (or [..., Dv, Lk] with transpose_v); the batch dims
-# of q, k and v equal; mask broadcasts to the scores [..., Lq, Lk].
-def _attention_steps(operands, attrs, matmul, scale, add, softmax):
-    """add(scores, mask, subtract) applies the mask."""
+# of q, k and v equal; mask broadcasts to the scores [..., Lq, Lk]. q_heads, k_heads,
+# v_heads: q, k, v come as [..., L, H, D] (their axes before the heads split off: the
+# transpose that makes them [..., H, L, D] is the node's, k then read as transpose_k
+# says); out_heads: the result is [..., Lq, H, Dv], transposed back the same way
+# (passes/attention.py folds the head transposes).
+def heads_perm(rank):
+    """The permutation swapping axes -3 and -2 of a rank-`rank` value."""
+    return tuple(range(rank - 3)) + (rank - 2, rank - 3, rank - 1)
+
+
+def _attention_steps(operands, attrs, matmul, scale, add, softmax, transpose):
+    """add(scores, mask, subtract) applies the mask, transpose(x) swaps axes -3, -2."""
     q, k, v, *mask = operands
+    q = transpose(q) if attrs["q_heads"] else q
+    k = transpose(k) if attrs["k_heads"] else k
+    if attrs["v_heads"]:
+        v = transpose(v)
     scores = matmul([q, k], {"transpose_a": False, "transpose_b": attrs["transpose_k"]})
     if attrs["scale"] is not None:
         scores = scale(scores, attrs["scale"], attrs["divide"])
     if mask:
         scores = add(scores, mask[0], attrs["subtract_mask"])
-    return matmul([softmax(scores), v],
-                  {"transpose_a": False, "transpose_b": attrs["transpose_v"]})
+    out = matmul([softmax(scores), v],
+                 {"transpose_a": False, "transpose_b": attrs["transpose_v"]})
+    return transpose(out) if attrs["out_heads"] else out
 
 
 def _check_attention(types, attrs):
@@ -221,6 +235,10 @@ def _check_attention(types, attrs):
                         f"{len(types)} operands")
     if attrs["scale"] is not None and not isinstance(attrs["scale"], float):
         raise AttrError(f"scale must be a float or None, got {attrs['scale']!r}")
+    for name, i in (("q_heads", 0), ("k_heads", 1), ("v_heads", 2), ("out_heads", 0)):
+        if attrs[name] and len(types[i].shape) < 4:
+            raise AttrError(f"{name} needs operands of rank 4 or more (batch, length, "
+                            f"heads, width)")
 
 
 def _fused_attention_type(types, attrs):
@@ -236,7 +254,8 @@ def _fused_attention_type(types, attrs):
     return _attention_steps(
         types, attrs, matmul, scale,
         lambda t, m, sub: infer_step("sub" if sub else "add", {}, [t, m]),
-        lambda t: get_op("softmax").infer_types([t], {"axis": -1})[0])
+        lambda t: get_op("softmax").infer_types([t], {"axis": -1})[0],
+        lambda t: TensorType(tuple(t.shape[p] for p in heads_perm(t.rank)), t.dtype))
 
 
 def _fused_attention_ref(arrays, attrs):
@@ -248,12 +267,15 @@ def _fused_attention_ref(arrays, attrs):
     return _attention_steps(
         arrays, attrs, _matmul._matmul_ref, scale,
         lambda x, m, sub: reference_step("sub" if sub else "add", {}, [x, m]),
-        lambda x: get_op("softmax").run_reference([x], {"axis": -1})[0])
+        lambda x: get_op("softmax").run_reference([x], {"axis": -1})[0],
+        lambda x: np.ascontiguousarray(np.transpose(x, heads_perm(x.ndim))))
 
 
 register(OpDef("fused_attention", "fused", _fused_attention_type, _fused_attention_ref,
                attrs={"scale": None, "divide": True, "transpose_k": True,
-                      "transpose_v": False, "subtract_mask": False, "nodes": ()},
+                      "transpose_v": False, "subtract_mask": False, "q_heads": False,
+                      "k_heads": False, "v_heads": False, "out_heads": False,
+                      "nodes": ()},
                hidden_attrs=("nodes",),
                doc="softmax(q kᵀ / scale + mask) v, scaled dot-product attention, in one "
                    "kernel (an online softmax over key tiles).",
@@ -271,7 +293,8 @@ def decompose_attention(node):
     return _attention_steps(
         list(node.inputs), node.attrs, lambda vs, a: apply("matmul", vs, a), scale,
         lambda x, m, sub: apply("sub" if sub else "add", [x, m]),
-        lambda x: apply("softmax", [x], {"axis": -1}))
+        lambda x: apply("softmax", [x], {"axis": -1}),
+        lambda x: apply("transpose", [x], {"perm": heads_perm(len(x.shape))}))
 
 
 # fused_layer_norm(x[, scale][, offset]) {axis, epsilon, center, has_scale, has_offset}:

@@ -29,3 +29,24 @@ def test_fused_attention_second_order_gradients(gl):
     def build(q, k, v):
         return ff.fused.attention(q, k, v, scale=0.5, divide=False)
     check_gradients(build, inputs, rtol=2e-3, atol=2e-4, second_order=True)
+
+
+def test_gradients_with_the_head_transposes_folded_in(gl):
+    """v as [B, Lk, H, Dv] and the result as [B, Lq, H, Dv] (v_heads, out_heads)."""
+    inputs = {"q": rng.standard_normal((1, 2, 3, 4)), "k": rng.standard_normal((1, 2, 5, 4)),
+              "v": rng.standard_normal((1, 5, 2, 3))}
+
+    def build(q, k, v):
+        return ff.fused.attention(q, k, v, scale=2.0, v_heads=True, out_heads=True)
+    check_gradients(build, inputs, rtol=2e-3, atol=2e-4)
+
+
+def test_gradients_with_every_head_transpose_folded_in(gl):
+    """q, k and v as [B, L, H, D] too (q_heads, k_heads)."""
+    inputs = {"q": rng.standard_normal((1, 3, 2, 4)), "k": rng.standard_normal((1, 5, 2, 4)),
+              "v": rng.standard_normal((1, 5, 2, 3))}
+
+    def build(q, k, v):
+        return ff.fused.attention(q, k, v, scale=2.0, q_heads=True, k_heads=True,
+                                  v_heads=True, out_heads=True)
+    check_gradients(build, inputs, rtol=2e-3, atol=2e-4)

@@ -76,5 +76,13 @@ def test_attention_runs_in_two_kernels_and_keeps_the_results(block):
     plain, plain_fn = _kernels(model, feeds, fuse=False)
     attention = [k for k in fused_fn.kernels if k.strategy.startswith("attention.")]
     assert len(attention) == 2, [k.strategy for k in fused_fn.kernels]  # q kᵀ, the walk
-    assert len(plain_fn.kernels) - len(fused_fn.kernels) == 1   # scores, softmax, p v
+    # scores, softmax, p v -> q kᵀ and the walk; the four head transposes (q, k, v and
+    # the result's) are the attention's
+    assert len(plain_fn.kernels) - len(fused_fn.kernels) == 5
+    assert "transpose" not in [k.op for k in fused_fn.kernels]
     assert_close(fused, plain, rtol=2e-6)
+    # without folding them (Tuning matmul.attention_heads), the transposes are kernels
+    sess = ff.Session(model.graph, tuning=ff.Tuning().with_({"matmul.attention_heads": False}))
+    fn = sess.compile(model.outputs, feeds=model.inputs)
+    assert_close(fn(feeds["x"], feeds["mask"])[0], plain, rtol=2e-6)
+    assert len(fn.kernels) == len(fused_fn.kernels) + 4

@@ -247,3 +247,86 @@ def test_the_fused_op_built_directly_equals_the_ops(gl):
     got, want = run_both(g, [fused, plain], feeds)
     assert_matches(got[0], want[1], rtol=1e-5, atol=2e-6)
     assert_matches(want[0], want[1], rtol=0, atol=0)
+
+
+def _heads_graph(b, length, heads, d, mask=True, fetch_v=False):
+    """A BERT layer's attention: [B, L, H*D] split into heads (reshape, then transpose
+    to [B, H, L, D]) for q, k (torch's kᵀ as a second transpose) and v, the result
+    transposed back and merged."""
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((b, length, 3 * heads * d), name="x")
+        m = ff.placeholder((b, 1, 1, length), name="mask") if mask else None
+
+        def split(t):
+            return ff.transpose(ff.reshape(t, (b, length, heads, d)), [0, 2, 1, 3])
+        q, k, v = (split(x[:, :, i * heads * d:(i + 1) * heads * d]) for i in range(3))
+        out = _attention(q, k, v, m, scale=np.sqrt(d), k_as_kt=True)
+        merged = ff.reshape(ff.transpose(out, [0, 2, 1, 3]), (b, length, heads * d))
+    feeds = {x: rng.standard_normal(x.shape).astype(np.float32)}
+    if mask:
+        feeds[m] = np.where(np.arange(length) >= length - 3, -np.inf,
+                            0).astype(np.float32) * np.ones((b, 1, 1, 1), np.float32)
+        feeds[m][-1] = -np.inf                    # the last batch fully masked: NaN
+    fetches = [merged, v] if fetch_v else [merged]
+    return g, fetches, feeds
+
+
+# batch, tokens, heads, head width: 6 (not a multiple of 4) takes the lane-per-row walk
+HEADS = {"bert_like": (2, 9, 3, 8), "odd_width": (2, 7, 2, 6), "four_heads": (2, 5, 4, 4)}
+# q kᵀ reading q and k as [B, L, H, D]: the plain product (these sizes) and the blocked
+HEAD_TUNINGS = {"plain": ROWS["attention.scores"],
+                "blocked": ROWS["attention.scores"].with_({"matmul.blocked_min_macs": 1}),
+                "online_row": ROWS["attention.online"]}
+
+
+@pytest.mark.parametrize("tuning", sorted(HEAD_TUNINGS))
+@pytest.mark.parametrize("case", sorted(HEADS))
+def test_head_transposes_fold_into_the_node(case, tuning, gl):
+    tuning = HEAD_TUNINGS[tuning]
+    g, fetches, feeds = _heads_graph(*HEADS[case])
+    got, want = run_both(g, fetches, feeds, tuning=tuning)
+    assert np.isnan(want[0][-1]).all() and np.isfinite(want[0][0]).all()
+    assert_matches(got[0], want[0], rtol=1e-5, atol=2e-6)
+    fn = ff.Session(g, tuning=tuning).compile(fetches, feeds=list(feeds))
+    node = next(n for n in fn.graph.nodes if n.op == "fused_attention")
+    assert all(node.attrs[f"{r}_heads"] for r in ("q", "k", "v", "out")), fn.fusion_report
+    assert node.attrs["transpose_k"]              # torch's kᵀ: [B, L, H, D] read as k
+    ops = [k.op for k in fn.kernels]
+    # every head transpose is the node's; q kᵀ is a product of its own (attention.online
+    # does not read q and k in [B, L, H, D])
+    assert "transpose" not in ops and {k.strategy for k in fn.kernels
+                                       if k.op == "fused_attention"} == \
+        {"attention.scores"}, ops
+    # q's and k's off: their transposes are kernels again, v's and the result's not
+    qk_off = tuning.with_({"matmul.attention_qk_heads": False})
+    fn = ff.Session(g, tuning=qk_off).compile(fetches, feeds=list(feeds))
+    assert_matches(fn(*feeds.values())[0], want[0], rtol=1e-5, atol=2e-6)
+    assert [k.op for k in fn.kernels].count("transpose") == 2, [k.op for k in fn.kernels]
+    off = tuning.with_({"matmul.attention_heads": False})
+    node = next(n for n in ff.Session(g, tuning=off).compile(fetches, feeds=list(feeds))
+                .graph.nodes if n.op == "fused_attention")
+    assert not any(node.attrs[f"{r}_heads"] for r in ("q", "k", "v", "out"))
+
+
+def test_head_transposes_read_elsewhere_stay_and_the_pass_alone_keeps_results():
+    g, fetches, feeds = _heads_graph(2, 6, 2, 4, fetch_v=True)
+    with ff.Session(g, backend="numpy", passes=[]) as before, \
+            ff.Session(g, backend="numpy", passes=["fuse_attention"]) as after:
+        fn = after.compile(fetches, feeds=list(feeds))
+        for a, e in zip(fn(*feeds.values()), before.run(fetches, feeds)):
+            assert_matches(a, e, rtol=1e-6)
+    node = next(n for n in fn.graph.nodes if n.op == "fused_attention")
+    # v is fetched: its transpose stays; q's and the result's fold (k's kᵀ is a second
+    # transpose here: simplify, not run alone, makes the two one, which then folds)
+    assert not node.attrs["v_heads"] and node.attrs["out_heads"]
+    assert node.attrs["q_heads"] and not node.attrs["k_heads"]
+    assert [op for _, op, _ in node.attrs["nodes"]][-1] == "transpose"
+
+
+def test_heads_attrs_need_rank_four():
+    g = ff.Graph()
+    with g.as_default():
+        q, k, v = (ff.placeholder((2, 6, 8), name=n) for n in "qkv")
+        with pytest.raises(ff.FragflowError, match="v_heads needs operands of rank 4"):
+            ff.fused.attention(q, k, v, v_heads=True)
