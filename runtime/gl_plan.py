@@ -255,7 +255,7 @@ class GLPlan:
         """variable_values: variable name -> initial value (used on first use)."""
         self.lowered_graph = lowered_graph
         self.device = variables.device
-        self.variables = variables
+        self._store = variables             # the session's GLVariables
         self._hoisted_launches: list = []  # run once (ready()), not every run
         self._hoisted_generation = None    # variables.generation they were run at
         self.hoisted_runs = 0              # how many times ready() ran them
@@ -352,7 +352,7 @@ class GLPlan:
         assign). Called in the device's GL section by every run, and by whatever replays
         `_launches` (runtime/control_flow.py). True where it ran them."""
         if not self._hoisted_launches or \
-                self._hoisted_generation == self.variables.generation:
+                self._hoisted_generation == self._store.generation:
             return False
         BOUND.forget()
         if observer is None:
@@ -360,7 +360,7 @@ class GLPlan:
                 draw(*launch)
         else:
             self._draw_observed(observer, self._hoisted_launches)
-        self._hoisted_generation = self.variables.generation
+        self._hoisted_generation = self._store.generation
         self.hoisted_runs += 1
         return True
 
@@ -426,10 +426,10 @@ class GLPlan:
         for var_slot, new_slot in self._swaps:
             var_slot.texture, new_slot.texture = new_slot.texture, var_slot.texture
         if self._swaps:       # this plan's hoisted kernels never read what it assigns
-            current = self._hoisted_generation == self.variables.generation
-            self.variables.generation += 1
+            current = self._hoisted_generation == self._store.generation
+            self._store.generation += 1
             if current:
-                self._hoisted_generation = self.variables.generation
+                self._hoisted_generation = self._store.generation
 
     def textures(self) -> list:
         return [s.texture for s in self._owned] + list(self._arrays)
