@@ -631,6 +631,7 @@ class _WindowedScan:
 
     def __call__(self, types, carry, elems, caps, steps) -> list:
         with self.step.backend.device.gl:
+            self.plan.ready()               # its hoisted kernels (gl_plan.GLPlan.ready)
             restore = []                    # (slot, its own texture)
             try:
                 return self._run(types, carry, elems, caps, steps, restore)
@@ -935,6 +936,9 @@ class _Swapper:
         """The plan's kernels, drawn; forget=False where only draws bound anything
         since the last launch (no upload or readback: gl_plan.BoundState)."""
         from .gl_plan import BOUND, draw  # imports OpenGL: only once a context exists
+        ready = getattr(self.plan, "ready", None)   # its hoisted kernels, if not run yet
+        if ready is not None:
+            ready()
         if forget:
             BOUND.forget()
         for launch in self.plan._launches:

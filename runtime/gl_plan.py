@@ -12,7 +12,7 @@ from ..codegen.layout import Layout, layout_for
 from ..ir.types import TensorType
 from .device import Device
 from .gl_resources import GL, ArrayTexture, RenderTargets, Texture, check_gl
-from .memory_plan import plan_memory
+from .memory_plan import hoisted_values, plan_memory
 from .slot_targets import SlotTargets
 
 
@@ -191,6 +191,9 @@ class GLVariables:
         self.device = device
         self._slots: dict = {}     # variable name -> Slot
         self._layouts: dict = {}
+        # bumped whenever a variable's value may have changed (write, a plan's assign,
+        # release): plans compute the kernels they hoisted from variables again
+        self.generation = 0
 
     def slot(self, name: str, layout: Layout, initial_value, written: bool = False) -> Slot:
         """The variable's slot, made from initial_value on first use. A float16 initial
@@ -235,6 +238,7 @@ class GLVariables:
         else:
             self._full(name)
             self._slots[name].texture.upload(to_texels(value, self._layouts[name]))
+        self.generation += 1
 
     def textures(self) -> list:
         return [s.texture for s in self._slots.values()]
@@ -243,6 +247,7 @@ class GLVariables:
         for slot in self._slots.values():
             self.device.pool.release(slot.texture)
         self._slots.clear()
+        self.generation += 1
 
 
 class GLPlan:
@@ -250,6 +255,10 @@ class GLPlan:
         """variable_values: variable name -> initial value (used on first use)."""
         self.lowered_graph = lowered_graph
         self.device = variables.device
+        self._store = variables             # the session's GLVariables
+        self._hoisted_launches: list = []  # run once (ready()), not every run
+        self._hoisted_generation = None    # variables.generation they were run at
+        self.hoisted_runs = 0              # how many times ready() ran them
         self._owned: list = []
         self._launches: list = []
         self._framebuffers: list = []      # RenderTargets of multi-output kernels
@@ -285,7 +294,11 @@ class GLPlan:
                                                  variable_values[var_name])
 
         # What the kernels write: textures shared by liveness (runtime/memory_plan.py)
-        memory = self.memory = plan_memory(lowered_graph)
+        # Kernels reading only constants, variables no run of this plan assigns, and
+        # other such kernels' outputs (a matmul's packed weights) run once, in ready(),
+        # into textures nothing else reuses (memory_plan.hoisted_values)
+        hoisted = self.hoisted = hoisted_values(lowered_graph)
+        memory = self.memory = plan_memory(lowered_graph, hoisted)
         shared = [new_slot(key) for key in memory.textures]
         for value, index in memory.texture_of.items():
             slot_of[value] = shared[index]
@@ -314,8 +327,11 @@ class GLPlan:
             shader_id = self.device.shaders.get(kernel)
             inputs = tuple(slot_of[memory.root(b.value)] for b in kernel.inputs)
             uniforms = self.device.shaders.uniform_setters(shader_id, kernel)
-            self._launches.append((shader_id, inputs, uniforms, target,
-                                   layout.width, layout.height))
+            launch = (shader_id, inputs, uniforms, target, layout.width, layout.height)
+            if out in hoisted:
+                self._hoisted_launches.append((launch, (kernel, layout)))
+                continue
+            self._launches.append(launch)
             self._launch_info.append((kernel, layout))
         for alias, source in memory.roots.items():
             slot_of[alias] = slot_of[source]
@@ -329,6 +345,24 @@ class GLPlan:
     @property
     def kernels(self):
         return self.lowered_graph.kernels
+
+    def ready(self, observer=None) -> bool:
+        """Run the hoisted kernels where their textures do not hold their values yet (the
+        first run, or the session's variables changed since: Session.set, restore, an
+        assign). Called in the device's GL section by every run, and by whatever replays
+        `_launches` (runtime/control_flow.py). True where it ran them."""
+        if not self._hoisted_launches or \
+                self._hoisted_generation == self._store.generation:
+            return False
+        BOUND.forget()
+        if observer is None:
+            for launch, _ in self._hoisted_launches:
+                draw(*launch)
+        else:
+            self._draw_observed(observer, self._hoisted_launches)
+        self._hoisted_generation = self._store.generation
+        self.hoisted_runs += 1
+        return True
 
     def run(self, feeds: dict) -> list:
         """Upload feeds, draw, read the fetches back, swap in assigned variables."""
@@ -352,6 +386,7 @@ class GLPlan:
                 observer.input(name, lambda slot=slot, layout=layout:
                                from_texels(slot.texture.readback(), layout))
         if observer is None:
+            self.ready()
             BOUND.forget()            # uploads (and anything since the last run) bound
             for launch in self._launches:
                 draw(*launch)
@@ -359,7 +394,8 @@ class GLPlan:
         else:
             GL.glFinish()
             observer.phase("upload", time.perf_counter() - start)
-            self._draw_observed(observer)
+            self.ready(observer)
+            self._draw_observed(observer, zip(self._launches, self._launch_info))
             start = time.perf_counter()
             results = self._read_outputs()
             observer.phase("readback", time.perf_counter() - start)
@@ -367,9 +403,10 @@ class GLPlan:
         check_gl("running a plan")
         return results
 
-    def _draw_observed(self, observer) -> None:
+    def _draw_observed(self, observer, launches) -> None:
+        """Draw (launch, (kernel, layout)) pairs, each timed and shown to the observer."""
         timer = GPUTimer()
-        for launch, (kernel, layout) in zip(self._launches, self._launch_info):
+        for launch, (kernel, layout) in launches:
             out = launch[3]
             start = time.perf_counter()
             timer.begin()
@@ -388,6 +425,11 @@ class GLPlan:
         """Assigned variables take their new values' textures (and give theirs back)."""
         for var_slot, new_slot in self._swaps:
             var_slot.texture, new_slot.texture = new_slot.texture, var_slot.texture
+        if self._swaps:       # this plan's hoisted kernels never read what it assigns
+            current = self._hoisted_generation == self._store.generation
+            self._store.generation += 1
+            if current:
+                self._hoisted_generation = self._store.generation
 
     def textures(self) -> list:
         return [s.texture for s in self._owned] + list(self._arrays)
@@ -403,6 +445,7 @@ class GLPlan:
             self.device.pool.release(slot.texture)
         self._owned.clear()
         self._launches.clear()
+        self._hoisted_launches.clear()
 
     # -- a run that keeps its values on the GPU (runtime/control_flow.py) --------------
     def run_resident(self, feeds: dict) -> list:
@@ -424,6 +467,7 @@ class GLPlan:
                         continue
                     value = value.read()
                 slot.texture.upload(to_texels(value, layout, staging))
+            self.ready()
             BOUND.forget()
             for launch in self._launches:
                 draw(*launch)

@@ -18,6 +18,9 @@ The rules:
   texture in a draw).
 - A kernel with output_layers renders into an array texture of its own (not pooled);
   its value is in `layered`, not in `texture_of`.
+- Hoisted values (`hoisted_values`: computed only from constants and variables no run
+  of the plan assigns, so the runtime computes them once, not every run) get textures
+  of their own that nothing else reuses, like kept values.
 """
 from __future__ import annotations
 
@@ -31,6 +34,7 @@ class MemoryPlan:
     kept: frozenset       # values (roots) kept to the end of the run: fetched, assigned
     layered: frozenset    # values written into an array texture of their kernel's own
     roots: dict           # view value -> the value whose texture it shares
+    hoisted: frozenset = frozenset()   # values computed once (hoisted_values)
 
     def root(self, value: str) -> str:
         """The value whose texture `value` is (itself unless it is a view)."""
@@ -52,17 +56,55 @@ def view_roots(steps) -> dict:
     return roots
 
 
-def plan_memory(lowered_graph) -> MemoryPlan:
+def invariant_inputs(lowered_graph) -> frozenset:
+    """The values of a LoweredGraph that no run of it changes: its constants, and its
+    variables' values where the graph never assigns that variable (another plan's
+    assign or Session.set may: the runtime computes what is hoisted from them again)."""
+    assigned = {var for var, _ in lowered_graph.assigns}
+    return frozenset(lowered_graph.constants) | frozenset(
+        value for value, var in lowered_graph.variables.items() if var not in assigned)
+
+
+def hoisted_values(lowered_graph, invariant=None) -> frozenset:
+    """The values of kernels to hoist: kernels with inputs, each input (through views)
+    an invariant value (invariant_inputs, or the set given) or a hoisted kernel's
+    output, none of their outputs fetched, assigned or in a window of a larger texture
+    (a fetched value's texture may be handed on: a loop swaps it with its variable's).
+    Such a kernel gives the same result every run (a matmul's packed copy of a weight,
+    a transposed constant): the runtime runs it once and keeps its textures."""
+    if invariant is None:
+        invariant = invariant_inputs(lowered_graph)
+    roots = view_roots(lowered_graph.steps)
+    layouts = lowered_graph.layouts
+    assigned = {roots.get(n, n) for _, n in lowered_graph.assigns} | \
+        {roots.get(n, n) for n in lowered_graph.outputs}
+    hoisted: set = set()
+    for step in lowered_graph.steps:
+        if step[0] != "kernel" or not step[1].inputs:
+            continue
+        kernel = step[1]
+        outputs = [b.value for b in kernel.outputs]
+        if any(v in assigned or layouts[v].window for v in outputs):
+            continue
+        if all(roots.get(b.value, b.value) in invariant or
+               roots.get(b.value, b.value) in hoisted for b in kernel.inputs):
+            hoisted.update(outputs)
+    return frozenset(hoisted)
+
+
+def plan_memory(lowered_graph, hoisted=frozenset()) -> MemoryPlan:
     """The textures a LoweredGraph's steps write into, reused by liveness (see the module
-    docstring for the rules)."""
+    docstring for the rules); `hoisted` (hoisted_values) get textures of their own."""
     roots = view_roots(lowered_graph.steps)
     layouts = lowered_graph.layouts
 
     def root(value):
         return roots.get(value, value)
 
+    hoisted = frozenset(hoisted)
     kept = frozenset(root(n) for n in lowered_graph.outputs) | \
         frozenset(root(n) for _, n in lowered_graph.assigns)
+    own = kept | hoisted
     layered = frozenset(s[1].output.value for s in lowered_graph.steps
                         if s[0] == "kernel" and s[1].output_layers)
     last_read = {}
@@ -94,11 +136,11 @@ def plan_memory(lowered_graph) -> MemoryPlan:
             written = [b.value for b in step[1].outputs]
         for value in written:
             key = layouts[value].texture_key
-            texture_of[value] = new(key) if value in kept else reuse_or_new(key)
+            texture_of[value] = new(key) if value in own else reuse_or_new(key)
         if step[0] != "kernel":
             continue
         # each value once, though a kernel may bind it twice (matmul(a, a))
         for value in dict.fromkeys(root(b.value) for b in step[1].inputs):
-            if last_read[value] == index and value not in kept and value in texture_of:
+            if last_read[value] == index and value not in own and value in texture_of:
                 free.setdefault(layouts[value].texture_key, []).append(texture_of[value])
-    return MemoryPlan(tuple(textures), texture_of, kept, layered, roots)
+    return MemoryPlan(tuple(textures), texture_of, kept, layered, roots, hoisted)

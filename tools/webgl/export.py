@@ -54,7 +54,7 @@ from ...ir.ops.state import RUN_COUNTER, placeholder
 from ...ir.types import TensorType
 from ...runtime.control_flow import stage_fetches, stage_graph
 from ...runtime.driver import optimize
-from ...runtime.memory_plan import plan_memory
+from ...runtime.memory_plan import hoisted_values, plan_memory
 from . import half as _half
 
 has_control_flow = _control.has_control_flow
@@ -476,7 +476,10 @@ class _Builder:
         plan's textures and its kernels added. An output constant is its value (a
         loop's condition known at export), else None."""
         layouts = lowered.layouts
-        memory = plan_memory(lowered)
+        # kernels of constants and unassigned variables only run once (schedule() drops
+        # the mark where another stage assigns such a variable)
+        hoisted = hoisted_values(lowered)
+        memory = plan_memory(lowered, hoisted)
         slot_of: dict = {}
         missing = []
         for value in lowered.feeds:
@@ -527,6 +530,8 @@ class _Builder:
                 "uniforms": [[uname, glsl_type, value]
                              for uname, (glsl_type, value) in kernel.uniforms.items()],
             })
+            if kernel.output.value in hoisted:
+                self.kernels[-1]["once"] = True
             self.kernel_objects.append(kernel)
         for alias, root in memory.roots.items():
             slot_of[alias] = slot_of[root]
@@ -550,6 +555,7 @@ class _Builder:
                     "size": layout.size, "slot": slot}
         kernels = self.kernels
         self._half_textures()
+        self._once()
         schedule = {
             "format": FORMAT, "version": VERSION if program is None else CONTROL_VERSION,
             "name": name,
@@ -581,6 +587,19 @@ class _Builder:
                 s["half"] = True
             else:
                 s.pop("half", None)
+
+    def _once(self) -> None:
+        """Keep the `once` mark (the runtime draws the kernel at the first run only) of
+        kernels whose inputs are constants, variables no assign of the export writes,
+        or outputs of kernels that keep theirs; stage() marked them per stage."""
+        assigned = {var for var, _ in self.assigns}
+        fixed = {k for k, s in enumerate(self.slots)
+                 if s["kind"] == "constant" or (s["kind"] == "variable" and k not in assigned)}
+        for record in self.kernels:
+            if record.get("once") and all(i in fixed for i in record["inputs"]):
+                fixed.update(record["outputs"])
+            else:
+                record.pop("once", None)
 
     # -- control flow ------------------------------------------------------------------
     def program(self, graph, bound: dict) -> tuple:

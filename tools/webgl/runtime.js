@@ -24,6 +24,9 @@
 // the layers of one array.
 // After the fetches are read back, each assigned variable swaps textures with the
 // slot its new value was computed into: the next run computes into the old one.
+// A kernel marked `once` (all its inputs constants, variables no assign writes, or
+// other `once` kernels' outputs, in textures of their own) draws at the first run
+// that reaches it only: a matmul's packed copy of a weight is made once.
 // A graph with control flow (schedule version 2) has a `program`: steps that draw a
 // range of kernels, and while/scan/cond steps holding their sub-graphs' steps; loop
 // variables swap textures with the body's results, a while_loop reads its predicate
@@ -373,9 +376,19 @@ class Model {
         kernel: k, index, program, uniforms, layers: k.layers, fbo: null, fbos: new Map(),
         inputs: k.inputs.map((i) => this.slots[i]),
         outputs: k.outputs.map((i) => this.slots[i]),
-        width: k.width, height: k.height,
+        width: k.width, height: k.height, once: !!k.once, done: false,
       };
     });
+  }
+
+  /** Whether a launch draws now: a `once` kernel (it reads only constants, variables
+   * no assign writes, and other such kernels' textures: a matmul's packed weights)
+   * draws at its first run only; its texture, of its own, keeps the value. */
+  _due(launch) {
+    if (!launch.once) return true;
+    if (launch.done) return false;
+    launch.done = true;
+    return true;
   }
 
   // -- running ------------------------------------------------------------------------
@@ -384,7 +397,7 @@ class Model {
   async run(feeds) {
     try {
       this._begin(feeds);
-      const draw = (launch) => this._draw(launch);
+      const draw = (launch) => { if (this._due(launch)) this._draw(launch); };
       if (this.spec.program) await this._exec(this.spec.program, draw);
       else for (const launch of this.launches) draw(launch);
       const results = await this._end();
@@ -753,6 +766,7 @@ class Model {
     const ipixel = new Int32Array(4);
     const queries = [];                 // [query, row]
     const draw = (launch) => {          // a kernel in a loop: once per iteration
+      if (!this._due(launch)) return;   // a `once` kernel that ran already
       const row = rows[launch.index];
       row.calls += 1;
       if (ext) {
