@@ -24,9 +24,6 @@ from .operands import Operand
 from .reduce_tree import scratch_layout
 from .strategy import Site, Strategy, lower_with
 
-# the most a walk's loop body is unrolled to stay in the loop budget
-MAX_UNROLL = 64
-
 
 @dataclass(frozen=True)
 class NormPlan:
@@ -36,9 +33,9 @@ class NormPlan:
     unroll: int             # steps of a walk a loop trip (unroll_for: the loop budget)
 
 
-def _plan(site, lanes):
+def _plan(site, lanes, tuning):
     """The plan where a fragment walks `lanes` rows twice, unrolled to stay in the
-    loop budget."""
+    loop budget (at most tuning.reduce.norm_max_unroll steps a trip)."""
     node = site.node
     if node.op != "fused_layer_norm":
         return None
@@ -47,16 +44,18 @@ def _plan(site, lanes):
     width = math.prod(node.inputs[0].type.shape[node.attrs["axis"]:])
     same_row = width % 4 == 0
     unroll = unroll_for(2 * (width // 4 if same_row else lanes * width))
-    return NormPlan(site, width, same_row, unroll) if unroll <= MAX_UNROLL else None
+    if unroll > tuning.reduce.norm_max_unroll:
+        return None
+    return NormPlan(site, width, same_row, unroll)
 
 
 def _direct(site, facts, tuning):
-    plan = _plan(site, lanes=4)
+    plan = _plan(site, lanes=4, tuning=tuning)
     return plan if plan and plan.width <= tuning.reduce.norm_direct_width else None
 
 
 def _stats(site, facts, tuning):
-    return _plan(site, lanes=1)
+    return _plan(site, lanes=1, tuning=tuning)
 
 
 def _context(plan, inputs):

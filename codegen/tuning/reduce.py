@@ -46,6 +46,9 @@ class ReduceTuning:
     # norm.direct as fast up to 32, slower from 64 (0.03-0.7x unfused's at 256)
     norm_max_width: int = 16384
     norm_direct_width: int = 32
+    # the most a LayerNorm walk's loop body is unrolled to stay in the loop budget
+    # (past it the row is not fused: a longer body, not a longer walk, is what costs)
+    norm_max_unroll: int = 64
     # column sums to at most few_outputs elements down split_few_length rows or more:
     # windows of split_few_window (two passes), not a few fragments walking the axis
     split_few: bool = True
