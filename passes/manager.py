@@ -27,6 +27,7 @@ from . import (
     fuse_updates,
     fusion,
     layout_transposes,
+    pad_folding,
     simplify,
     split_wide,
 )
@@ -71,6 +72,9 @@ register_pass("layout_transposes",
 register_pass("conv_backprop_as_conv",
               "stride-1 conv2d input gradients as convolutions (vec4 kernels)",
               options=("tuning",))(conv_lowering.conv_backprop_input_as_conv)
+register_pass("fold_pads",
+              "a zero pad before a convolution (-inf / +inf before a max / min pool) as "
+              "the window's own padding")(pad_folding.fold_pads)
 register_pass("fold_batch_norm",
               "per-channel scales after conv/matmul (inference batch norm) into weights")(
     fold_batch_norm.fold_batch_norm)
@@ -92,7 +96,7 @@ register_pass("fuse_elementwise", "connected elementwise ops in one kernel",
 # The order a Session runs them in, after prune (which always runs first: it is what
 # turns a user's graph and fetches into a compiled graph).
 DEFAULT_PIPELINE = ("fold_constants", "layout_transposes", "cse", "simplify",
-                    "select_conds", "conv_backprop_as_conv", "fold_batch_norm",
+                    "select_conds", "conv_backprop_as_conv", "fold_pads", "fold_batch_norm",
                     "split_wide_nodes", "fuse_attention", "fuse_epilogues", "fuse_updates",
                     "fuse_elementwise", "verify")
 # the passes whose decisions fusion_report lists (a cond run as a select among them)
