@@ -283,18 +283,37 @@ def plan_blocks(graph, facts, limits, tuning) -> dict:
 def stitch_free(node, facts, tuning) -> bool:
     """Whether the blocked conv2d `node` may leave its result in its render targets:
     whole output texels, not a fetched value, and read only by kernels that read the
-    targets (depthwise.reads_blocks: each as its image)."""
+    targets (depthwise.reads_blocks: each as its image; with conv.epilogue_blocks, a
+    fused conv's epilogue operand, reads_epilogue_blocks; with conv.conv_reads_blocks,
+    a blocked conv2d's image, reads_depthwise_blocks, as from a depthwise kernel's)."""
     if not tuning.conv.stitch_free or node.outputs[0].type.shape[-1] % 4:
         return False
-    return facts.read_only_by(node.outputs[0],
-                              lambda n, v: depthwise_kernels.reads_blocks(n, v, tuning))
+    epilogue, convs = tuning.conv.epilogue_blocks, tuning.conv.conv_reads_blocks
+    return facts.read_only_by(node.outputs[0], lambda n, v: (
+        depthwise_kernels.reads_blocks(n, v, tuning) or
+        (epilogue and reads_epilogue_blocks(n, v)) or
+        (convs and reads_depthwise_blocks(n, v, facts, tuning))))
+
+
+def reads_epilogue_blocks(node, value) -> bool:
+    """Whether graph node `node` is a fused conv2d / depthwise conv that reads `value`
+    only as an operand of its epilogue, at its own output's shape (element e of its
+    result reads element e of value: a residual add's shortcut): its epilogue reads it
+    from the render targets of the blocked conv2d computing it (templates/
+    epilogue.glsl.j2, lanes "blocks"; codegen/fused.py lower_fused_conv)."""
+    if node.op != "fused_conv" or node.attrs["conv_op"] not in ("conv2d", "depthwise_conv2d") \
+            or any(v is value for v in node.inputs[:2]):
+        return False
+    out = node.outputs[0].type
+    return value.type.is_static and value.type.shape == out.shape and \
+        value.dtype == out.dtype == "float32"
 
 
 def reads_depthwise_blocks(node, value, facts, tuning) -> bool:
     """Whether graph node `node` is a conv2d that reads `value` (its image, and nothing
     else of it) as the blocked kernel (conv_blocked.glsl.j2) can from a blocked
-    depthwise kernel's render targets: C % 4 == 0, float, an input too small for the
-    packed path."""
+    depthwise kernel's render targets (or a blocked conv2d's): C % 4 == 0, float, an
+    input too small for the packed path, and a kernel that runs blocked anyway."""
     conv_op = node.attrs.get("conv_op") if node.op == "fused_conv" else node.op
     if conv_op != "conv2d" or node.inputs[0] is not value or \
             any(v is value for v in node.inputs[1:]):

@@ -7,10 +7,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
+from ..ir.errors import FragflowError
 from ..ir.ops.fused import bias_sum_dims, eval_steps, infer_step
 from ..ir.types import TensorType, promote
-from . import elementwise, norm
+from . import elementwise, norm, schedule
 from .common import kernel_name, make_kernel, output_operand
+from .depthwise import BlocksOperand
 from .kernel import records_of
 from .layout import broadcast_index
 from .matmul import matmul_kernel
@@ -123,6 +125,7 @@ def lower_fused_conv(node, layouts, prefix):
     for e in extra:
         e.index = broadcast_index(out.layout.shape, e.layout.shape)
     _set_lanes(extra)
+    extra = [_from_blocks(node, v, e) for v, e in zip(extra_vals, extra)]
     acc_type = TensorType(out.layout.shape, "float32")
     steps, result = glsl_steps(node.attrs["steps"], ["acc"] + [e.arg for e in extra],
                                [acc_type] + [v.type for v in extra_vals])
@@ -130,6 +133,21 @@ def lower_fused_conv(node, layouts, prefix):
     return conv.lower_node(head, layouts, prefix, extra=extra, epilogue=epilogue,
                            kernel_op=f"fused_{node.attrs['conv_op']}",
                            nodes=_header_nodes(node))
+
+
+def _from_blocks(node, value, operand):
+    """An epilogue operand as it is, or read from the render targets its producer left
+    it in (codegen/conv.py plan_blocks, reads_epilogue_blocks): lanes "blocks"."""
+    view = schedule.active().blocks.get(value.name)
+    if view is None:
+        return operand
+    if view.mapping != "matmul" or value.shape != node.outputs[0].shape:
+        raise FragflowError(f"{node.where()}: planned to read {value.name} from its "
+                            f"producer's render targets, which its epilogue cannot")
+    blocks = BlocksOperand(sampler=operand.sampler, value=f"{value.name}#blocks",
+                           layout=view, type=operand.type, arg=operand.arg)
+    blocks.index, blocks.lanes = operand.index, "blocks"
+    return blocks
 
 
 def lower_fused_sum_like(node, layouts, prefix):

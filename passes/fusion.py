@@ -38,6 +38,11 @@ STEPS = ops_where(lambda opdef: opdef.pointwise)
 # its own), which win once a fragment's walk is long (docs/PERFORMANCE.md).
 SUM_LIKE_WORK = 1 << 16
 SUM_LIKE_ROWS = 1024
+# fused heads an epilogue grows: a model's importer makes fused_conv / fused_matmul
+# (TF's _FusedConv2D and the like: bias and activation); the elementwise ops after one
+# (a residual add, its activation) join its steps, so they run in its kernel (a blocked
+# head's stitch) instead of a kernel of their own
+FUSED_HEADS = ("fused_conv", "fused_matmul")
 # views an epilogue passes through: row-major order kept, so element i of the head's
 # result is element i of theirs
 EPILOGUE_VIEWS = frozenset({"reshape", "reshape_like"})
@@ -174,6 +179,7 @@ def fuse_epilogues(graph, report, max_texture_units: int = DEFAULT_TEXTURE_UNITS
         head, members = chains[node]
         steps, externals = epilogue_steps(head, members)
         shape = head.outputs[0].shape
+        fused_head = head.op in FUSED_HEADS
         extra = []
         for k, v in enumerate(externals[1:]):
             value = mapping[v]
@@ -185,14 +191,28 @@ def fuse_epilogues(graph, report, max_texture_units: int = DEFAULT_TEXTURE_UNITS
                     exact_name=f"{node.name}/epilogue_operand_{k}", scope=node.scope,
                     source=node.source).outputs[0]
             extra.append(value)
-        operands = [mapping[v] for v in head.inputs] + extra
+        # a fused head's own operands past its two are among externals (its steps'
+        # operands, in order)
+        operands = [mapping[v] for v in head.inputs[:2 if fused_head else None]] + extra
         tail_shape = node.outputs[0].shape
         name = node.name if tail_shape == shape else f"{node.name}/before_reshape"
         common = dict(exact_name=name, scope=node.scope, source=node.source)
-        provenance = member_provenance([head, *members])
+        provenance = (head.attrs["nodes"] or member_provenance([head])) + \
+            member_provenance(members) if fused_head else member_provenance([head, *members])
         if head.op == "sum_like":
             fused = new.add_node("fused_sum_like", operands,
                                  {"steps": steps, "nodes": provenance}, **common)
+        elif head.op == "fused_matmul":
+            fused = new.add_node(
+                "fused_matmul", operands,
+                {"steps": steps, "transpose_a": head.attrs["transpose_a"],
+                 "transpose_b": head.attrs["transpose_b"], "nodes": provenance},
+                **common)
+        elif head.op == "fused_conv":
+            fused = new.add_node(
+                "fused_conv", operands,
+                {"conv_op": head.attrs["conv_op"], "conv_attrs": head.attrs["conv_attrs"],
+                 "steps": steps, "nodes": provenance}, **common)
         elif head.op == "matmul":
             fused = new.add_node(
                 "fused_matmul", operands,
@@ -221,6 +241,9 @@ def _takes_epilogue(node) -> bool:
         return False
     if node.op in HEADS or node.op in CONV_HEADS:
         return True
+    if node.op in FUSED_HEADS:
+        # not a filter gradient's fused update (fuse_updates' business)
+        return node.op == "fused_matmul" or node.attrs["conv_op"] in HEADS
     if node.op != "sum_like":
         return False
     dims = bias_sum_dims(node.inputs[0].type, node.inputs[1].type)
@@ -236,10 +259,17 @@ def _broadcasts_to(shape, target) -> bool:
 
 def epilogue_steps(head, members: list) -> tuple:
     """(steps, external operands) of an epilogue: members in creation order, reshapes
-    passing their input through; the head's result is operand 0."""
+    passing their input through; the head's result is operand 0. A fused head's own
+    steps come first, over its own operands (1, 2, ...), its result their last step."""
     externals = [head.outputs[0]]
     where = {head.outputs[0]: ("in", 0)}     # value -> the step argument that holds it
     steps = []
+    if head.op in FUSED_HEADS and head.attrs["steps"]:
+        steps = list(head.attrs["steps"])
+        externals += list(head.inputs[2:])
+        where = {head.outputs[0]: ("step", len(steps) - 1)}
+        for k, v in enumerate(head.inputs[2:], 1):
+            where.setdefault(v, ("in", k))
     for m in members:
         if m.op in EPILOGUE_VIEWS:
             where[m.outputs[0]] = where[m.inputs[0]]
@@ -298,9 +328,15 @@ def _epilogue_chain(head, users, fetched, report, max_texture_units, claimed,
     Empty where no elementwise op would join."""
     value, members = head.outputs[0], []
     head_shape, head_size = head.outputs[0].shape, head.outputs[0].type.size
+    # a fused head's steps count against MAX_STEPS
+    max_steps = MAX_STEPS - (len(head.attrs["steps"]) if head.op in FUSED_HEADS else 0)
     head_textures = max(len(head.inputs), HEAD_TEXTURES)
     extras: set = set()            # operands the epilogue reads besides head's result
     inside = {value}               # values the kernel computes itself
+    if head.op in FUSED_HEADS:     # or reads already: a fused head's own operands
+        own = set(head.inputs[2:])
+        head_textures = max(2, HEAD_TEXTURES) + len(own)
+        inside |= own
     where = f"the epilogue of {head.op} '{head.name}'"
 
     def readable(v, shape) -> bool:
@@ -338,7 +374,7 @@ def _epilogue_chain(head, users, fetched, report, max_texture_units, claimed,
     def _take_producer(v, consumer, shape) -> None:
         producer = v.node
         if v in inside or not fusable(producer) or producer in claimed \
-                or len(members) >= MAX_STEPS:
+                or len(members) >= max_steps:
             return
         reason = _why_not(v, {consumer}, users, fetched)
         if reason is None and v.shape != shape:
@@ -396,7 +432,7 @@ def _epilogue_chain(head, users, fetched, report, max_texture_units, claimed,
             report.append(f"rejected {consumer.op} '{consumer.name}' for {where}: its "
                           f"result is {consumer.outputs[0].dtype}")
             break
-        if len(members) >= MAX_STEPS or not take(consumer, shape):
+        if len(members) >= max_steps or not take(consumer, shape):
             break
         value = consumer.outputs[0]
     while members and members[-1].op in EPILOGUE_VIEWS:     # nothing computed after them

@@ -28,6 +28,7 @@ from . import (
     fusion,
     layout_transposes,
     norms,
+    pad_folding,
     simplify,
     split_wide,
     top_k,
@@ -73,6 +74,9 @@ register_pass("layout_transposes",
 register_pass("conv_backprop_as_conv",
               "stride-1 conv2d input gradients as convolutions (vec4 kernels)",
               options=("tuning",))(conv_lowering.conv_backprop_input_as_conv)
+register_pass("fold_pads",
+              "a zero pad before a convolution (-inf / +inf before a max / min pool) as "
+              "the window's own padding")(pad_folding.fold_pads)
 register_pass("fold_batch_norm",
               "per-channel scales after conv/matmul (inference batch norm) into weights")(
     fold_batch_norm.fold_batch_norm)
@@ -100,7 +104,7 @@ register_pass("fuse_elementwise", "connected elementwise ops in one kernel",
 # The order a Session runs them in, after prune (which always runs first: it is what
 # turns a user's graph and fetches into a compiled graph).
 DEFAULT_PIPELINE = ("fold_constants", "layout_transposes", "cse", "simplify",
-                    "select_conds", "select_top_k", "conv_backprop_as_conv",
+                    "select_conds", "select_top_k", "conv_backprop_as_conv", "fold_pads",
                     "fold_batch_norm", "split_wide_nodes", "fuse_attention", "fuse_norms",
                     "fuse_epilogues", "fuse_updates", "fuse_elementwise", "verify")
 # the passes whose decisions fusion_report lists (a cond run as a select among them)

@@ -25,6 +25,12 @@ class ConvTuning:
     # targets (no stitch), and a depthwise conv read only by conv2d kernels likewise
     stitch_free: bool = True
     depthwise_stitch_free: bool = True
+    # ... and one whose readers include fused convs reading it as an epilogue operand at
+    # their own shape (a residual add's shortcut), from the targets too
+    epilogue_blocks: bool = True
+    # ... and one read by blocked conv2d kernels as their image (MobileNet-v2's project
+    # conv feeding the next block's expand conv)
+    conv_reads_blocks: bool = True
     # such targets are layers this many texels wide (wider where they would be too tall)
     blocks_width: int = 16
     # a stitch-free conv2d with C % 4 == 0 and this many products per output or more
