@@ -4,16 +4,27 @@ configs, no downloads) exported to ONNX, then fragflow's WebGL export of each
 in one page and one Chromium session per rasteriser, and in Python fragflow on GL
 beside onnxruntime's CPU session (issue 34).
 
-    python benchmarks/browser/bench_transformers.py [--only bert,vit] [--rounds 10]
-        [--budget-ms 3000] [--configs swiftshader,mesa] [--webgpu swiftshader]
-        [--whisper-frames 1000] [--tiny] [--no-python] [--timeout 3600]
+    python benchmarks/browser/bench_transformers.py [--only bert,vit,whisper,gpt2]
+        [--rounds 10] [--budget-ms 3000] [--configs swiftshader,mesa] [--webgpu swiftshader]
+        [--whisper-frames 1000] [--gpt2-full] [--tiny] [--no-python] [--timeout 3600]
         [--cache build/bench-transformers] [--weights float16] [--json out.json]
 
 Models: BERT-mini-sized (4 layers, 256 wide, 4 heads, 128 tokens), ViT-tiny-sized (12
 layers, 192 wide, 3 heads, 224x224, patch 16), a Whisper-tiny-sized encoder (4 layers,
 384 wide, 6 heads, 80 mel bins x --whisper-frames; Whisper's own 3000 frames take ~16 s
-a run on llvmpipe, so 1000 by default); --tiny: 2-layer, 32-wide versions of each (the
-smoke test). GPT-2 greedy decoding is listed as skipped until the export can generate.
+a run on llvmpipe, so 1000 by default), and GPT-2 greedy decoding: 32 tokens after a
+prompt of 8, 4 layers, 256 wide, 4 heads, GPT-2's vocabulary of 50,257 by default
+(--gpt2-full: GPT-2-small, 12 layers, 768 wide, 12 heads; its ort WebGPU run on
+SwiftShader would take minutes); --tiny: 2-layer, 32-wide versions of each (the smoke
+test).
+
+GPT-2: fragflow exports ff.gpt2_decoder(state_dict, config).generate(ids, 32), one
+`run` generating every token; ort-web runs transformers' GPT2LMHeadModel exported
+with its key/value cache (gpt2_onnx) in a greedy loop written in the page (argmax of
+the last logits, the token and the present key/values fed back; outputs on the CPU,
+ort's default). Both sides' tokens are compared with transformers' generate (printed,
+"tokens equal" in the table), and the times are of the whole generation (and per
+token).
 
 Per model and rasteriser: steady-state medians (runs interleaved fragflow / ort wasm /
 ort WebGPU, each synced by reading every output back), the first run (fragflow:
