@@ -654,7 +654,8 @@ def main(argv=None) -> dict:
                     print(f"  {c['name']}: {(entry['error'] or 'no result')[:300]}", flush=True)
                     continue
                 for side, why in r.get("errors", {}).items():
-                    print(f"  {c['name']}: ort {side} failed: {why[:300]}", flush=True)
+                    print(f"  {c['name']}: {'ort ' if side in SIDES else ''}{side} failed: "
+                          f"{why[:300]}", flush=True)
                 print(f"  {c['name']}: " + ", ".join(f"{s} {_ms(r.get(s))} ms" for s in SIDES)
                       + f"; profile ff [{top_ops(r['fragflow'].get('profile'))}]", flush=True)
                 if "generate" in c:                         # GPT-2: the tokens themselves
