@@ -14,8 +14,8 @@ layers, 192 wide, 3 heads, 224x224, patch 16), a Whisper-tiny-sized encoder (4 l
 384 wide, 6 heads, 80 mel bins x --whisper-frames; Whisper's own 3000 frames take ~16 s
 a run on llvmpipe, so 1000 by default), and GPT-2 greedy decoding: 32 tokens after a
 prompt of 8, 4 layers, 256 wide, 4 heads, GPT-2's vocabulary of 50,257 by default
-(--gpt2-full: GPT-2-small, 12 layers, 768 wide, 12 heads; its ort WebGPU run on
-SwiftShader would take minutes); --tiny: 2-layer, 32-wide versions of each (the smoke
+(--gpt2-full: GPT-2-small, 12 layers, 768 wide, 12 heads; one ort WebGPU generation
+of it on SwiftShader took 617 s); --tiny: 2-layer, 32-wide versions of each (the smoke
 test).
 
 GPT-2: fragflow exports ff.gpt2_decoder(state_dict, config).generate(ids, 32), one
