@@ -88,7 +88,8 @@ $(BROWSER_BENCH)/node_modules/.package-lock.json: $(BROWSER_BENCH)/package.json 
 bench-browser: $(STAMP) $(BROWSER_BENCH)/node_modules/.package-lock.json   # BENCH_BROWSER_ARGS="--only matmul,sum --json out.json"
 	$(BIN)/python $(BROWSER_BENCH)/bench.py $(BENCH_BROWSER_ARGS)
 
-# Issue 34: BERT-mini, ViT-tiny and a Whisper-tiny encoder (transformers, random weights)
+# Issue 34: BERT-mini, ViT-tiny, a Whisper-tiny encoder and GPT-2 greedy decoding (32 tokens;
+# transformers, random weights)
 # as fragflow's WebGL export beside onnxruntime-web 1.30 (wasm, one thread; WebGPU on
 # SwiftShader) in one page, and in Python beside onnxruntime (docs/PERFORMANCE.md)
 bench-transformers: $(STAMP) $(BROWSER_BENCH)/node_modules/.package-lock.json   # BENCH_TRANSFORMERS_ARGS="--only bert --rounds 5 --json out.json"

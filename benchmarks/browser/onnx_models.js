@@ -7,7 +7,10 @@
 // compiles, + run; ort: InferenceSession.create, which fetches the model and
 // initialises the backend, + run), the outputs (posted back as raw bytes), then -- with
 // rounds > 0 -- interleaved steady-state runs each synced by reading every output back
-// to the CPU, and fragflow's per-kernel profile.
+// to the CPU, and fragflow's per-kernel profile. A GPT-2 (c.generate) is a generation:
+// fragflow's one run makes every token; ort runs the greedy loop here (argmax of the
+// last logits, the token and the present key/values fed back; the prefill feeds a
+// cache of length 0), and each side posts its tokens.
 import {feedsOf, interleave, post, rendererOf} from './pagelib.js';
 
 const ORT = {wasm: './ort/ort.wasm.min.mjs', webgpu: './ort/ort.webgpu.min.mjs'};
@@ -28,6 +31,25 @@ async function ortSide(ep, c, feeds) {
     const out = await session.run(fed);
     return c.onnxOutputs.map((name) => out[name].data);   // on the CPU: read back
   };
+  const generate = async () => {     // GPT-2 (c.generate): greedy, the cache fed back
+    const g = c.generate;
+    let fed = {};
+    for (const [name, dtype, data, shape] of inputs) fed[name] = new ort.Tensor(dtype, data, shape);
+    for (const name of g.past) fed[name] = new ort.Tensor('float32', new Float32Array(0), g.pastShape);
+    const tokens = new Float32Array(g.newTokens);
+    for (let t = 0; t < g.newTokens; t++) {
+      const out = await session.run(fed);
+      const logits = out.logits.data;
+      let best = 0;
+      for (let i = 1; i < logits.length; i++) if (logits[i] > logits[best]) best = i;
+      tokens[t] = best;
+      fed = {input_ids: new ort.Tensor('int64', BigInt64Array.of(BigInt(best)), [1, 1])};
+      g.past.forEach((name, i) => { fed[name] = out[g.present[i]]; });
+    }
+    return [tokens];
+  };
+  if (c.generate) return {session, run: generate, firstOut: await generate(),
+    first: performance.now() - t, version: ort.env.versions};
   const firstOut = await run();
   return {session, run, firstOut, first: performance.now() - t, version: ort.env.versions};
 }
@@ -39,7 +61,9 @@ async function ffSide(gl, c, feeds) {
   const {load} = await import(`./${c.name}/ff/model.js`);
   const model = await load({gl});
   const out = await model.run(ffFeeds);
-  return {model, ffFeeds, run: () => model.run(ffFeeds), firstOut: c.outputs.map((n) => out[n]),
+  // posted as float32 (GPT-2's int32 tokens too)
+  return {model, ffFeeds, run: () => model.run(ffFeeds),
+    firstOut: c.outputs.map((n) => Float32Array.from(out[n])),
     first: performance.now() - t};
 }
 
@@ -68,9 +92,13 @@ async function runModel(gl, c, spec, webgpu) {
     const timed = await interleave(runners, spec.rounds, spec.budgetMs);
     for (const side of Object.keys(sides)) Object.assign(result[side], timed[side]);
     if (spec.profile) {
-      const profile = await ff.model.profile(ff.ffFeeds);
-      result.fragflow.method = profile.method;
-      result.fragflow.profile = profile.kernels.map((k) => [k.op, k.ms]);
+      try {
+        const profile = await ff.model.profile(ff.ffFeeds);
+        result.fragflow.method = profile.method;
+        result.fragflow.profile = profile.kernels.map((k) => [k.op, k.ms]);
+      } catch (err) {
+        result.errors.profile = String(err && err.stack || err);
+      }
     }
   }
   ff.model.dispose();

@@ -1,10 +1,11 @@
 """`make bench-transformers` (benchmarks/browser/bench_transformers.py) on its --tiny
-BERT (2 layers, 32 wide, 16 tokens) for one round on SwiftShader, browser side only:
-the export and onnxruntime-web's wasm backend run in the page, agree, and the tables
-name the model.
+BERT (2 layers, 32 wide, 16 tokens) and GPT-2 (2 layers, 32 wide, vocabulary 100, 32
+greedy tokens) for one round on SwiftShader, browser side only: the export and
+onnxruntime-web's wasm backend run in the page, agree (GPT-2: both generate
+transformers' own tokens), and the tables name the models.
 Skips, saying why, where chromium, onnxruntime-web (npm ci --prefix benchmarks/browser)
 or the Python packages that write the ONNX file (torch, transformers, onnxruntime) are
-missing. The .onnx file is kept in pytest's cache, so a rerun takes ~20 s."""
+missing. The .onnx files are kept in pytest's cache, so a rerun takes ~30 s."""
 from __future__ import annotations
 
 import importlib.util
@@ -37,7 +38,7 @@ def summary(request, tmp_path_factory):
                     "(make bench-transformers does)")
     cache = str(request.config.cache.mkdir("bench-transformers"))
     out = str(tmp_path_factory.mktemp("bench") / "out.json")
-    return bench_transformers.main(["--tiny", "--only", "bert", "--configs", "swiftshader",
+    return bench_transformers.main(["--tiny", "--only", "bert,gpt2", "--configs", "swiftshader",
                                     "--webgpu", "", "--rounds", "1", "--budget-ms", "0",
                                     "--no-python", "--cache", cache, "--json", out])
 
@@ -61,9 +62,26 @@ def test_kernel_counts_and_bytes_are_reported(summary):
     assert 0 < ff_bytes[1] < ff_bytes[0] and wasm_bytes[0] > ff_bytes[0]
 
 
-def test_the_table_has_a_row_per_model_and_says_what_was_skipped(summary):
-    facts = summary["facts"]["bert"]
-    rows = [line for line in summary["table"].splitlines() if line.startswith("| bert |")]
-    assert len(rows) == 2, summary["table"]             # times; kernels, bytes, agreement
-    assert f"| {facts['kernels']} ({facts['layer_kernels']}) /" in rows[1]
-    assert "GPT-2" in summary["skipped"]["gpt2"]
+def test_the_table_has_a_row_per_model_and_skips_none(summary):
+    for name in ("bert", "gpt2"):
+        facts = summary["facts"][name]
+        rows = [line for line in summary["table"].splitlines()
+                if line.startswith(f"| {name} |")]
+        assert len(rows) == 2, summary["table"]         # times; kernels, bytes, agreement
+        assert f"| {facts['kernels']} ({facts['layer_kernels']}) /" in rows[1]
+    assert summary["skipped"] == {}
+
+
+def test_gpt2_generates_transformers_tokens_on_both_sides(summary):
+    facts = summary["facts"]["gpt2"]
+    want = facts["transformers_tokens"]
+    assert len(want) == facts["new_tokens"] == 32 and len(set(want)) > 1, want
+    entry = summary["results"]["swiftshader"]["gpt2"]
+    assert entry["error"] is None, entry["error"]
+    assert entry["result"]["errors"] == {}, entry["result"]["errors"]
+    assert entry["tokens_equal"] == {"fragflow": True, "wasm": True, "webgpu": None}
+    for side in ("fragflow", "wasm"):
+        assert entry["result"][side]["runs"] == 1 and entry["result"][side]["steady"] > 0
+    assert 0 < facts["layer_kernels"] < facts["kernels"]
+    row = [line for line in summary["table"].splitlines() if line.startswith("| gpt2 |")]
+    assert "a token)" in row[0] and "| tokens equal |" in row[1], row
