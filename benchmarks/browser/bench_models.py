@@ -32,9 +32,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 import fragflow as ff  # noqa: E402
 from fragflow.tools.webgl.chromium import CONFIGS, chromium, serve_and_open  # noqa: E402
 
-CACHE = os.environ.get("FRAGFLOW_TFJS_CACHE", os.path.expanduser("~/.cache/fragflow/tfjs"))
-NODE_MODULES = os.path.join(CACHE, "node_modules")
-MODELS = os.path.join(NODE_MODULES, "@vladmandic", "human-models", "models")
+# the corpus's cache and its fixed input shapes, as the tests have them
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests", "tfjs"))
+from tfjs_corpus import CACHE, MODELS, NODE_MODULES, fixed_input_shapes  # noqa: E402
+
 TFJS_DIST = os.path.join(NODE_MODULES, "@tensorflow")
 TF_MIN = os.path.join(TFJS_DIST, "tfjs", "dist", "tf.min.js")
 # what a page needs to run a graph model on TF.js's WebGL backend
@@ -46,20 +47,6 @@ TFJS_RUNTIME = [os.path.join(TFJS_DIST, p, "dist", f) for p, f in [
 def model_names() -> list:
     return sorted(f[:-5] for f in os.listdir(MODELS) if f.endswith(".json")) \
         if os.path.isdir(MODELS) else []
-
-
-def fixed_input_shapes(model_json: str) -> dict:
-    """{Placeholder name: its shape with unknown dims as 1}."""
-    with open(model_json) as f:
-        model = json.load(f)
-    shapes = {}
-    for node in model["modelTopology"]["node"]:
-        if node["op"] == "Placeholder":
-            shape = node.get("attr", {}).get("shape", {}).get("shape", {})
-            if "dim" in shape:
-                shapes[node["name"]] = tuple(max(int(d.get("size", -1)), 1)
-                                             for d in shape["dim"])
-    return shapes
 
 
 def file_sizes(paths) -> tuple:
