@@ -8,10 +8,13 @@ rasteriser (SwiftShader; Mesa through ANGLE's GL-EGL backend).
 
 Per model and rasteriser: steady-state medians (runs interleaved fragflow / TF.js, each
 synced by reading every output back), the first run (fragflow: fetch + compile + run;
-TF.js: loadGraphModel + first execute), fragflow's kernels against the shader programs
-TF.js compiles for it, the outputs' agreement (max |difference| / max |TF.js|), and
-bytes: model.js + model.bin against model.json + shards + tf-core + tf-backend-webgl +
-tf-converter (minified), raw and gzipped. Free input dims are 1 (as tests/tfjs feed
+TF.js: loadGraphModel + first execute), fragflow's kernels and the programs it linked
+anew against TF.js's kernels and the shader programs it compiled anew (each side keeps
+the programs of the models before it in the page: TF.js's backend its binaryCache,
+fragflow's models the context's program cache, runtime.js programCache), the
+outputs' agreement (max |difference| / max |TF.js|), and bytes: model.js + model.bin
+against model.json + shards + tf-core + tf-backend-webgl + tf-converter (minified), raw
+and gzipped. Free input dims are 1 (as tests/tfjs feed
 them); inputs seeded uniform [0, 1) (floats) or [0, 256) (int32)."""
 from __future__ import annotations
 
@@ -182,7 +185,8 @@ def table(results: dict, sizes: dict, configs) -> str:
     kb = lambda b: f"{b / 1024:.0f}"  # noqa: E731
     lines = ["| model | " + " | ".join(
         f"{c} steady ff / TF.js ms (ratio) | {c} first ff / TF.js ms" for c in configs)
-        + " | ff kernels / TF.js kernels (new programs) | ff KB (gz) | TF.js KB (gz) "
+        + " | ff kernels (new programs) / TF.js kernels (new programs) | ff KB (gz) "
+        "| TF.js KB (gz) "
         "| agreement |",
         "|---|" + "---|---|" * len(configs) + "---|---|---|---|"]
     ratios = {c: [] for c in configs}
@@ -199,8 +203,8 @@ def table(results: dict, sizes: dict, configs) -> str:
             cells += [f"{r['fragflow']['steady']:.1f} / {r['tfjs']['steady']:.1f} "
                       f"({ratio:.2f}x)",
                       f"{r['fragflow']['first']:.0f} / {r['tfjs']['first']:.0f}"]
-            kernels = f"{r['fragflow']['kernels']} / {r['tfjs'].get('kernelCount', '-')} " \
-                f"({r['tfjs']['programs']})"
+            kernels = f"{r['fragflow']['kernels']} ({r['fragflow'].get('programs', '-')}) / " \
+                f"{r['tfjs'].get('kernelCount', '-')} ({r['tfjs']['programs']})"
             agree = max(agree, agreement(entry["outputs"]))
         s = sizes[name]
         lines.append(f"| {name} | " + " | ".join(cells) + f" | {kernels} | "

@@ -60,7 +60,9 @@ async function runModel(gl, c, spec) {
     await post({kind: 'out', name: c.name, side: 'tfjs', index: i}, tfFirstOut[i]);
   }
   const result = {name: c.name, fragflow: {first: ffFirst, compile: model.timings.compile,
-    kernels: model.kernels.length}, tfjs: {first: tfFirst, programs}};
+    kernels: model.kernels.length,
+    programs: model.timings.programs - (model.timings.programsReused || 0)},
+  tfjs: {first: tfFirst, programs}};
   if (spec.rounds > 0) {
     const timed = await interleave({fragflow: () => model.run(ffFeeds), tfjs: tfRun},
                                    spec.rounds, spec.budgetMs);

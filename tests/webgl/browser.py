@@ -21,7 +21,9 @@ def run_cases(root: str, cases: list, config: str, timeout: float = 240.0) -> di
     {name: (shape, dtype)}, variable shapes {name: (shape, dtype)}. Returns
     {"info": {...}, case id: {"outputs": [{name: array} per run], "variables":
     {name: array}, "error": str or None, "reads": [predicates read back per run],
-    "profile", "page", "guards": {scenario: {name, message}} (case["guards"]: the folder
+    "profile", "page", "timings" (load()'s model.timings: phases, programs linked and
+    reused; case["load_options"]: more options for load()), "guards": {scenario:
+    {name, message}} (case["guards"]: the folder
     of the export whose run must time out), "reload": {"new" | "restored": {name:
     array}} (the runs after the context losses, on a new context and on the restored
     one)}}. page_query: what index.html's address ends with (page)."""
@@ -37,7 +39,8 @@ def run_cases(root: str, cases: list, config: str, timeout: float = 240.0) -> di
                        "runs": case.get("runs", 1), "variables": list(case.get("variables", {})),
                        "profile": case.get("profile", False),
                        "page": case.get("page", False), "pageQuery": case.get("page_query", ""),
-                       "guards": case.get("guards", "")})
+                       "guards": case.get("guards", ""),
+                       "loadOptions": case.get("load_options", {})})
     with open(os.path.join(root, "cases.json"), "w") as f:
         json.dump({"cases": listed}, f)
     shutil.copy(HARNESS, os.path.join(root, "harness.html"))
@@ -48,6 +51,7 @@ def run_cases(root: str, cases: list, config: str, timeout: float = 240.0) -> di
         results[case["id"]] = {"outputs": [{} for _ in range(case.get("runs", 1))],
                                "variables": {}, "error": None, "profile": None,
                                "page": None, "reads": None, "guards": None,
+                               "timings": None,
                                "reload": {}}
     for query, body in messages:
         kind = query.get("kind")
@@ -69,6 +73,6 @@ def run_cases(root: str, cases: list, config: str, timeout: float = 240.0) -> di
                 results[case["id"]]["variables"][query["name"]] = array
         elif kind == "error":
             results[query["case"]]["error"] = body.decode(errors="replace")
-        elif kind in ("profile", "page", "reads", "guards"):
+        elif kind in ("profile", "page", "reads", "guards", "timings"):
             results[query["case"]][kind] = json.loads(body)
     return results

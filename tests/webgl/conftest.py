@@ -14,7 +14,7 @@ import pytest
 
 import fragflow as ff
 from tests.webgl.browser import CONFIGS, chromium, run_cases
-from tests.webgl.cases import CASES
+from tests.webgl.cases import CASES, Case, layers
 from tests.webgl.strategy_cases import ATTENTION_CASES, ROW_CASES, case_id, matmul_1024
 
 # every browser case: cases.py's, one per strategy row, the attention shapes
@@ -29,6 +29,24 @@ PROFILES = ("small_cnn", "lstm")
 GUARDED = case_id("matmul.packed")
 LATE = "matmul_1024"
 REQUIRE = os.environ.get("FRAGFLOW_REQUIRE_CHROMIUM", "") not in ("", "0")
+
+
+def _program_cache_case(seed):
+    def build():
+        g, x, y = layers((12, 12, 12), seed=seed)
+        rng = np.random.default_rng(seed)
+        return Case(g, {"y": y}, {x: rng.standard_normal((6, 12)).astype(np.float32)},
+                    rtol=1e-5, atol=1e-6)
+    return build
+
+
+# four exports of equal layers (other weights), loaded one after another on the page's
+# context: b and c link nothing (runtime.js programCache); c's load({programCache: 0})
+# deletes every idle program when it is disposed, so d links them all again
+PROGRAM_CACHE = {f"program_cache_{k}": _program_cache_case(20 + i)
+                 for i, k in enumerate("abcd")}
+BROWSER_CASES.update(PROGRAM_CACHE)
+LOAD_OPTIONS = {"program_cache_c": {"programCache": 0}}
 
 
 def _exported(root):
@@ -50,6 +68,7 @@ def _exported(root):
             "id": name, "dir": name, "runs": case.runs, "page": name in PAGES,
             "profile": name in PROFILES, "guards": LATE if name == GUARDED else "",
             "page_query": "?timeoutMs=1" if name == GUARDED else "",
+            "load_options": LOAD_OPTIONS.get(name, {}),
             "feeds": {p.value.node.name: (a, p.dtype) for p, a in case.feeds.items()},
             "outputs": {o["name"]: (tuple(o["shape"]), o["dtype"])
                         for o in export.schedule["outputs"]},

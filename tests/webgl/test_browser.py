@@ -22,7 +22,7 @@ from fragflow.tools.webgl.export import kernel_source
 from tests.reference import assert_matches
 from tests.webgl.browser import CONFIGS
 from tests.webgl.cases import CONTROL_CASES
-from tests.webgl.conftest import BROWSER_CASES, GUARDED, LATE, reference
+from tests.webgl.conftest import BROWSER_CASES, GUARDED, LATE, PROGRAM_CACHE, reference
 from tests.webgl.strategy_cases import REDUCTION_MODES, case_id, strategy_tables
 
 ROWS = [s.name for table in strategy_tables().values() for s in table]
@@ -41,6 +41,16 @@ def test_browser_is_the_rasteriser_asked_for(browser_results, config):
         assert "SwiftShader" in renderer
     else:               # the system's GL through EGL: llvmpipe here, a GPU's driver there
         assert "SwiftShader" not in renderer and "OpenGL" in renderer, renderer
+
+
+@pytest.mark.parametrize("config", list(CONFIGS))
+def test_models_on_one_context_share_their_linked_programs(browser_results, config):
+    a, b, c, d = (browser_results[config][name]["timings"] for name in PROGRAM_CACHE)
+    assert a["programs"] >= 3 and a["programs"] == b["programs"] == c["programs"], a
+    # a was disposed before b loaded: its programs stayed linked, idle, for b
+    assert b["programsReused"] == b["programs"] and c["programsReused"] == c["programs"]
+    # c kept no idle programs (programCache: 0), so d linked every one itself
+    assert d["programsReused"] == 0, d
 
 
 @pytest.mark.parametrize("config", list(CONFIGS))

@@ -94,6 +94,10 @@ export class FragflowError extends Error {
  *   maxDrawBuffers  refuse contexts with fewer render targets than the model needs
  *                   (the model knows how many it needs; this only lowers the ceiling)
  *   timeoutMs       a run not finished after this long rejects (default 30000)
+ *   programCache    linked programs no model holds that a context keeps for the next
+ *                   model loaded on it (default 256; 0: none): models of the same
+ *                   shapes, or sharing layers, link them once (model.timings.programs,
+ *                   .programsReused)
  */
 export async function load(options = {}) {
   const gl = options.gl || context(options.canvas);
@@ -107,6 +111,75 @@ export async function load(options = {}) {
 
 /** The schedule this file carries (a copy-free view: do not change it). */
 export const schedule = MODEL;
+
+/** What _draw has bound: nothing yet. */
+function unbound() {
+  return {program: null, fbo: null, width: -1, height: -1, units: [], kernel: new Map()};
+}
+
+/** The programs linked on a context, by fragment source, shared by every model loaded
+ * on it (the same layer shapes give the same source: TF.js's WebGL backend keeps its
+ * programs likewise). A model takes a program at load and gives it back at dispose; a
+ * program no model holds stays linked, at most `keep` of them (load's `programCache`
+ * option, default 256; 0 deletes each at once), the least recently given back deleted
+ * first. Kept on the context object itself, under a key every fragflow model.js
+ * shares, so models of different exports find each other's programs; a lost context's
+ * programs are forgotten. */
+const CACHE_KEY = Symbol.for('fragflow.webgl.programs.v1');
+
+function programCache(gl, keep) {
+  let cache = gl[CACHE_KEY];
+  if (!cache || cache.lost) {
+    // entries: program -> {source, count}; index: source -> the program takes find;
+    // idle: the programs no model holds, the least recently given back first
+    cache = {entries: new Map(), index: new Map(), idle: new Map(), lost: false};
+    Object.defineProperty(gl, CACHE_KEY, {value: cache, configurable: true});
+    if (gl.canvas && gl.canvas.addEventListener) {
+      gl.canvas.addEventListener('webglcontextlost', () => { cache.lost = true; }, {once: true});
+    }
+  }
+  const limit = keep === undefined ? 256 : Math.max(0, keep | 0);
+  const usable = () => !cache.lost && !gl.isContextLost();
+  return {
+    /** A linked program of this source that a model loaded before, or null. */
+    take(source) {
+      const program = usable() ? cache.index.get(source) : undefined;
+      if (!program) return null;
+      cache.idle.delete(program);
+      cache.entries.get(program).count += 1;
+      return program;
+    },
+    /** A program this model linked, now held by it. */
+    hold(source, program) {
+      if (!usable()) return;
+      cache.entries.set(program, {source, count: 1});
+      if (!cache.index.has(source)) cache.index.set(source, program);
+    },
+    /** A program a model no longer needs: kept while fewer than `keep` are idle. */
+    give(program) {
+      const entry = cache.entries.get(program);
+      if (!entry || !usable()) {
+        gl.deleteProgram(program);
+        return;
+      }
+      entry.count -= 1;
+      if (entry.count > 0) return;
+      if (cache.index.get(entry.source) !== program) {   // linked twice at once: drop one
+        cache.entries.delete(program);
+        gl.deleteProgram(program);
+        return;
+      }
+      cache.idle.set(program, true);
+      for (const stale of cache.idle.keys()) {
+        if (cache.idle.size <= limit) break;
+        cache.idle.delete(stale);
+        cache.index.delete(cache.entries.get(stale).source);
+        cache.entries.delete(stale);
+        gl.deleteProgram(stale);
+      }
+    },
+  };
+}
 
 function context(canvas) {
   if (!canvas) {
@@ -138,6 +211,7 @@ class Model {
     }
     this.gl = gl;
     this.spec = spec;
+    this.options = options;
     this.inputs = spec.inputs.map(({name, shape, dtype}) => ({name, shape, dtype}));
     this.outputs = spec.outputs.map(({name, shape, dtype}) => ({name, shape, dtype}));
     this.variables = spec.variables.map(({name, shape, dtype}) => ({name, shape, dtype}));
@@ -305,22 +379,33 @@ class Model {
 
   // -- shaders ------------------------------------------------------------------------
   /** Compile every shader, then link every program, then wait for them all: with
-   * KHR_parallel_shader_compile the driver works on them at once while we poll. */
+   * KHR_parallel_shader_compile the driver works on them at once while we poll. A
+   * program another model on this context linked already (the same source: the same
+   * layer shapes) is taken from the context's program cache instead (see
+   * programCache below). */
   async compile() {
     const gl = this.gl;
     const t0 = performance.now();
+    const cache = programCache(gl, this.options.programCache);
     const vertex = gl.createShader(gl.VERTEX_SHADER);
     gl.shaderSource(vertex, VERTEX_SHADER);
     gl.compileShader(vertex);
     // each distinct program once: kernels equal but for their textures share one
     const programs = new Map();                  // program index -> program being built
-    this.spec.programs.forEach((source, i) => {
+    this.spec.programs.forEach((text, i) => {
+      const source = VERTEX_SHADER + '\u0000' + text;      // the cache's key: both shaders
+      const cached = cache.take(source);
+      if (cached) {
+        programs.set(i, {fragment: null, program: cached, source});
+        return;
+      }
       const fragment = gl.createShader(gl.FRAGMENT_SHADER);
-      gl.shaderSource(fragment, source);
+      gl.shaderSource(fragment, text);
       gl.compileShader(fragment);
-      programs.set(i, {fragment, program: null});
+      programs.set(i, {fragment, program: null, source});
     });
-    for (const p of programs.values()) {
+    const fresh = [...programs.values()].filter((p) => p.fragment);
+    for (const p of fresh) {
       p.program = gl.createProgram();
       gl.attachShader(p.program, vertex);
       gl.attachShader(p.program, p.fragment);
@@ -328,22 +413,36 @@ class Model {
     }
     if (this.parallelExt) {
       const done = this.parallelExt.COMPLETION_STATUS_KHR;
-      while (![...programs.values()].every((p) => gl.getProgramParameter(p.program, done))) {
+      while (!fresh.every((p) => gl.getProgramParameter(p.program, done))) {
         await new Promise((resolve) => setTimeout(resolve, 1));
       }
     }
     if (gl.isContextLost()) throw new FragflowError(`${LOST} while load() compiled: ${AGAIN}`);
     for (const [i, p] of programs) {
+      if (!p.fragment) continue;
       if (!gl.getProgramParameter(p.program, gl.LINK_STATUS)) {
         const k = this.spec.kernels.find((kernel) => kernel.program === i);
         const log = gl.getShaderInfoLog(p.fragment) || gl.getProgramInfoLog(p.program);
+        for (const q of programs.values()) {         // give back what this load took
+          if (q.fragment) {
+            gl.deleteShader(q.fragment);
+            gl.deleteProgram(q.program);
+          } else cache.give(q.program);
+        }
+        gl.deleteShader(vertex);
         throw new FragflowError(`kernel ${k.name} did not compile:\n${log}\nsource:\n` +
           numbered(this.spec.programs[i]));
       }
+    }
+    for (const p of fresh) {
       gl.detachShader(p.program, p.fragment);
       gl.deleteShader(p.fragment);
+      cache.hold(p.source, p.program);
     }
-    this.programs = [...programs.values()].map((p) => p.program);
+    this.timings.programs = programs.size;
+    this.timings.programsReused = programs.size - fresh.length;
+    this.programSources = [...programs.values()].map((p) => p.program);
+    this.programs = [];                          // the copy shaders: this model's own
     if (this.spec.program) this._copiers(vertex);
     gl.deleteShader(vertex);
     this._launches(programs);
@@ -362,11 +461,13 @@ class Model {
     this.launches = this.spec.kernels.map((k, index) => {
       const program = programs.get(k.program).program;
       gl.useProgram(program);
-      k.samplers.forEach((name, unit) => {     // samplers never change units
-        const location = gl.getUniformLocation(program, name);
-        if (location !== null) gl.uniform1i(location, unit);
-      });
       const uniforms = [];
+      // a kernel's samplers keep their units; they are set with the uniforms whenever
+      // the program was last drawn for another kernel (or another model: a cached one)
+      k.samplers.forEach((name, unit) => {
+        const location = gl.getUniformLocation(program, name);
+        if (location !== null) uniforms.push(['uniform1i', location, unit]);
+      });
       for (const [name, type, value] of k.uniforms) {
         const location = gl.getUniformLocation(program, name);
         // the compiler drops uniforms the code never reads
@@ -452,7 +553,7 @@ class Model {
     for (const cap of [gl.BLEND, gl.DEPTH_TEST, gl.STENCIL_TEST, gl.SCISSOR_TEST,
       gl.CULL_FACE, gl.DITHER, gl.RASTERIZER_DISCARD]) gl.disable(cap);
     gl.bindVertexArray(null);
-    this.bound = {program: null, fbo: null, width: -1, height: -1, units: [], kernel: new Map()};
+    this.bound = unbound();
   }
 
   /** One launch, making only the GL calls that change state. */
@@ -652,6 +753,9 @@ class Model {
     }
     const pack = this._pack(this.slots[index].texture, 1, 'predicate');
     await this._drain();
+    // another model on this context may have drawn meanwhile (programs, framebuffers,
+    // units and a cached program's uniforms are shared state): bind everything again
+    this.bound = unbound();
     this.predicateReads += 1;
     return this._take(pack)[0] !== 0;
   }
@@ -824,12 +928,14 @@ class Model {
       gl.deleteTexture(slot.texture.id);
     }
     for (const program of this.programs || []) gl.deleteProgram(program);
+    const cache = programCache(gl, this.options.programCache);
+    for (const program of this.programSources || []) cache.give(program);
     for (const buffer of (this.packs || new Map()).values()) gl.deleteBuffer(buffer.id);
     this._forget();
     if (gl.canvas && gl.canvas.removeEventListener) {
       gl.canvas.removeEventListener('webglcontextlost', this._onLost);
     }
-    this.slots = this.launches = this.programs = this.packs = null;
+    this.slots = this.launches = this.programs = this.programSources = this.packs = null;
     this._disposed = true;
   }
 }
