@@ -528,18 +528,27 @@ def _blocked(site: MatmulSite, facts, tuning) -> BlockedParams | None:
                          tuning.matmul.mat_steps, unroll_for(k_chunk // 4))
 
 
-def emit_blocked(params: BlockedParams) -> list:
-    """[blocked kernel, stitch] (matmul_blocked.glsl.j2, matmul_stitch.glsl.j2)."""
+def blocked_main(params: BlockedParams, blocks, names):
+    """The blocked kernel alone (matmul_blocked.glsl.j2), writing the layers of
+    `blocks`: emit_blocked's first kernel, and codegen/attention.py's scores, which
+    its walk reads from the targets without a stitch."""
     site, p, blocking = params.site, params.site.product, params.blocking
-    nodes = site.named_nodes
-    blocks, names = target_operands(blocking, p.out, _max_texture_size(None, p.out))
-    main = blocked_kernel("matmul_blocked.glsl.j2", site.prefix, site.op, nodes, p.bound,
+    return blocked_kernel("matmul_blocked.glsl.j2", site.prefix, site.op,
+                          site.named_nodes, p.bound,
                           blocks, names, blocking, ta=p.ta, tb=p.tb, k=p.k,
                           a_batch=p.batch_index(p.a), b_batch=p.batch_index(p.b),
                           a_texels=params.a_texels, b_mode=params.b_mode,
                           k_chunk=params.k_chunk, mat_steps=params.mat_steps,
                           unroll=params.unroll, a_row=p.a_strides()[1],
                           b_col=p.b_strides()[1])
+
+
+def emit_blocked(params: BlockedParams) -> list:
+    """[blocked kernel, stitch] (matmul_blocked.glsl.j2, matmul_stitch.glsl.j2)."""
+    site, p, blocking = params.site, params.site.product, params.blocking
+    nodes = site.named_nodes
+    blocks, names = target_operands(blocking, p.out, _max_texture_size(None, p.out))
+    main = blocked_main(params, blocks, names)
     stitch = stitch_kernel(blocks, p.out, site.prefix + "s", site.op, nodes, site.extra,
                            site.epilogue, mapping="matmul", blocking=blocking,
                            aligned=p.n % 4 == 0)

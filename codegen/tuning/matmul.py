@@ -29,6 +29,9 @@ class MatmulTuning:
     # ... and q's and k's, read by the scores' product (attention.scores) in [B, L, H,
     # D] with their strides (codegen/matmul.py Product heads)
     attention_qk_heads: bool = True
+    # attention.scores_blocks: where q kᵀ runs blocked, the walk reads the scores from
+    # the blocked kernel's render targets, no stitch (docs/PERFORMANCE.md)
+    attention_scores_blocks: bool = True
     # multiply-adds from which a matmul (or a conv as one) runs blocked: several
     # outputs per fragment over several render targets, then a stitch
     blocked_min_macs: int = 1 << 17

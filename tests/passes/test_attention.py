@@ -12,8 +12,12 @@ from tests.reference import assert_matches, run_both
 
 rng = np.random.default_rng(34)
 # each row of codegen/attention.py's table (attention.online takes every row of v here)
+# (attention.scores_blocks wherever q kᵀ runs blocked: blocked_min_macs 1)
 ROWS = {"attention.online": ff.Tuning().with_({"matmul.attention_one_kernel_texels": 64}),
-        "attention.scores": ff.Tuning(exclude=("attention.online",))}
+        "attention.scores_blocks": ff.Tuning(exclude=("attention.online",)).with_(
+            {"matmul.blocked_min_macs": 1}),
+        "attention.scores": ff.Tuning(exclude=("attention.online",
+                                               "attention.scores_blocks"))}
 
 
 def _attention(q, k, v, mask=None, scale=None, divide=True, k_as_kt=False):
@@ -58,6 +62,8 @@ CASES = {
                                                         k_as_kt=True)),
     "no_scale_no_mask": ((1,), 3, 9, 4, 3, None, {}),
     "long_keys": ((1, 2), 4, 70, 12, 8, (1, 1, 4, 70), dict(scale=2.0)),
+    # q·k 264 long: the blocked product splits K in two (the walk adds the halves)
+    "split_k": ((2,), 5, 9, 264, 8, (5, 9), dict(scale=16.0)),
 }
 
 
@@ -75,8 +81,10 @@ def test_fused_attention_matches_the_graph_as_built(case, row, gl):
     fn(*feeds.values())
     kernels = [k for k in fn.kernels if k.op != "transpose"]
     assert {k.strategy for k in kernels} == {row}, fn.fusion_report
-    # attention.scores: q kᵀ by the matmul table (a blocked one is two kernels), the walk
-    assert len(kernels) == 1 if row == "attention.online" else len(kernels) <= 3
+    # attention.scores: q kᵀ by the matmul table (a blocked one is two kernels), the walk;
+    # attention.scores_blocks: the blocked kernel and the walk reading its targets
+    counts = {"attention.online": 1, "attention.scores_blocks": 2}
+    assert len(kernels) == counts[row] if row in counts else len(kernels) <= 3
 
 
 @pytest.mark.parametrize("row", sorted(ROWS))
@@ -277,13 +285,14 @@ HEADS = {"bert_like": (2, 9, 3, 8), "odd_width": (2, 7, 2, 6), "four_heads": (2,
 # q kᵀ reading q and k as [B, L, H, D]: the plain product (these sizes) and the blocked
 HEAD_TUNINGS = {"plain": ROWS["attention.scores"],
                 "blocked": ROWS["attention.scores"].with_({"matmul.blocked_min_macs": 1}),
+                "blocks": ROWS["attention.scores_blocks"],
                 "online_row": ROWS["attention.online"]}
 
 
 @pytest.mark.parametrize("tuning", sorted(HEAD_TUNINGS))
 @pytest.mark.parametrize("case", sorted(HEADS))
 def test_head_transposes_fold_into_the_node(case, tuning, gl):
-    tuning = HEAD_TUNINGS[tuning]
+    name, tuning = tuning, HEAD_TUNINGS[tuning]
     g, fetches, feeds = _heads_graph(*HEADS[case])
     got, want = run_both(g, fetches, feeds, tuning=tuning)
     assert np.isnan(want[0][-1]).all() and np.isfinite(want[0][0]).all()
@@ -297,7 +306,7 @@ def test_head_transposes_fold_into_the_node(case, tuning, gl):
     # does not read q and k in [B, L, H, D])
     assert "transpose" not in ops and {k.strategy for k in fn.kernels
                                        if k.op == "fused_attention"} == \
-        {"attention.scores"}, ops
+        {"attention.scores_blocks" if name == "blocks" else "attention.scores"}, ops
     # q's and k's off: their transposes are kernels again, v's and the result's not
     qk_off = tuning.with_({"matmul.attention_qk_heads": False})
     fn = ff.Session(g, tuning=qk_off).compile(fetches, feeds=list(feeds))

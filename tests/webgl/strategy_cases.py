@@ -268,6 +268,23 @@ def attention_scores():
     return _case(build, [(2, 4, 13, 16)] * 3 + [(2, 4, 13, 6)], rtol=1e-5, atol=1e-5)
 
 
+def attention_scores_blocks():
+    """softmax(q kᵀ / 8 + mask) v with q kᵀ blocked and the walk reading its render
+    targets (no stitch): BERT's heads (2 of 32 tokens, 64 wide), a -inf padding mask over
+    the last 5 keys; and q·k 264 long, which the blocked product splits in two (the
+    walk adds the halves), 20 queries and keys (not a multiple of the blocking)."""
+    mask = np.zeros((1, 1, 1, 32), np.float32)
+    mask[..., 27:] = -np.inf
+
+    def build(q, k, v, q2, k2, v2):
+        scores = ff.matmul(q, k, transpose_b=True) / np.float32(8.0) + ff.constant(mask)
+        scores2 = ff.matmul(q2, k2, transpose_b=True) * np.float32(1 / 16)
+        return {"attended": ff.matmul(ff.softmax(scores, axis=-1), v),
+                "split_k": ff.matmul(ff.softmax(scores2, axis=-1), v2)}
+    return _case(build, [(1, 2, 32, 64)] * 3 + [(1, 2, 20, 264)] * 2 + [(1, 2, 20, 8)],
+                 rtol=1e-5, atol=1e-5)
+
+
 # -- norm.TABLE ---------------------------------------------------------------------------
 def _norms(width_ln, width_rms):
     """LayerNorm (torch's decomposition, scale and offset) over width_ln and RMSNorm
@@ -335,6 +352,7 @@ ROW_CASES = {
     "softmax.direct": softmax_direct, "softmax.partials": softmax_partials,
     "softmax.tree": softmax_tree, "scan.blocks": scan_blocks, "lrn.window": lrn_window,
     "attention.online": attention_online, "attention.scores": attention_scores,
+    "attention.scores_blocks": attention_scores_blocks,
     "norm.direct": norm_direct, "norm.stats": norm_stats,
 
     "top_k.radix": top_k_radix, "top_k.rank": top_k_rank,
