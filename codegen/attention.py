@@ -25,6 +25,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..ir.ops.fused import columns_shape
 from ..ir.types import TensorType
 from . import matmul
 from .common import make_kernel, operands, output_operand
@@ -58,6 +59,9 @@ class AttentionParams:
     v_heads: bool            # v as [..., Lk, H, Dv] (ir/ops/fused.py)
     out_heads: bool          # the result as [..., Lq, H, Dv]
     heads: int               # H where either
+    v_row: int               # v_heads: the stride of v's rows (H * DV, or a merged row)
+    v_start: int             # v_heads: v's first column in its row
+    v_texels: bool           # ... v's rows start on texels (read 4 columns a fetch)
     mask_offset: int
     mask_terms: tuple        # ((out stride, dim, mask stride), ...) from a score's index
 
@@ -74,8 +78,8 @@ def _plan(site, tuning, precomputed, splits=0):
         return None
     if (node.attrs["q_heads"] or node.attrs["k_heads"]) and not precomputed:
         return None                     # q and k read in [B, L, H, D]: the scores' product
-    q, k = (_heads(t.type.shape) if node.attrs[f"{r}_heads"] else t.type.shape
-            for t, r in zip(node.inputs[:2], "qk"))
+    q, k = (_heads(_shape(node, r)) if node.attrs[f"{r}_heads"] else _shape(node, r)
+            for r in "qk")
     out = node.outputs[0].type.shape
     if any(site.layouts[t.name].shape != t.type.shape for t in node.inputs) or \
             site.layouts[node.outputs[0].name].shape != out:
@@ -94,7 +98,13 @@ def _plan(site, tuning, precomputed, splits=0):
     v_heads, out_heads = node.attrs["v_heads"], node.attrs["out_heads"]
     if v_heads and node.attrs["transpose_v"]:
         return None
-    heads = node.inputs[2].type.shape[-2] if v_heads else out[-2] if out_heads else 1
+    heads = _shape(node, "v")[-2] if v_heads else out[-2] if out_heads else 1
+    # v as [..., LK, H, DV]: its rows' stride and first column (a merged projection's
+    # column slice: v_columns, ir/ops/fused.py)
+    v_columns = node.attrs["v_columns"]
+    v_row = node.inputs[2].type.shape[-1] if v_columns else heads * dv
+    v_start = v_columns[0] if v_columns else 0
+    v_texels = v_start % 4 == 0 and v_row % 4 == 0     # a texel: 4 columns of a row
     if len(node.inputs) == 4:          # the scores: q's batch dims, [Lq, Lk]
         index = broadcast_index(q[:-1] + (lk,), node.inputs[3].type.shape)
         mask_offset, mask_terms = index.offset, index.terms
@@ -105,7 +115,14 @@ def _plan(site, tuning, precomputed, splits=0):
         transpose_v=node.attrs["transpose_v"],
         scale=None if scale is None else glsl_float(scale), divide=node.attrs["divide"],
         subtract_mask=node.attrs["subtract_mask"], v_heads=v_heads, out_heads=out_heads,
-        heads=heads, mask_offset=mask_offset, mask_terms=mask_terms))
+        heads=heads, v_row=v_row, v_start=v_start, v_texels=v_texels,
+        mask_offset=mask_offset, mask_terms=mask_terms))
+
+
+def _shape(node, role):
+    """The [..., L, (H,) D] shape operand `role` (q, k or v) stands for."""
+    value = node.inputs["qkv".index(role)]
+    return columns_shape(value.type.shape, node.attrs[f"{role}_columns"])
 
 
 def _heads(shape):
@@ -139,7 +156,7 @@ def _scores_site(site, layouts, p):
     """(the scores' Operand, the bound inputs, q kᵀ's MatmulSite); p: the walk's
     AttentionParams."""
     node = site.node
-    q_shape = node.inputs[0].type.shape
+    q_shape = _shape(node, "q")
     shape = (_heads(q_shape) if node.attrs["q_heads"] else q_shape)[:-2] + (p.lq, p.lk)
     name = f"{node.name}:scores"
     layout = scratch_layout(shape, "float32", layouts[node.inputs[0].name])
@@ -202,7 +219,9 @@ class ScoresHead:
     def attrs(self):
         return {"transpose_a": False, "transpose_b": self.fused.attrs["transpose_k"],
                 "a_heads": self.fused.attrs["q_heads"],
-                "b_heads": self.fused.attrs["k_heads"]}
+                "b_heads": self.fused.attrs["k_heads"],
+                "a_columns": self.fused.attrs["q_columns"],
+                "b_columns": self.fused.attrs["k_columns"]}
 
     @property
     def name(self):
@@ -223,7 +242,7 @@ class ScoresHead:
 def _emit_scores(plan):
     site, p = plan.site, plan.params
     node, layouts = site.node, site.layouts
-    q_shape = node.inputs[0].type.shape
+    q_shape = _shape(node, "q")
     batch = (_heads(q_shape) if node.attrs["q_heads"] else q_shape)[:-2]
     name = f"{node.name}:scores"
     layouts[name] = scratch_layout(batch + (p.lq, p.lk), "float32",

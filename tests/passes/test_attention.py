@@ -339,3 +339,54 @@ def test_heads_attrs_need_rank_four():
         q, k, v = (ff.placeholder((2, 6, 8), name=n) for n in "qkv")
         with pytest.raises(ff.FragflowError, match="v_heads needs operands of rank 4"):
             ff.fused.attention(q, k, v, v_heads=True)
+
+
+@pytest.mark.parametrize("row", sorted(ROWS))
+@pytest.mark.parametrize("aligned", [True, False])
+def test_columns_of_one_value_read_in_place(row, aligned, gl):
+    """q, k and v as column slices of one [B, L, W] value (q_columns, ...: a merged
+    projection's), starts and W multiples of 4 or not (read a column at a time): the
+    kernels against the numpy executor on the node as built (its reference slices)."""
+    width = 40 if aligned else 30
+    cols = {"q": (4, 2, 4), "k": (12, 2, 4), "v": (20, 2, 8)} if aligned else \
+        {"q": (2, 2, 4), "k": (10, 2, 4), "v": (18, 2, 6)}
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((2, 7, width), name="x")
+        mask = ff.placeholder((2, 1, 1, 7), name="mask")
+        out = ff.fused.attention(x, x, x, mask, scale=2.0, q_heads=True, k_heads=True,
+                                 v_heads=True, out_heads=True, q_columns=cols["q"],
+                                 k_columns=cols["k"], v_columns=cols["v"])
+    assert out.shape == (2, 7, 2, cols["v"][2])
+    feeds = {x: rng.standard_normal((2, 7, width)).astype(np.float32),
+             mask: np.where(np.arange(7) >= 5, -np.inf, 0).astype(np.float32)
+             * np.ones((2, 1, 1, 1), np.float32)}
+    feeds[x][1, 3, cols["k"][0]] = np.nan        # head 0's key 3 of batch 1: NaN rows
+    got, want = run_both(g, out, feeds, tuning=ROWS[row])
+    assert np.isnan(want[1, :, 0]).all() and np.isfinite(want[1, :, 1]).all()
+    assert np.isfinite(want[0]).all()
+    assert_matches(got, want, rtol=1e-5, atol=2e-6)
+    # the reference: the slices, reshapes and attention written out in float64
+    x64 = feeds[x].astype(np.float64)
+
+    def view(r):
+        start, h, d = cols[r]
+        return x64[..., start:start + h * d].reshape(2, 7, h, d).transpose(0, 2, 1, 3)
+    s = view("q") @ view("k").transpose(0, 1, 3, 2) / 2.0 + feeds[mask]
+    p = np.exp(s - s.max(-1, keepdims=True))
+    ref = ((p / p.sum(-1, keepdims=True)) @ view("v")).transpose(0, 2, 1, 3)
+    assert_matches(got[0], ref[0].astype(np.float32), rtol=1e-4, atol=1e-5)
+
+
+def test_columns_outside_the_operand_are_refused():
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((2, 6, 16), name="x")
+        with pytest.raises(ff.FragflowError, match="q_columns must be"):
+            ff.fused.attention(x, x, x, q_heads=True, k_heads=True, v_heads=True,
+                               q_columns=(12, 2, 4), k_columns=(0, 2, 4),
+                               v_columns=(8, 2, 4))
+        with pytest.raises(ff.FragflowError, match="k_columns must be"):
+            ff.fused.attention(x, x, x, q_heads=True, v_heads=True,
+                               q_columns=(0, 2, 4), k_columns=(8, 2, 4),
+                               v_columns=(8, 2, 4))

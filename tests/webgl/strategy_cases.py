@@ -454,8 +454,32 @@ def attention_bert_onnx():
     return Case(model.graph, fetches, feeds, rtol=1e-5, atol=1e-5)
 
 
+def attention_bert_merged(tokens=13, heads=4, d=16):
+    """BERT's self-attention written with fragflow's ops: q, k and v projections of
+    one x (constant weights and biases) split into heads, scaled scores, a -inf
+    padding mask over the last 3 keys, softmax, the result's heads transposed back
+    ([B, L, H, D]): q, k and v become one
+    matmul (passes/merge_matmuls.py) whose columns the attention reads in place."""
+    rng = np.random.default_rng(42)
+    width = heads * d
+    mask = np.where(np.arange(tokens) >= tokens - 3, -np.inf, 0).astype(np.float32)
+
+    def build(x):
+        def split(name):
+            w = ff.constant((rng.standard_normal((width, width)) * 0.2).astype(np.float32))
+            b = ff.constant(rng.standard_normal(width).astype(np.float32))
+            return ff.transpose(ff.reshape(ff.matmul(x, w) + b, (2, tokens, heads, d)),
+                                [0, 2, 1, 3])
+        q, k, v = split("q"), split("k"), split("v")
+        scores = ff.matmul(q, k, transpose_b=True) / np.float32(4.0) + ff.constant(mask)
+        out = ff.matmul(ff.softmax(scores, axis=-1), v)
+        return {"y": ff.transpose(out, [0, 2, 1, 3])}
+    return _case(build, [(2, tokens, width)], rtol=1e-5, atol=1e-5)
+
+
 ATTENTION_CASES = {"attention_softmax": attention_softmax, "attention_causal": attention_causal,
-                   "attention_bert_onnx": attention_bert_onnx}
+                   "attention_bert_onnx": attention_bert_onnx,
+                   "attention_bert_merged": attention_bert_merged}
 
 
 def case_id(strategy: str) -> str:
