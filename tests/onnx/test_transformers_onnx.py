@@ -131,8 +131,11 @@ def test_model_matches_onnxruntime_with_one_kernel_per_norm(name, exported):
         assert "fused" not in ops and "erf" not in ops and "tanh" not in ops, ops
 
 
-def test_model_matches_onnxruntime_on_the_numpy_executor(exported):
-    path, feeds = exported("bert")
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_model_matches_onnxruntime_on_the_numpy_executor(name, exported):
+    """The numpy executor's pipeline (merge_matmuls, fuse_attention with the column
+    views, ...: their references) against onnxruntime."""
+    path, feeds = exported(name)
     want = ort_run(str(path), feeds)[0]
     out, _ = _run(path, feeds, backend="numpy")
     assert_close(out, want, rtol=1e-4)
