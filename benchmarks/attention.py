@@ -1,4 +1,6 @@
-"""Attention fused (fuse_attention, attention.scores' two kernels) against the same graph
+"""Attention fused (fuse_attention: attention.scores_blocks' two kernels, and with
+matmul.attention_scores_blocks off attention.scores' blocked product, its stitch and
+the walk, "stitched") against the same graph
 unfused (Tuning matmul.attention_fuse=False: scores with scale and mask, softmax, the
 product with v), in one run on this machine's GL device: median seconds per run and
 the ratio, with the fusion forced past matmul.attention_max_walk.
@@ -41,9 +43,12 @@ def main(argv=None):
     for name, shape in SHAPES.items():
         g, out, holders, feeds = build(*shape)
         fns = {}
-        for label, fuse in (("fused", True), ("unfused", False)):
-            # fused at every size (past matmul.attention_max_walk too)
-            knobs = {"matmul.attention_fuse": fuse, "matmul.attention_max_walk": 1 << 40}
+        for label, fuse, blocks in (("fused", True, True), ("stitched", True, False),
+                                    ("unfused", False, True)):
+            # fused at every size (past matmul.attention_max_walk too); "stitched": the
+            # walk reads the scores from a stitch's texture, not from q kᵀ's targets
+            knobs = {"matmul.attention_fuse": fuse, "matmul.attention_max_walk": 1 << 40,
+                     "matmul.attention_scores_blocks": blocks}
             sess = ff.Session(g, tuning=ff.Tuning().with_(knobs))
             fns[label] = sess.compile([out], feeds=holders)
             fns[label](*feeds)                           # compile and warm up
@@ -57,7 +62,9 @@ def main(argv=None):
         print(f"{name:15s} fused {med['fused'] * 1e3:7.2f} ms ({len(fns['fused'].kernels)} "
               f"kernels)  unfused {med['unfused'] * 1e3:7.2f} ms "
               f"({len(fns['unfused'].kernels)} kernels)  unfused/fused "
-              f"{med['unfused'] / med['fused']:.2f}x")
+              f"{med['unfused'] / med['fused']:.2f}x  stitched/fused "
+              f"{med['stitched'] / med['fused']:.2f}x ({len(fns['stitched'].kernels)} "
+              f"kernels)")
 
 
 if __name__ == "__main__":

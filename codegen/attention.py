@@ -12,16 +12,24 @@ or only -inf, gives NaN throughout, as softmax does.
 - attention.online: one kernel, q·k computed in the walk. A fragment writes one texel,
   so a row's scores are computed once per texel of the row (dv / 4 times): it takes
   rows of at most `matmul.attention_one_kernel_texels` texels.
-- attention.scores: two kernels, q kᵀ by the matmul table into a scratch texture,
-  then the walk reading the scores (scale and mask applied as it reads them)."""
+- attention.scores_blocks: two kernels, q kᵀ by the blocked matmul kernel
+  (matmul.blocked without its stitch), then the walk reading the scores straight from
+  its render targets (a matmul.BlocksLayout, adding up K splits), where
+  `matmul.attention_scores_blocks` is on and the product runs blocked.
+- attention.scores: q kᵀ by the matmul table into a scratch texture (a blocked
+  product is two kernels, the blocked one and its stitch), then the walk reading the
+  scores (scale and mask applied as it reads them)."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from ..ir.ops.fused import columns_shape
 from ..ir.types import TensorType
+from . import matmul
 from .common import make_kernel, operands, output_operand
+from .depthwise import BlocksOperand
 from .environment import glsl_float
 from .layout import broadcast_index
 from .limits import loop_trips
@@ -42,6 +50,7 @@ class AttentionParams:
     same_row: bool           # the four lanes of a texel are one query row
     vec_dot: bool            # q·k as dots of texels (k as [..., Lk, D], D % 4 == 0)
     precomputed: bool        # the scores come from the kernel before (attention.scores)
+    scores_blocks: bool      # ... read from its render targets (attention.scores_blocks)
     transpose_k: bool
     transpose_v: bool
     scale: str | None        # GLSL literal
@@ -50,6 +59,9 @@ class AttentionParams:
     v_heads: bool            # v as [..., Lk, H, Dv] (ir/ops/fused.py)
     out_heads: bool          # the result as [..., Lq, H, Dv]
     heads: int               # H where either
+    v_row: int               # v_heads: the stride of v's rows (H * DV, or a merged row)
+    v_start: int             # v_heads: v's first column in its row
+    v_texels: bool           # ... v's rows start on texels (read 4 columns a fetch)
     mask_offset: int
     mask_terms: tuple        # ((out stride, dim, mask stride), ...) from a score's index
 
@@ -60,14 +72,14 @@ class AttentionPlan:
     params: AttentionParams
 
 
-def _plan(site, tuning, precomputed):
+def _plan(site, tuning, precomputed, splits=0):
     node = site.node
     if node.op != "fused_attention":
         return None
     if (node.attrs["q_heads"] or node.attrs["k_heads"]) and not precomputed:
         return None                     # q and k read in [B, L, H, D]: the scores' product
-    q, k = (_heads(t.type.shape) if node.attrs[f"{r}_heads"] else t.type.shape
-            for t, r in zip(node.inputs[:2], "qk"))
+    q, k = (_heads(_shape(node, r)) if node.attrs[f"{r}_heads"] else _shape(node, r)
+            for r in "qk")
     out = node.outputs[0].type.shape
     if any(site.layouts[t.name].shape != t.type.shape for t in node.inputs) or \
             site.layouts[node.outputs[0].name].shape != out:
@@ -79,25 +91,38 @@ def _plan(site, tuning, precomputed):
     same_row = dv % 4 == 0
     vec_dot = node.attrs["transpose_k"] and d % 4 == 0 and d <= 256 and not precomputed
     walks = 1 if same_row else min(4, math.prod(out))
-    per_key = 1 if vec_dot or precomputed else tile * d + 1
+    per_key = max(1, splits) if vec_dot or precomputed else tile * d + 1
     if walks * -(-lk // tile) * per_key > loop_trips():
         return None
     mask_offset, mask_terms = 0, ()
     v_heads, out_heads = node.attrs["v_heads"], node.attrs["out_heads"]
     if v_heads and node.attrs["transpose_v"]:
         return None
-    heads = node.inputs[2].type.shape[-2] if v_heads else out[-2] if out_heads else 1
+    heads = _shape(node, "v")[-2] if v_heads else out[-2] if out_heads else 1
+    # v as [..., LK, H, DV]: its rows' stride and first column (a merged projection's
+    # column slice: v_columns, ir/ops/fused.py)
+    v_columns = node.attrs["v_columns"]
+    v_row = node.inputs[2].type.shape[-1] if v_columns else heads * dv
+    v_start = v_columns[0] if v_columns else 0
+    v_texels = v_start % 4 == 0 and v_row % 4 == 0     # a texel: 4 columns of a row
     if len(node.inputs) == 4:          # the scores: q's batch dims, [Lq, Lk]
         index = broadcast_index(q[:-1] + (lk,), node.inputs[3].type.shape)
         mask_offset, mask_terms = index.offset, index.terms
     scale = node.attrs["scale"]
     return AttentionPlan(site, AttentionParams(
         lq=lq, lk=lk, d=d, dv=dv, tile=tile, same_row=same_row, vec_dot=vec_dot,
-        precomputed=precomputed, transpose_k=node.attrs["transpose_k"],
+        precomputed=precomputed, scores_blocks=splits > 0, transpose_k=node.attrs["transpose_k"],
         transpose_v=node.attrs["transpose_v"],
         scale=None if scale is None else glsl_float(scale), divide=node.attrs["divide"],
         subtract_mask=node.attrs["subtract_mask"], v_heads=v_heads, out_heads=out_heads,
-        heads=heads, mask_offset=mask_offset, mask_terms=mask_terms))
+        heads=heads, v_row=v_row, v_start=v_start, v_texels=v_texels,
+        mask_offset=mask_offset, mask_terms=mask_terms))
+
+
+def _shape(node, role):
+    """The [..., L, (H,) D] shape operand `role` (q, k or v) stands for."""
+    value = node.inputs["qkv".index(role)]
+    return columns_shape(value.type.shape, node.attrs[f"{role}_columns"])
 
 
 def _heads(shape):
@@ -120,12 +145,53 @@ def _scores(site, facts, tuning):
     return _plan(site, tuning, precomputed=True)
 
 
-def _walk(plan, roles, inputs, prefix):
+@dataclass(frozen=True)
+class ScoresBlocksPlan:
+    site: Any
+    params: AttentionParams
+    blocked: Any             # matmul.BlockedParams of q kᵀ
+
+
+def _scores_site(site, layouts, p):
+    """(the scores' Operand, the bound inputs, q kᵀ's MatmulSite); p: the walk's
+    AttentionParams."""
+    node = site.node
+    q_shape = _shape(node, "q")
+    shape = (_heads(q_shape) if node.attrs["q_heads"] else q_shape)[:-2] + (p.lq, p.lk)
+    name = f"{node.name}:scores"
+    layout = scratch_layout(shape, "float32", layouts[node.inputs[0].name])
+    scores = Operand(sampler="ff_out", value=name, layout=layout,
+                     type=str(TensorType(shape, "float32")))
+    bound = operands(node, layouts)
+    q, k, *_ = _by_role(node, bound)
+    head = ScoresHead(node)
+    msite = matmul.matmul_site(head, q, k, scores, f"{site.prefix}.p0", nodes=[head],
+                               layouts=layouts)
+    return scores, bound, msite
+
+
+def _scores_blocks(site, facts, tuning):
+    """attention.scores where q kᵀ runs blocked: its targets are read by the walk."""
+    if site.node.op != "fused_attention" or not tuning.matmul.attention_scores_blocks \
+            or "matmul.blocked" in tuning.exclude:
+        return None
+    plan = _plan(site, tuning, precomputed=True)
+    if plan is None:
+        return None
+    _, _, msite = _scores_site(site, site.layouts, plan.params)
+    blocked = matmul._blocked(msite, facts, tuning)
+    if blocked is None or blocked.blocking.interleaved:
+        return None
+    plan = _plan(site, tuning, precomputed=True, splits=blocked.blocking.splits)
+    return None if plan is None else ScoresBlocksPlan(site, plan.params, blocked)
+
+
+def _walk(plan, roles, inputs, prefix, **context):
     site, p = plan.site, plan.params
     node = site.node
     out = output_operand(node.outputs[0], site.layouts)
     return make_kernel("attention.glsl.j2", prefix, "fused_attention", site.named_nodes,
-                       inputs, out, roles=roles, params=p,
+                       inputs, out, roles=roles, params=p, **context,
                        **{f: getattr(p, f) for f in AttentionParams.__dataclass_fields__
                           if f != "mask_terms"})
 
@@ -153,7 +219,9 @@ class ScoresHead:
     def attrs(self):
         return {"transpose_a": False, "transpose_b": self.fused.attrs["transpose_k"],
                 "a_heads": self.fused.attrs["q_heads"],
-                "b_heads": self.fused.attrs["k_heads"]}
+                "b_heads": self.fused.attrs["k_heads"],
+                "a_columns": self.fused.attrs["q_columns"],
+                "b_columns": self.fused.attrs["k_columns"]}
 
     @property
     def name(self):
@@ -174,7 +242,7 @@ class ScoresHead:
 def _emit_scores(plan):
     site, p = plan.site, plan.params
     node, layouts = site.node, site.layouts
-    q_shape = node.inputs[0].type.shape
+    q_shape = _shape(node, "q")
     batch = (_heads(q_shape) if node.attrs["q_heads"] else q_shape)[:-2]
     name = f"{node.name}:scores"
     layouts[name] = scratch_layout(batch + (p.lq, p.lk), "float32",
@@ -199,9 +267,40 @@ def _emit_scores(plan):
     return first + [_walk(plan, roles, walk_inputs, site.prefix)]
 
 
+def _emit_scores_blocks(plan):
+    """[q kᵀ's blocked kernel, the walk reading its render targets]."""
+    site, blocked = plan.site, plan.blocked
+    node, layouts = site.node, site.layouts
+    blocking = blocked.blocking
+    scores, bound, _ = _scores_site(site, layouts, plan.params)
+    blocks, names = matmul.target_operands(blocking, scores,
+                                           matmul._max_texture_size(None, scores))
+    targets = matmul.BlocksLayout(blocks.layout.shape, "float32", blocks.layout.width,
+                                  blocks.layout.height, blocking, "matmul")
+    blocks = replace(blocks, layout=targets)
+    names = [replace(n, layout=targets) for n in names]
+    layouts[blocks.value] = targets
+    first = matmul.blocked_main(blocked, blocks, names)
+    _, _, v, *mask = _by_role(node, bound)
+    walk_inputs = [BlocksOperand(sampler="x0", value=blocks.value, layout=targets,
+                                 type=blocks.type)]
+    for value in [v] + mask:
+        if value.value not in [b.value for b in walk_inputs]:
+            walk_inputs.append(Operand(sampler=f"x{len(walk_inputs)}", value=value.value,
+                                       layout=value.layout, type=value.type))
+    named = {b.value: b for b in walk_inputs}
+    roles = {"q": None, "k": None, "v": named[v.value],
+             "mask": named[mask[0].value] if mask else None, "scores": walk_inputs[0]}
+    # the prologue's texelFetch helpers take a sampler2D: none for the layers
+    return [first, _walk(plan, roles, walk_inputs, site.prefix, blocking=blocking,
+                         fetch_helpers={b.sampler for b in walk_inputs[1:]})]
+
+
 TABLE = (
     Strategy("attention.online", _online, _emit_online,
              "one kernel: q·k, scale, mask and an online softmax over key tiles times v"),
+    Strategy("attention.scores_blocks", _scores_blocks, _emit_scores_blocks,
+             "two kernels: q kᵀ blocked, the walk reading its render targets"),
     Strategy("attention.scores", _scores, _emit_scores,
              "two kernels: q kᵀ by the matmul table, then the online softmax times v"),
 )

@@ -279,32 +279,58 @@ class Product:
     # head split's transpose (codegen/attention.py). Only blocked and plain take these.
     a_heads: bool = False
     b_heads: bool = False
+    # ... and within those, a column slice (start, H, K) of a [..., L, W] operand (a
+    # merged q, k, v projection: ir/ops/fused.py q_columns)
+    a_columns: tuple = ()
+    b_columns: tuple = ()
 
     @classmethod
     def of(cls, node, a, b, out) -> Product:
         ta, tb = node.attrs["transpose_a"], node.attrs["transpose_b"]
         shape = out.layout.shape
-        k = a.layout.shape[-2] if ta else a.layout.shape[-1]
+        a_columns = tuple(node.attrs.get("a_columns", ()))
+        k = a_columns[2] if a_columns else a.layout.shape[-2] if ta else a.layout.shape[-1]
         return cls(a, b, out, ta, tb, tuple(shape[:-2]), shape[-2], shape[-1], k,
-                   node.attrs.get("a_heads", False), node.attrs.get("b_heads", False))
+                   node.attrs.get("a_heads", False), node.attrs.get("b_heads", False),
+                   a_columns, tuple(node.attrs.get("b_columns", ())))
 
     @property
     def heads(self) -> bool:
         return self.a_heads or self.b_heads
 
-    def _strides(self, operand, heads):
+    def _strides(self, operand, heads, columns=()):
         """The operand's element strides per batch dim, and of its rows (A) or columns
-        (B transposed): K unless stored [..., L, H, K]."""
+        (B transposed): K unless stored [..., L, H, K] (or as columns of [..., L, W])."""
+        if columns:
+            st = strides(operand.layout.shape)       # [..., L, W]
+            return list(st[:-2]) + [columns[2]], st[-2]
         if not heads:
             return _batch_strides(operand.layout.shape, self.batch), self.k
         st = strides(operand.layout.shape)           # [..., L, H, K]
         return list(st[:-3]) + [st[-2]], st[-3]
 
     def a_strides(self):
-        return self._strides(self.a, self.a_heads)
+        return self._strides(self.a, self.a_heads, self.a_columns)
 
     def b_strides(self):
-        return self._strides(self.b, self.b_heads)
+        return self._strides(self.b, self.b_heads, self.b_columns)
+
+    def whole_texels(self, side: str) -> bool:
+        """Whether operand `side` ("a" or "b"), where a column slice, has rows starting
+        on texels (its start and row stride multiples of 4): the blocked kernel then
+        reads 4 k a texel."""
+        operand, columns = (self.a, self.a_columns) if side == "a" else \
+            (self.b, self.b_columns)
+        return not columns or (columns[0] % 4 == 0 and operand.layout.shape[-1] % 4 == 0)
+
+    @property
+    def a_offset(self) -> int:
+        """Where A's first element is in its texture (a column slice's start)."""
+        return self.a_columns[0] if self.a_columns else 0
+
+    @property
+    def b_offset(self) -> int:
+        return self.b_columns[0] if self.b_columns else 0
 
     @property
     def macs(self) -> int:
@@ -316,13 +342,15 @@ class Product:
         one texture under both names."""
         return [self.a, self.b] if self.a is not self.b else [self.a, _alias(self.a)]
 
-    def batch_index(self, operand, entries: bool = False):
+    def batch_index(self, operand, entries: bool = False, side: str = ""):
         """The operand's batch offset per output batch entry: in elements, or with
-        `entries` in matrices."""
-        if not entries and operand is self.a and self.a_heads:
-            return affine_index(self.batch, self.a_strides()[0])
-        if not entries and operand is self.b and self.b_heads:
-            return affine_index(self.batch, self.b_strides()[0])
+        `entries` in matrices. side "a" or "b" says which where A is B (q and k
+        columns of one merged projection)."""
+        is_a = side == "a" if side else operand is self.a
+        if not entries and is_a and self.a_heads:
+            return affine_index(self.batch, self.a_strides()[0], self.a_offset)
+        if not entries and not is_a and self.b_heads:
+            return affine_index(self.batch, self.b_strides()[0], self.b_offset)
         rule = _entry_strides if entries else _batch_strides
         return affine_index(self.batch, rule(operand.layout.shape, self.batch))
 
@@ -520,12 +548,29 @@ def _blocked(site: MatmulSite, facts, tuning) -> BlockedParams | None:
     blocking = replace(blocking, splits=-(-p.k // k_chunk))
     if not p.tb and p.n % 4 == 0:
         b_mode = "rows"
-    elif p.tb and p.k % 4 == 0:
+    elif p.tb and p.k % 4 == 0 and p.whole_texels("b"):
         b_mode = "cols"
     else:
         b_mode = "scalar"
-    return BlockedParams(site, blocking, k_chunk, not p.ta and p.k % 4 == 0, b_mode,
+    a_texels = not p.ta and p.k % 4 == 0 and p.whole_texels("a")
+    return BlockedParams(site, blocking, k_chunk, a_texels, b_mode,
                          tuning.matmul.mat_steps, unroll_for(k_chunk // 4))
+
+
+def blocked_main(params: BlockedParams, blocks, names):
+    """The blocked kernel alone (matmul_blocked.glsl.j2), writing the layers of
+    `blocks`: emit_blocked's first kernel, and codegen/attention.py's scores, which
+    its walk reads from the targets without a stitch."""
+    site, p, blocking = params.site, params.site.product, params.blocking
+    return blocked_kernel("matmul_blocked.glsl.j2", site.prefix, site.op,
+                          site.named_nodes, p.bound,
+                          blocks, names, blocking, ta=p.ta, tb=p.tb, k=p.k,
+                          a_batch=p.batch_index(p.a, side="a"),
+                          b_batch=p.batch_index(p.b, side="b"),
+                          a_texels=params.a_texels, b_mode=params.b_mode,
+                          k_chunk=params.k_chunk, mat_steps=params.mat_steps,
+                          unroll=params.unroll, a_row=p.a_strides()[1],
+                          b_col=p.b_strides()[1])
 
 
 def emit_blocked(params: BlockedParams) -> list:
@@ -533,13 +578,7 @@ def emit_blocked(params: BlockedParams) -> list:
     site, p, blocking = params.site, params.site.product, params.blocking
     nodes = site.named_nodes
     blocks, names = target_operands(blocking, p.out, _max_texture_size(None, p.out))
-    main = blocked_kernel("matmul_blocked.glsl.j2", site.prefix, site.op, nodes, p.bound,
-                          blocks, names, blocking, ta=p.ta, tb=p.tb, k=p.k,
-                          a_batch=p.batch_index(p.a), b_batch=p.batch_index(p.b),
-                          a_texels=params.a_texels, b_mode=params.b_mode,
-                          k_chunk=params.k_chunk, mat_steps=params.mat_steps,
-                          unroll=params.unroll, a_row=p.a_strides()[1],
-                          b_col=p.b_strides()[1])
+    main = blocked_main(params, blocks, names)
     stitch = stitch_kernel(blocks, p.out, site.prefix + "s", site.op, nodes, site.extra,
                            site.epilogue, mapping="matmul", blocking=blocking,
                            aligned=p.n % 4 == 0)
@@ -622,8 +661,8 @@ def _plain(site: MatmulSite, facts, tuning) -> PlainParams:
     p = site.product
     shape = p.out.layout.shape
     (a_batch, a_row), (b_batch, b_col) = p.a_strides(), p.b_strides()
-    a_index = affine_index(shape, a_batch + [1 if p.ta else a_row, 0])
-    b_index = affine_index(shape, b_batch + [0, b_col if p.tb else 1])
+    a_index = affine_index(shape, a_batch + [1 if p.ta else a_row, 0], p.a_offset)
+    b_index = affine_index(shape, b_batch + [0, b_col if p.tb else 1], p.b_offset)
     columns = p.n % 4 == 0 and not p.tb
     rows = columns and p.k % 4 == 0 and not p.ta
     return PlainParams(site, a_index, b_index, p.m if p.ta else 1, 1 if p.tb else p.n,

@@ -93,7 +93,8 @@ def depthwise_conv2d(input, filter, strides=1, padding="VALID", dilations=1, bia
 
 def attention(q, k, v, mask=None, scale=None, divide=True, transpose_k=True,
               transpose_v=False, subtract_mask=False, q_heads=False, k_heads=False,
-              v_heads=False, out_heads=False, name=None):
+              v_heads=False, out_heads=False, q_columns=(), k_columns=(), v_columns=(),
+              name=None):
     """softmax(matmul(q, k, transpose_b=transpose_k) / scale (* scale where divide is
     False) + mask, axis=-1) @ v in one kernel (an online softmax over key tiles); the
     fuse_attention pass makes the same op from those five ops. q: [..., Lq, D], k:
@@ -101,7 +102,10 @@ def attention(q, k, v, mask=None, scale=None, divide=True, transpose_k=True,
     broadcasts to the scores [..., Lq, Lk] (subtracted where subtract_mask). q_heads,
     k_heads, v_heads: q, k, v come as [..., L, H, D] (before the head split's
     transpose; k then read as transpose_k says); out_heads: the result is [..., Lq, H,
-    Dv] (rank 4 or more). Gradients are taken through the ops."""
+    Dv] (rank 4 or more). q_columns, k_columns, v_columns: (start, H, D) where that
+    operand (with its *_heads) comes as x [..., L, W] and stands for x[..., start:start
+    + H * D] as [..., L, H, D] (a merged q, k, v projection's columns). Gradients are
+    taken through the ops."""
     values = graph_operands(q, k, v, *(() if mask is None else (mask,)))
     return wrap(_fused.apply("fused_attention", list(values),
                              {"scale": None if scale is None else float(scale),
@@ -109,7 +113,10 @@ def attention(q, k, v, mask=None, scale=None, divide=True, transpose_k=True,
                               "transpose_v": bool(transpose_v),
                               "subtract_mask": bool(subtract_mask),
                               "q_heads": bool(q_heads), "k_heads": bool(k_heads),
-                              "v_heads": bool(v_heads), "out_heads": bool(out_heads)},
+                              "v_heads": bool(v_heads), "out_heads": bool(out_heads),
+                              **{f"{r}_columns": tuple(int(c) for c in cols)
+                                 for r, cols in zip("qkv", (q_columns, k_columns,
+                                                            v_columns))}},
                              name or "fused_attention"))
 
 

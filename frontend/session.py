@@ -59,8 +59,9 @@ class Session:
         self.backend = backend
         self.debug = debug
         if debug:      # one kernel per node, so a NaN is pinned on the node that made it
-            disable_passes = tuple(disable_passes) + ("fuse_norms", "fuse_epilogues",
-                                                     "fuse_updates", "fuse_elementwise")
+            disable_passes = tuple(disable_passes) + ("merge_matmuls", "fuse_norms",
+                                                     "fuse_epilogues", "fuse_updates",
+                                                     "fuse_elementwise")
         self._pass_args = dict(passes=passes, disable=disable_passes, dump_dir=dump_passes)
         if tuning is not None:      # the knobs of kernel choice (ff.Tuning); else the device's
             if not isinstance(tuning, Tuning):

@@ -164,6 +164,51 @@ def _fold_heads(found, users, fetched, tuning):
         found["nodes"].append(readers[0])
 
 
+def _slice_columns(node):
+    """(start, stop) where node slices a range of its input's last axis with step 1
+    and keeps every other axis whole; else None."""
+    if node.op != "strided_slice":
+        return None
+    spec, shape = node.attrs["spec"], node.inputs[0].type.shape
+    if len(spec) != len(shape) or any(tuple(s) != ("range", None, None, 1)
+                                      for s in spec[:-1]):
+        return None
+    kind, start, stop, step = spec[-1]
+    width = shape[-1]
+    if kind != "range" or step != 1 or width is None:
+        return None
+    start = 0 if start is None else start + width if start < 0 else start
+    stop = width if stop is None else stop + width if stop < 0 else min(stop, width)
+    return (start, stop) if 0 <= start < stop else None
+
+
+def _fold_columns(found, users, fetched, tuning):
+    """q, k or v in [B, L, H, D] (folded head transposes) made by a reshape of a slice
+    of the last axis, each read only there: the node reads the sliced value itself,
+    `<r>_columns` = (start, H, D) (a merged q, k, v projection, passes/merge_matmuls.py).
+    Where the columns are whole texels (start and the row's width multiples of 4, as
+    the kernels read them), and Tuning matmul.attention_columns."""
+    found.update(q_columns=(), k_columns=(), v_columns=())
+    if tuning is not None and not tuning.matmul.attention_columns:
+        return
+    for r in "qkv":
+        value = found[r]
+        if not found[f"{r}_heads"] or value.node.op != "reshape" or \
+                not _only_reader(value, users, fetched):
+            continue
+        sliced = value.node.inputs[0]
+        cut = _slice_columns(sliced.node)
+        if cut is None or not _only_reader(sliced, users, fetched):
+            continue
+        x = sliced.node.inputs[0]
+        heads, width = value.type.shape[-2:]
+        if value.type.shape[:-2] != sliced.type.shape[:-1] or \
+                heads * width != cut[1] - cut[0] or cut[0] % 4 or x.type.shape[-1] % 4:
+            continue
+        found.update({r: x, f"{r}_columns": (cut[0], heads, width)})
+        found["nodes"][0:0] = [sliced.node, value.node]
+
+
 def _check_walk(found, softmax, tuning):
     if tuning is None:             # no kernels to size (the numpy executor's pipeline)
         return
@@ -174,6 +219,25 @@ def _check_walk(found, softmax, tuning):
         raise Rejected(f"its walk ({walk} key steps) exceeds the Tuning's "
                        f"matmul.attention_max_walk ({tuning.matmul.attention_max_walk}), "
                        f"past which the unfused kernels are faster")
+
+
+def heads_operands(graph, tuning=None) -> set:
+    """The values fuse_attention would read as q, k or v in [B, L, H, D] (their head
+    transposes folded): where passes/merge_matmuls.py's column slices are read in
+    place."""
+    users = consumers(graph)
+    fetched = set(graph.outputs)
+    found_values = set()
+    for node in graph.nodes:
+        if node.op != "softmax":
+            continue
+        try:
+            found = _match(node, users, fetched, tuning)
+            _check_walk(found, node, tuning)
+        except Rejected:
+            continue
+        found_values.update(found[r] for r in "qkv" if found[f"{r}_heads"])
+    return found_values
 
 
 def fuse_attention(graph, report, tuning=None):
@@ -190,6 +254,7 @@ def fuse_attention(graph, report, tuning=None):
         try:
             found = _match(node, users, fetched, tuning)
             _check_walk(found, node, tuning)
+            _fold_columns(found, users, fetched, tuning)
         except Rejected as why:
             report.append(f"rejected softmax '{node.name}' for attention: {why}")
             continue
@@ -209,6 +274,7 @@ def fuse_attention(graph, report, tuning=None):
                  "transpose_v": found["transpose_v"],
                  "subtract_mask": found["subtract_mask"],
                  **{f"{r}_heads": found[f"{r}_heads"] for r in ("q", "k", "v", "out")},
+                 **{f"{r}_columns": found[f"{r}_columns"] for r in "qkv"},
                  "nodes": tuple((m.name, m.op, m.source) for m in found["nodes"])}
         return new.add_node("fused_attention", operands, attrs, exact_name=node.name,
                             scope=node.scope, source=node.source).outputs

@@ -27,6 +27,7 @@ from . import (
     fuse_updates,
     fusion,
     layout_transposes,
+    merge_matmuls,
     norms,
     pad_folding,
     simplify,
@@ -86,6 +87,9 @@ register_pass("select_top_k",
 register_pass("split_wide_nodes",
               "add_n / concat of more inputs than a kernel binds textures, as a tree",
               options=("max_texture_units",))(split_wide.split_wide_nodes)
+register_pass("merge_matmuls",
+              "sibling matmuls of one operand (q, k, v) as one over concatenated weights",
+              options=("tuning",))(merge_matmuls.merge_matmuls)
 register_pass("fuse_attention",
               "softmax(q kᵀ / c + mask) v (scaled dot-product attention) in one kernel",
               options=("tuning",))(attention.fuse_attention)
@@ -105,10 +109,11 @@ register_pass("fuse_elementwise", "connected elementwise ops in one kernel",
 # turns a user's graph and fetches into a compiled graph).
 DEFAULT_PIPELINE = ("fold_constants", "layout_transposes", "cse", "simplify",
                     "select_conds", "select_top_k", "conv_backprop_as_conv", "fold_pads",
-                    "fold_batch_norm", "split_wide_nodes", "fuse_attention", "fuse_norms",
-                    "fuse_epilogues", "fuse_updates", "fuse_elementwise", "verify")
+                    "fold_batch_norm", "merge_matmuls", "split_wide_nodes", "fuse_attention",
+                    "fuse_norms", "fuse_epilogues", "fuse_updates", "fuse_elementwise",
+                    "verify")
 # the passes whose decisions fusion_report lists (a cond run as a select among them)
-FUSION_PASSES = ("fuse_attention", "fuse_norms", "fuse_epilogues", "fuse_updates",
+FUSION_PASSES = ("merge_matmuls", "fuse_attention", "fuse_norms", "fuse_epilogues", "fuse_updates",
                  "fuse_elementwise", "layout_transposes", "select_conds")
 # What a compiled graph needs before any GPU can run it (no kernel reading more
 # textures than the GPU binds): a custom pipeline for a GPU (max_texture_units given)

@@ -29,6 +29,15 @@ class MatmulTuning:
     # ... and q's and k's, read by the scores' product (attention.scores) in [B, L, H,
     # D] with their strides (codegen/matmul.py Product heads)
     attention_qk_heads: bool = True
+    # ... and q's, k's and v's column slices of a merged projection (merge_siblings):
+    # the kernels read them in place, no slice kernels (`<r>_columns`)
+    attention_columns: bool = True
+    # attention.scores_blocks: where q kᵀ runs blocked, the walk reads the scores from
+    # the blocked kernel's render targets, no stitch (docs/PERFORMANCE.md)
+    attention_scores_blocks: bool = True
+    # merge_matmuls: sibling matmuls of one operand (q, k, v) as one over their weights
+    # side by side, then column slices (passes/merge_matmuls.py; docs/PERFORMANCE.md)
+    merge_siblings: bool = True
     # multiply-adds from which a matmul (or a conv as one) runs blocked: several
     # outputs per fragment over several render targets, then a stitch
     blocked_min_macs: int = 1 << 17

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import AttrError, DTypeError, ShapeError
-from ..types import TensorType
+from ..types import TensorType, format_shape
 from . import matmul as _matmul
 from .common import apply
 from .registry import REQUIRED, OpDef, get_op, register
@@ -206,15 +206,33 @@ def decompose(node):
 # v_heads: q, k, v come as [..., L, H, D] (their axes before the heads split off: the
 # transpose that makes them [..., H, L, D] is the node's, k then read as transpose_k
 # says); out_heads: the result is [..., Lq, H, Dv], transposed back the same way
-# (passes/attention.py folds the head transposes).
+# (passes/attention.py folds the head transposes). q_columns, k_columns, v_columns:
+# () or (start, H, D): the operand comes as x [..., L, W] and is x[..., start:start +
+# H * D] as [..., L, H, D] (with its *_heads): the column slice and reshape of a merged
+# q, k, v projection (passes/merge_matmuls.py), folded by passes/attention.py.
 def heads_perm(rank):
     """The permutation swapping axes -3 and -2 of a rank-`rank` value."""
     return tuple(range(rank - 3)) + (rank - 2, rank - 3, rank - 1)
 
 
-def _attention_steps(operands, attrs, matmul, scale, add, softmax, transpose):
-    """add(scores, mask, subtract) applies the mask, transpose(x) swaps axes -3, -2."""
-    q, k, v, *mask = operands
+def columns_shape(shape, columns):
+    """The [..., L, H, D] an operand of `columns` (start, H, D) stands for."""
+    return tuple(shape[:-1]) + tuple(columns[1:]) if columns else tuple(shape)
+
+
+def columns_spec(rank, columns):
+    """The strided_slice spec of a `columns` operand's slice (rank: x's)."""
+    start, heads, width = columns
+    return tuple(("range", None, None, 1) for _ in range(rank - 1)) + \
+        (("range", start, start + heads * width, 1),)
+
+
+def _attention_steps(operands, attrs, matmul, scale, add, softmax, transpose,
+                     columns=None):
+    """add(scores, mask, subtract) applies the mask, transpose(x) swaps axes -3, -2,
+    columns(x, (start, H, D)) is x[..., start:start + H * D] as [..., L, H, D]."""
+    q, k, v, *mask = (columns(x, attrs.get(f"{r}_columns")) if attrs.get(f"{r}_columns")
+                      else x for x, r in zip(operands, ("q", "k", "v", "mask")))
     q = transpose(q) if attrs["q_heads"] else q
     k = transpose(k) if attrs["k_heads"] else k
     if attrs["v_heads"]:
@@ -235,8 +253,21 @@ def _check_attention(types, attrs):
                         f"{len(types)} operands")
     if attrs["scale"] is not None and not isinstance(attrs["scale"], float):
         raise AttrError(f"scale must be a float or None, got {attrs['scale']!r}")
+    for i, r in enumerate("qkv"):
+        columns = attrs[f"{r}_columns"]
+        if not columns:
+            continue
+        shape = types[i].shape
+        if not attrs[f"{r}_heads"] or len(columns) != 3 or \
+                not all(isinstance(c, int) and c >= 0 for c in columns) or \
+                min(columns[1:]) < 1 or len(shape) < 3 or shape[-1] is None or \
+                columns[0] + columns[1] * columns[2] > shape[-1]:
+            raise AttrError(f"{r}_columns must be (start, heads, width) of columns inside "
+                            f"the operand's last axis, with {r}_heads; got {columns} "
+                            f"for {format_shape(shape)}")
+    shapes = [columns_shape(t.shape, attrs.get(f"{r}_columns")) for t, r in zip(types, "qkvm")]
     for name, i in (("q_heads", 0), ("k_heads", 1), ("v_heads", 2), ("out_heads", 0)):
-        if attrs[name] and len(types[i].shape) < 4:
+        if attrs[name] and len(shapes[i]) < 4:
             raise AttrError(f"{name} needs operands of rank 4 or more (batch, length, "
                             f"heads, width)")
 
@@ -255,7 +286,8 @@ def _fused_attention_type(types, attrs):
         types, attrs, matmul, scale,
         lambda t, m, sub: infer_step("sub" if sub else "add", {}, [t, m]),
         lambda t: get_op("softmax").infer_types([t], {"axis": -1})[0],
-        lambda t: TensorType(tuple(t.shape[p] for p in heads_perm(t.rank)), t.dtype))
+        lambda t: TensorType(tuple(t.shape[p] for p in heads_perm(t.rank)), t.dtype),
+        lambda t, c: TensorType(columns_shape(t.shape, c), t.dtype))
 
 
 def _fused_attention_ref(arrays, attrs):
@@ -268,14 +300,16 @@ def _fused_attention_ref(arrays, attrs):
         arrays, attrs, _matmul._matmul_ref, scale,
         lambda x, m, sub: reference_step("sub" if sub else "add", {}, [x, m]),
         lambda x: get_op("softmax").run_reference([x], {"axis": -1})[0],
-        lambda x: np.ascontiguousarray(np.transpose(x, heads_perm(x.ndim))))
+        lambda x: np.ascontiguousarray(np.transpose(x, heads_perm(x.ndim))),
+        lambda x, c: np.ascontiguousarray(
+            x[..., c[0]:c[0] + c[1] * c[2]]).reshape(columns_shape(x.shape, c)))
 
 
 register(OpDef("fused_attention", "fused", _fused_attention_type, _fused_attention_ref,
                attrs={"scale": None, "divide": True, "transpose_k": True,
                       "transpose_v": False, "subtract_mask": False, "q_heads": False,
                       "k_heads": False, "v_heads": False, "out_heads": False,
-                      "nodes": ()},
+                      "q_columns": (), "k_columns": (), "v_columns": (), "nodes": ()},
                hidden_attrs=("nodes",),
                doc="softmax(q kᵀ / scale + mask) v, scaled dot-product attention, in one "
                    "kernel (an online softmax over key tiles).",
@@ -294,7 +328,9 @@ def decompose_attention(node):
         list(node.inputs), node.attrs, lambda vs, a: apply("matmul", vs, a), scale,
         lambda x, m, sub: apply("sub" if sub else "add", [x, m]),
         lambda x: apply("softmax", [x], {"axis": -1}),
-        lambda x: apply("transpose", [x], {"perm": heads_perm(len(x.shape))}))
+        lambda x: apply("transpose", [x], {"perm": heads_perm(len(x.shape))}),
+        lambda x, c: apply("reshape", [apply("strided_slice", [x], {
+            "spec": columns_spec(len(x.shape), c)})], {"shape": columns_shape(x.shape, c)}))
 
 
 # fused_layer_norm(x[, scale][, offset]) {axis, epsilon, center, has_scale, has_offset}:

@@ -50,3 +50,15 @@ def test_gradients_with_every_head_transpose_folded_in(gl):
         return ff.fused.attention(q, k, v, scale=2.0, q_heads=True, k_heads=True,
                                   v_heads=True, out_heads=True)
     check_gradients(build, inputs, rtol=2e-3, atol=2e-4)
+
+
+def test_gradients_with_q_k_v_as_columns_of_one_value(gl):
+    """q, k and v as column slices of one x [B, L, W] (q_columns, ...: a merged
+    projection's, passes/merge_matmuls.py): x's gradient gathers all three."""
+    inputs = {"x": rng.standard_normal((1, 4, 22))}
+
+    def build(x):
+        return ff.fused.attention(x, x, x, scale=2.0, q_heads=True, k_heads=True,
+                                  v_heads=True, out_heads=True, q_columns=(1, 2, 3),
+                                  k_columns=(8, 2, 3), v_columns=(14, 2, 4))
+    check_gradients(build, inputs, rtol=2e-3, atol=2e-4)

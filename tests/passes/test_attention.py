@@ -12,8 +12,12 @@ from tests.reference import assert_matches, run_both
 
 rng = np.random.default_rng(34)
 # each row of codegen/attention.py's table (attention.online takes every row of v here)
+# (attention.scores_blocks wherever q kᵀ runs blocked: blocked_min_macs 1)
 ROWS = {"attention.online": ff.Tuning().with_({"matmul.attention_one_kernel_texels": 64}),
-        "attention.scores": ff.Tuning(exclude=("attention.online",))}
+        "attention.scores_blocks": ff.Tuning(exclude=("attention.online",)).with_(
+            {"matmul.blocked_min_macs": 1}),
+        "attention.scores": ff.Tuning(exclude=("attention.online",
+                                               "attention.scores_blocks"))}
 
 
 def _attention(q, k, v, mask=None, scale=None, divide=True, k_as_kt=False):
@@ -58,6 +62,8 @@ CASES = {
                                                         k_as_kt=True)),
     "no_scale_no_mask": ((1,), 3, 9, 4, 3, None, {}),
     "long_keys": ((1, 2), 4, 70, 12, 8, (1, 1, 4, 70), dict(scale=2.0)),
+    # q·k 264 long: the blocked product splits K in two (the walk adds the halves)
+    "split_k": ((2,), 5, 9, 264, 8, (5, 9), dict(scale=16.0)),
 }
 
 
@@ -75,8 +81,10 @@ def test_fused_attention_matches_the_graph_as_built(case, row, gl):
     fn(*feeds.values())
     kernels = [k for k in fn.kernels if k.op != "transpose"]
     assert {k.strategy for k in kernels} == {row}, fn.fusion_report
-    # attention.scores: q kᵀ by the matmul table (a blocked one is two kernels), the walk
-    assert len(kernels) == 1 if row == "attention.online" else len(kernels) <= 3
+    # attention.scores: q kᵀ by the matmul table (a blocked one is two kernels), the walk;
+    # attention.scores_blocks: the blocked kernel and the walk reading its targets
+    counts = {"attention.online": 1, "attention.scores_blocks": 2}
+    assert len(kernels) == counts[row] if row in counts else len(kernels) <= 3
 
 
 @pytest.mark.parametrize("row", sorted(ROWS))
@@ -277,13 +285,14 @@ HEADS = {"bert_like": (2, 9, 3, 8), "odd_width": (2, 7, 2, 6), "four_heads": (2,
 # q kᵀ reading q and k as [B, L, H, D]: the plain product (these sizes) and the blocked
 HEAD_TUNINGS = {"plain": ROWS["attention.scores"],
                 "blocked": ROWS["attention.scores"].with_({"matmul.blocked_min_macs": 1}),
+                "blocks": ROWS["attention.scores_blocks"],
                 "online_row": ROWS["attention.online"]}
 
 
 @pytest.mark.parametrize("tuning", sorted(HEAD_TUNINGS))
 @pytest.mark.parametrize("case", sorted(HEADS))
 def test_head_transposes_fold_into_the_node(case, tuning, gl):
-    tuning = HEAD_TUNINGS[tuning]
+    name, tuning = tuning, HEAD_TUNINGS[tuning]
     g, fetches, feeds = _heads_graph(*HEADS[case])
     got, want = run_both(g, fetches, feeds, tuning=tuning)
     assert np.isnan(want[0][-1]).all() and np.isfinite(want[0][0]).all()
@@ -297,7 +306,7 @@ def test_head_transposes_fold_into_the_node(case, tuning, gl):
     # does not read q and k in [B, L, H, D])
     assert "transpose" not in ops and {k.strategy for k in fn.kernels
                                        if k.op == "fused_attention"} == \
-        {"attention.scores"}, ops
+        {"attention.scores_blocks" if name == "blocks" else "attention.scores"}, ops
     # q's and k's off: their transposes are kernels again, v's and the result's not
     qk_off = tuning.with_({"matmul.attention_qk_heads": False})
     fn = ff.Session(g, tuning=qk_off).compile(fetches, feeds=list(feeds))
@@ -330,3 +339,54 @@ def test_heads_attrs_need_rank_four():
         q, k, v = (ff.placeholder((2, 6, 8), name=n) for n in "qkv")
         with pytest.raises(ff.FragflowError, match="v_heads needs operands of rank 4"):
             ff.fused.attention(q, k, v, v_heads=True)
+
+
+@pytest.mark.parametrize("row", sorted(ROWS))
+@pytest.mark.parametrize("aligned", [True, False])
+def test_columns_of_one_value_read_in_place(row, aligned, gl):
+    """q, k and v as column slices of one [B, L, W] value (q_columns, ...: a merged
+    projection's), starts and W multiples of 4 or not (read a column at a time): the
+    kernels against the numpy executor on the node as built (its reference slices)."""
+    width = 40 if aligned else 30
+    cols = {"q": (4, 2, 4), "k": (12, 2, 4), "v": (20, 2, 8)} if aligned else \
+        {"q": (2, 2, 4), "k": (10, 2, 4), "v": (18, 2, 6)}
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((2, 7, width), name="x")
+        mask = ff.placeholder((2, 1, 1, 7), name="mask")
+        out = ff.fused.attention(x, x, x, mask, scale=2.0, q_heads=True, k_heads=True,
+                                 v_heads=True, out_heads=True, q_columns=cols["q"],
+                                 k_columns=cols["k"], v_columns=cols["v"])
+    assert out.shape == (2, 7, 2, cols["v"][2])
+    feeds = {x: rng.standard_normal((2, 7, width)).astype(np.float32),
+             mask: np.where(np.arange(7) >= 5, -np.inf, 0).astype(np.float32)
+             * np.ones((2, 1, 1, 1), np.float32)}
+    feeds[x][1, 3, cols["k"][0]] = np.nan        # head 0's key 3 of batch 1: NaN rows
+    got, want = run_both(g, out, feeds, tuning=ROWS[row])
+    assert np.isnan(want[1, :, 0]).all() and np.isfinite(want[1, :, 1]).all()
+    assert np.isfinite(want[0]).all()
+    assert_matches(got, want, rtol=1e-5, atol=2e-6)
+    # the reference: the slices, reshapes and attention written out in float64
+    x64 = feeds[x].astype(np.float64)
+
+    def view(r):
+        start, h, d = cols[r]
+        return x64[..., start:start + h * d].reshape(2, 7, h, d).transpose(0, 2, 1, 3)
+    s = view("q") @ view("k").transpose(0, 1, 3, 2) / 2.0 + feeds[mask]
+    p = np.exp(s - s.max(-1, keepdims=True))
+    ref = ((p / p.sum(-1, keepdims=True)) @ view("v")).transpose(0, 2, 1, 3)
+    assert_matches(got[0], ref[0].astype(np.float32), rtol=1e-4, atol=1e-5)
+
+
+def test_columns_outside_the_operand_are_refused():
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((2, 6, 16), name="x")
+        with pytest.raises(ff.FragflowError, match="q_columns must be"):
+            ff.fused.attention(x, x, x, q_heads=True, k_heads=True, v_heads=True,
+                               q_columns=(12, 2, 4), k_columns=(0, 2, 4),
+                               v_columns=(8, 2, 4))
+        with pytest.raises(ff.FragflowError, match="k_columns must be"):
+            ff.fused.attention(x, x, x, q_heads=True, v_heads=True,
+                               q_columns=(0, 2, 4), k_columns=(8, 2, 4),
+                               v_columns=(8, 2, 4))

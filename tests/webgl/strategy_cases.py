@@ -268,6 +268,23 @@ def attention_scores():
     return _case(build, [(2, 4, 13, 16)] * 3 + [(2, 4, 13, 6)], rtol=1e-5, atol=1e-5)
 
 
+def attention_scores_blocks():
+    """softmax(q kᵀ / 8 + mask) v with q kᵀ blocked and the walk reading its render
+    targets (no stitch): BERT's heads (2 of 32 tokens, 64 wide), a -inf padding mask over
+    the last 5 keys; and q·k 264 long, which the blocked product splits in two (the
+    walk adds the halves), 20 queries and keys (not a multiple of the blocking)."""
+    mask = np.zeros((1, 1, 1, 32), np.float32)
+    mask[..., 27:] = -np.inf
+
+    def build(q, k, v, q2, k2, v2):
+        scores = ff.matmul(q, k, transpose_b=True) / np.float32(8.0) + ff.constant(mask)
+        scores2 = ff.matmul(q2, k2, transpose_b=True) * np.float32(1 / 16)
+        return {"attended": ff.matmul(ff.softmax(scores, axis=-1), v),
+                "split_k": ff.matmul(ff.softmax(scores2, axis=-1), v2)}
+    return _case(build, [(1, 2, 32, 64)] * 3 + [(1, 2, 20, 264)] * 2 + [(1, 2, 20, 8)],
+                 rtol=1e-5, atol=1e-5)
+
+
 # -- norm.TABLE ---------------------------------------------------------------------------
 def _norms(width_ln, width_rms):
     """LayerNorm (torch's decomposition, scale and offset) over width_ln and RMSNorm
@@ -335,6 +352,7 @@ ROW_CASES = {
     "softmax.direct": softmax_direct, "softmax.partials": softmax_partials,
     "softmax.tree": softmax_tree, "scan.blocks": scan_blocks, "lrn.window": lrn_window,
     "attention.online": attention_online, "attention.scores": attention_scores,
+    "attention.scores_blocks": attention_scores_blocks,
     "norm.direct": norm_direct, "norm.stats": norm_stats,
 
     "top_k.radix": top_k_radix, "top_k.rank": top_k_rank,
@@ -436,8 +454,32 @@ def attention_bert_onnx():
     return Case(model.graph, fetches, feeds, rtol=1e-5, atol=1e-5)
 
 
+def attention_bert_merged(tokens=13, heads=4, d=16):
+    """BERT's self-attention written with fragflow's ops: q, k and v projections of
+    one x (constant weights and biases) split into heads, scaled scores, a -inf
+    padding mask over the last 3 keys, softmax, the result's heads transposed back
+    ([B, L, H, D]): q, k and v become one
+    matmul (passes/merge_matmuls.py) whose columns the attention reads in place."""
+    rng = np.random.default_rng(42)
+    width = heads * d
+    mask = np.where(np.arange(tokens) >= tokens - 3, -np.inf, 0).astype(np.float32)
+
+    def build(x):
+        def split(name):
+            w = ff.constant((rng.standard_normal((width, width)) * 0.2).astype(np.float32))
+            b = ff.constant(rng.standard_normal(width).astype(np.float32))
+            return ff.transpose(ff.reshape(ff.matmul(x, w) + b, (2, tokens, heads, d)),
+                                [0, 2, 1, 3])
+        q, k, v = split("q"), split("k"), split("v")
+        scores = ff.matmul(q, k, transpose_b=True) / np.float32(4.0) + ff.constant(mask)
+        out = ff.matmul(ff.softmax(scores, axis=-1), v)
+        return {"y": ff.transpose(out, [0, 2, 1, 3])}
+    return _case(build, [(2, tokens, width)], rtol=1e-5, atol=1e-5)
+
+
 ATTENTION_CASES = {"attention_softmax": attention_softmax, "attention_causal": attention_causal,
-                   "attention_bert_onnx": attention_bert_onnx}
+                   "attention_bert_onnx": attention_bert_onnx,
+                   "attention_bert_merged": attention_bert_merged}
 
 
 def case_id(strategy: str) -> str:

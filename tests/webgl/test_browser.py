@@ -127,6 +127,15 @@ def test_each_rows_case_is_lowered_by_that_row(exported, row):
     assert [k["name"] for k in export.schedule["kernels"]] == [k.name for k in export.kernels]
 
 
+def test_merged_projections_are_read_in_place_in_the_export(exported):
+    """attention_bert_merged: q, k and v one product (merge_matmuls) whose columns the
+    walk and q kᵀ read, no slice kernels; its outputs are test_export_matches's."""
+    _, _, export = exported[1]["attention_bert_merged"]
+    ops = [k.op for k in export.kernels]
+    assert "strided_slice" not in ops and ops.count("fused_attention") == 1, ops
+    assert ops.count("fused_matmul") == 1, ops
+
+
 def _header(source: str) -> tuple:
     """(template, {param: value}) from a kernel header's first lines."""
     found = re.search(r"^// fragflow kernel \S+: .*?, from (\S+) \((.*)\)$", source, re.M)
