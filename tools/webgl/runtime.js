@@ -14,27 +14,14 @@
 //   await model.profile(feeds)       per-kernel times (GPU timer queries where offered)
 //   model.dispose()
 //
-// How a run works (as fragflow's GLPlan, runtime/gl_plan.py): every value lives in an
-// RGBA32F or RGBA32I texture (a float16 weight nothing writes: RGBA16F), 4 consecutive
-// row-major elements per texel. A "slot" is where a value lives: a feed's texture, a
-// constant's, a variable's, one of the textures the memory plan shares between values
-// whose lives do not overlap, or an array texture whose layers a blocked kernel writes.
-// A kernel draws one triangle over its output's texels with its shader, reading its
-// input slots as samplers and writing one slot, several (render targets 0, 1, ..) or
-// the layers of one array.
-// After the fetches are read back, each assigned variable swaps textures with the
-// slot its new value was computed into: the next run computes into the old one.
-// A kernel marked `once` (all its inputs constants, variables no assign writes, or
-// other `once` kernels' outputs, in textures of their own) draws at the first run
-// that reaches it only: a matmul's packed copy of a weight is made once.
-// A graph with control flow (schedule version 2) has a `program`: steps that draw a
-// range of kernels, and while/scan/cond steps holding their sub-graphs' steps; loop
-// variables swap textures with the body's results, a while_loop reads its predicate
-// back once per iteration, a scan copies its slices and ys with a small shader.
-// A first run waits on no GPU call: a fence after each kernel, polled from the event
-// loop, and readbacks into pixel-pack buffers, so a lost context or a run past
-// `timeoutMs` rejects (naming the kernel not yet done) instead of freezing the page;
-// runs after a quick one read back directly (see _begin).
+// How a run works (as runtime/gl_plan.py): every value lives in an RGBA32F or RGBA32I
+// texture (an unwritten float16 weight: RGBA16F), 4 row-major elements a texel, in a
+// "slot" (a feed's, constant's or variable's texture, one the memory plan shares, or an
+// array whose layers a blocked kernel writes). A kernel draws one triangle over its
+// output's texels. Assigned variables swap textures with their new values after the
+// readbacks; `once` kernels (inputs fixed) draw at the first run only; a schedule with
+// control flow has a `program` of steps. A first run polls fences from the event loop,
+// so a lost context or a run past `timeoutMs` rejects instead of freezing the page.
 // See docs/WEBGL.md.
 
 const MODEL = /*@fragflow-model@*/null;
@@ -87,17 +74,12 @@ export class FragflowError extends Error {
  * Load the model: fetch model.bin, make the WebGL2 context's textures, compile and
  * link every shader. options (all optional):
  *   canvas          an HTMLCanvasElement or OffscreenCanvas to take a context from
- *   gl              a WebGL2RenderingContext to use (shared with your own drawing:
- *                   the runtime sets what it needs before each run)
+ *   gl              a WebGL2RenderingContext to use (shared: state is set each run)
  *   url             where model.bin is (default: next to model.js)
  *   bin             model.bin's bytes (an ArrayBuffer) instead of fetching it
- *   maxDrawBuffers  refuse contexts with fewer render targets than the model needs
- *                   (the model knows how many it needs; this only lowers the ceiling)
+ *   maxDrawBuffers  a lower ceiling on render targets than the context's
  *   timeoutMs       a run not finished after this long rejects (default 30000)
- *   programCache    linked programs no model holds that a context keeps for the next
- *                   model loaded on it (default 256; 0: none): models of the same
- *                   shapes, or sharing layers, link them once (model.timings.programs,
- *                   .programsReused)
+ *   programCache    idle linked programs the context keeps for later models (256)
  */
 export async function load(options = {}) {
   const gl = options.gl || context(options.canvas);
@@ -117,65 +99,46 @@ function unbound() {
   return {program: null, fbo: null, width: -1, height: -1, units: [], kernel: new Map()};
 }
 
-/** The programs linked on a context, by fragment source, shared by every model loaded
- * on it (the same layer shapes give the same source: TF.js's WebGL backend keeps its
- * programs likewise). A model takes a program at load and gives it back at dispose; a
- * program no model holds stays linked, at most `keep` of them (load's `programCache`
- * option, default 256; 0 deletes each at once), the least recently given back deleted
- * first. Kept on the context object itself, under a key every fragflow model.js
- * shares, so models of different exports find each other's programs; a lost context's
- * programs are forgotten. */
+/** The programs linked on a context, shared by its models (docs/WEBGL.md): taken at
+ * load, given back at dispose; at most `keep` idle ones stay, the oldest deleted. */
 const CACHE_KEY = Symbol.for('fragflow.webgl.programs.v1');
 
 function programCache(gl, keep) {
-  let cache = gl[CACHE_KEY];
-  if (!cache || cache.lost) {
-    // entries: program -> {source, count}; index: source -> the program takes find;
-    // idle: the programs no model holds, the least recently given back first
-    cache = {entries: new Map(), index: new Map(), idle: new Map(), lost: false};
-    Object.defineProperty(gl, CACHE_KEY, {value: cache, configurable: true});
+  let c = gl[CACHE_KEY];
+  if (!c || c.lost) {     // entries: program -> {source, count}; index: source -> program
+    c = {entries: new Map(), index: new Map(), idle: new Map(), lost: false};
+    Object.defineProperty(gl, CACHE_KEY, {value: c, configurable: true});
     if (gl.canvas && gl.canvas.addEventListener) {
-      gl.canvas.addEventListener('webglcontextlost', () => { cache.lost = true; }, {once: true});
+      gl.canvas.addEventListener('webglcontextlost', () => { c.lost = true; }, {once: true});
     }
   }
   const limit = keep === undefined ? 256 : Math.max(0, keep | 0);
-  const usable = () => !cache.lost && !gl.isContextLost();
+  const usable = () => !c.lost && !gl.isContextLost();
+  const drop = (p) => { c.entries.delete(p); gl.deleteProgram(p); };
   return {
-    /** A linked program of this source that a model loaded before, or null. */
     take(source) {
-      const program = usable() ? cache.index.get(source) : undefined;
-      if (!program) return null;
-      cache.idle.delete(program);
-      cache.entries.get(program).count += 1;
-      return program;
+      const p = usable() ? c.index.get(source) : undefined;
+      if (!p) return null;
+      c.idle.delete(p);
+      c.entries.get(p).count += 1;
+      return p;
     },
-    /** A program this model linked, now held by it. */
-    hold(source, program) {
+    hold(source, p) {
       if (!usable()) return;
-      cache.entries.set(program, {source, count: 1});
-      if (!cache.index.has(source)) cache.index.set(source, program);
+      c.entries.set(p, {source, count: 1});
+      if (!c.index.has(source)) c.index.set(source, p);
     },
-    /** A program a model no longer needs: kept while fewer than `keep` are idle. */
-    give(program) {
-      const entry = cache.entries.get(program);
-      if (!entry || !usable()) {
-        gl.deleteProgram(program);
-        return;
-      }
-      entry.count -= 1;
-      if (entry.count > 0) return;
-      if (cache.index.get(entry.source) !== program) {   // linked twice at once: drop one
-        cache.entries.delete(program);
-        gl.deleteProgram(program);
-        return;
-      }
-      cache.idle.set(program, true);
-      for (const stale of cache.idle.keys()) {
-        if (cache.idle.size <= limit) break;
-        cache.idle.delete(stale);
-        cache.index.delete(cache.entries.get(stale).source);
-        cache.entries.delete(stale);
-        gl.deleteProgram(stale);
+    give(p) {
+      const e = c.entries.get(p);
+      if (!e || !usable()) return gl.deleteProgram(p);
+      if (--e.count > 0) return;
+      if (c.index.get(e.source) !== p) return drop(p);    // linked twice at once
+      c.idle.set(p, true);
+      for (const q of c.idle.keys()) {
+        if (c.idle.size <= limit) break;
+        c.idle.delete(q);
+        c.index.delete(c.entries.get(q).source);
+        drop(q);
       }
     },
   };
@@ -262,7 +225,7 @@ class Model {
     }
   }
 
-  // -- textures ---------------------------------------------------------------------
+  // -- textures
   /** Make every slot's texture; constants and variables take their values from bin. */
   upload(bin) {
     const t0 = performance.now();
@@ -366,8 +329,7 @@ class Model {
     return fbo;
   }
 
-  /** Framebuffers are checked as load() makes them: checkFramebufferStatus waits for the
-   * GPU, and the textures a run swaps in have the same formats and sizes. */
+  /** Framebuffers are checked only as load() makes them (the check waits for the GPU). */
   _check(what) {
     if (!this.ready) checkFramebuffer(this.gl, what);
   }
@@ -377,12 +339,10 @@ class Model {
     return texture.key;
   }
 
-  // -- shaders ------------------------------------------------------------------------
+  // -- shaders
   /** Compile every shader, then link every program, then wait for them all: with
-   * KHR_parallel_shader_compile the driver works on them at once while we poll. A
-   * program another model on this context linked already (the same source: the same
-   * layer shapes) is taken from the context's program cache instead (see
-   * programCache below). */
+   * KHR_parallel_shader_compile the driver works on them at once while we poll.
+   * Programs another model on this context linked are taken from programCache. */
   async compile() {
     const gl = this.gl;
     const t0 = performance.now();
@@ -424,10 +384,8 @@ class Model {
         const k = this.spec.kernels.find((kernel) => kernel.program === i);
         const log = gl.getShaderInfoLog(p.fragment) || gl.getProgramInfoLog(p.program);
         for (const q of programs.values()) {         // give back what this load took
-          if (q.fragment) {
-            gl.deleteShader(q.fragment);
-            gl.deleteProgram(q.program);
-          } else cache.give(q.program);
+          if (!q.fragment) cache.give(q.program);
+          else { gl.deleteShader(q.fragment); gl.deleteProgram(q.program); }
         }
         gl.deleteShader(vertex);
         throw new FragflowError(`kernel ${k.name} did not compile:\n${log}\nsource:\n` +
@@ -462,8 +420,7 @@ class Model {
       const program = programs.get(k.program).program;
       gl.useProgram(program);
       const uniforms = [];
-      // a kernel's samplers keep their units; they are set with the uniforms whenever
-      // the program was last drawn for another kernel (or another model: a cached one)
+      // sampler units: set with the uniforms when the program last drew another kernel
       k.samplers.forEach((name, unit) => {
         const location = gl.getUniformLocation(program, name);
         if (location !== null) uniforms.push(['uniform1i', location, unit]);
@@ -482,9 +439,7 @@ class Model {
     });
   }
 
-  /** Whether a launch draws now: a `once` kernel (it reads only constants, variables
-   * no assign writes, and other such kernels' textures: a matmul's packed weights)
-   * draws at its first run only; its texture, of its own, keeps the value. */
+  /** Whether a launch draws now: a `once` kernel only at its first run. */
   _due(launch) {
     if (!launch.once) return true;
     if (launch.done) return false;
@@ -492,7 +447,7 @@ class Model {
     return true;
   }
 
-  // -- running ------------------------------------------------------------------------
+  // -- running
   /** One run: upload the feeds, draw every kernel, read the fetches back, then apply
    * the assigns (variables stay on the GPU). Resolves to {output name: typed array}. */
   async run(feeds) {
@@ -542,12 +497,9 @@ class Model {
     this.runs += 1;
     this.predicateReads = 0;
     this.started = performance.now();
-    // The first run (SwiftShader compiles each pipeline at its first draw: issue 36's
-    // hang), a run after a rejected or slow one: fences polled from the event loop. A
-    // run after one that took under a quarter of timeoutMs draws the same kernels on
-    // the same shapes and reads back directly (readPixels returns at once on a lost
-    // context): a fence's completion reaches the page 0.4-5 ms late, a whole run of a
-    // small model on SwiftShader (docs/WEBGL.md).
+    // The first run, or one after a rejected or slow one: fences polled (SwiftShader
+    // compiles pipelines at first draw); after a quick run, direct readbacks (a fence
+    // reaches the page 0.4-5 ms late: a small model's whole run; docs/WEBGL.md).
     this.directRun = !!this.direct;
     // state a shared context may have changed: nothing blends, tests or culls
     for (const cap of [gl.BLEND, gl.DEPTH_TEST, gl.STENCIL_TEST, gl.SCISSOR_TEST,
@@ -593,10 +545,9 @@ class Model {
     }
   }
 
-  // -- waiting for the GPU without blocking the page ----------------------------------
-  /** Resolve once every fence so far has signalled, polled from the event loop (a sync's
-   * status changes only between tasks); reject where the context is lost or the run is
-   * past timeoutMs, naming the first kernel not known done. */
+  // -- waiting for the GPU without blocking the page
+  /** Resolve once every fence so far has signalled, polled from the event loop; reject
+   * on a lost context or past timeoutMs, naming the first kernel not known done. */
   async _wait() {
     const gl = this.gl;
     gl.flush();
@@ -669,7 +620,7 @@ class Model {
     await this._wait();
   }
 
-  // -- control flow (docs/WEBGL.md, "Control flow") ------------------------------------
+  // -- control flow (docs/WEBGL.md, "Control flow")
   _copiers(vertex) {
     const gl = this.gl;
     this.copy = {};
@@ -709,9 +660,8 @@ class Model {
     }
   }
 
-  /** A while_loop or scan: the loop variables start as copies of their initial
-   * values; each iteration runs the body, then swaps each variable's texture with its
-   * result's (or with a copy of it, where `next` names a slot to copy it into). */
+  /** A while_loop or scan: loop variables start as copies; each iteration runs the
+   * body, then swaps each variable's texture with its result's (or a copy's). */
   async _loop(s, draw) {
     const slots = this.slots;
     const scan = s.kind === 'scan';
@@ -753,16 +703,14 @@ class Model {
     }
     const pack = this._pack(this.slots[index].texture, 1, 'predicate');
     await this._drain();
-    // another model on this context may have drawn meanwhile (programs, framebuffers,
-    // units and a cached program's uniforms are shared state): bind everything again
+    // another model on this context may have drawn meanwhile: bind everything again
     this.bound = unbound();
     this.predicateReads += 1;
     return this._take(pack)[0] !== 0;
   }
 
-  /** Copy elements with the copy shader: all of from into to (same size), or (a
-   * scan's slice) to's elements [lo, hi) from those [lo + delta, hi + delta) of from,
-   * the rest of to zeroed, or (place: a scan's ys) only to's elements [lo, hi). */
+  /** Copy with the copy shader: all of from into to, or to's elements [lo, hi) from
+   * from's [lo + delta, hi + delta), the rest zeroed (place: only [lo, hi) written). */
   _copy(from, to, lo, hi, delta, place) {
     const gl = this.gl;
     const bound = this.bound;
@@ -855,13 +803,9 @@ class Model {
       size: v.shape.reduce((a, b) => a * b, 1)});
   }
 
-  /**
-   * One observed run: each kernel's time, from GPU timer queries
-   * (EXT_disjoint_timer_query_webgl2) where the context offers them, else the CPU's
-   * clock around the draw and a one-texel readback (which waits for the GPU). The run
-   * counts as a run (its assigns apply). Resolves to {method, outputs, kernels:
-   * [{name, op, scope, ms, calls}], totalMs}: a kernel in a loop sums its draws.
-   */
+  /** One run (its assigns apply) with each kernel timed: GPU timer queries where
+   * offered, else the CPU clock around its draw and a one-texel readback. Resolves to
+   * {method, outputs, kernels: [{name, op, scope, ms, calls}], totalMs}. */
   async profile(feeds) {
     const gl = this.gl;
     const ext = this.timerExt;
