@@ -270,3 +270,15 @@ def test_reduction_updates_select_values_not_expressions():
             for arms in re.findall(r"\?\s*([^:;]+?)\s*:\s*([^;]+?)\s*;", glsl):
                 assert all(re.fullmatch(value, arm) for arm in arms), \
                     f"combine {name}: select with an expression arm: {glsl}"
+
+
+def test_a_fetched_reshape_keeps_its_own_shape(tmp_path):
+    # the reshape is a view of the tanh kernel's result: it shares that slot, but the
+    # output is described by the fetched value's shape, and its elements in order
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((2, 5, 2, 4), "float32", name="x")
+        y = ff.reshape(ff.tanh(x), (2, 5, 8))
+    export = ff.webgl.export({"y": y}, [x], tmp_path)
+    (out,) = export.schedule["outputs"]
+    assert out["name"] == "y" and out["shape"] == [2, 5, 8] and out["size"] == 80

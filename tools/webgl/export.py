@@ -548,10 +548,18 @@ class _Builder:
         return steps, outputs, constants
 
     def schedule(self, name, inputs, outputs, program=None) -> dict:
-        """inputs, outputs: (label, slot) in feed and fetch order."""
-        def described(label, slot):
+        """inputs: (label, slot) in feed order; outputs: (label, slot, the user's
+        Value) in fetch order."""
+        def described(label, slot, value=None):
             layout = self.layouts[slot]
-            return {"name": label, "shape": list(layout.shape), "dtype": layout.dtype,
+            # a fetched view (a reshape of a kernel's result) shares its root's slot:
+            # its own shape, the slot's elements in the same order
+            shape = layout.shape
+            own = getattr(getattr(value, "type", None), "shape", None)
+            if own is not None and None not in own and tuple(own) != tuple(shape) and \
+                    int(np.prod(own, dtype=np.int64)) == layout.size:
+                shape = own
+            return {"name": label, "shape": list(shape), "dtype": layout.dtype,
                     "size": layout.size, "slot": slot}
         kernels = self.kernels
         self._half_textures()
@@ -560,7 +568,7 @@ class _Builder:
             "format": FORMAT, "version": VERSION if program is None else CONTROL_VERSION,
             "name": name,
             "inputs": [described(label, slot) for label, slot in inputs],
-            "outputs": [described(label, slot) for label, slot in outputs],
+            "outputs": [described(*output) for output in outputs],
             "variables": self.variables,
             "counter": self.counter,
             "slots": self.slots,
@@ -792,7 +800,8 @@ def build_schedule(lowered, inputs, outputs, variable_values, name: str,
     bound = builder.feed_slots(lowered)
     _, slots, _ = builder.stage(lowered, bound)
     schedule = builder.schedule(name, [(user, bound[inner]) for user, inner, _ in inputs],
-                                [(label, slot) for (label, _), slot in zip(outputs, slots)])
+                                [(label, slot, value)
+                                 for (label, value), slot in zip(outputs, slots)])
     return schedule, bytes(builder.blob), builder.kernel_objects
 
 
@@ -808,7 +817,8 @@ def build_control_schedule(compiled_graph, inputs, outputs, variable_values, nam
              for _, inner, _ in inputs}
     program, slots, _ = builder.program(compiled_graph, bound)
     schedule = builder.schedule(name, [(user, bound[inner]) for user, inner, _ in inputs],
-                                [(label, slot) for (label, _), slot in zip(outputs, slots)],
+                                [(label, slot, value)
+                                 for (label, value), slot in zip(outputs, slots)],
                                 program)
     return schedule, bytes(builder.blob), builder.kernel_objects
 
