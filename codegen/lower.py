@@ -36,7 +36,8 @@ LOWERINGS = {family: import_module(f"{__package__}.{family}").lower_node
              for family in sorted(FAMILIES) if find_spec(f"{__package__}.{family}")}
 
 # the families' scheduling decisions that span nodes (codegen/schedule.py), in order
-PLANNERS = (import_module(f"{__package__}.conv").plan_blocks,)
+PLANNERS = (import_module(f"{__package__}.conv").plan_blocks,
+            import_module(f"{__package__}.matmul").plan_blocks)
 
 
 def lower(graph: Graph, limits: Limits | int | None = None,

@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..ir.errors import TensorTooLargeError
+from ..ir.errors import FragflowError, TensorTooLargeError
 from ..ir.types import TensorType
 from . import limits, tuning as _tuning
 from .common import make_kernel, operands, output_operand
@@ -34,7 +34,7 @@ from .kernel import Binding
 from .layout import Layout, affine_index, layout_for, strides
 from .limits import unroll_for
 from .operands import Operand
-from .strategy import Site, Strategy, lower_with
+from .strategy import Site, Strategy, choose, lower_with
 from .tuning.matmul import MatmulTuning
 
 
@@ -127,9 +127,13 @@ class BlocksLayout(Layout):
     texture) when no stitch follows: its consumers read the value from the layers
     (templates/blocks_texel.glsl.j2), `blocking` saying which layer and texel hold each
     output texel as the stitch's `mapping` does: "matmul" (a Blocking of a [pixels,
-    channels] result) or "depthwise" (a conv.PixelBlock)."""
+    channels] result) or "depthwise" (a conv.PixelBlock). `pending`: the producer (a
+    matmul, plan_blocks) left the product as it is, its K splits' partials apart and
+    its epilogue not applied: the reader adds the splits up (px_ does) and applies the
+    producer's epilogue itself (codegen/norm.py)."""
     blocking: object = None
     mapping: str = "matmul"
+    pending: bool = False
 
 
 def _tiles(layout) -> int:
@@ -384,6 +388,7 @@ class PackedPlan:
     max_size: int
     extra: tuple = ()
     epilogue: Any = None
+    targets: Any = None         # a pending BlocksLayout: no stitch (plan_blocks)
 
 
 def _offsets(blocking, b_layout, a_panel, a_layout, a_source, unroll, k4, q_chunk,
@@ -445,7 +450,8 @@ def emit_packed(plan: PackedPlan, layouts: dict | None = None) -> list:
     pack_b, pb = _pack(plan, "b", plan.b_panel, plan.b_layout, plan.b_source, layouts)
     kernels.append(pack_b)
     blocking, nodes = plan.blocking, list(plan.nodes)
-    blocks, targets = target_operands(blocking, plan.out, plan.max_size, layouts)
+    blocks, targets = _on_targets(target_operands(blocking, plan.out, plan.max_size,
+                                                  layouts), plan.targets)
     main = blocked_kernel("matmul_packed.glsl.j2", plan.prefix, plan.op, nodes,
                           [replace(pa, sampler="x0"), replace(pb, sampler="x1")], blocks,
                           targets, blocking, k4=plan.b_panel.k4, q_chunk=plan.q_chunk,
@@ -453,6 +459,8 @@ def emit_packed(plan: PackedPlan, layouts: dict | None = None) -> list:
                           b_kind=plan.b_panel.kind, a_in_place=plan.a_panel is None,
                           unroll=plan.unroll, a_offsets=plan.a_offsets,
                           b_offsets=plan.b_offsets)
+    if plan.targets is not None:
+        return kernels + [main]         # its readers read the targets (plan_blocks)
     stitch = stitch_kernel(blocks, plan.out, plan.prefix + "s", plan.op, nodes, plan.extra,
                            plan.epilogue, mapping="matmul", blocking=blocking,
                            aligned=blocking.n % 4 == 0)
@@ -487,9 +495,10 @@ def _packed(site: MatmulSite, facts, tuning) -> PackedPlan | None:
                    blocking.rows, k4, p.m, p.k, batch_stride=p.m * p.k,
                    row_stride=1 if p.ta else p.k, col_stride=p.m if p.ta else 1)
     pb = b_panel(blocking, p.k, p.n, p.tb, math.prod(p.b.layout.shape[:-2]), k4)
-    return packed_plan(site.prefix, site.op, site.named_nodes, p.out, blocking, pa, p.a,
+    plan = packed_plan(site.prefix, site.op, site.named_nodes, p.out, blocking, pa, p.a,
                        pb, p.b, p.batch_index(p.a, True), p.batch_index(p.b, True),
                        site.extra, site.epilogue)
+    return plan and replace(plan, targets=_planned(facts, p.out, plan.blocking))
 
 
 # -- matmul.blocked ----------------------------------------------------------------------
@@ -504,6 +513,7 @@ class BlockedParams:
     b_mode: str                 # "rows": B[k, 4 columns] a texel; "cols": B[4 k, column]
     mat_steps: bool
     unroll: int
+    targets: Any = None         # a pending BlocksLayout: no stitch (plan_blocks)
 
 
 def _blocked(site: MatmulSite, facts, tuning) -> BlockedParams | None:
@@ -525,14 +535,17 @@ def _blocked(site: MatmulSite, facts, tuning) -> BlockedParams | None:
     else:
         b_mode = "scalar"
     return BlockedParams(site, blocking, k_chunk, not p.ta and p.k % 4 == 0, b_mode,
-                         tuning.matmul.mat_steps, unroll_for(k_chunk // 4))
+                         tuning.matmul.mat_steps, unroll_for(k_chunk // 4),
+                         _planned(facts, p.out, blocking))
 
 
 def emit_blocked(params: BlockedParams) -> list:
     """[blocked kernel, stitch] (matmul_blocked.glsl.j2, matmul_stitch.glsl.j2)."""
     site, p, blocking = params.site, params.site.product, params.blocking
     nodes = site.named_nodes
-    blocks, names = target_operands(blocking, p.out, _max_texture_size(None, p.out))
+    blocks, names = _on_targets(target_operands(blocking, p.out,
+                                                _max_texture_size(None, p.out)),
+                                params.targets)
     main = blocked_kernel("matmul_blocked.glsl.j2", site.prefix, site.op, nodes, p.bound,
                           blocks, names, blocking, ta=p.ta, tb=p.tb, k=p.k,
                           a_batch=p.batch_index(p.a), b_batch=p.batch_index(p.b),
@@ -540,6 +553,8 @@ def emit_blocked(params: BlockedParams) -> list:
                           k_chunk=params.k_chunk, mat_steps=params.mat_steps,
                           unroll=params.unroll, a_row=p.a_strides()[1],
                           b_col=p.b_strides()[1])
+    if params.targets is not None:
+        return [main]                   # its readers read the targets (plan_blocks)
     stitch = stitch_kernel(blocks, p.out, site.prefix + "s", site.op, nodes, site.extra,
                            site.epilogue, mapping="matmul", blocking=blocking,
                            aligned=p.n % 4 == 0)
@@ -651,6 +666,70 @@ TABLE = (
              "one kernel reading both operands 4 k a texel (N % 4 != 0, B transposed)"),
     Strategy("matmul.plain", _plain, emit_plain, "one kernel, the element loop"),
 )
+
+
+# -- results left in the render targets (no stitch) ----------------------------------------
+
+def plan_blocks(graph, facts, limits, tuning) -> dict:
+    """{value: pending BlocksLayout} for the blocked (or packed) matmuls read only by
+    kernels that read their render targets and finish the product there (add up its K
+    splits, apply its epilogue): LayerNorms reading it as their x where the Tuning's
+    `matmul.norm_reads_blocks` is on (codegen/norm.py reads_blocks). The stitch's work
+    moves into the reader's kernels: codegen/lower.py PLANNERS."""
+    from . import norm  # norm reads a matmul's epilogue through codegen/fused.py
+    if not tuning.matmul.norm_reads_blocks:
+        return {}
+    blocks: dict = {}
+    for node in graph.nodes:
+        if node.op not in ("matmul", "fused_matmul"):
+            continue
+        out = node.outputs[0]
+        if not out.type.is_static or len(out.shape) < 2 or out.shape[-1] % 4 or \
+                not facts.read_only_by(out, lambda n, v: norm.reads_blocks(n, v, limits,
+                                                                          tuning)):
+            continue
+        try:
+            layouts = {v.name: layout_for(v.type, limits.max_texture_size)
+                       for v in tuple(node.inputs) + tuple(node.outputs)}
+            ins = {b.value: b for b in operands(node, layouts)}
+            site = matmul_site(node, ins[node.inputs[0].name], ins[node.inputs[1].name],
+                               output_operand(out, layouts), "", layouts=layouts)
+            strategy, params = choose(TABLE, site, facts, tuning)
+        except FragflowError:
+            continue                # lowering the node reports it
+        if strategy.name == "matmul.packed":
+            blocking, size = params.blocking, params.max_size
+        elif strategy.name == "matmul.blocked":
+            blocking, size = params.blocking, _max_texture_size(None, site.product.out)
+        else:
+            continue
+        if blocking.interleaved:
+            continue
+        layout = target_operands(blocking, site.product.out, size)[0].layout
+        blocks[out.name] = BlocksLayout(layout.shape, "float32", layout.width,
+                                        layout.height, blocking=blocking, pending=True)
+    return blocks
+
+
+def _planned(facts, out: Operand, blocking):
+    """The pending BlocksLayout plan_blocks chose for this product's result, if any."""
+    view = facts.blocks.get(out.value)
+    if view is None or not getattr(view, "pending", False):
+        return None
+    if view.blocking != blocking:
+        raise FragflowError(f"{out.value}: planned to be left in render targets blocked "
+                            f"as {view.blocking}, lowered as {blocking} "
+                            f"(codegen/matmul.py plan_blocks)")
+    return view
+
+
+def _on_targets(blocks_names, targets) -> tuple:
+    """(blocks, names) of target_operands, on `targets` (a BlocksLayout) where the
+    result stays there."""
+    blocks, names = blocks_names
+    if targets is None:
+        return blocks, names
+    return replace(blocks, layout=targets), [replace(n, layout=targets) for n in names]
 
 
 def matmul_kernel(node, a, b, out, prefix, extra=(), epilogue=None, op="matmul",
