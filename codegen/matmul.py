@@ -17,19 +17,22 @@
   texel (N % 4 != 0, or B transposed) read both operands 4 k a texel (matmul_lanes).
 - matmul.plain: the element loop, any shape and dtype (matmul.glsl.j2).
 Blocked kernels read with textureLod (lod_texel.glsl.j2); docs/PERFORMANCE.md has
-what each strategy measured.
+what each strategy measured. `plan_blocks` decides before lowering which blocked
+products stay in their render targets for readers that read them there (no stitch).
 """
 from __future__ import annotations
 
 import dataclasses
 import math
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 from typing import Any
 
 from ..ir.errors import FragflowError, TensorTooLargeError
 from ..ir.types import TensorType
 from . import limits, tuning as _tuning
 from .common import make_kernel, operands, output_operand
+from .depthwise import BlocksOperand as _BlocksOperand
 from .kernel import Binding
 from .layout import Layout, affine_index, layout_for, strides
 from .limits import unroll_for
@@ -513,7 +516,8 @@ class BlockedParams:
     b_mode: str                 # "rows": B[k, 4 columns] a texel; "cols": B[4 k, column]
     mat_steps: bool
     unroll: int
-    targets: Any = None         # a pending BlocksLayout: no stitch (plan_blocks)
+    targets: Any = None         # a BlocksLayout: no stitch (plan_blocks)
+    a_blocks: Any = None        # A's producer's BlocksLayout, where A stays in its targets
 
 
 def _blocked(site: MatmulSite, facts, tuning) -> BlockedParams | None:
@@ -536,7 +540,7 @@ def _blocked(site: MatmulSite, facts, tuning) -> BlockedParams | None:
         b_mode = "scalar"
     return BlockedParams(site, blocking, k_chunk, not p.ta and p.k % 4 == 0, b_mode,
                          tuning.matmul.mat_steps, unroll_for(k_chunk // 4),
-                         _planned(facts, p.out, blocking))
+                         _planned(facts, p.out, blocking), _a_blocks(facts, p))
 
 
 def emit_blocked(params: BlockedParams) -> list:
@@ -546,8 +550,18 @@ def emit_blocked(params: BlockedParams) -> list:
     blocks, names = _on_targets(target_operands(blocking, p.out,
                                                 _max_texture_size(None, p.out)),
                                 params.targets)
-    main = blocked_kernel("matmul_blocked.glsl.j2", site.prefix, site.op, nodes, p.bound,
+    bound, applied = list(p.bound), params.targets is not None and not params.targets.pending
+    if params.a_blocks is not None:
+        a = bound[0]
+        bound[0] = _BlocksOperand(sampler=a.sampler, value=f"{a.value}#blocks",
+                                  layout=params.a_blocks, type=a.type, arg=a.arg)
+    if applied:             # no stitch, readers that want the value: the epilogue here
+        bound += list(site.extra)
+    main = blocked_kernel("matmul_blocked.glsl.j2", site.prefix, site.op, nodes, bound,
                           blocks, names, blocking, ta=p.ta, tb=p.tb, k=p.k,
+                          a_blocks=params.a_blocks and params.a_blocks.blocking,
+                          epilogue=site.epilogue if applied else None,
+                          epilogue_vec4=True, result=p.out,
                           a_batch=p.batch_index(p.a), b_batch=p.batch_index(p.b),
                           a_texels=params.a_texels, b_mode=params.b_mode,
                           k_chunk=params.k_chunk, mat_steps=params.mat_steps,
@@ -671,50 +685,91 @@ TABLE = (
 # -- results left in the render targets (no stitch) ----------------------------------------
 
 def plan_blocks(graph, facts, limits, tuning) -> dict:
-    """{value: pending BlocksLayout} for the blocked (or packed) matmuls read only by
-    kernels that read their render targets and finish the product there (add up its K
-    splits, apply its epilogue): LayerNorms reading it as their x where the Tuning's
-    `matmul.norm_reads_blocks` is on (codegen/norm.py reads_blocks). The stitch's work
-    moves into the reader's kernels: codegen/lower.py PLANNERS."""
+    """{value: BlocksLayout} for the matmuls that leave their result in their render
+    targets, no stitch (codegen/lower.py PLANNERS), in graph order: a blocked (or
+    packed) matmul read only by LayerNorms as their x where the Tuning's
+    `matmul.norm_reads_blocks` is on (codegen/norm.py reads_blocks), its layout
+    `pending` (the norm's kernels add up its K splits and apply its epilogue); a
+    blocked one, K not split, read only by blocked matmuls as their A where
+    `matmul.matmul_reads_blocks` is on (_reads_a_blocks), its epilogue applied by its
+    own kernel."""
     from . import norm  # norm reads a matmul's epilogue through codegen/fused.py
-    if not tuning.matmul.norm_reads_blocks:
-        return {}
+    knobs = tuning.matmul
     blocks: dict = {}
     for node in graph.nodes:
         if node.op not in ("matmul", "fused_matmul"):
             continue
         out = node.outputs[0]
-        if not out.type.is_static or len(out.shape) < 2 or out.shape[-1] % 4 or \
-                not facts.read_only_by(out, lambda n, v: norm.reads_blocks(n, v, limits,
-                                                                          tuning)):
+        if not out.type.is_static or len(out.shape) < 2 or out.shape[-1] % 4:
             continue
-        try:
-            layouts = {v.name: layout_for(v.type, limits.max_texture_size)
-                       for v in tuple(node.inputs) + tuple(node.outputs)}
-            ins = {b.value: b for b in operands(node, layouts)}
-            site = matmul_site(node, ins[node.inputs[0].name], ins[node.inputs[1].name],
-                               output_operand(out, layouts), "", layouts=layouts)
-            strategy, params = choose(TABLE, site, facts, tuning)
-        except FragflowError:
-            continue                # lowering the node reports it
-        if strategy.name == "matmul.packed":
+        so_far = replace(facts, blocks=MappingProxyType({**facts.blocks, **blocks}))
+        pending = knobs.norm_reads_blocks and facts.read_only_by(
+            out, lambda n, v: norm.reads_blocks(n, v, limits, tuning))
+        applied = not pending and knobs.matmul_reads_blocks and facts.read_only_by(
+            out, lambda n, v, s=so_far: _reads_a_blocks(n, v, s, limits, tuning))
+        if not (pending or applied):
+            continue
+        chosen = _choice(node, so_far, limits, tuning)
+        if chosen is None:
+            continue
+        strategy, params, site = chosen
+        if strategy.name == "matmul.packed" and pending:
             blocking, size = params.blocking, params.max_size
         elif strategy.name == "matmul.blocked":
             blocking, size = params.blocking, _max_texture_size(None, site.product.out)
         else:
             continue
-        if blocking.interleaved:
-            continue
+        if blocking.interleaved or applied and (
+                blocking.splits > 1 or
+                len(node.inputs) > limits.max_texture_units):
+            continue        # the stitch adds K splits; the epilogue's operands bound here
         layout = target_operands(blocking, site.product.out, size)[0].layout
         blocks[out.name] = BlocksLayout(layout.shape, "float32", layout.width,
-                                        layout.height, blocking=blocking, pending=True)
+                                        layout.height, blocking=blocking, pending=pending)
     return blocks
 
 
+def _choice(node, facts, limits, tuning):
+    """(strategy, params, site) of TABLE's choice for matmul `node`, or None where
+    lowering it would fail (it reports that)."""
+    try:
+        layouts = {v.name: layout_for(v.type, limits.max_texture_size)
+                   for v in tuple(node.inputs) + tuple(node.outputs)}
+        ins = {b.value: b for b in operands(node, layouts)}
+        site = matmul_site(node, ins[node.inputs[0].name], ins[node.inputs[1].name],
+                           output_operand(node.outputs[0], layouts), "", layouts=layouts)
+        return choose(TABLE, site, facts, tuning) + (site,)
+    except FragflowError:
+        return None
+
+
+def _reads_a_blocks(node, value, facts, limits, tuning) -> bool:
+    """Whether graph node `node` is a matmul that reads `value` as its A (and nothing
+    else of it), not transposed, a batch of one, and runs matmul.blocked: its kernel
+    reads A's texels from the render targets of the blocked matmul computing it
+    (templates/matmul_blocked.glsl.j2 a_blocks), with their epilogue applied."""
+    if node.op not in ("matmul", "fused_matmul") or node.inputs[0] is not value or \
+            any(v is value for v in node.inputs[1:]) or node.attrs["transpose_a"] or \
+            node.attrs.get("a_heads") or node.attrs.get("b_heads") or \
+            not node.outputs[0].type.is_static or \
+            math.prod(node.outputs[0].shape[:-2]) != 1 or math.prod(value.shape[:-2]) != 1:
+        return False
+    chosen = _choice(node, facts, limits, tuning)
+    return chosen is not None and chosen[0].name == "matmul.blocked"
+
+
+def _a_blocks(facts, p: Product):
+    """A's producer's BlocksLayout where it left A in its targets, epilogue applied."""
+    view = facts.blocks.get(p.a.value)
+    if view is None or getattr(view, "pending", True) or view.mapping != "matmul":
+        return None
+    return view
+
+
 def _planned(facts, out: Operand, blocking):
-    """The pending BlocksLayout plan_blocks chose for this product's result, if any."""
+    """The BlocksLayout plan_blocks chose for this product's result, if any."""
     view = facts.blocks.get(out.value)
-    if view is None or not getattr(view, "pending", False):
+    if view is None:
         return None
     if view.blocking != blocking:
         raise FragflowError(f"{out.value}: planned to be left in render targets blocked "

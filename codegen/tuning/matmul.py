@@ -49,6 +49,10 @@ class MatmulTuning:
     # texels three times (two statistics walks, the normalization), each read now the
     # product's texel and the epilogue's operands, where the stitch read them once
     norm_blocks_max_elements: int = 1 << 12
+    # a blocked matmul (K not split) read only by blocked matmuls as their A applies
+    # its epilogue itself and leaves its result in its render targets; the readers read
+    # A's texels there (BERT's first feed-forward matmul, read by the second)
+    matmul_reads_blocks: bool = True
     # render targets of a blocked kernel, at most (never more than the device's draw
     # buffers: codegen/limits.py)
     max_targets: int = 8

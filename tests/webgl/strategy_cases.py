@@ -443,8 +443,10 @@ ATTENTION_CASES = {"attention_softmax": attention_softmax, "attention_causal": a
 def norm_reads_matmul_blocks():
     """BERT's output projection and feed-forward tail: x @ w + b + residual, then a
     LayerNorm, and gelu(x @ w1 + b1) @ w2 + b2 + residual, then another (K 256: split),
-    34 rows: both products stay in their render targets and the norms' kernels read
-    them there, applying the epilogues (codegen/matmul.py plan_blocks); a row of NaN."""
+    34 rows: the products before the norms stay in their render targets and the
+    norms' kernels read them there, applying the epilogues; the first feed-forward
+    product applies its GELU and the second reads it from its targets
+    (codegen/matmul.py plan_blocks): no stitch; a row of NaN."""
     rng = np.random.default_rng(34)
     w, w1, w2 = ((rng.standard_normal(shape) * 0.1).astype(np.float32)
                  for shape in ((64, 64), (64, 256), (256, 64)))
