@@ -7,7 +7,8 @@ long, the four lanes of a texel are one row's and read it as whole texels.
 
 - norm.direct: one kernel; each fragment walks its own row. A row's statistics are
   computed again for each of its texels, so it takes rows of at most the Tuning's
-  `reduce.norm_direct_width` elements.
+  `reduce.norm_direct_width` elements, or few rows: rows x width² (in proportion to
+  what all the walks read) of at most `reduce.norm_direct_work`.
 - norm.stats: two kernels; one fragment a row writes its statistics into a scratch
   texture (one texel a row), then a kernel normalizes every element reading them.
 
@@ -60,7 +61,12 @@ def _plan(site, lanes, tuning):
 
 def _direct(site, facts, tuning):
     plan = _plan(site, lanes=4, tuning=tuning)
-    return plan if plan and plan.width <= tuning.reduce.norm_direct_width else None
+    if plan is None:
+        return None
+    rows = plan.site.node.inputs[0].type.size // plan.width
+    knobs = tuning.reduce
+    return plan if plan.width <= knobs.norm_direct_width or \
+        rows * plan.width ** 2 <= knobs.norm_direct_work else None
 
 
 def _stats(site, facts, tuning):
