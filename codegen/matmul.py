@@ -29,6 +29,7 @@ from types import MappingProxyType
 from typing import Any
 
 from ..ir.errors import FragflowError, TensorTooLargeError
+from ..ir.ops.registry import all_ops
 from ..ir.types import TensorType
 from . import limits, tuning as _tuning
 from .common import make_kernel, operands, output_operand
@@ -39,6 +40,9 @@ from .limits import unroll_for
 from .operands import Operand
 from .strategy import Site, Strategy, choose, lower_with
 from .tuning.matmul import MatmulTuning
+
+# ops that show their operand's texture another way (reshape, squeeze): no kernel
+VIEW_OPS = frozenset(name for name, opdef in all_ops().items() if opdef.kind == "view")
 
 
 def _knobs() -> MatmulTuning:
@@ -553,7 +557,8 @@ def emit_blocked(params: BlockedParams) -> list:
     bound, applied = list(p.bound), params.targets is not None and not params.targets.pending
     if params.a_blocks is not None:
         a = bound[0]
-        bound[0] = _BlocksOperand(sampler=a.sampler, value=f"{a.value}#blocks",
+        root = _blocks_root(site.node.inputs[0]).name
+        bound[0] = _BlocksOperand(sampler=a.sampler, value=f"{root}#blocks",
                                   layout=params.a_blocks, type=a.type, arg=a.arg)
     if applied:             # no stitch, readers that want the value: the epilogue here
         bound += list(site.extra)
@@ -705,8 +710,11 @@ def plan_blocks(graph, facts, limits, tuning) -> dict:
         so_far = replace(facts, blocks=MappingProxyType({**facts.blocks, **blocks}))
         pending = knobs.norm_reads_blocks and facts.read_only_by(
             out, lambda n, v: norm.reads_blocks(n, v, limits, tuning))
-        applied = not pending and knobs.matmul_reads_blocks and facts.read_only_by(
-            out, lambda n, v, s=so_far: _reads_a_blocks(n, v, s, limits, tuning))
+        views = _row_views(out, facts)
+        applied = not pending and knobs.matmul_reads_blocks and views is not None and \
+            all(facts.read_only_by(v, lambda n, v_, s=so_far: n.op in VIEW_OPS or
+                                   _reads_a_blocks(n, v_, s, limits, tuning))
+                for v in views)
         if not (pending or applied):
             continue
         chosen = _choice(node, so_far, limits, tuning)
@@ -724,9 +732,37 @@ def plan_blocks(graph, facts, limits, tuning) -> dict:
                 len(node.inputs) > limits.max_texture_units):
             continue        # the stitch adds K splits; the epilogue's operands bound here
         layout = target_operands(blocking, site.product.out, size)[0].layout
-        blocks[out.name] = BlocksLayout(layout.shape, "float32", layout.width,
-                                        layout.height, blocking=blocking, pending=pending)
+        view = BlocksLayout(layout.shape, "float32", layout.width, layout.height,
+                            blocking=blocking, pending=pending)
+        # a view of the result that keeps its rows (a reshape): its readers read the
+        # same targets (their kernels bind the result's, _blocks_root)
+        blocks.update({v.name: view for v in (views if applied else [out])})
     return blocks
+
+
+def _row_views(value, facts):
+    """[value, then the views of it (through chains) that keep its rows: same last
+    dim], or None where a view of it changes its rows or is fetched."""
+    found, todo = [value], [value]
+    while todo:
+        v = todo.pop()
+        for reader in facts.readers_of(v):
+            if reader.op not in VIEW_OPS:
+                continue
+            w = reader.outputs[0]
+            if w.name in facts.fetched or not w.type.is_static or \
+                    w.shape[-1:] != value.shape[-1:]:
+                return None
+            found.append(w)
+            todo.append(w)
+    return found
+
+
+def _blocks_root(value):
+    """The value a chain of views shows: whose producer wrote the targets."""
+    while value.node.op in VIEW_OPS:
+        value = value.node.inputs[0]
+    return value
 
 
 def _choice(node, facts, limits, tuning):

@@ -3,9 +3,10 @@ matmul, read by the second) applies its epilogue (bias, GELU) itself and leaves 
 result in its render targets: no stitch; the readers' blocked kernels read A's texels
 there (codegen/matmul.py plan_blocks, _reads_a_blocks; templates/matmul_blocked.glsl.j2
 a_blocks). On GL against the float64 formula: rows not a multiple of 4, a leading
-batch dim of 1, negatives, NaN and inf in the input, the reader's own result left for a
-LayerNorm too; and where the stitch stays: the producer's K split, a reader that reads
-it as B, or runs another strategy, the result fetched too, the knob off."""
+batch dim of 1, negatives, NaN and inf in the input, the reader's own result left for
+a LayerNorm too, reshapes between them (GPT-2's Gemms); and where the stitch stays:
+the producer's K split, a reader that reads it as B, or runs another strategy, the
+knob off."""
 import math
 
 import numpy as np
@@ -79,6 +80,29 @@ def test_the_reader_reads_a_from_the_targets(gl, x_shape, d, hidden, norm):
     assert "epilogue4(" in first.source, "the producer applies its epilogue"
     a = next(b for b in second.inputs if b.value == first.output.value)
     assert f"px_{a.sampler}(" in second.source, ops
+
+
+def test_the_reader_reads_a_through_reshapes(gl):
+    """GPT-2's feed-forward: Gemm on 2-D, its result reshaped to [1, L, 4D] and back
+    before the next Gemm. The views keep the rows: the reader binds the producer's
+    targets, no alias of the never-written value is left in the steps."""
+    rng = np.random.default_rng(7)
+    (w1, b1), (w2, b2) = _weights(rng, 32, 384), _weights(rng, 384, 64)
+    x = normal(rng, 29, 32)
+    x[4, 4] = np.nan
+
+    def build(xp):
+        f = ff.tanh(xp @ ff.constant(w1) + ff.constant(b1))
+        f = ff.reshape(ff.reshape(f, (1, 29, 384)), (29, 384))
+        return [f @ ff.constant(w2) + ff.constant(b2)]
+    (got,), kernels = _run(build, [x], ON)
+    with np.errstate(invalid="ignore"):
+        want = np.tanh(x.astype(np.float64) @ w1 + b1) @ w2 + b2
+    assert_matches(got, want.astype(np.float32), rtol=1e-4, atol=1e-4)
+    assert np.isnan(want).any()
+    first, second = [k for k in kernels if k.op == "fused_matmul"]
+    assert first.part == "blocks" and first.output.value in [b.value for b in second.inputs]
+    assert [k.op for k in kernels].count("fused_matmul_stitch") == 1     # the second's
 
 
 def _two(k1, n1, n2, rows, as_b=False):

@@ -445,8 +445,8 @@ def norm_reads_matmul_blocks():
     LayerNorm, and gelu(x @ w1 + b1) @ w2 + b2 + residual, then another (K 256: split),
     34 rows: the products before the norms stay in their render targets and the
     norms' kernels read them there, applying the epilogues; the first feed-forward
-    product applies its GELU and the second reads it from its targets
-    (codegen/matmul.py plan_blocks): no stitch; a row of NaN."""
+    product applies its GELU and the second reads it from its targets through a
+    reshape (codegen/matmul.py plan_blocks): no stitch; a row of NaN."""
     rng = np.random.default_rng(34)
     w, w1, w2 = ((rng.standard_normal(shape) * 0.1).astype(np.float32)
                  for shape in ((64, 64), (64, 256), (256, 64)))
@@ -458,7 +458,7 @@ def norm_reads_matmul_blocks():
                                    ff.constant(scale), ff.constant(offset), epsilon=1e-5)
         f = x @ ff.constant(w1) + ff.constant(b1)
         f = 0.5 * f * (1.0 + ff.erf(f * np.float32(0.7071067811865476)))
-        y = f @ ff.constant(w2) + ff.constant(b2) + h
+        y = ff.reshape(f, (1, 34, 256)) @ ff.constant(w2) + ff.constant(b2) + h
         return {"attention_out": h,
                 "output": ff.layer_normalization(y, ff.constant(scale), ff.constant(offset))}
 
