@@ -155,10 +155,10 @@ def test_bert_layer_kernels(exported):
         assert len(layer) <= BERT_LAYER_KERNELS, [k.op for k in layer]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 34's target, not reached: the matmuls' "
-                   "stitch kernels, attention's q kᵀ kernels and LayerNorm's statistics "
-                   "(norm.stats on llvmpipe) are kernels of their own, q, k and v three "
-                   "matmuls (docs/TRANSFORMERS.md)")
+@pytest.mark.xfail(strict=True, reason="issue 34's target, not reached: q's, k's and "
+                   "v's stitch kernels, attention's q kᵀ kernels and LayerNorm's "
+                   "statistics (norm.stats on llvmpipe) are kernels of their own, q, k "
+                   "and v three matmuls (docs/TRANSFORMERS.md)")
 def test_bert_layer_runs_in_at_most_eight_kernels(exported):
     path, feeds = exported("bert")
     _, fn = _run(path, feeds)
