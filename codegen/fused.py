@@ -97,12 +97,14 @@ def lower_fused_elementwise(node, layouts, prefix):
     return replace(kernel, name=kernel_name(prefix, node))
 
 
-def lower_fused_matmul(node, layouts, prefix):
+def matmul_epilogue(node, layouts, first: int = 2) -> tuple:
+    """(extra operands, epilogue) of fused_matmul `node`: its operands after A and B,
+    samplers x<first>, x<first + 1>, .. (args e0, e1, ..), and the template context
+    epilogue.glsl.j2 applies to its product (here, or in a kernel reading its render
+    targets: codegen/norm.py)."""
     out = output_operand(node.outputs[0], layouts)
-    a_val, b_val, *extra_vals = node.inputs
-    a = _operand("x0", "a0", a_val.name, layouts[a_val.name], a_val.dtype)
-    b = _operand("x1", "a1", b_val.name, layouts[b_val.name], b_val.dtype)
-    extra = [_operand(f"x{k + 2}", f"e{k}", v.name, layouts[v.name], v.dtype)
+    extra_vals = node.inputs[2:]
+    extra = [_operand(f"x{k + first}", f"e{k}", v.name, layouts[v.name], v.dtype)
              for k, v in enumerate(extra_vals)]
     for e in extra:
         e.index = broadcast_index(out.layout.shape, e.layout.shape)
@@ -110,7 +112,15 @@ def lower_fused_matmul(node, layouts, prefix):
     acc_type = TensorType(out.layout.shape, _infer_acc_dtype(node))
     steps, result = glsl_steps(node.attrs["steps"], ["acc"] + [e.arg for e in extra],
                                [acc_type] + [v.type for v in extra_vals])
-    epilogue = {"operands": extra, "steps": steps, "result": result}
+    return extra, {"operands": extra, "steps": steps, "result": result}
+
+
+def lower_fused_matmul(node, layouts, prefix):
+    out = output_operand(node.outputs[0], layouts)
+    a_val, b_val = node.inputs[:2]
+    a = _operand("x0", "a0", a_val.name, layouts[a_val.name], a_val.dtype)
+    b = _operand("x1", "a1", b_val.name, layouts[b_val.name], b_val.dtype)
+    extra, epilogue = matmul_epilogue(node, layouts)
     return matmul_kernel(node, a, b, out, prefix, extra=extra, epilogue=epilogue,
                          op="fused_matmul", nodes=_header_nodes(node), layouts=layouts)
 

@@ -170,10 +170,12 @@ class Kernel:
         """The NodeRecords whose results this kernel writes: all of them for a node's
         one kernel, a stitch-free blocked kernel and a tree's last pass; for a blocked
         kernel and its stitch, the head (the product) is the blocked kernel's when an
-        epilogue follows it, which the stitch applies; passes before the last compute
+        epilogue follows it, which the stitch applies (or, on pending targets, the
+        kernels reading them: codegen/matmul.py plan_blocks); passes before the last compute
         none (their values are partial)."""
         records, part = self.node_records, self.part
-        if part == "targets":
+        if part == "targets" or part == "blocks" and \
+                getattr(self.output.layout, "pending", False):   # its readers finish it
             return records[:1] if len(records) > 1 else ()
         if part == "stitch":
             return records[1:] or records
@@ -305,6 +307,14 @@ def _roles(kernel) -> list:
         lines.append(f"computes {_named(rest)} and writes '{value}'" if rest else
                      f"and writes it into '{value}'")
         return lines
+    if part == "blocks" and getattr(kernel.output.layout, "pending", False):
+        rest = records[1:]
+        return [f"computes the product of {_named(records[:1])} into "
+                f"{kernel.output_layers} render targets (the layers of '{out}'), which "
+                f"the kernels reading it read in place"
+                + (f", applying {_named(rest)}:" if rest else ":"),
+                f"no stitch, '{value}' itself is never written "
+                f"(codegen/matmul.py plan_blocks)"]
     if part == "blocks":
         return [f"computes {_named(records)} into {kernel.output_layers} render targets "
                 f"(the layers of '{out}'),",

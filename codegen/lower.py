@@ -24,7 +24,7 @@ from . import elementwise  # lower_copy, an assign's copy kernel
 from .kernel import LoweredGraph
 from .layout import layout_for
 from .limits import DESKTOP, Limits, lowering_with
-from .schedule import facts_with, schedule
+from .schedule import active as facts_active, facts_with, schedule
 from .tuning import Tuning, tuning_with
 
 # Ops that keep row-major order: their output is the same texture, seen another way.
@@ -36,7 +36,8 @@ LOWERINGS = {family: import_module(f"{__package__}.{family}").lower_node
              for family in sorted(FAMILIES) if find_spec(f"{__package__}.{family}")}
 
 # the families' scheduling decisions that span nodes (codegen/schedule.py), in order
-PLANNERS = (import_module(f"{__package__}.conv").plan_blocks,)
+PLANNERS = (import_module(f"{__package__}.conv").plan_blocks,
+            import_module(f"{__package__}.matmul").plan_blocks)
 
 
 def lower(graph: Graph, limits: Limits | int | None = None,
@@ -77,6 +78,7 @@ def _lower(graph: Graph, limits: Limits, windows: dict) -> LoweredGraph:
                 within = layouts[node.inputs[0].name]     # a view shares its texture
                 layouts[v.name] = replace(layouts[v.name], width=within.width,
                                           height=within.height, window=within.window)
+    planned = facts_active()
     lowered_graph = LoweredGraph(layouts=layouts, feeds=[], constants={}, variables={},
                                  steps=[], assigns=[], outputs=[v.name for v in graph.outputs])
     for node in graph.nodes:
@@ -88,7 +90,9 @@ def _lower(graph: Graph, limits: Limits, windows: dict) -> LoweredGraph:
         elif node.op == "variable":
             lowered_graph.variables[out] = node.name
         elif node.op in VIEW_OPS:
-            lowered_graph.steps.append(("alias", out, node.inputs[0].name))
+            if node.inputs[0].name not in planned.blocks:   # else never written: its
+                lowered_graph.steps.append(("alias", out, node.inputs[0].name))
+            # readers bind its producer's targets (codegen/matmul.py plan_blocks)
         elif any(layouts[v.name].size == 0 for v in node.outputs):
             lowered_graph.steps.append(("empty", out))    # nothing to compute
         elif node.op == "assign":

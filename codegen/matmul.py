@@ -17,25 +17,32 @@
   texel (N % 4 != 0, or B transposed) read both operands 4 k a texel (matmul_lanes).
 - matmul.plain: the element loop, any shape and dtype (matmul.glsl.j2).
 Blocked kernels read with textureLod (lod_texel.glsl.j2); docs/PERFORMANCE.md has
-what each strategy measured.
+what each strategy measured. `plan_blocks` decides before lowering which blocked
+products stay in their render targets for readers that read them there (no stitch).
 """
 from __future__ import annotations
 
 import dataclasses
 import math
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 from typing import Any
 
-from ..ir.errors import TensorTooLargeError
+from ..ir.errors import FragflowError, TensorTooLargeError
+from ..ir.ops.registry import all_ops
 from ..ir.types import TensorType
 from . import limits, tuning as _tuning
 from .common import make_kernel, operands, output_operand
+from .depthwise import BlocksOperand as _BlocksOperand
 from .kernel import Binding
 from .layout import Layout, affine_index, layout_for, strides
 from .limits import unroll_for
 from .operands import Operand
-from .strategy import Site, Strategy, lower_with
+from .strategy import Site, Strategy, choose, lower_with
 from .tuning.matmul import MatmulTuning
+
+# ops that show their operand's texture another way (reshape, squeeze): no kernel
+VIEW_OPS = frozenset(name for name, opdef in all_ops().items() if opdef.kind == "view")
 
 
 def _knobs() -> MatmulTuning:
@@ -127,9 +134,13 @@ class BlocksLayout(Layout):
     texture) when no stitch follows: its consumers read the value from the layers
     (templates/blocks_texel.glsl.j2), `blocking` saying which layer and texel hold each
     output texel as the stitch's `mapping` does: "matmul" (a Blocking of a [pixels,
-    channels] result) or "depthwise" (a conv.PixelBlock)."""
+    channels] result) or "depthwise" (a conv.PixelBlock). `pending`: the producer (a
+    matmul, plan_blocks) left the product as it is, its K splits' partials apart and
+    its epilogue not applied: the reader adds the splits up (px_ does) and applies the
+    producer's epilogue itself (codegen/norm.py)."""
     blocking: object = None
     mapping: str = "matmul"
+    pending: bool = False
 
 
 def _tiles(layout) -> int:
@@ -412,6 +423,7 @@ class PackedPlan:
     max_size: int
     extra: tuple = ()
     epilogue: Any = None
+    targets: Any = None         # a pending BlocksLayout: no stitch (plan_blocks)
 
 
 def _offsets(blocking, b_layout, a_panel, a_layout, a_source, unroll, k4, q_chunk,
@@ -473,7 +485,8 @@ def emit_packed(plan: PackedPlan, layouts: dict | None = None) -> list:
     pack_b, pb = _pack(plan, "b", plan.b_panel, plan.b_layout, plan.b_source, layouts)
     kernels.append(pack_b)
     blocking, nodes = plan.blocking, list(plan.nodes)
-    blocks, targets = target_operands(blocking, plan.out, plan.max_size, layouts)
+    blocks, targets = _on_targets(target_operands(blocking, plan.out, plan.max_size,
+                                                  layouts), plan.targets)
     main = blocked_kernel("matmul_packed.glsl.j2", plan.prefix, plan.op, nodes,
                           [replace(pa, sampler="x0"), replace(pb, sampler="x1")], blocks,
                           targets, blocking, k4=plan.b_panel.k4, q_chunk=plan.q_chunk,
@@ -481,6 +494,8 @@ def emit_packed(plan: PackedPlan, layouts: dict | None = None) -> list:
                           b_kind=plan.b_panel.kind, a_in_place=plan.a_panel is None,
                           unroll=plan.unroll, a_offsets=plan.a_offsets,
                           b_offsets=plan.b_offsets)
+    if plan.targets is not None:
+        return kernels + [main]         # its readers read the targets (plan_blocks)
     stitch = stitch_kernel(blocks, plan.out, plan.prefix + "s", plan.op, nodes, plan.extra,
                            plan.epilogue, mapping="matmul", blocking=blocking,
                            aligned=blocking.n % 4 == 0)
@@ -515,9 +530,10 @@ def _packed(site: MatmulSite, facts, tuning) -> PackedPlan | None:
                    blocking.rows, k4, p.m, p.k, batch_stride=p.m * p.k,
                    row_stride=1 if p.ta else p.k, col_stride=p.m if p.ta else 1)
     pb = b_panel(blocking, p.k, p.n, p.tb, math.prod(p.b.layout.shape[:-2]), k4)
-    return packed_plan(site.prefix, site.op, site.named_nodes, p.out, blocking, pa, p.a,
+    plan = packed_plan(site.prefix, site.op, site.named_nodes, p.out, blocking, pa, p.a,
                        pb, p.b, p.batch_index(p.a, True), p.batch_index(p.b, True),
                        site.extra, site.epilogue)
+    return plan and replace(plan, targets=_planned(facts, p.out, plan.blocking))
 
 
 # -- matmul.blocked ----------------------------------------------------------------------
@@ -532,6 +548,8 @@ class BlockedParams:
     b_mode: str                 # "rows": B[k, 4 columns] a texel; "cols": B[4 k, column]
     mat_steps: bool
     unroll: int
+    targets: Any = None         # a BlocksLayout: no stitch (plan_blocks)
+    a_blocks: Any = None        # A's producer's BlocksLayout, where A stays in its targets
 
 
 def _blocked(site: MatmulSite, facts, tuning) -> BlockedParams | None:
@@ -554,31 +572,49 @@ def _blocked(site: MatmulSite, facts, tuning) -> BlockedParams | None:
         b_mode = "scalar"
     a_texels = not p.ta and p.k % 4 == 0 and p.whole_texels("a")
     return BlockedParams(site, blocking, k_chunk, a_texels, b_mode,
-                         tuning.matmul.mat_steps, unroll_for(k_chunk // 4))
+                         tuning.matmul.mat_steps, unroll_for(k_chunk // 4),
+                         _planned(facts, p.out, blocking), _a_blocks(facts, p))
 
 
-def blocked_main(params: BlockedParams, blocks, names):
+def blocked_main(params: BlockedParams, blocks, names, bound=None, **extra):
     """The blocked kernel alone (matmul_blocked.glsl.j2), writing the layers of
-    `blocks`: emit_blocked's first kernel, and codegen/attention.py's scores, which
-    its walk reads from the targets without a stitch."""
+    `blocks`: emit_blocked's first kernel (`bound`, `extra`: its A read from another
+    matmul's targets, its epilogue where no stitch follows), and
+    codegen/attention.py's scores, which its walk reads from the targets without a
+    stitch."""
     site, p, blocking = params.site, params.site.product, params.blocking
     return blocked_kernel("matmul_blocked.glsl.j2", site.prefix, site.op,
-                          site.named_nodes, p.bound,
+                          site.named_nodes, p.bound if bound is None else bound,
                           blocks, names, blocking, ta=p.ta, tb=p.tb, k=p.k,
                           a_batch=p.batch_index(p.a, side="a"),
                           b_batch=p.batch_index(p.b, side="b"),
                           a_texels=params.a_texels, b_mode=params.b_mode,
                           k_chunk=params.k_chunk, mat_steps=params.mat_steps,
                           unroll=params.unroll, a_row=p.a_strides()[1],
-                          b_col=p.b_strides()[1])
+                          b_col=p.b_strides()[1], **extra)
 
 
 def emit_blocked(params: BlockedParams) -> list:
     """[blocked kernel, stitch] (matmul_blocked.glsl.j2, matmul_stitch.glsl.j2)."""
     site, p, blocking = params.site, params.site.product, params.blocking
     nodes = site.named_nodes
-    blocks, names = target_operands(blocking, p.out, _max_texture_size(None, p.out))
-    main = blocked_main(params, blocks, names)
+    blocks, names = _on_targets(target_operands(blocking, p.out,
+                                                _max_texture_size(None, p.out)),
+                                params.targets)
+    bound, applied = list(p.bound), params.targets is not None and not params.targets.pending
+    if params.a_blocks is not None:
+        a = bound[0]
+        root = _blocks_root(site.node.inputs[0]).name
+        bound[0] = _BlocksOperand(sampler=a.sampler, value=f"{root}#blocks",
+                                  layout=params.a_blocks, type=a.type, arg=a.arg)
+    if applied:             # no stitch, readers that want the value: the epilogue here
+        bound += list(site.extra)
+    main = blocked_main(params, blocks, names, bound,
+                        a_blocks=params.a_blocks and params.a_blocks.blocking,
+                        epilogue=site.epilogue if applied else None,
+                        epilogue_vec4=True, result=p.out)
+    if params.targets is not None:
+        return [main]                   # its readers read the targets (plan_blocks)
     stitch = stitch_kernel(blocks, p.out, site.prefix + "s", site.op, nodes, site.extra,
                            site.epilogue, mapping="matmul", blocking=blocking,
                            aligned=p.n % 4 == 0)
@@ -690,6 +726,142 @@ TABLE = (
              "one kernel reading both operands 4 k a texel (N % 4 != 0, B transposed)"),
     Strategy("matmul.plain", _plain, emit_plain, "one kernel, the element loop"),
 )
+
+
+# -- results left in the render targets (no stitch) ----------------------------------------
+
+def plan_blocks(graph, facts, limits, tuning) -> dict:
+    """{value: BlocksLayout} for the matmuls that leave their result in their render
+    targets, no stitch (codegen/lower.py PLANNERS), in graph order: a blocked (or
+    packed) matmul read only by LayerNorms as their x where the Tuning's
+    `matmul.norm_reads_blocks` is on (codegen/norm.py reads_blocks), its layout
+    `pending` (the norm's kernels add up its K splits and apply its epilogue); a
+    blocked one, K not split, read only by blocked matmuls as their A where
+    `matmul.matmul_reads_blocks` is on (_reads_a_blocks), its epilogue applied by its
+    own kernel."""
+    from . import norm  # norm reads a matmul's epilogue through codegen/fused.py
+    knobs = tuning.matmul
+    blocks: dict = {}
+    for node in graph.nodes:
+        if node.op not in ("matmul", "fused_matmul"):
+            continue
+        out = node.outputs[0]
+        if not out.type.is_static or len(out.shape) < 2 or out.shape[-1] % 4:
+            continue
+        so_far = replace(facts, blocks=MappingProxyType({**facts.blocks, **blocks}))
+        pending = knobs.norm_reads_blocks and facts.read_only_by(
+            out, lambda n, v: norm.reads_blocks(n, v, limits, tuning))
+        views = _row_views(out, facts)
+        applied = not pending and knobs.matmul_reads_blocks and views is not None and \
+            all(facts.read_only_by(v, lambda n, v_, s=so_far: n.op in VIEW_OPS or
+                                   _reads_a_blocks(n, v_, s, limits, tuning))
+                for v in views)
+        if not (pending or applied):
+            continue
+        chosen = _choice(node, so_far, limits, tuning)
+        if chosen is None:
+            continue
+        strategy, params, site = chosen
+        if strategy.name == "matmul.packed" and pending:
+            blocking, size = params.blocking, params.max_size
+        elif strategy.name == "matmul.blocked":
+            blocking, size = params.blocking, _max_texture_size(None, site.product.out)
+        else:
+            continue
+        if blocking.interleaved or applied and (
+                blocking.splits > 1 or
+                len(node.inputs) > limits.max_texture_units):
+            continue        # the stitch adds K splits; the epilogue's operands bound here
+        layout = target_operands(blocking, site.product.out, size)[0].layout
+        view = BlocksLayout(layout.shape, "float32", layout.width, layout.height,
+                            blocking=blocking, pending=pending)
+        # a view of the result that keeps its rows (a reshape): its readers read the
+        # same targets (their kernels bind the result's, _blocks_root)
+        blocks.update({v.name: view for v in (views if applied else [out])})
+    return blocks
+
+
+def _row_views(value, facts):
+    """[value, then the views of it (through chains) that keep its rows: same last
+    dim], or None where a view of it changes its rows or is fetched."""
+    found, todo = [value], [value]
+    while todo:
+        v = todo.pop()
+        for reader in facts.readers_of(v):
+            if reader.op not in VIEW_OPS:
+                continue
+            w = reader.outputs[0]
+            if w.name in facts.fetched or not w.type.is_static or \
+                    w.shape[-1:] != value.shape[-1:]:
+                return None
+            found.append(w)
+            todo.append(w)
+    return found
+
+
+def _blocks_root(value):
+    """The value a chain of views shows: whose producer wrote the targets."""
+    while value.node.op in VIEW_OPS:
+        value = value.node.inputs[0]
+    return value
+
+
+def _choice(node, facts, limits, tuning):
+    """(strategy, params, site) of TABLE's choice for matmul `node`, or None where
+    lowering it would fail (it reports that)."""
+    try:
+        layouts = {v.name: layout_for(v.type, limits.max_texture_size)
+                   for v in tuple(node.inputs) + tuple(node.outputs)}
+        ins = {b.value: b for b in operands(node, layouts)}
+        site = matmul_site(node, ins[node.inputs[0].name], ins[node.inputs[1].name],
+                           output_operand(node.outputs[0], layouts), "", layouts=layouts)
+        return choose(TABLE, site, facts, tuning) + (site,)
+    except FragflowError:
+        return None
+
+
+def _reads_a_blocks(node, value, facts, limits, tuning) -> bool:
+    """Whether graph node `node` is a matmul that reads `value` as its A (and nothing
+    else of it), not transposed, a batch of one, and runs matmul.blocked: its kernel
+    reads A's texels from the render targets of the blocked matmul computing it
+    (templates/matmul_blocked.glsl.j2 a_blocks), with their epilogue applied."""
+    if node.op not in ("matmul", "fused_matmul") or node.inputs[0] is not value or \
+            any(v is value for v in node.inputs[1:]) or node.attrs["transpose_a"] or \
+            node.attrs.get("a_heads") or node.attrs.get("b_heads") or \
+            not node.outputs[0].type.is_static or \
+            math.prod(node.outputs[0].shape[:-2]) != 1 or math.prod(value.shape[:-2]) != 1:
+        return False
+    chosen = _choice(node, facts, limits, tuning)
+    return chosen is not None and chosen[0].name == "matmul.blocked"
+
+
+def _a_blocks(facts, p: Product):
+    """A's producer's BlocksLayout where it left A in its targets, epilogue applied."""
+    view = facts.blocks.get(p.a.value)
+    if view is None or getattr(view, "pending", True) or view.mapping != "matmul":
+        return None
+    return view
+
+
+def _planned(facts, out: Operand, blocking):
+    """The BlocksLayout plan_blocks chose for this product's result, if any."""
+    view = facts.blocks.get(out.value)
+    if view is None:
+        return None
+    if view.blocking != blocking:
+        raise FragflowError(f"{out.value}: planned to be left in render targets blocked "
+                            f"as {view.blocking}, lowered as {blocking} "
+                            f"(codegen/matmul.py plan_blocks)")
+    return view
+
+
+def _on_targets(blocks_names, targets) -> tuple:
+    """(blocks, names) of target_operands, on `targets` (a BlocksLayout) where the
+    result stays there."""
+    blocks, names = blocks_names
+    if targets is None:
+        return blocks, names
+    return replace(blocks, layout=targets), [replace(n, layout=targets) for n in names]
 
 
 def matmul_kernel(node, a, b, out, prefix, extra=(), epilogue=None, op="matmul",

@@ -7,9 +7,16 @@ long, the four lanes of a texel are one row's and read it as whole texels.
 
 - norm.direct: one kernel; each fragment walks its own row. A row's statistics are
   computed again for each of its texels, so it takes rows of at most the Tuning's
-  `reduce.norm_direct_width` elements.
+  `reduce.norm_direct_width` elements, or few rows: rows x width² (in proportion to
+  what all the walks read) of at most `reduce.norm_direct_work`.
 - norm.stats: two kernels; one fragment a row writes its statistics into a scratch
-  texture (one texel a row), then a kernel normalizes every element reading them."""
+  texture (one texel a row), then a kernel normalizes every element reading them.
+
+Where x is a matmul's result that codegen/matmul.py plan_blocks left in its render
+targets (no stitch: `reads_blocks` says which norms can), both rows read x from them
+(templates/blocks_texel.glsl.j2 px_, adding up the product's K splits) and apply the
+matmul's epilogue (bias, residual add: templates/epilogue.glsl.j2) to each texel they
+read: the stitch's work, done where x is read."""
 from __future__ import annotations
 
 import math
@@ -17,8 +24,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..ir.types import TensorType
+from . import schedule
 from .common import make_kernel, operands, output_operand
+from .depthwise import BlocksOperand
 from .environment import glsl_float
+from .layout import layout_for
 from .limits import unroll_for
 from .operands import Operand
 from .reduce_tree import scratch_layout
@@ -51,7 +61,12 @@ def _plan(site, lanes, tuning):
 
 def _direct(site, facts, tuning):
     plan = _plan(site, lanes=4, tuning=tuning)
-    return plan if plan and plan.width <= tuning.reduce.norm_direct_width else None
+    if plan is None:
+        return None
+    rows = plan.site.node.inputs[0].type.size // plan.width
+    knobs = tuning.reduce
+    return plan if plan.width <= knobs.norm_direct_width or \
+        rows * plan.width ** 2 <= knobs.norm_direct_work else None
 
 
 def _stats(site, facts, tuning):
@@ -70,13 +85,35 @@ def _context(plan, inputs):
                 offset_size=offset.layout.size if offset else 1, invariant_output=True)
 
 
+def _reading(site, first: int) -> tuple:
+    """(x, the producer's epilogue operands, template context): x as its operand, or
+    read from the render targets its producing matmul left it in (plan_blocks) with
+    that matmul's epilogue, whose operands get samplers x<first>, .."""
+    node, layouts = site.node, site.layouts
+    x = operands(node, layouts)[0]
+    view = schedule.active().blocks.get(x.value)
+    if view is None or not getattr(view, "pending", False):
+        return x, [], {}
+    from . import fused  # fused lowers this family's node: a cycle at import
+    producer = node.inputs[0].node
+    extra, epilogue = ([], None) if producer.op == "matmul" else \
+        fused.matmul_epilogue(producer, layouts, first)
+    blocks = BlocksOperand(sampler=x.sampler, value=f"{x.value}#blocks", layout=view,
+                           type=x.type, arg=x.arg)
+    return blocks, extra, dict(x_blocks=view.blocking, epilogue=epilogue,
+                               epilogue_vec4=True,
+                               result=output_operand(producer.outputs[0], layouts))
+
+
 def _emit_direct(plan):
     site = plan.site
     inputs = operands(site.node, site.layouts)
     out = output_operand(site.node.outputs[0], site.layouts)
+    context = _context(plan, inputs)
+    x, extra, reading = _reading(site, len(inputs))
     return make_kernel("layer_norm.glsl.j2", site.prefix, "fused_layer_norm",
-                       site.named_nodes, inputs, out, mode="direct",
-                       **_context(plan, inputs))
+                       site.named_nodes, [x] + inputs[1:] + extra, out, mode="direct",
+                       **{**context, "x": x, **reading})
 
 
 def _emit_stats(plan):
@@ -88,20 +125,40 @@ def _emit_stats(plan):
     layouts[name] = scratch_layout((rows, 4), "float32", layouts[x_val.name])
     stats = Operand(sampler="ff_out", value=name, layout=layouts[name],
                     type=str(TensorType((rows, 4), "float32")))
-    x = Operand(sampler="x0", value=x_val.name, layout=layouts[x_val.name],
-                type=str(x_val.type), arg="a0")
-    first = make_kernel("layer_norm.glsl.j2", f"{site.prefix}.p0", "fused_layer_norm",
-                        site.named_nodes, [x], stats, mode="stats",
-                        **{**_context(plan, [x] + operands(node, layouts)[1:]),
-                           "scale": None, "offset": None})
     inputs = operands(node, layouts)
+    x, extra, reading = _reading(site, len(inputs))
+    context = {**_context(plan, inputs), "x": x, **reading}
+    first = make_kernel("layer_norm.glsl.j2", f"{site.prefix}.p0", "fused_layer_norm",
+                        site.named_nodes, [x] + extra, stats, mode="stats",
+                        **{**context, "scale": None, "offset": None})
+    inputs = [x] + inputs[1:] + extra
     inputs.append(Operand(sampler=f"x{len(inputs)}", value=name, layout=layouts[name],
                           type=stats.type))
     out = output_operand(node.outputs[0], layouts)
     second = make_kernel("layer_norm.glsl.j2", site.prefix, "fused_layer_norm",
                          site.named_nodes, inputs, out, mode="apply", stats=inputs[-1],
-                         **_context(plan, inputs))
+                         **context)
     return [first, second]
+
+
+def reads_blocks(node, value, limits, tuning) -> bool:
+    """Whether graph node `node` is a LayerNorm that can read `value`, a matmul's
+    result, from the matmul's render targets (codegen/matmul.py plan_blocks): as its x
+    and nothing else, float32, rows of whole texels (width % 4 == 0), a strategy of
+    TABLE taking it, and the texture units for the matmul's epilogue operands too."""
+    if node.op != "fused_layer_norm" or node.inputs[0] is not value or \
+            any(v is value for v in node.inputs[1:]) or value.dtype != "float32" or \
+            not all(v.type.is_static for v in node.inputs) or \
+            value.type.size > tuning.matmul.norm_blocks_max_elements:
+        return False
+    producer = value.node
+    extra = producer.inputs[2:] if producer.op == "fused_matmul" else ()
+    if len(node.inputs) + len(extra) + 1 > limits.max_texture_units:
+        return False        # x's targets, scale, offset, the epilogue's, the statistics
+    layouts = {v.name: layout_for(v.type, limits.max_texture_size) for v in node.inputs}
+    site = Site(node, layouts, "")
+    plans = [s.applies(site, None, tuning) for s in TABLE]
+    return any(p is not None and p.same_row for p in plans)
 
 
 TABLE = (

@@ -49,6 +49,19 @@ class MatmulTuning:
     # blocked: 1x768 @ (50257x768)^T 165 -> 58 ms a run, 1x1024 @ 1024x8192 52 -> 19
     # (process CPU, medians of 7, load 16); from 32 rows packed won (768x2304: 23 vs 28)
     packed_min_rows: int = 32
+    # a blocked (or packed) matmul read only by LayerNorms as their x leaves its
+    # product in its render targets: the norm's kernels add up its K splits and apply
+    # its epilogue (bias, residual add) as they read x, in place of the stitch
+    # (codegen/matmul.py plan_blocks, codegen/norm.py reads_blocks)
+    norm_reads_blocks: bool = True
+    # ... where x has at most this many elements: the norm's kernels read each of x's
+    # texels three times (two statistics walks, the normalization), each read now the
+    # product's texel and the epilogue's operands, where the stitch read them once
+    norm_blocks_max_elements: int = 1 << 12
+    # a blocked matmul (K not split) read only by blocked matmuls as their A applies
+    # its epilogue itself and leaves its result in its render targets; the readers read
+    # A's texels there (BERT's first feed-forward matmul, read by the second)
+    matmul_reads_blocks: bool = True
     # render targets of a blocked kernel, at most (never more than the device's draw
     # buffers: codegen/limits.py)
     max_targets: int = 8

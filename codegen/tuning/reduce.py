@@ -46,6 +46,12 @@ class ReduceTuning:
     # norm.direct as fast up to 32, slower from 64 (0.03-0.7x unfused's at 256)
     norm_max_width: int = 16384
     norm_direct_width: int = 32
+    # ... and rows of any width where rows x width² (what the fragments' walks read in
+    # all) stays at most norm_direct_work: few rows, one launch less. Off: whole BERT
+    # on llvmpipe (docs/PERFORMANCE.md) 1.25-1.29x slower at 128 x 256, 1.11x at 32 x
+    # 256, and at the test's 32 x 128 0.97-0.98x the two kernels' but 1.03x those
+    # reading the matmul's targets (matmul.norm_reads_blocks) in place of its stitch
+    norm_direct_work: int = 0
     # the most a LayerNorm walk's loop body is unrolled to stay in the loop budget
     # (past it the row is not fused: a longer body, not a longer walk, is what costs)
     norm_max_unroll: int = 64

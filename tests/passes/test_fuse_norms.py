@@ -343,3 +343,22 @@ def test_a_direct_walk_past_the_unroll_limit_takes_norm_stats(gl):
     got = fn(xb)[0]
     assert _norm_kernels(fn, "norm.stats") == ONE["norm.stats"]
     assert_matches(got, norm64(xb, w, b).astype(np.float32), rtol=2e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize("rows, width, row", [
+    (7, 128, "norm.direct"),        # 7 x 128² = 114,688: within the knob
+    (8, 130, "norm.direct"),        # 135,200, rows not whole texels
+    (9, 128, "norm.stats"),         # 147,456: past it
+])
+def test_few_rows_run_direct_within_norm_direct_work(rows, width, row, gl):
+    """reduce.norm_direct_work: rows of any width run as norm.direct where rows x
+    width² stays within it (past reduce.norm_direct_width); edge rows as above."""
+    tuning = ff.Tuning().with_({"reduce.norm_direct_work": 140_000})
+    g, x, y, fn, (w, b) = _compile(FORMS["layer_normalization"][0], (rows, width),
+                                   tuning=tuning)
+    xb = _edge_rows(width)[:rows] if rows <= 7 else \
+        np.concatenate([_edge_rows(width), rng.standard_normal((rows - 7, width))
+                        .astype(np.float32)])
+    got = fn(xb)[0]
+    assert _norm_kernels(fn, row) == ONE[row]
+    assert_matches(got, norm64(xb, w, b).astype(np.float32), rtol=2e-5, atol=2e-5)

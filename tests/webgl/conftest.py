@@ -15,11 +15,18 @@ import pytest
 import fragflow as ff
 from tests.webgl.browser import CONFIGS, chromium, run_cases
 from tests.webgl.cases import CASES, Case, layers
-from tests.webgl.strategy_cases import ATTENTION_CASES, ROW_CASES, case_id, matmul_1024
+from tests.webgl.strategy_cases import (
+    ATTENTION_CASES,
+    BLOCKS_CASES,
+    ROW_CASES,
+    case_id,
+    matmul_1024,
+)
 
-# every browser case: cases.py's, one per strategy row, the attention shapes
+# every browser case: cases.py's, one per strategy row, the attention shapes, the
+# readers of another node's render targets
 BROWSER_CASES = {**CASES, **{case_id(row): build for row, build in ROW_CASES.items()},
-                 **ATTENTION_CASES}
+                 **ATTENTION_CASES, **BLOCKS_CASES}
 # FRAGFLOW_REQUIRE_CHROMIUM=1: fail instead of skipping where chromium is missing
 # exports whose index.html the harness opens too, and whose profile it takes
 PAGES = ("cnn_training_step", "nested_loops", case_id("matmul.packed"))

@@ -482,6 +482,39 @@ ATTENTION_CASES = {"attention_softmax": attention_softmax, "attention_causal": a
                    "attention_bert_merged": attention_bert_merged}
 
 
+def norm_reads_matmul_blocks():
+    """BERT's output projection and feed-forward tail: x @ w + b + residual, then a
+    LayerNorm, and gelu(x @ w1 + b1) @ w2 + b2 + residual, then another (K 256: split),
+    34 rows: the products before the norms stay in their render targets and the
+    norms' kernels read them there, applying the epilogues; the first feed-forward
+    product applies its GELU and the second reads it from its targets through a
+    reshape (codegen/matmul.py plan_blocks): no stitch; a row of NaN."""
+    rng = np.random.default_rng(34)
+    w, w1, w2 = ((rng.standard_normal(shape) * 0.1).astype(np.float32)
+                 for shape in ((64, 64), (64, 256), (256, 64)))
+    b, b1, b2, scale, offset = (rng.standard_normal(n).astype(np.float32)
+                                for n in (64, 256, 64, 64, 64))
+
+    def build(x, r):
+        h = ff.layer_normalization(x @ ff.constant(w) + ff.constant(b) + r,
+                                   ff.constant(scale), ff.constant(offset), epsilon=1e-5)
+        f = x @ ff.constant(w1) + ff.constant(b1)
+        f = 0.5 * f * (1.0 + ff.erf(f * np.float32(0.7071067811865476)))
+        y = ff.reshape(f, (1, 34, 256)) @ ff.constant(w2) + ff.constant(b2) + h
+        return {"attention_out": h,
+                "output": ff.layer_normalization(y, ff.constant(scale), ff.constant(offset))}
+
+    def feeds(rng):
+        x = rng.standard_normal((34, 64)).astype(np.float32)
+        x[3, 5] = np.nan
+        return [x, rng.standard_normal((34, 64)).astype(np.float32)]
+    return _case(build, [(34, 64), (34, 64)], rtol=1e-4, atol=1e-4, feeds=feeds)
+
+
+# cases of kernels reading another node's render targets
+BLOCKS_CASES = {"norm_reads_matmul_blocks": norm_reads_matmul_blocks}
+
+
 def case_id(strategy: str) -> str:
     """The browser case (and export folder) of a row: "row_matmul_packed"."""
     return "row_" + strategy.replace(".", "_")
