@@ -11,13 +11,14 @@ becomes
 so that one product (one blocked kernel and its stitch: more blocks, fewer draws)
 computes all three, and fuse_epilogues makes the bias its epilogue. Siblings are
 `matmul` nodes reading the same A (not transposed) with B a weight of equal K: a
-rank-2 float32 constant or variable (or a view of one), not transposed. The weights'
-concat reads only those: on GL it is a hoisted kernel, run once per plan and again
-only when a variable changes (docs/RUNTIME.md "Hoisted kernels"). A variable the graph
-assigns (a training step's) would make it a kernel every run: such a sibling is left
-alone, and the report says so (the merge would still compute the same values: the
-matmul, concat and slices are ordinary ops, and gradients flow through them). The
-bias (an `add` of a rank-1 weight of N elements, read only there) is merged where
+rank-2 float32 constant or variable (or a view of one), not transposed. Constants
+(an import with trainable=False) are concatenated here, one constant and no kernel;
+otherwise the weights' concat reads only those: on GL it is a hoisted kernel, run once
+per plan and again only when a variable changes (docs/RUNTIME.md "Hoisted kernels").
+A variable the graph assigns (a training step's) would make it a kernel every run:
+such a sibling is left alone, and the report says so (the merge would still compute
+the same values: the matmul, concat and slices are ordinary ops, and gradients flow
+through them). The bias (an `add` of a rank-1 weight of N elements, read only there) is merged where
 every sibling has one; siblings with and without a bias are not merged together.
 
 The slices are `strided_slice` nodes taking the names of the values they replace.
@@ -27,6 +28,8 @@ into heads that the attention reads as q, k or v, widths multiples of 4; a slice
 otherwise would be a kernel of its own, as many as the products saved. Every group
 left alone says why. Tuning `matmul.merge_siblings` turns the pass off."""
 from __future__ import annotations
+
+import numpy as np
 
 from ..ir.graph import Graph
 from ..ir.ops.registry import get_op
@@ -169,6 +172,12 @@ def merge_matmuls(graph, report, tuning=None):
         where = dict(scope=first.scope, source=first.source)
 
         def add_node(op, inputs, attrs, base):
+            if op == "concat" and all(v.node.op == "constant" for v in inputs):
+                # constants (an inference import): the merged weights are one constant,
+                # no kernel, and the parts' own constants go with their last reader
+                value = np.concatenate([v.node.attrs["value"] for v in inputs],
+                                       axis=attrs["axis"])
+                op, inputs, attrs = "constant", [], {"value": value}
             return new.add_node(op, inputs, attrs, exact_name=names.fresh(new, base),
                                 **where).outputs[0]
         stem = f"{members[0][0].name}/merged"

@@ -162,6 +162,21 @@ def test_bert_layer_kernels(exported):
         assert len(layer) <= BERT_LAYER_KERNELS, [k.op for k in layer]
 
 
+def test_an_inference_import_folds_the_merged_weights(exported):
+    """ff.onnx.load(trainable=False): the initializers are constants, so q's, k's and
+    v's weights side by side are one constant (no concat kernel), and the layer is the
+    kernels a run draws."""
+    path, feeds = exported("bert")
+    model = ff.onnx.load(str(path), trainable=False)
+    fn = ff.Session(model.graph).compile(model.outputs, feeds=model.inputs)
+    by_name = [v.name.split(":")[0] for v in model.inputs]
+    assert_close(fn(*[feeds[n] for n in by_name])[0], ort_run(str(path), feeds)[0],
+                 rtol=1e-4)
+    for layer in kernels_per_layer(fn.kernels).values():
+        ops = [k.op for k in layer]
+        assert "concat" not in ops and len(layer) <= BERT_LAYER_KERNELS - 2, ops
+
+
 def test_bert_projections_are_one_product_read_in_place(exported):
     """q, k and v: one matmul (merge_matmuls), no slice kernels (fused_attention reads
     their columns), the weights' concat hoisted out of the run."""

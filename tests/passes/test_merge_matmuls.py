@@ -101,6 +101,10 @@ def test_merged_projections_match_the_graph_as_built(case, gl):
     assert [node.attrs[f"{r}_columns"] for r in "qkv"] == \
         [(i * heads * d, heads, d) for i in range(3)]
     assert any("merged 3 matmuls" in line for line in fn.fusion_report), fn.fusion_report
+    # constant weights (and the biases: constants in every case) are concatenated at
+    # compile time, one constant and no kernel; variables by a concat kernel (hoisted:
+    # drawn once per plan)
+    assert ops.count("concat") == (kwargs.get("weights") == "variable"), ops
     # the numpy executor's pipeline merges too, and agrees
     with ff.Session(g, backend="numpy") as sess:
         assert_matches(sess.run(y, feeds), want, rtol=1e-5, atol=2e-6)
