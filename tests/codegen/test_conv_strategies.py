@@ -11,12 +11,14 @@ import pytest
 import fragflow as ff
 from fragflow.codegen import conv
 from fragflow.codegen.layout import layout_for
-from fragflow.codegen.limits import lowering_with
+from fragflow.codegen.limits import Limits, lowering_with
+from fragflow.codegen.lower import lower
 from fragflow.codegen.schedule import graph_facts
 from fragflow.codegen.strategy import NoStrategyError, applicable
 from fragflow.codegen.tuning import tuning_with
 from fragflow.frontend.tensor import wrap
 from fragflow.ir.ops import conv as _conv
+from fragflow.runtime import driver
 from fragflow.runtime.device import Device
 from tests.reference import assert_matches
 
@@ -199,3 +201,22 @@ def test_stitch_free_plans_follow_the_preferred_strategies(gl, prefer, knobs):
     # conv.packed does not take an input this small)
     assert free == (prefer != ("conv.generic",))
     assert_matches(got, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_the_webgl_profile_blocks_4_pixels_of_one_channel_texel():
+    """conv.blocked_cols: with WebGL2's 4 render targets the webgl profile's blocked
+    conv2d takes 4 pixels x 1 channel texel a fragment, llvmpipe's profile 2 x 2 there
+    (and 4 x 2 on its own 8 targets)."""
+    g, y, feeds = _graph(_conv2d(None, None), [(1, 12, 12, 32), (1, 1, 32, 64)], seed=7)
+    optimized = driver.optimize(g, [y.value], {v.value: v.value.type for v in feeds})
+    shapes = {}
+    for profile, limits in (("webgl", Limits.webgl2()), ("llvmpipe", Limits.webgl2()),
+                            ("llvmpipe-8", Device.get().limits)):
+        tuning = ff.Tuning.named(profile.partition("-")[0]).with_(prefer=("conv.blocked",))
+        lowered = lower(optimized.graph, limits, tuning=tuning)
+        kernel = next(k for k in lowered.kernels if k.strategy == "conv.blocked")
+        b = kernel.params["blocking"]
+        shapes[profile] = (b["rows"], b["cols"])
+    assert shapes["webgl"] == (4, 1) and shapes["llvmpipe"] == (2, 2), shapes
+    if Device.get().limits.max_draw_buffers >= 8:
+        assert shapes["llvmpipe-8"] == (4, 2), shapes
