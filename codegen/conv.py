@@ -558,6 +558,7 @@ def _emit_blocked(plan):
     common = dict(g=g, xs=site.context["xs"], channels_in_fours=fours,
                   mat_steps=knobs.mat_steps, x_blocks=x_blocks and x_blocks.blocking,
                   filter_row_texels=knobs.filter_row_texels, lod_fetch=knobs.blocked_lod_fetch,
+                  step_positions=knobs.step_positions,
                   unroll=unroll_for(g.taps * g.C // (4 if fours else 1)),
                   **_helpers(x_blocks, [w] + extra))
     blocks, names = _target_operands(blocking, out, site.layouts, plan.targets)

@@ -22,6 +22,9 @@ class ConvTuning:
     # the blocked conv2d's channel texels a fragment, at most (its other targets take
     # that many more pixels)
     blocked_cols: int = 2
+    # the blocked conv2d of one image works out its pixels' positions by stepping from
+    # the first's (one division a fragment), not each by its own divisions
+    step_positions: bool = False
     # the blocked conv2d reads its image and filter with textureLod at texel centres
     # (lod_texel.glsl.j2), not texelFetch
     blocked_lod_fetch: bool = True

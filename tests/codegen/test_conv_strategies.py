@@ -28,7 +28,7 @@ BLOCKED = ff.Tuning().with_({"matmul.blocked_min_macs": 1, "matmul.packed_min_ma
 # the blocked kernels' other paths: a filter row's channels as 4 scalar fetches, texels
 # read with texelFetch, one channel texel (4 pixels) a fragment
 OTHER_PATHS = {"conv.filter_row_texels": False, "conv.blocked_lod_fetch": False,
-               "conv.blocked_cols": 1}
+               "conv.blocked_cols": 1, "conv.step_positions": True}
 TUNINGS = {"llvmpipe": ff.Tuning(), "blocked": BLOCKED,
            "blocked, other paths": BLOCKED.with_(OTHER_PATHS)}
 
