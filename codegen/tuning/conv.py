@@ -94,7 +94,9 @@ GPU = dataclasses.replace(LLVMPIPE, depthwise_lod_fetch=False,
 # 2 x 2: 8 texel fetches a channel step (4 of the image, the filter's 4 rows once), not
 # 10. Measured in Chromium (docs/PERFORMANCE.md, "Pose models on SwiftShader"): Mesa
 # llvmpipe through ANGLE 7-11% faster on the four pose models, SwiftShader within its
-# noise (-15% .. +13% a model).
-WEBGL = dataclasses.replace(GPU, blocked_cols=1)
+# noise (-15% .. +13% a model). Its blocked conv2d reads the image from a plain texture,
+# not from a blocked conv2d's render targets (conv_reads_blocks): Mesa through ANGLE
+# -1% .. +14% a pose model (two sessions), SwiftShader within 2%.
+WEBGL = dataclasses.replace(GPU, blocked_cols=1, conv_reads_blocks=False)
 
 PROFILES = {"llvmpipe": LLVMPIPE, "gpu": GPU, "webgl": WEBGL}
