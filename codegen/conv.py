@@ -523,13 +523,24 @@ def _emit_packed(plan):
                                  none, list(site.extra), site.epilogue)
 
 
+def _conv_blocking(m: int, n: int, knobs) -> matmul.Blocking:
+    """The blocked conv2d's division of its [pixels, COUT] result: up to
+    conv.blocked_cols channel texels a fragment, then as many pixels as the render
+    targets leave (matmul.choose_blocking's 2 column texels by default)."""
+    nt = -(-n // 4)
+    most = matmul.max_targets()
+    cols = min(knobs.blocked_cols, nt, most)
+    rows = min(most // cols, m)
+    return matmul.Blocking(1, m, n, rows, min(most // rows, nt))
+
+
 def _blocked_applies(site, facts, tuning):
     g, out = site.g, site.out
     x_blocks = _x_blocks(site, facts)
     if site.kind != "conv" or site.depthwise or not site.two_operand_2d or \
             (site.macs < tuning.matmul.blocked_min_macs and x_blocks is None):
         return None
-    blocking = matmul.choose_blocking(1, g.N * g.out_count, g.COUT)
+    blocking = _conv_blocking(g.N * g.out_count, g.COUT, tuning.conv)
     # stitch-free: the epilogue runs here and the readers read the targets
     targets = _targets_layout(blocking, "matmul", matmul._max_texture_size(
         site.layouts, out), tuning.conv) if stitch_free(site.node, facts, tuning) else None
@@ -546,6 +557,8 @@ def _emit_blocked(plan):
         x = _blocks_operand(x, x_blocks)
     common = dict(g=g, xs=site.context["xs"], channels_in_fours=fours,
                   mat_steps=knobs.mat_steps, x_blocks=x_blocks and x_blocks.blocking,
+                  filter_row_texels=knobs.filter_row_texels, lod_fetch=knobs.blocked_lod_fetch,
+                  step_positions=knobs.step_positions,
                   unroll=unroll_for(g.taps * g.C // (4 if fours else 1)),
                   **_helpers(x_blocks, [w] + extra))
     blocks, names = _target_operands(blocking, out, site.layouts, plan.targets)
@@ -628,7 +641,7 @@ def _emit_depthwise_blocked(plan):
     common = dict(block=block, g=g, xs=site.context["xs"], taps=g.taps, footprint=footprint,
                   footprint_rows=sorted({fy for fy, _, _ in footprint}),
                   footprint_cols=sorted({fx for _, fx, _ in footprint}),
-                  x_blocks=x_blocks and x_blocks.blocking,
+                  x_blocks=x_blocks and x_blocks.blocking, lod_fetch=plan.knobs.blocked_lod_fetch,
                   **_helpers(x_blocks, [w] + extra), **row_loop)
     return _blocked_kernels("depthwise_blocked.glsl.j2", plan, x, w, blocks, names, block,
                             common, mapping="depthwise", aligned=True, g=g, block=block)

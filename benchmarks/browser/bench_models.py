@@ -62,20 +62,25 @@ def file_sizes(paths) -> tuple:
     return raw, gz
 
 
-def prepare(root: str, names, seed: int = 0, log=print) -> tuple:
-    """Export each model under root/<name>/ff, its TF.js files copied to root/<name>/tfjs
-    and seeded feeds beside them. (listed models, {name: why it did not export},
-    {name: {"ff": (raw, gzip), "tfjs": (raw, gzip), "export_s"}})."""
+def prepare(root: str, names, seed: int = 0, log=print, tuning=None,
+            suffix: str = "", max_draw_buffers: int = 4) -> tuple:
+    """Export each model under root/<name><suffix>/ff (with `tuning`, a ff.Tuning, where
+    given), its TF.js files copied to root/<name><suffix>/tfjs and seeded feeds beside
+    them. (listed models, {name: why it did not export}, {name: {"ff": (raw, gzip),
+    "tfjs": (raw, gzip), "export_s", "kernels": {kernel: [strategy, output shape]}}}),
+    keyed by name + suffix."""
     listed, skipped, sizes = [], {}, {}
     runtime = file_sizes(TFJS_RUNTIME)
-    for name in names:
-        path = os.path.join(MODELS, name + ".json")
+    for model in names:
+        name = model + suffix
+        path = os.path.join(MODELS, model + ".json")
         start = time.monotonic()
         try:
             m = ff.tfjs.load(path, input_shapes=fixed_input_shapes(path))
             folder = os.path.join(root, name)
             export = ff.webgl.export(dict(m.outputs_by_name), list(m.inputs),
-                                     os.path.join(folder, "ff"), page=False, name=name)
+                                     os.path.join(folder, "ff"), page=False, name=model,
+                                     tuning=tuning, max_draw_buffers=max_draw_buffers)
         except ff.FragflowError as err:
             skipped[name] = f"{type(err).__name__}: {str(err)[:200]}"
             log(f"  {name}: does not export ({skipped[name][:120]})")
@@ -104,13 +109,15 @@ def prepare(root: str, names, seed: int = 0, log=print) -> tuple:
                           "dtype": "int32" if p.dtype == "int32" else "float32"})
         outputs = [{"name": o["name"], "shape": o["shape"], "dtype": o["dtype"]}
                    for o in export.schedule["outputs"]]
-        listed.append({"name": name, "json": name + ".json", "feeds": feeds,
+        listed.append({"name": name, "json": model + ".json", "feeds": feeds,
                        "outputs": [o["name"] for o in outputs], "shapes": outputs})
         ffs = file_sizes([export.files["model.js"], export.files["model.bin"]])
         model_sizes = file_sizes(tfjs_files)
         sizes[name] = {"ff": ffs, "tfjs_model": model_sizes,
                        "tfjs": (model_sizes[0] + runtime[0], model_sizes[1] + runtime[1]),
-                       "bin": export.bin_bytes, "export_s": seconds}
+                       "bin": export.bin_bytes, "export_s": seconds,
+                       "kernels": {k.name: [k.strategy, list(k.output.shape)]
+                                   for k in export.kernels}}
         log(f"  {name}: exported in {seconds:.1f} s, {len(export.kernels)} kernels, "
             f"model.bin {export.bin_bytes} bytes")
     return listed, skipped, sizes
@@ -170,7 +177,7 @@ def top_ops(profile, n=4) -> str:
     if not profile:
         return "-"
     total, by_op = 0.0, {}
-    for op, ms in profile:
+    for op, ms, *_ in profile:
         if ms is None:
             continue
         total += ms

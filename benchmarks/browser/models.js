@@ -71,12 +71,13 @@ async function runModel(gl, c, spec) {
     if (spec.profile) {
       const profile = await model.profile(ffFeeds);
       result.fragflow.method = profile.method;
-      result.fragflow.profile = profile.kernels.map((k) => [k.op, k.ms]);
+      result.fragflow.profile = profile.kernels.map((k) => [k.op, k.ms, k.name]);
       try {
         const info = await tf.profile(() => tfRun());
         result.tfjs.kernelCount = info.kernels.length;
         result.tfjs.profile = info.kernels.map((k) => [k.name,
-          typeof k.kernelTimeMs === 'number' ? k.kernelTimeMs : null]);
+          typeof k.kernelTimeMs === 'number' ? k.kernelTimeMs : null,
+          JSON.stringify([k.inputShapes, k.outputShapes])]);
       } catch (err) {
         result.tfjs.profile = [[`tf.profile failed: ${err}`, null]];
       }

@@ -15,6 +15,19 @@ class ConvTuning:
     packed_min_input: int = 1 << 19
     # the blocked conv2d's channel step as 4 filter rows in a mat4 times a texel
     mat_steps: bool = True
+    # ... and with COUT % 4 != 0 (and C % 4 == 0) a filter row's 4 output channels as
+    # one texel or two (the row's offset in its texel is known per step), not 4 scalar
+    # fetches
+    filter_row_texels: bool = True
+    # the blocked conv2d's channel texels a fragment, at most (its other targets take
+    # that many more pixels)
+    blocked_cols: int = 2
+    # the blocked conv2d of one image works out its pixels' positions by stepping from
+    # the first's (one division a fragment), not each by its own divisions
+    step_positions: bool = False
+    # the blocked conv2d reads its image and filter with textureLod at texel centres
+    # (lod_texel.glsl.j2), not texelFetch
+    blocked_lod_fetch: bool = True
     # depthwise filters up to this many taps run blocked (its loops unrolled in Jinja)
     blocked_depthwise_taps: int = 49
     # a filter gradient splits its batch until it has about this many fragments ...
@@ -77,6 +90,13 @@ LLVMPIPE = ConvTuning()
 GPU = dataclasses.replace(LLVMPIPE, depthwise_lod_fetch=False,
                           filter_gradient_fragments=4096)
 # WebGL2 runs on the same GPUs; its 4 draw buffers come from Limits, not from here.
-WEBGL = GPU
+# With 4 targets the blocked conv2d takes 4 pixels of one channel texel a fragment, not
+# 2 x 2: 8 texel fetches a channel step (4 of the image, the filter's 4 rows once), not
+# 10. Measured in Chromium (docs/PERFORMANCE.md, "Pose models on SwiftShader"): Mesa
+# llvmpipe through ANGLE 7-11% faster on the four pose models, SwiftShader within its
+# noise (-15% .. +13% a model). Its blocked conv2d reads the image from a plain texture,
+# not from a blocked conv2d's render targets (conv_reads_blocks): Mesa through ANGLE
+# -1% .. +14% a pose model (two sessions), SwiftShader within 2%.
+WEBGL = dataclasses.replace(GPU, blocked_cols=1, conv_reads_blocks=False)
 
 PROFILES = {"llvmpipe": LLVMPIPE, "gpu": GPU, "webgl": WEBGL}

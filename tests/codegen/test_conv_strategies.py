@@ -11,19 +11,26 @@ import pytest
 import fragflow as ff
 from fragflow.codegen import conv
 from fragflow.codegen.layout import layout_for
-from fragflow.codegen.limits import lowering_with
+from fragflow.codegen.limits import Limits, lowering_with
+from fragflow.codegen.lower import lower
 from fragflow.codegen.schedule import graph_facts
 from fragflow.codegen.strategy import NoStrategyError, applicable
 from fragflow.codegen.tuning import tuning_with
 from fragflow.frontend.tensor import wrap
 from fragflow.ir.ops import conv as _conv
+from fragflow.runtime import driver
 from fragflow.runtime.device import Device
 from tests.reference import assert_matches
 
 BLOCKED = ff.Tuning().with_({"matmul.blocked_min_macs": 1, "matmul.packed_min_macs": 1,
                              "matmul.packed_min_rows": 1,
                              "conv.packed_min_input": 1})
-TUNINGS = {"llvmpipe": ff.Tuning(), "blocked": BLOCKED}
+# the blocked kernels' other paths: a filter row's channels as 4 scalar fetches, texels
+# read with texelFetch, one channel texel (4 pixels) a fragment
+OTHER_PATHS = {"conv.filter_row_texels": False, "conv.blocked_lod_fetch": False,
+               "conv.blocked_cols": 1, "conv.step_positions": True}
+TUNINGS = {"llvmpipe": ff.Tuning(), "blocked": BLOCKED,
+           "blocked, other paths": BLOCKED.with_(OTHER_PATHS)}
 
 
 def _conv2d(x, w, strides=1, padding="SAME"):
@@ -57,6 +64,14 @@ CASES = [
     ("conv2d C=6 VALID 1x1 image", _conv2d(None, None, 1, "VALID"),
      [(2, 1, 1, 6), (1, 1, 6, 4)], "conv2d",
      {"conv.direct", "conv.packed", "conv.blocked", "conv.generic"}),
+    # COUT % 4 != 0 with C % 4 == 0: the blocked kernel reads a filter row's 4 output
+    # channels as one texel or the end of one and the start of the next
+    # (conv.filter_row_texels; rows starting 2, and 1 and 3, elements into a texel)
+    ("conv2d C=8 COUT=34 1x1", _conv2d(None, None, 1, "VALID"),
+     [(1, 5, 7, 8), (1, 1, 8, 34)], "conv2d",
+     {"conv.packed", "conv.blocked", "conv.generic"}),
+    ("conv2d C=12 COUT=17 s2", _conv2d(None, None, 2), [(2, 7, 6, 12), (3, 3, 12, 17)],
+     "conv2d", {"conv.packed", "conv.blocked", "conv.generic"}),
     ("depthwise C=8 s2", _depthwise(None, None, 2), [(2, 7, 9, 8), (3, 3, 8, 1)],
      "depthwise_conv2d", {"depthwise.direct", "depthwise.blocked", "conv.generic"}),
     ("depthwise C=3 x4", _depthwise(None, None), [(1, 6, 5, 3), (3, 3, 3, 4)],
@@ -136,10 +151,30 @@ def test_a_tuning_that_excludes_every_strategy_is_refused(gl):
             sess.compile([y], feeds=list(feeds))
 
 
+def test_a_filter_row_s_channels_are_read_as_texels(gl):
+    """conv.filter_row_texels: with COUT % 4 != 0 the blocked kernel reads filter row
+    k0 + q's 4 channels as one texel, or two where the row starts inside a texel, at
+    offsets known when the shader is written; off, as 4 scalar fetches."""
+    g, y, feeds = _graph(CASES[1][1], [(1, 6, 5, 8), (3, 3, 8, 17)], seed=5)
+    ref = ff.Session(g, backend="numpy", passes=[]).run(y, feeds)
+    sources = {}
+    for on in (True, False):
+        tuning = BLOCKED.with_({"conv.filter_row_texels": on}, prefer=("conv.blocked",))
+        with ff.Session(g, tuning=tuning) as sess:
+            kernels = sess.compile([y], feeds=list(feeds)).kernels
+            assert_matches(sess.run(y, feeds), ref, rtol=1e-4, atol=1e-4, what=str(on))
+        sources[on] = next(k.source for k in kernels if k.strategy == "conv.blocked")
+    # COUT = 17: rows start 0, 1, 2 and 3 elements into their texels
+    assert all(f"wrow4_{q}(" in sources[True] for q in range(4))
+    assert "vec4(a.yzw, b.x)" in sources[True] and "vec4(a.w, b.xyz)" in sources[True]
+    assert "wrow4_" not in sources[False]
+
+
+@pytest.mark.parametrize("knobs", [{}, OTHER_PATHS], ids=["defaults", "other paths"])
 @pytest.mark.parametrize("prefer", [(), ("conv.generic",), ("conv.direct",),
                                     ("depthwise.blocked",), ("conv.packed",),
                                     ("conv.blocked", "depthwise.blocked")])
-def test_stitch_free_plans_follow_the_preferred_strategies(gl, prefer):
+def test_stitch_free_plans_follow_the_preferred_strategies(gl, prefer, knobs):
     """A conv2d read only by a depthwise conv (MobileNet's pair): plan_blocks runs the
     table as lowering does, so the depthwise kernel reads the conv2d's render targets
     exactly where the chosen conv2d strategy leaves its result there."""
@@ -152,7 +187,7 @@ def test_stitch_free_plans_follow_the_preferred_strategies(gl, prefer):
                                                .astype(np.float32) * 0.2), padding="SAME"))
         y = ff.depthwise_conv2d(h, ff.constant(rng.standard_normal((3, 3, 128, 1))
                                                .astype(np.float32)), padding="SAME")
-    tuning = ff.Tuning(prefer=prefer)
+    tuning = ff.Tuning(prefer=prefer).with_(knobs)
     ref = ff.Session(g, backend="numpy", passes=[]).run(y, {xp: x})
     with ff.Session(g, tuning=tuning) as sess:
         kernels = sess.compile([y], feeds=[xp]).kernels
@@ -166,3 +201,22 @@ def test_stitch_free_plans_follow_the_preferred_strategies(gl, prefer):
     # conv.packed does not take an input this small)
     assert free == (prefer != ("conv.generic",))
     assert_matches(got, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_the_webgl_profile_blocks_4_pixels_of_one_channel_texel():
+    """conv.blocked_cols: with WebGL2's 4 render targets the webgl profile's blocked
+    conv2d takes 4 pixels x 1 channel texel a fragment, llvmpipe's profile 2 x 2 there
+    (and 4 x 2 on its own 8 targets)."""
+    g, y, feeds = _graph(_conv2d(None, None), [(1, 12, 12, 32), (1, 1, 32, 64)], seed=7)
+    optimized = driver.optimize(g, [y.value], {v.value: v.value.type for v in feeds})
+    shapes = {}
+    for profile, limits in (("webgl", Limits.webgl2()), ("llvmpipe", Limits.webgl2()),
+                            ("llvmpipe-8", Device.get().limits)):
+        tuning = ff.Tuning.named(profile.partition("-")[0]).with_(prefer=("conv.blocked",))
+        lowered = lower(optimized.graph, limits, tuning=tuning)
+        kernel = next(k for k in lowered.kernels if k.strategy == "conv.blocked")
+        b = kernel.params["blocking"]
+        shapes[profile] = (b["rows"], b["cols"])
+    assert shapes["webgl"] == (4, 1) and shapes["llvmpipe"] == (2, 2), shapes
+    if Device.get().limits.max_draw_buffers >= 8:
+        assert shapes["llvmpipe-8"] == (4, 2), shapes

@@ -120,9 +120,14 @@ def conv_packed():
 
 
 def conv_blocked():
+    """COUT 48, and 34 and 17 (a filter row's channels read as one texel or two:
+    conv.filter_row_texels)."""
     rng = np.random.default_rng(34)
-    return _case(lambda x: {"conv": ff.conv2d(x, _filter(rng, 3, 3, 32, 48, scale=0.1),
-                                              padding="SAME")}, [(1, 16, 16, 32)])
+    return _case(lambda x: {
+        "conv": ff.conv2d(x, _filter(rng, 3, 3, 32, 48, scale=0.1), padding="SAME"),
+        "cout_34": ff.conv2d(x, _filter(rng, 1, 1, 32, 34, scale=0.2), padding="SAME"),
+        "cout_17": ff.conv2d(x, _filter(rng, 3, 3, 32, 17, scale=0.1), strides=2,
+                             padding="SAME")}, [(1, 16, 16, 32)])
 
 
 def depthwise_blocked():
