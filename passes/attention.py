@@ -221,23 +221,31 @@ def _check_walk(found, softmax, tuning):
                        f"past which the unfused kernels are faster")
 
 
-def heads_operands(graph, tuning=None) -> set:
-    """The values fuse_attention would read as q, k or v in [B, L, H, D] (their head
-    transposes folded): where passes/merge_matmuls.py's column slices are read in
-    place."""
+def _matches(graph, tuning, columns=False):
+    """(softmax node, its match or the Rejected saying why not) per softmax of graph;
+    with `columns`, q, k and v read as column slices where they can be."""
     users = consumers(graph)
     fetched = set(graph.outputs)
-    found_values = set()
     for node in graph.nodes:
         if node.op != "softmax":
             continue
         try:
             found = _match(node, users, fetched, tuning)
             _check_walk(found, node, tuning)
-        except Rejected:
+            if columns:
+                _fold_columns(found, users, fetched, tuning)
+        except Rejected as why:
+            yield node, why
             continue
-        found_values.update(found[r] for r in "qkv" if found[f"{r}_heads"])
-    return found_values
+        yield node, found
+
+
+def heads_operands(graph, tuning=None) -> set:
+    """The values fuse_attention would read as q, k or v in [B, L, H, D] (their head
+    transposes folded): where passes/merge_matmuls.py's column slices are read in
+    place."""
+    return {found[r] for _, found in _matches(graph, tuning)
+            if not isinstance(found, Rejected) for r in "qkv" if found[f"{r}_heads"]}
 
 
 def fuse_attention(graph, report, tuning=None):
@@ -245,18 +253,10 @@ def fuse_attention(graph, report, tuning=None):
     if tuning is not None and not tuning.matmul.attention_fuse:
         report.append("fuse_attention is off (Tuning matmul.attention_fuse)")
         return graph
-    users = consumers(graph)
-    fetched = set(graph.outputs)
     matches: dict = {}             # the final matmul -> the match
-    for node in graph.nodes:
-        if node.op != "softmax":
-            continue
-        try:
-            found = _match(node, users, fetched, tuning)
-            _check_walk(found, node, tuning)
-            _fold_columns(found, users, fetched, tuning)
-        except Rejected as why:
-            report.append(f"rejected softmax '{node.name}' for attention: {why}")
+    for node, found in _matches(graph, tuning, columns=True):
+        if isinstance(found, Rejected):
+            report.append(f"rejected softmax '{node.name}' for attention: {found}")
             continue
         matches[found["nodes"][-1]] = found
         report.append(f"fused attention '{found['nodes'][-1].name}': "

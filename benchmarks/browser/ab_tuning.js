@@ -3,30 +3,7 @@
 // (one run of each in turn, the order rotated each round, so load changes hit all alike); then,
 // with profile, each side's per-kernel profile.
 /* global tf */
-import {feedsOf, median, post, rendererOf} from './pagelib.js';
-
-/** runners: {side: async () => void}. Two warm-up runs each, then rounds of one run per
- * side, the order rotated each round (no side always first after the others' runs),
- * until `rounds` or, past 3 rounds, budgetMs. {side: {steady (median ms), runs}}. */
-async function rotated(runners, rounds, budgetMs) {
-  const sides = Object.keys(runners);
-  const times = Object.fromEntries(sides.map((s) => [s, []]));
-  const timed = async (s) => {
-    const t = performance.now();
-    await runners[s]();
-    return performance.now() - t;
-  };
-  for (let i = 0; i < 2; i++) for (const s of sides) await timed(s);
-  const start = performance.now();
-  for (let n = 0; n < rounds && (n < 3 || performance.now() - start < budgetMs); n++) {
-    for (let j = 0; j < sides.length; j++) {
-      const s = sides[(j + n) % sides.length];
-      times[s].push(await timed(s));
-    }
-  }
-  return Object.fromEntries(sides.map((s) => [s, {steady: median(times[s]),
-    runs: times[s]}]));
-}
+import {feedsOf, interleave, post, rendererOf} from './pagelib.js';
 
 async function runGroup(gl, group, spec) {
   const first = group.variants[0];
@@ -51,7 +28,7 @@ async function runGroup(gl, group, spec) {
   await tfRun();
   const runners = {tfjs: tfRun};
   for (const [name, m] of Object.entries(models)) runners[name] = () => m.run(ffFeeds);
-  const result = await rotated(runners, spec.rounds, spec.budgetMs);
+  const result = await interleave(runners, spec.rounds, spec.budgetMs, true);
   if (spec.profile) {
     for (const [name, m] of Object.entries(models)) {
       const profile = await m.profile(ffFeeds);

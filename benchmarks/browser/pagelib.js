@@ -25,9 +25,10 @@ export function rendererOf(gl) {
 
 /** runners: {side: async () => void}, each run synced by reading its outputs back. Two
  * warm-up runs each, then rounds of one run per side in turn (interleaved, so load
- * changes hit every side alike) until `rounds` or, past 3 rounds, budgetMs.
+ * changes hit every side alike; with `rotate` the order rotated each round, so no side
+ * always runs first after the others) until `rounds` or, past 3 rounds, budgetMs.
  * {side: {steady (median ms), fastest, runs}}. */
-export async function interleave(runners, rounds, budgetMs) {
+export async function interleave(runners, rounds, budgetMs, rotate = false) {
   const sides = Object.keys(runners);
   const times = Object.fromEntries(sides.map((s) => [s, []]));
   const timed = async (s) => {
@@ -38,7 +39,10 @@ export async function interleave(runners, rounds, budgetMs) {
   for (let i = 0; i < 2; i++) for (const s of sides) await timed(s);
   const start = performance.now();
   for (let n = 0; n < rounds && (n < 3 || performance.now() - start < budgetMs); n++) {
-    for (const s of sides) times[s].push(await timed(s));
+    for (let j = 0; j < sides.length; j++) {
+      const s = sides[rotate ? (j + n) % sides.length : j];
+      times[s].push(await timed(s));
+    }
   }
   return Object.fromEntries(sides.map((s) => [s, {steady: median(times[s]),
     fastest: Math.min(...times[s]), runs: times[s].length}]));
