@@ -11,7 +11,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..ir.errors import TensorTooLargeError
+from ..ir.ops.registry import all_ops
 from ..ir.types import TensorType
+
+# Ops that keep row-major order: their output is the same texture, seen another way
+# (reshape, squeeze): no kernel (codegen/lower.py, and matmul.py's render-target readers).
+VIEW_OPS = frozenset(name for name, opdef in all_ops().items() if opdef.kind == "view")
 
 ROW_TEXELS = 2048          # the longest row: square textures up to 4M floats
 # The shortest row of a tensor that has more texels: llvmpipe shades 4x4 pixel blocks

@@ -19,16 +19,13 @@ from importlib.util import find_spec
 
 from ..ir.errors import FragflowError, TooManyInputsError
 from ..ir.graph import Graph
-from ..ir.ops.registry import FAMILIES, all_ops, get_op
+from ..ir.ops.registry import FAMILIES, get_op
 from . import elementwise  # lower_copy, an assign's copy kernel
 from .kernel import LoweredGraph
-from .layout import layout_for
+from .layout import VIEW_OPS, layout_for
 from .limits import DESKTOP, Limits, lowering_with
 from .schedule import active as facts_active, facts_with, schedule
 from .tuning import Tuning, tuning_with
-
-# Ops that keep row-major order: their output is the same texture, seen another way.
-VIEW_OPS = frozenset(name for name, opdef in all_ops().items() if opdef.kind == "view")
 
 # op family (ir/ops/<family>.py) -> lowering of one node to a Kernel: the lower_node of
 # codegen/<family>.py (imported in name order); a family without one (state) has no kernels

@@ -29,20 +29,16 @@ from types import MappingProxyType
 from typing import Any
 
 from ..ir.errors import FragflowError, TensorTooLargeError
-from ..ir.ops.registry import all_ops
 from ..ir.types import TensorType
 from . import limits, tuning as _tuning
 from .common import make_kernel, operands, output_operand
 from .depthwise import BlocksOperand as _BlocksOperand
 from .kernel import Binding
-from .layout import Layout, affine_index, layout_for, strides
+from .layout import VIEW_OPS, Layout, affine_index, layout_for, strides
 from .limits import unroll_for
 from .operands import Operand
 from .strategy import Site, Strategy, choose, lower_with
 from .tuning.matmul import MatmulTuning
-
-# ops that show their operand's texture another way (reshape, squeeze): no kernel
-VIEW_OPS = frozenset(name for name, opdef in all_ops().items() if opdef.kind == "view")
 
 
 def _knobs() -> MatmulTuning:
