@@ -131,9 +131,16 @@ def _heads(shape):
     return tuple(shape[:-3]) + (shape[-2], shape[-3], shape[-1])
 
 
+def _targets_only(node, facts) -> bool:
+    """Whether q, k and v are only in their producer's render targets (reads_blocks):
+    only attention.scores_blocks reads them there."""
+    view = getattr(facts, "blocks", {}).get(node.inputs[0].name)
+    return view is not None and not view.pending
+
+
 def _online(site, facts, tuning):
     node = site.node
-    if node.op != "fused_attention":
+    if node.op != "fused_attention" or _targets_only(node, facts):
         return None
     dv = node.outputs[0].type.shape[-1]
     texels = -(-dv // 4) if dv % 4 == 0 else dv      # walks of a row's scores
@@ -143,6 +150,8 @@ def _online(site, facts, tuning):
 
 
 def _scores(site, facts, tuning):
+    if _targets_only(site.node, facts):
+        return None
     return _plan(site, tuning, precomputed=True)
 
 
