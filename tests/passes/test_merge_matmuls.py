@@ -215,15 +215,21 @@ def test_attention_reads_the_merged_product_from_its_render_targets(case, gl):
     on the graph as built, and to the knob off (the stitch)."""
     batch, length, e, heads, d, kwargs = CASES[case]
     g, x, y = _layer(batch, length, e, heads, d, **kwargs)
-    feeds = _feeds(x)
-    want64 = _float64(g, y, feeds)
+    # NaN and inf make the last batch entry NaN throughout; the finite feeds (zeros
+    # and negatives) check every entry's values
+    edges, finite = _feeds(x), _feeds(x, edges=False)
+    finite[x][0, 0, :] = 0.0
+    finite[x][1, 1, :] = -np.abs(finite[x][1, 1, :])
+    want64 = _float64(g, y, edges)
     assert np.isnan(want64[-1]).any() and np.isfinite(want64[0]).all()
     outs = {}
     for on in (True, False):
         tuning = BLOCKED.with_({"matmul.attention_reads_blocks": on})
         with ff.Session(g, tuning=tuning) as sess:
             fn = sess.compile([y], feeds=[x])
-            outs[on] = fn(feeds[x])[0]
+            outs[on] = fn(edges[x])[0]
+            assert_matches(fn(finite[x])[0],
+                           _float64(g, y, finite).astype(np.float32), rtol=1e-4, atol=1e-5)
         assert_matches(outs[on], want64.astype(np.float32), rtol=1e-4, atol=1e-5)
         merged, read = _blocks_reads(fn)
         assert [k.strategy for k in fn.kernels if k.op == "fused_attention"] == \
