@@ -25,18 +25,19 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..ir.errors import FragflowError
 from ..ir.ops.fused import columns_shape
 from ..ir.types import TensorType
-from . import matmul
+from . import matmul, schedule
 from .common import make_kernel, operands, output_operand
 from .depthwise import BlocksOperand
 from .environment import glsl_float
-from .layout import broadcast_index
+from .layout import broadcast_index, layout_for
 from .limits import loop_trips
 from .matmul import matmul_kernel
 from .operands import Operand
 from .reduce_tree import scratch_layout
-from .strategy import Site, Strategy, lower_with
+from .strategy import Site, Strategy, choose, lower_with
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -130,9 +131,16 @@ def _heads(shape):
     return tuple(shape[:-3]) + (shape[-2], shape[-3], shape[-1])
 
 
+def _targets_only(node, facts) -> bool:
+    """Whether q, k and v are only in their producer's render targets (reads_blocks):
+    only attention.scores_blocks reads them there."""
+    view = getattr(facts, "blocks", {}).get(node.inputs[0].name)
+    return view is not None and not view.pending
+
+
 def _online(site, facts, tuning):
     node = site.node
-    if node.op != "fused_attention":
+    if node.op != "fused_attention" or _targets_only(node, facts):
         return None
     dv = node.outputs[0].type.shape[-1]
     texels = -(-dv // 4) if dv % 4 == 0 else dv      # walks of a row's scores
@@ -142,6 +150,8 @@ def _online(site, facts, tuning):
 
 
 def _scores(site, facts, tuning):
+    if _targets_only(site.node, facts):
+        return None
     return _plan(site, tuning, precomputed=True)
 
 
@@ -267,12 +277,55 @@ def _emit_scores(plan):
     return first + [_walk(plan, roles, walk_inputs, site.prefix)]
 
 
+def _qkv_blocks(node, bound):
+    """(q, k and v's producer's BlocksLayout, the bound operands with q, k and v as
+    its render targets) where codegen/matmul.py plan_blocks left the merged projection
+    there (reads_blocks), else (None, bound)."""
+    view = schedule.active().blocks.get(node.inputs[0].name)
+    if view is None or view.pending or view.mapping != "matmul":
+        return None, bound
+    name = f"{matmul._blocks_root(node.inputs[0]).name}#blocks"     # through views
+    return view, [BlocksOperand(sampler=b.sampler, value=name, layout=view, type=b.type,
+                                arg=b.arg) if b.value == node.inputs[0].name else b
+                  for b in bound]
+
+
+def reads_blocks(node, value, facts, limits, tuning) -> bool:
+    """Whether graph node `node` is a fused_attention that reads `value`, a matmul's
+    result, as its q, k and v (a merged projection's columns, each a run of whole
+    texels, the heads' D a multiple of 4) and nothing else of it, and runs
+    attention.scores_blocks with q kᵀ reading q's and k's texels (k transposed): so its
+    kernels can read them from the matmul's render targets (codegen/matmul.py
+    plan_blocks; templates/blocks_texel.glsl.j2 `flat`)."""
+    if node.op != "fused_attention" or any(v is not value for v in node.inputs[:3]) or \
+            any(v is value for v in node.inputs[3:]) or value.dtype != "float32" or \
+            not node.attrs["transpose_k"] or node.attrs["transpose_v"] or \
+            not all(v.type.is_static for v in tuple(node.inputs) + tuple(node.outputs)):
+        return False
+    for role in "qkv":
+        columns = node.attrs[f"{role}_columns"]
+        if not columns or columns[0] % 4 or columns[2] % 4 or \
+                not node.attrs[f"{role}_heads"]:
+            return False
+    if len(node.inputs) + 1 > limits.max_texture_units:
+        return False
+    layouts = {v.name: layout_for(v.type, limits.max_texture_size)
+               for v in tuple(node.inputs) + tuple(node.outputs)}
+    try:
+        strategy, plan = choose(TABLE, Site(node, layouts, ""), facts, tuning)
+    except FragflowError:
+        return False
+    return strategy.name == "attention.scores_blocks" and plan.params.same_row and \
+        plan.params.v_texels and plan.blocked.a_texels and plan.blocked.b_mode == "cols"
+
+
 def _emit_scores_blocks(plan):
-    """[q kᵀ's blocked kernel, the walk reading its render targets]."""
+    """[q kᵀ's blocked kernel, the walk reading its render targets]; q, k and v read
+    from their producer's render targets where it left them there (reads_blocks)."""
     site, blocked = plan.site, plan.blocked
     node, layouts = site.node, site.layouts
     blocking = blocked.blocking
-    scores, bound, _ = _scores_site(site, layouts, plan.params)
+    scores, bound, msite = _scores_site(site, layouts, plan.params)
     blocks, names = matmul.target_operands(blocking, scores,
                                            matmul._max_texture_size(None, scores))
     targets = matmul.BlocksLayout(blocks.layout.shape, "float32", blocks.layout.width,
@@ -280,19 +333,30 @@ def _emit_scores_blocks(plan):
     blocks = replace(blocks, layout=targets)
     names = [replace(n, layout=targets) for n in names]
     layouts[blocks.value] = targets
-    first = matmul.blocked_main(blocked, blocks, names)
+    view, product = _qkv_blocks(node, msite.product.bound)
+    if view is None:
+        first = matmul.blocked_main(blocked, blocks, names)
+    else:
+        if not (blocked.a_texels and blocked.b_mode == "cols"):
+            raise FragflowError(f"{node.where()}: q and k left in render targets, but "
+                                f"q kᵀ does not read them as texels (codegen/attention.py "
+                                f"reads_blocks)")
+        first = matmul.blocked_main(blocked, blocks, names, product, qk_blocks=view.blocking)
     _, _, v, *mask = _by_role(node, bound)
+    if view is not None:
+        v = _qkv_blocks(node, [v])[1][0]
     walk_inputs = [BlocksOperand(sampler="x0", value=blocks.value, layout=targets,
                                  type=blocks.type)]
     for value in [v] + mask:
         if value.value not in [b.value for b in walk_inputs]:
-            walk_inputs.append(Operand(sampler=f"x{len(walk_inputs)}", value=value.value,
-                                       layout=value.layout, type=value.type))
+            walk_inputs.append(type(value)(sampler=f"x{len(walk_inputs)}", value=value.value,
+                                           layout=value.layout, type=value.type))
     named = {b.value: b for b in walk_inputs}
     roles = {"q": None, "k": None, "v": named[v.value],
              "mask": named[mask[0].value] if mask else None, "scores": walk_inputs[0]}
     # the prologue's texelFetch helpers take a sampler2D: none for the layers
     return [first, _walk(plan, roles, walk_inputs, site.prefix, blocking=blocking,
+                         v_blocks=view and view.blocking,
                          fetch_helpers={b.sampler for b in walk_inputs[1:]})]
 
 

@@ -734,8 +734,11 @@ def plan_blocks(graph, facts, limits, tuning) -> dict:
     `pending` (the norm's kernels add up its K splits and apply its epilogue); a
     blocked one, K not split, read only by blocked matmuls as their A where
     `matmul.matmul_reads_blocks` is on (_reads_a_blocks), its epilogue applied by its
-    own kernel."""
-    from . import norm  # norm reads a matmul's epilogue through codegen/fused.py
+    own kernel; likewise one, K not split, read only by fused_attention kernels as
+    their q, k and v (a merged projection's columns; GPT-2's through the Gemm's
+    reshapes) where `matmul.attention_reads_blocks` is on (codegen/attention.py
+    reads_blocks)."""
+    from . import attention, norm  # both read this module (and norm codegen/fused.py)
     knobs = tuning.matmul
     blocks: dict = {}
     for node in graph.nodes:
@@ -752,6 +755,12 @@ def plan_blocks(graph, facts, limits, tuning) -> dict:
             all(facts.read_only_by(v, lambda n, v_, s=so_far: n.op in VIEW_OPS or
                                    _reads_a_blocks(n, v_, s, limits, tuning))
                 for v in views)
+        if not (pending or applied) and knobs.attention_reads_blocks and \
+                views is not None and \
+                all(facts.read_only_by(v, lambda n, v_, s=so_far: n.op in VIEW_OPS or
+                                       attention.reads_blocks(n, v_, s, limits, tuning))
+                    for v in views):
+            applied = True
         if not (pending or applied):
             continue
         chosen = _choice(node, so_far, limits, tuning)

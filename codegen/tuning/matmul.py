@@ -35,6 +35,10 @@ class MatmulTuning:
     # attention.scores_blocks: where q kᵀ runs blocked, the walk reads the scores from
     # the blocked kernel's render targets, no stitch (docs/PERFORMANCE.md)
     attention_scores_blocks: bool = True
+    # ... and q's, k's and v's merged projection (blocked, K not split) leaves its
+    # result in its render targets, epilogue applied: the scores' blocked kernel reads
+    # q and k there, the walk v (codegen/attention.py reads_blocks), no stitch
+    attention_reads_blocks: bool = True
     # merge_matmuls: sibling matmuls of one operand (q, k, v) as one over their weights
     # side by side, then column slices (passes/merge_matmuls.py; docs/PERFORMANCE.md)
     merge_siblings: bool = True

@@ -50,7 +50,9 @@ class ReduceTuning:
     # all) stays at most norm_direct_work: few rows, one launch less. Off: whole BERT
     # on llvmpipe (docs/PERFORMANCE.md) 1.25-1.29x slower at 128 x 256, 1.11x at 32 x
     # 256, and at the test's 32 x 128 0.97-0.98x the two kernels' but 1.03x those
-    # reading the matmul's targets (matmul.norm_reads_blocks) in place of its stitch
+    # reading the matmul's targets (matmul.norm_reads_blocks) in place of its stitch;
+    # the webgl profile's export in Chromium 0.63x (SwiftShader) and 0.81x (Mesa) at
+    # 32 x 128, 0.94x and 0.85x at 128 x 256: off in every profile
     norm_direct_work: int = 0
     # the most a LayerNorm walk's loop body is unrolled to stay in the loop budget
     # (past it the row is not fused: a longer body, not a longer walk, is what costs)

@@ -190,3 +190,80 @@ def test_gradients_through_the_merged_form_match_finite_differences(gl):
         loss0 = ff.reduce_sum(y * ff.constant(r))
     want = numeric_gradient(g, loss0, x, feeds)
     np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4)
+
+
+# every product blocked: the merged projection's, q kᵀ's
+BLOCKED = ff.Tuning().with_({"matmul.blocked_min_macs": 1})
+
+
+def _blocks_reads(fn):
+    """(the merged product's kernels, the attention's kernels' inputs)."""
+    merged = [k for k in fn.kernels if k.op in ("matmul", "fused_matmul", "matmul_stitch",
+                                                "fused_matmul_stitch")
+              and not (k.strategy or "").startswith("attention.")]
+    attention = [b.value for k in fn.kernels if (k.strategy or "").startswith("attention.")
+                 for b in k.inputs]
+    return merged, attention
+
+
+@pytest.mark.parametrize("case", ["bert_like", "variables"])
+def test_attention_reads_the_merged_product_from_its_render_targets(case, gl):
+    """matmul.attention_reads_blocks: the merged q, k, v product (blocked, K not split)
+    applies its bias itself and has no stitch; q kᵀ's blocked kernel reads q and k, the
+    walk v, from its render targets (codegen/attention.py reads_blocks). Batch 2, 9 and
+    7 tokens (rows not a multiple of 4), NaN, inf, zeros and negatives: equal to float64
+    on the graph as built, and to the knob off (the stitch)."""
+    batch, length, e, heads, d, kwargs = CASES[case]
+    g, x, y = _layer(batch, length, e, heads, d, **kwargs)
+    # NaN and inf make the last batch entry NaN throughout; the finite feeds (zeros
+    # and negatives) check every entry's values
+    edges, finite = _feeds(x), _feeds(x, edges=False)
+    finite[x][0, 0, :] = 0.0
+    finite[x][1, 1, :] = -np.abs(finite[x][1, 1, :])
+    want64 = _float64(g, y, edges)
+    assert np.isnan(want64[-1]).any() and np.isfinite(want64[0]).all()
+    outs = {}
+    for on in (True, False):
+        tuning = BLOCKED.with_({"matmul.attention_reads_blocks": on})
+        with ff.Session(g, tuning=tuning) as sess:
+            fn = sess.compile([y], feeds=[x])
+            outs[on] = fn(edges[x])[0]
+            assert_matches(fn(finite[x])[0],
+                           _float64(g, y, finite).astype(np.float32), rtol=1e-4, atol=1e-5)
+        assert_matches(outs[on], want64.astype(np.float32), rtol=1e-4, atol=1e-5)
+        merged, read = _blocks_reads(fn)
+        assert [k.strategy for k in fn.kernels if k.op == "fused_attention"] == \
+            ["attention.scores_blocks"], [(k.op, k.strategy) for k in fn.kernels]
+        if on:
+            assert len(merged) == 1 and "stitch" not in merged[0].op, \
+                [k.op for k in merged]
+            assert any("/merged" in v and v.endswith("#blocks") for v in read), read
+            assert not any("/merged" in v and "#" not in v for v in read), read
+        else:
+            assert [k.op.endswith("stitch") for k in merged] == [False, True], \
+                [k.op for k in merged]
+            assert not any(v.endswith("#blocks") and "merged" in v for v in read), read
+    assert_matches(outs[True], outs[False], rtol=0, atol=0)
+
+
+def test_attention_leaves_the_stitch_where_it_cannot_read_the_targets(gl):
+    """Heads 6 wide (q's texels straddle heads) and a merged product fetched as well
+    keep the stitch, with the same results."""
+    batch, length, e, heads, d, kwargs = CASES["no_bias_heads_6_wide"]
+    g, x, y = _layer(batch, length, e, heads, d, **kwargs)
+    feeds = _feeds(x)
+    fn = ff.Session(g, tuning=BLOCKED).compile([y], feeds=[x])
+    merged, read = _blocks_reads(fn)
+    assert not any("#blocks" in v and "merged" in v for v in read), read
+    assert_matches(fn(feeds[x])[0], _float64(g, y, feeds).astype(np.float32), rtol=1e-4,
+                   atol=1e-5)
+    batch, length, e, heads, d, kwargs = CASES["bert_like"]
+    g, x, y = _layer(batch, length, e, heads, d, **kwargs)
+    feeds = _feeds(x)
+    fn = ff.Session(g, tuning=BLOCKED).compile([y, g.projections[0]], feeds=[x])
+    merged, read = _blocks_reads(fn)
+    assert not any("#blocks" in v and "merged" in v for v in read), read
+    got, q = fn(feeds[x])
+    assert_matches(got, _float64(g, y, feeds).astype(np.float32), rtol=1e-4, atol=1e-5)
+    assert_matches(q, _float64(g, g.projections[0], feeds).astype(np.float32), rtol=1e-5,
+                   atol=1e-5)
