@@ -483,9 +483,17 @@ def _weight_literals(w_value, g, knobs):
     if w_value is None or g.COUT // 4 > knobs.literal_max_c4:
         return None
     bits = np.ascontiguousarray(w_value, np.float32).reshape(-1, g.COUT).view(np.uint32)
-    return [["vec4(" + ", ".join(f"uintBitsToFloat(0x{int(b):08x}u)"
-                                 for b in row[4 * c:4 * c + 4])
+    return [["vec4(" + ", ".join(_literal(int(b)) for b in row[4 * c:4 * c + 4])
              + ")" for c in range(g.COUT // 4)] for row in bits]
+
+
+def _literal(bits: int) -> str:
+    """A weight's exact bits as GLSL; a zero as the kernel's pad0 (a 0 the compiler
+    cannot see: Mesa folds x * 0.0 to 0, which drops an inf or NaN x, TensorFlow's
+    NaN)."""
+    if bits & 0x7FFFFFFF == 0:
+        return "-pad0" if bits else "pad0"
+    return f"uintBitsToFloat(0x{bits:08x}u)"
 
 
 # -- im2col + the packed matmul, and the blocked conv2d (conv_blocked.glsl.j2) --------
