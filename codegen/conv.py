@@ -474,7 +474,15 @@ def _emit_direct(plan):
                        [x, w] + list(site.extra), out, g=g, xs=site.context["xs"],
                        epilogue=site.epilogue, epilogue_vec4=True,
                        inline_steps=knobs.direct_inline_steps, row_texels=row_texels,
-                       w_literals=literals, aligned_picks=knobs.aligned_picks)
+                       w_literals=literals, aligned_picks=knobs.aligned_picks,
+                       pointwise=_pointwise(g, knobs) and g.C % 4 == 0)
+
+
+def _pointwise(g, knobs) -> bool:
+    """A 1x1, stride-1, unpadded window (conv.pointwise): output pixel p reads the
+    image's pixel p, the matmul's row p, with no window arithmetic or padding tests."""
+    return knobs.pointwise and g.taps == 1 and g.strides == [1, 1] and \
+        g.pad == [0, 0] and g.in_size == g.out_size
 
 
 def _weight_literals(w_value, g, knobs):
@@ -483,9 +491,17 @@ def _weight_literals(w_value, g, knobs):
     if w_value is None or g.COUT // 4 > knobs.literal_max_c4:
         return None
     bits = np.ascontiguousarray(w_value, np.float32).reshape(-1, g.COUT).view(np.uint32)
-    return [["vec4(" + ", ".join(f"uintBitsToFloat(0x{int(b):08x}u)"
-                                 for b in row[4 * c:4 * c + 4])
+    return [["vec4(" + ", ".join(_literal(int(b)) for b in row[4 * c:4 * c + 4])
              + ")" for c in range(g.COUT // 4)] for row in bits]
+
+
+def _literal(bits: int) -> str:
+    """A weight's exact bits as GLSL; a zero as the kernel's pad0 (a 0 the compiler
+    cannot see: Mesa folds x * 0.0 to 0, which drops an inf or NaN x, TensorFlow's
+    NaN)."""
+    if bits & 0x7FFFFFFF == 0:
+        return "-pad0" if bits else "pad0"
+    return f"uintBitsToFloat(0x{bits:08x}u)"
 
 
 # -- im2col + the packed matmul, and the blocked conv2d (conv_blocked.glsl.j2) --------
@@ -494,6 +510,7 @@ def _packed_applies(site, facts, tuning):
     g, out = site.g, site.out
     if site.kind != "conv" or site.depthwise or not site.two_operand_2d or \
             _x_blocks(site, facts) is not None or g.skip_padding or \
+            (not tuning.conv.pointwise_packed and _pointwise(g, tuning.conv)) or \
             site.macs < tuning.matmul.blocked_min_macs or \
             g.N * math.prod(g.in_size) * g.C < tuning.conv.packed_min_input or \
             out.layout.size * g.taps * g.C < tuning.matmul.packed_min_macs:
@@ -553,12 +570,16 @@ def _emit_blocked(plan):
     g, (x, w), out = site.g, site.inputs, site.out
     blocking, extra = plan.detail["blocking"], list(site.extra)
     fours = g.C % 4 == 0
+    # (its image in a producer's render targets is read by pixel position)
+    pointwise = x_blocks is None and _pointwise(g, knobs)
     if x_blocks is not None:
         x = _blocks_operand(x, x_blocks)
     common = dict(g=g, xs=site.context["xs"], channels_in_fours=fours,
                   mat_steps=knobs.mat_steps, x_blocks=x_blocks and x_blocks.blocking,
                   filter_row_texels=knobs.filter_row_texels, lod_fetch=knobs.blocked_lod_fetch,
                   step_positions=knobs.step_positions,
+                  pointwise=pointwise,
+                  unrolled=pointwise and g.C // (4 if fours else 1) <= knobs.pointwise_inline_steps,
                   unroll=unroll_for(g.taps * g.C // (4 if fours else 1)),
                   **_helpers(x_blocks, [w] + extra))
     blocks, names = _target_operands(blocking, out, site.layouts, plan.targets)

@@ -132,3 +132,25 @@ def test_constant_filters_written_into_the_source(gl, x_shape, w_shape, kwargs):
     out, ref = run_both(g, {"y": y}, {xp: x})
     assert np.isnan(ref["y"]).any() and not np.isnan(ref["y"]).all()
     assert_matches(out["y"], ref["y"], rtol=1e-5, atol=1e-5)
+
+
+def test_a_literal_zero_weight_times_inf_is_nan(gl):
+    """conv.literal_weights writes a constant filter into the source; a zero weight is
+    an opaque 0 (Mesa folds x * 0.0 to 0), so inf or NaN at its tap gives NaN there,
+    as TensorFlow and the reference do."""
+    rng = np.random.default_rng(9)
+    x, w = normal(rng, 1, 5, 5, 3), normal(rng, 3, 3, 3, 4)
+    w[1, 1, 2, 0] = 0.0
+    w[0, 0, 0, 1] = -0.0
+    x[0, 1, 1, 2] = np.inf                   # the centre tap of pixel (1, 1) on w[1, 1]
+    x[0, 0, 4, 0] = np.nan
+    build = lambda xp: ff.conv2d(xp, ff.constant(w), padding="SAME")    # noqa: E731
+    ks = compiled_kernels(build, [x.shape])
+    assert is_direct(ks[0]) and "vec4(pad0, " in ks[0].source and ", -pad0" in ks[0].source
+    g = ff.Graph()
+    with g.as_default():
+        xp = ff.placeholder(x.shape, name="x")
+        y = build(xp)
+    out, ref = run_both(g, {"y": y}, {xp: x})
+    assert np.isnan(ref["y"][0, 1, 1, 0]) and np.isfinite(ref["y"]).any()
+    assert_matches(out["y"], ref["y"], rtol=1e-5, atol=1e-5)
