@@ -270,6 +270,29 @@ def test_reduction_updates_select_values_not_expressions():
             for arms in re.findall(r"\?\s*([^:;]+?)\s*:\s*([^;]+?)\s*;", glsl):
                 assert all(re.fullmatch(value, arm) for arm in arms), \
                     f"combine {name}: select with an expression arm: {glsl}"
+            assert not re.search(r"\bif\s*\(", glsl), \
+                f"combine {name}: an update under an `if` (a branch per element): {glsl}"
+
+
+@pytest.mark.parametrize("op", ["argmax", "argmin"])
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+def test_positional_reductions_compare_without_branches(tmp_path, op, dtype):
+    """argmax/argmin's better() and its updates, unrolled U x 4 times a pass: with `if`,
+    `||` and `&&` (branches in SPIR-V) SwiftShader's JIT took ~5x longer over
+    movenet's argmax pass, and its draws too (docs/WEBGL.md, "Rasterisers")."""
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((3, 1000), dtype, name="x")
+        y = getattr(ff, op)(x, axis=1)
+    export = ff.webgl.export({"y": y}, [x], tmp_path, page=False)
+    bodies = [p for p in export.schedule["programs"] if "bool better(" in p]
+    assert bodies
+    for body in bodies:
+        better = body[body.index("bool better("):]
+        better = better[:better.index("\n}\n")]
+        assert not re.search(r"\bif\s*\(|\|\||&&", better), better
+        main_ = body[body.index("void main()"):]
+        assert "better(" in main_ and not re.search(r"if\s*\(\s*better\(", main_)
 
 
 def test_a_fetched_reshape_keeps_its_own_shape(tmp_path):
