@@ -65,7 +65,7 @@ class Combine:
 # (reduce_tree.glsl.j2's better() has none either; docs/WEBGL.md, "Rasterisers")
 _BETTER = ("{{\n    int ff_p = {p};\n    bool ff_w = better({v}, ff_p, {a}, {pa});\n"
            "    {a} = ff_w ? {v} : {a};\n    {pa} = ff_w ? ff_p : {pa};\n}}")
-_STICKY = "{a} = ({v} %s {a} || isnan({v})) ? {v} : {a};   // NaN sticks"
+_STICKY = "{a} = any(bvec2({v} %s {a}, isnan({v}))) ? {v} : {a};   // NaN sticks"
 
 COMBINES = {c.name: c for c in (
     Combine("sum", "{a} += {v};", lambda dtype: 0, init="0", lane_partials=True),
