@@ -61,8 +61,11 @@ class Combine:
         return self.glsl_int if dtype != "float32" and self.glsl_int else self.glsl
 
 
-_BETTER = "if (better({v}, {p}, {a}, {pa})) {{\n    {a} = {v};\n    {pa} = {p};\n}}"
-_STICKY = "{a} = ({v} %s {a} || isnan({v})) ? {v} : {a};   // NaN sticks"
+# selects of values, not an `if` around the update: SwiftShader's JIT pays per branch
+# (reduce_tree.glsl.j2's better() has none either; docs/WEBGL.md, "Rasterisers")
+_BETTER = ("{{\n    int ff_p = {p};\n    bool ff_w = better({v}, ff_p, {a}, {pa});\n"
+           "    {a} = ff_w ? {v} : {a};\n    {pa} = ff_w ? ff_p : {pa};\n}}")
+_STICKY = "{a} = any(bvec2({v} %s {a}, isnan({v}))) ? {v} : {a};   // NaN sticks"
 
 COMBINES = {c.name: c for c in (
     Combine("sum", "{a} += {v};", lambda dtype: 0, init="0", lane_partials=True),

@@ -270,6 +270,27 @@ def test_reduction_updates_select_values_not_expressions():
             for arms in re.findall(r"\?\s*([^:;]+?)\s*:\s*([^;]+?)\s*;", glsl):
                 assert all(re.fullmatch(value, arm) for arm in arms), \
                     f"combine {name}: select with an expression arm: {glsl}"
+            assert not re.search(r"\bif\s*\(", glsl), \
+                f"combine {name}: an update under an `if` (a branch per element): {glsl}"
+
+
+@pytest.mark.parametrize("op", ["argmax", "argmin", "reduce_max", "reduce_min", "reduce_sum"])
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+def test_row_reductions_have_no_branches(tmp_path, op, dtype):
+    """A pass along rows of 1001 (windows not whole texels), unrolled U x 4 elements a
+    lane: argmax/argmin's better() and its updates, max/min's NaN-sticky update and the
+    window bound of each element. With `if`, `||` and `&&` (branches in SPIR-V)
+    SwiftShader's JIT took ~5x longer over movenet's argmax pass and 1.6x over
+    facemesh-attention's max, and their draws 2-5x (docs/WEBGL.md, "Rasterisers")."""
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((3, 1001), dtype, name="x")
+        y = getattr(ff, op)(x, axis=1)
+    export = ff.webgl.export({"y": y}, [x], tmp_path, page=False)
+    (body,) = export.schedule["programs"]
+    code = re.sub(r"//[^\n]*", "", body)
+    assert not re.search(r"\bif\s*\(|\|\||&&", code), body
+    assert "bool ff_in" in code        # the window bound, as a select
 
 
 def test_a_fetched_reshape_keeps_its_own_shape(tmp_path):

@@ -79,7 +79,7 @@ export class FragflowError extends Error {
  *   bin             model.bin's bytes (an ArrayBuffer) instead of fetching it
  *   maxDrawBuffers  a lower ceiling on render targets than the context's
  *   timeoutMs       a run not finished after this long rejects (default 30000)
- *   programCache    idle linked programs the context keeps for later models (256)
+ *   programCache    idle linked programs the context keeps for later models (2048)
  */
 export async function load(options = {}) {
   const gl = options.gl || context(options.canvas);
@@ -112,7 +112,7 @@ function programCache(gl, keep) {
       gl.canvas.addEventListener('webglcontextlost', () => { c.lost = true; }, {once: true});
     }
   }
-  const limit = keep === undefined ? 256 : Math.max(0, keep | 0);
+  const limit = keep === undefined ? 2048 : Math.max(0, keep | 0);
   const usable = () => !c.lost && !gl.isContextLost();
   const drop = (p) => { c.entries.delete(p); gl.deleteProgram(p); };
   return {
