@@ -71,7 +71,9 @@ class Tuning:
     scan_windows: bool = True
     # weights stored as float16 that no kernel writes (an imported float16 model's, a
     # WebGL export's weights="float16") are half-float textures (RGBA16F: half the GPU
-    # memory, read as exactly the same numbers); False: RGBA32F like every other value
+    # memory, read as exactly the same numbers); False: RGBA32F like every other value.
+    # A WebGL export marks them `half`; its runtime takes RGBA16F unless the renderer
+    # is a CPU rasteriser (load()'s halfTextures, docs/WEBGL.md "Half-size weights")
     half_weight_textures: bool = True
 
     def __post_init__(self):

@@ -181,11 +181,15 @@ def browser(tmp_path_factory):
     assert any(s.get("half") for s in exports["mlp"].schedule["slots"])
     feeds = {"layer": {"x": (xl, "float32")}, "mlp": {"x": (xm, "float32")},
              "mlp32tex": {"x": (xm, "float32")}}
+    # load()'s halfTextures: RGBA16F asked for ("layer", "mlp"), the renderer's default
+    # ("mlp-default": RGBA32F on SwiftShader and llvmpipe), the tuning's off ("mlp32tex")
     cases = [{"id": k, "dir": k, "feeds": feeds[k],
               "outputs": {o["name"]: (tuple(o["shape"]), o["dtype"])
                           for o in e.schedule["outputs"]},
-              "variables": {"w1": ((10, 33), "float32")} if k == "mlp" else {}}
+              "variables": {"w1": ((10, 33), "float32")} if k == "mlp" else {},
+              "load_options": {"halfTextures": True} if k in ("layer", "mlp") else {}}
              for k, e in exports.items()]
+    cases.append(dict(cases[1], id="mlp-default", variables={}, load_options={}))
     results = {config: run_cases(root, cases, config) for config in CONFIGS}
     yield results, xl, xm
     shutil.rmtree(root, ignore_errors=True)
@@ -217,6 +221,19 @@ def test_float16_weights_run_in_the_browser_as_rounded_float32(browser, config, 
     x, y = _mlp()
     full = ff.Session(y.graph, backend="numpy", passes=[]).run(y, {x: xm})
     assert not np.allclose(out, full, rtol=0, atol=1e-6)    # the weights were rounded
+
+
+@pytest.mark.parametrize("config", list(CONFIGS))
+def test_rgba16f_is_load_options_choice_and_off_on_cpu_rasterisers(browser, config):
+    """halfTextures: RGBA16F where load() asks for it; by default not on SwiftShader or
+    llvmpipe (both CPU rasterisers here), which sample RGBA32F faster (docs/WEBGL.md);
+    the default's results equal the RGBA16F run's (the same numbers are stored)."""
+    results = browser[0][config]
+    assert results["mlp"]["timings"]["halfTextures"] is True
+    assert results["mlp-default"]["timings"]["halfTextures"] is False
+    assert results["mlp-default"]["error"] is None, results["mlp-default"]["error"]
+    (a,), (b,) = (results[k]["outputs"][0].values() for k in ("mlp", "mlp-default"))
+    assert np.array_equal(a, b)
 
 
 @pytest.mark.parametrize("config", list(CONFIGS))

@@ -1,11 +1,8 @@
 // fragflow's WebGL2 runtime: runs a model that ff.webgl.export compiled in Python.
 //
-// This file is the whole runtime; the exporter copies it to model.js and puts the
-// model's schedule in place of MODEL below (one JSON literal: programs, each distinct
-// GLSL ES 3.00 kernel source once; kernels with their program, header, textures,
-// bindings and uniforms; feeds, fetches and assigns). The
-// constants' and variables' values are in model.bin. Nothing is imported, nothing is
-// evaluated: the schedule is data, the shaders are compiled by WebGL.
+// This file is the whole runtime; the exporter copies it to model.js with the model's
+// schedule (one JSON literal: programs, kernels, feeds, fetches, assigns) in place of
+// MODEL below; the weights are in model.bin. Nothing is imported or evaluated.
 //
 //   const model = await (await import('./model.js')).load();
 //   model.inputs, model.outputs      [{name, shape, dtype}] in feed and fetch order
@@ -14,14 +11,11 @@
 //   await model.profile(feeds)       per-kernel times (GPU timer queries where offered)
 //   model.dispose()
 //
-// How a run works (as runtime/gl_plan.py): every value lives in an RGBA32F or RGBA32I
-// texture (an unwritten float16 weight: RGBA16F), 4 row-major elements a texel, in a
-// "slot" (a feed's, constant's or variable's texture, one the memory plan shares, or an
-// array whose layers a blocked kernel writes). A kernel draws one triangle over its
-// output's texels. Assigned variables swap textures with their new values after the
-// readbacks; `once` kernels (inputs fixed) draw at the first run only; a schedule with
-// control flow has a `program` of steps. A first run polls fences from the event loop,
-// so a lost context or a run past `timeoutMs` rejects instead of freezing the page.
+// How a run works (as runtime/gl_plan.py): every value lives in a texture "slot"
+// (RGBA32F, RGBA32I; RGBA16F: float16 weights nothing writes), 4 row-major elements a
+// texel. A kernel draws one triangle over its output's texels. Assigned variables swap
+// textures after the readbacks; `once` kernels draw at the first run only. A first run
+// polls fences, so a lost context or a run past `timeoutMs` rejects, never freezes.
 // See docs/WEBGL.md.
 
 const MODEL = /*@fragflow-model@*/null;
@@ -80,6 +74,8 @@ export class FragflowError extends Error {
  *   maxDrawBuffers  a lower ceiling on render targets than the context's
  *   timeoutMs       a run not finished after this long rejects (default 30000)
  *   programCache    idle linked programs the context keeps for later models (2048)
+ *   halfTextures    float16 weights in RGBA16F textures (default: unless the renderer
+ *                   is SwiftShader or llvmpipe, which sample RGBA32F faster)
  */
 export async function load(options = {}) {
   const gl = options.gl || context(options.canvas);
@@ -192,6 +188,9 @@ class Model {
       gl.canvas.addEventListener('webglcontextlost', this._onLost);
     }
     this._checkContext(options);
+    const info = gl.getExtension('WEBGL_debug_renderer_info');
+    this.halfTextures = options.halfTextures ?? !/SwiftShader|llvmpipe/.test(
+      gl.getParameter(info ? info.UNMASKED_RENDERER_WEBGL : gl.RENDERER));
     this.timerExt = gl.getExtension('EXT_disjoint_timer_query_webgl2');
     this.parallelExt = gl.getExtension('KHR_parallel_shader_compile');
   }
@@ -256,7 +255,9 @@ class Model {
     const target = s.layers ? gl.TEXTURE_2D_ARRAY : gl.TEXTURE_2D;
     gl.bindTexture(target, texture.id);
     // s.half: a float16 weight nothing writes, RGBA16F (sampled as the same numbers)
-    const format = s.format === 'i' ? gl.RGBA32I : s.half ? gl.RGBA16F : gl.RGBA32F;
+    // where halfTextures (load's option)
+    const format = s.format === 'i' ? gl.RGBA32I
+      : s.half && this.halfTextures ? gl.RGBA16F : gl.RGBA32F;
     if (s.layers) gl.texStorage3D(target, 1, format, s.width, s.height, s.layers);
     else gl.texStorage2D(target, 1, format, s.width, s.height);
     // integer textures are incomplete without NEAREST; the shaders read texel centres
