@@ -3,7 +3,7 @@
 // same interleaved rounds (order rotated each round); then each side's profile summed per
 // role (expand, dw, project), medians of 5 profiled runs.
 /* global tf */
-import {interleave, median, post, rendererOf} from './pagelib.js';
+import {interleave, median, runPage} from './pagelib.js';
 
 const ROLES = ['expand', 'dw', 'project', 'other'];
 const roleOf = (text) => ROLES.find((r) => text.includes(r)) || 'other';
@@ -75,19 +75,9 @@ async function runGroup(gl, group, rounds) {
   return result;
 }
 
-async function main() {
+runPage(async () => {
   const spec = await (await fetch('./blocks.json')).json();
   await tf.setBackend('webgl');
   await tf.ready();
-  const gl = new OffscreenCanvas(1, 1).getContext('webgl2', {antialias: false, depth: false});
-  await post({kind: 'info'}, JSON.stringify({renderer: rendererOf(gl)}));
-  for (const group of spec.groups) {
-    try {
-      await post({kind: 'result', name: group.name}, JSON.stringify(await runGroup(gl, group, spec.rounds)));
-    } catch (err) {
-      await post({kind: 'error', name: group.name}, String(err && err.stack || err));
-    }
-  }
-  await post({kind: 'done'}, '');
-}
-main().catch((err) => post({kind: 'fatal'}, String(err && err.stack || err)));
+  return {items: spec.groups, key: 'name', run: (gl, group) => runGroup(gl, group, spec.rounds)};
+});

@@ -2,7 +2,7 @@
 // (./<model>~<label>/ff/model.js) on the same seeded feeds, timed in the same
 // interleaved rounds (the order rotated each round, so load changes hit all alike); the
 // variants' outputs compared with the first's (max |difference|).
-import {feedsOf, interleave, post, rendererOf} from './pagelib.js';
+import {feedsOf, interleave, runPage} from './pagelib.js';
 
 async function runGroup(gl, group, spec) {
   const feeds = await feedsOf(group.variants[0]);
@@ -38,18 +38,7 @@ async function runGroup(gl, group, spec) {
   return result;
 }
 
-async function main() {
+runPage(async () => {
   const spec = await (await fetch('./ab.json')).json();
-  const canvas = new OffscreenCanvas(1, 1);
-  const gl = canvas.getContext('webgl2', {antialias: false, depth: false});
-  await post({kind: 'info'}, JSON.stringify({renderer: rendererOf(gl)}));
-  for (const group of spec.groups) {
-    try {
-      await post({kind: 'result', name: group.model}, JSON.stringify(await runGroup(gl, group, spec)));
-    } catch (err) {
-      await post({kind: 'error', name: group.model}, String(err && err.stack || err));
-    }
-  }
-  await post({kind: 'done'}, '');
-}
-main().catch((err) => post({kind: 'fatal'}, String(err && err.stack || err)));
+  return {items: spec.groups, key: 'model', run: (gl, group) => runGroup(gl, group, spec)};
+});

@@ -3,7 +3,7 @@
 // (one run of each in turn, the order rotated each round, so load changes hit all alike); then,
 // with profile, each side's per-kernel profile.
 /* global tf */
-import {feedsOf, interleave, post, rendererOf} from './pagelib.js';
+import {feedsOf, interleave, runPage} from './pagelib.js';
 
 async function runGroup(gl, group, spec) {
   const first = group.variants[0];
@@ -44,20 +44,9 @@ async function runGroup(gl, group, spec) {
   return result;
 }
 
-async function main() {
+runPage(async () => {
   const spec = await (await fetch('./ab.json')).json();
   await tf.setBackend('webgl');
   await tf.ready();
-  const canvas = new OffscreenCanvas(1, 1);
-  const gl = canvas.getContext('webgl2', {antialias: false, depth: false});
-  await post({kind: 'info'}, JSON.stringify({renderer: rendererOf(gl)}));
-  for (const group of spec.groups) {
-    try {
-      await post({kind: 'result', name: group.model}, JSON.stringify(await runGroup(gl, group, spec)));
-    } catch (err) {
-      await post({kind: 'error', name: group.model}, String(err && err.stack || err));
-    }
-  }
-  await post({kind: 'done'}, '');
-}
-main().catch((err) => post({kind: 'fatal'}, String(err && err.stack || err)));
+  return {items: spec.groups, key: 'model', run: (gl, group) => runGroup(gl, group, spec)};
+});

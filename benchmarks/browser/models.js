@@ -7,7 +7,7 @@
 // as raw bytes), then -- with rounds > 0 -- interleaved steady-state runs each synced by
 // reading every output back, and a per-kernel profile of each side.
 /* global tf */
-import {feedsOf, interleave, post, rendererOf} from './pagelib.js';
+import {feedsOf, interleave, post, runPage} from './pagelib.js';
 
 function tfjsRunner(model, feeds) {
   let sync = true;
@@ -88,23 +88,11 @@ async function runModel(gl, c, spec) {
   return result;
 }
 
-async function main() {
+runPage(async () => {
   const spec = await (await fetch('./models.json')).json();
   await tf.setBackend('webgl');
   await tf.ready();
   tf.tidy(() => tf.add(tf.ones([64, 64]), tf.ones([64, 64])).dataSync());    // warm-up
-  const canvas = new OffscreenCanvas(1, 1);
-  const gl = canvas.getContext('webgl2', {antialias: false, depth: false});
-  await post({kind: 'info'}, JSON.stringify({
-    renderer: rendererOf(gl), tfjs: tf.version.tfjs, backend: tf.getBackend(),
-  }));
-  for (const c of spec.models) {
-    try {
-      await post({kind: 'result', name: c.name}, JSON.stringify(await runModel(gl, c, spec)));
-    } catch (err) {
-      await post({kind: 'error', name: c.name}, String(err && err.stack || err));
-    }
-  }
-  await post({kind: 'done'}, '');
-}
-main().catch((err) => post({kind: 'fatal'}, String(err && err.stack || err)));
+  return {items: spec.models, key: 'name', run: (gl, c) => runModel(gl, c, spec),
+    info: {tfjs: tf.version.tfjs, backend: tf.getBackend()}};
+});

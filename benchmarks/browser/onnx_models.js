@@ -11,7 +11,7 @@
 // fragflow's one run makes every token; ort runs the greedy loop here (argmax of the
 // last logits, the token and the present key/values fed back; the prefill feeds a
 // cache of length 0), and each side posts its tokens.
-import {feedsOf, interleave, post, rendererOf} from './pagelib.js';
+import {feedsOf, interleave, post, runPage} from './pagelib.js';
 
 const ORT = {wasm: './ort/ort.wasm.min.mjs', webgpu: './ort/ort.webgpu.min.mjs'};
 const ORT_ARRAYS = {int64: (a) => BigInt64Array.from(a, BigInt), int32: (a) => a,
@@ -106,23 +106,12 @@ async function runModel(gl, c, spec, webgpu) {
   return result;
 }
 
-async function main() {
+runPage(async () => {
   const spec = await (await fetch('./onnx_models.json')).json();
-  const canvas = new OffscreenCanvas(1, 1);
-  const gl = canvas.getContext('webgl2', {antialias: false, depth: false});
   let adapter = null;
   if (spec.webgpu && navigator.gpu) adapter = await navigator.gpu.requestAdapter();
-  await post({kind: 'info'}, JSON.stringify({renderer: rendererOf(gl),
-    webgpu: adapter ? `${adapter.info.vendor} ${adapter.info.architecture}`.trim() :
-      (spec.webgpu ? 'no adapter' : 'not asked')}));
-  for (const c of spec.models) {
-    try {
-      await post({kind: 'result', name: c.name},
-                 JSON.stringify(await runModel(gl, c, spec, adapter !== null)));
-    } catch (err) {
-      await post({kind: 'error', name: c.name}, String(err && err.stack || err));
-    }
-  }
-  await post({kind: 'done'}, '');
-}
-main().catch((err) => post({kind: 'fatal'}, String(err && err.stack || err)));
+  return {items: spec.models, key: 'name',
+    run: (gl, c) => runModel(gl, c, spec, adapter !== null),
+    info: {webgpu: adapter ? `${adapter.info.vendor} ${adapter.info.architecture}`.trim() :
+      (spec.webgpu ? 'no adapter' : 'not asked')}};
+});

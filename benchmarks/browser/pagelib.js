@@ -1,6 +1,7 @@
-// What the benchmark pages share (models.js, onnx_models.js): posting to the driver
-// (tools/webgl/chromium.py serve_and_open collects POST /post?kind=...), seeded feeds
-// read from the served folder, the renderer's name, and interleaved steady-state timing.
+// What the benchmark pages share (models.js, onnx_models.js, ab_*.js): posting to the
+// driver (tools/webgl/chromium.py serve_and_open collects POST /post?kind=...), the
+// page's course (runPage), seeded feeds read from the served folder, the renderer's
+// name, and interleaved steady-state timing.
 
 export const post = (query, body) =>
   fetch(`/post?${new URLSearchParams(query)}`, {method: 'POST', body});
@@ -46,4 +47,25 @@ export async function interleave(runners, rounds, budgetMs, rotate = false) {
   }
   return Object.fromEntries(sides.map((s) => [s, {steady: median(times[s]),
     fastest: Math.min(...times[s]), runs: times[s].length}]));
+}
+
+/** A benchmark page's course: a WebGL2 context; `setup(gl)` resolves to {items, run,
+ * key, info}; info ({} by default) is posted with the renderer's name, then each item's
+ * `await run(gl, item)` as its result (or what it threw as its error) under item[key],
+ * then done. Anything thrown outside an item is posted as fatal. */
+export function runPage(setup) {
+  const page = async () => {
+    const gl = new OffscreenCanvas(1, 1).getContext('webgl2', {antialias: false, depth: false});
+    const {items, run, key, info = {}} = await setup(gl);
+    await post({kind: 'info'}, JSON.stringify({renderer: rendererOf(gl), ...info}));
+    for (const item of items) {
+      try {
+        await post({kind: 'result', name: item[key]}, JSON.stringify(await run(gl, item)));
+      } catch (err) {
+        await post({kind: 'error', name: item[key]}, String(err && err.stack || err));
+      }
+    }
+    await post({kind: 'done'}, '');
+  };
+  page().catch((err) => post({kind: 'fatal'}, String(err && err.stack || err)));
 }
