@@ -107,12 +107,15 @@ GPU = dataclasses.replace(LLVMPIPE, depthwise_lod_fetch=False,
 # noise (-15% .. +13% a model). Its blocked conv2d reads the image from a plain texture,
 # not from a blocked conv2d's render targets (conv_reads_blocks): Mesa through ANGLE
 # -1% .. +14% a pose model (two sessions), SwiftShader within 2%.
-# A 1x1 conv2d reads its image as the matmul's rows (pointwise, the channel loop
-# unrolled up to 8 texel steps) and runs blocked however big (pointwise_packed off: no
-# im2col copy): MobileNet-v2's expand convs in Chromium 10-15% faster on SwiftShader
-# and on Mesa through ANGLE; 128x128x32 -> 192 blocked rather than packed 14% faster on
-# SwiftShader, 40% on Mesa ("1x1 convolutions with short sums").
+# A 1x1 conv2d reads its image as the matmul's rows (pointwise) and runs blocked however
+# big (pointwise_packed off: no im2col copy): MobileNet-v2's expand convs in Chromium
+# 10-15% faster on SwiftShader and on Mesa through ANGLE; 128x128x32 -> 192 blocked
+# rather than packed 14% faster on SwiftShader, 40% on Mesa ("1x1 convolutions with
+# short sums"). Its channel loop is unrolled up to 2 texel steps (C <= 8), not 8: an
+# unrolled C = 32 (8 steps, 32 texture reads) costs SwiftShader's JIT ~3x the loop's at
+# the first draw, and the steady draws were no slower on either rasteriser
+# (docs/PERFORMANCE.md, "First runs on SwiftShader: pointwise loops").
 WEBGL = dataclasses.replace(GPU, blocked_cols=1, conv_reads_blocks=False, pointwise=True,
-                            pointwise_inline_steps=8, pointwise_packed=False)
+                            pointwise_inline_steps=2, pointwise_packed=False)
 
 PROFILES = {"llvmpipe": LLVMPIPE, "gpu": GPU, "webgl": WEBGL}

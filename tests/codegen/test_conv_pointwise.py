@@ -157,6 +157,6 @@ def test_a_big_pointwise_conv_runs_blocked_without_pointwise_packed(gl, packed):
 
 def test_the_webgl_profile_reads_1x1_convs_as_matmuls():
     webgl, llvmpipe = ff.Tuning.named("webgl").conv, ff.Tuning.named("llvmpipe").conv
-    assert webgl.pointwise and webgl.pointwise_inline_steps == 8
+    assert webgl.pointwise and webgl.pointwise_inline_steps == 2
     assert not webgl.pointwise_packed
     assert not llvmpipe.pointwise and llvmpipe.pointwise_packed
