@@ -30,7 +30,8 @@ from fragflow.tools.webgl.chromium import CONFIGS, serve_and_open
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import bench_transformers as bt  # noqa: E402  (same folder)
+import ab_tuning  # noqa: E402  (same folder)
+import bench_transformers as bt  # noqa: E402
 
 
 def specs() -> dict:
@@ -134,20 +135,9 @@ def main(argv=None):
                         for op, ms, kname in rows:
                             print(f"      {ms:7.2f} ms  {op} {kname}")
         print("median over sessions of the first variant's ms / this one's:")
-        for config in args.configs.split(","):
-            for group in groups:
-                cells = []
-                for c in group["variants"]:
-                    ratios = sorted(
-                        r[group["model"]][group["variants"][0]["name"]]["steady"] /
-                        r[group["model"]][c["name"]]["steady"]
-                        for key, r in results.items() if key.startswith(config + "#")
-                        and isinstance(r.get(group["model"]), dict))
-                    if ratios:
-                        cells.append(f"{c['name'].partition('~')[2]} "
-                                     f"{ratios[len(ratios) // 2]:.3f}x "
-                                     f"[{', '.join(f'{x:.2f}' for x in ratios)}]")
-                print(f"  {config} {group['model']}: " + "; ".join(cells))
+        ab_tuning._summary(results, groups, args.configs.split(","), lambda v: v["steady"],
+                           base=lambda r, group: r[group["variants"][0]["name"]],
+                           digits=3)
         print(f"load {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
         if args.json:
             with open(args.json, "w") as f:

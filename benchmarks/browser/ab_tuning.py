@@ -101,19 +101,22 @@ def summary(results, groups, configs) -> None:
         _summary(results, groups, configs, of)
 
 
-def _summary(results, groups, configs, of) -> None:
+def _summary(results, groups, configs, of, base=lambda r, group: r["tfjs"],
+             digits=2) -> None:
+    """Per config, model and variant: `of` of base (TF.js; ab_transformers.py: the
+    first variant) over `of` of the variant, the median over sessions and each one's."""
     for config in configs:
         for group in groups:
             cells = []
             for c in group["variants"]:
-                ratios = sorted(of(r[group["model"]]["tfjs"]) /
+                ratios = sorted(of(base(r[group["model"]], group)) /
                                 of(r[group["model"]][c["name"]])
                                 for key, r in results.items()
                                 if key.startswith(config + "#") and
-                                "tfjs" in (r.get(group["model"]) or {}))
+                                isinstance(r.get(group["model"]), dict))
                 if ratios:
                     cells.append(f"{c['name'].partition('~')[2]} "
-                                 f"{ratios[len(ratios) // 2]:.2f}x "
+                                 f"{ratios[len(ratios) // 2]:.{digits}f}x "
                                  f"[{', '.join(f'{x:.2f}' for x in ratios)}]")
             print(f"  {config} {group['model']}: " + "; ".join(cells))
 
