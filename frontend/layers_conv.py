@@ -162,6 +162,13 @@ class _ConvND(_Conv):
         if self.groups == 1:
             return self._finish(conv(x, self.kernel))
         n_in, n_out = x.shape[-1] // self.groups, self.filters // self.groups
+        if n_in == 1 and self.rank <= 2:
+            # one input channel per group (ConvNeXt's 7x7 Conv2D(groups=C)): a depthwise
+            # convolution, whose output channel c * M + m is group c's filter m, as the
+            # kernel's last axis orders them
+            kernel = _ops.reshape(self.kernel, self.kernel_size + (self.groups, n_out))
+            return self._finish(conv_nd(x, kernel, self.strides, self.padding,
+                                        self.dilation_rate, "depthwise"))
         parts = [conv(x[..., g * n_in:(g + 1) * n_in],
                       self.kernel[..., g * n_out:(g + 1) * n_out])
                  for g in range(self.groups)]

@@ -27,6 +27,7 @@ from ..activations import LAYER as _ACTIVATION_NAMES
 from ..interop.errors import short
 from ..interop.limits import MAX_BYTES, MAX_ELEMENTS, MAX_RANK, too_large
 from ..layers import Layer
+from ..layers_applications import APPLICATION_LAYERS
 from ..layers_rnn import _Recurrent
 from .errors import KerasImportError, where
 
@@ -277,7 +278,17 @@ class Reader:
             if not callable(fn):
                 raise self.code_error(here, "a Lambda layer holds Python code", spec.name)
             return FunctionLayer(fn, name=spec.name)
-        cls = self.custom.get(spec.class_name) or self.classes.get(spec.class_name)
+        cls = self.custom.get(spec.class_name) or \
+            APPLICATION_LAYERS.get((module, spec.class_name)) or \
+            self.classes.get(spec.class_name)
+        if cls is None and module is None and spec.class_name in _APPLICATION_NAMES:
+            cls = _APPLICATION_NAMES[spec.class_name]
+            raise KerasImportError(
+                f"{here}: the file names no module for class {spec.class_name!r} (an .h5 "
+                f"file); Keras itself loads it only with custom_objects. If it is Keras "
+                f"Applications' {spec.class_name} ({cls.keras_module}), pass "
+                f"custom_objects={{{spec.class_name!r}: "
+                f"fragflow.frontend.layers_applications.{cls.__name__}}}")
         if cls is None:
             raise KerasImportError(
                 f"{here}: fragflow has no Keras layer {short(spec.class_name)!r} (its "
@@ -421,6 +432,7 @@ def _keras_ops() -> dict:
 
 
 OP_MODULES = ("keras.src.ops", "keras.ops")
+_APPLICATION_NAMES = {name: cls for (_, name), cls in APPLICATION_LAYERS.items()}
 
 
 class OpLayer(Layer):

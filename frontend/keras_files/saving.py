@@ -51,6 +51,8 @@ def keras_class_name(layer) -> str:
         return layer._keras_class
     if isinstance(layer, NestedModel):
         return layer.spec.kind
+    if getattr(type(layer), "keras_module", None):      # layers_applications.py
+        return type(layer).__name__
     names = [n for n, cls in layer_classes().items() if cls is type(layer)]
     if not names:
         raise SaveError(f"layer {layer.name!r} ({type(layer).__name__}) has no Keras "
@@ -128,8 +130,10 @@ def _layer_entry(layer, name_key=False) -> dict:
     if isinstance(layer, OpLayer):
         return {"module": layer._keras_module, "class_name": layer._keras_class,
                 "config": dict(layer._keras_config), "registered_name": layer._keras_class}
-    entry = {"module": "keras.layers", "class_name": keras_class_name(layer),
-             "config": _layer_config(layer), "registered_name": None}
+    internal = getattr(type(layer), "keras_module", None)    # layers_applications.py
+    entry = {"module": internal or "keras.layers", "class_name": keras_class_name(layer),
+             "config": _layer_config(layer),
+             "registered_name": keras_class_name(layer) if internal else None}
     return entry
 
 

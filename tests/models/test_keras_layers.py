@@ -17,9 +17,12 @@ os.environ.setdefault("KERAS_BACKEND", "torch")
 keras = pytest.importorskip("keras")
 
 import fragflow as ff  # noqa: E402
+from fragflow.frontend.layers_applications import APPLICATION_LAYERS  # noqa: E402
 from tests.gradcheck import check_gradients  # noqa: E402
 
 K = keras.layers
+_convnext = keras.src.applications.convnext            # Keras's own, not exported
+_inception_resnet = keras.src.applications.inception_resnet_v2
 # Keras's torch backend warns of numpy 2's __array__ copy keyword on every conversion
 # (and of its rms_scaling, which the layer_norm_rms case checks)
 pytestmark = [pytest.mark.filterwarnings("ignore:__array__ implementation:DeprecationWarning"),
@@ -103,6 +106,16 @@ CASES = {
     "conv1d_groups": (lambda: K.Conv1D(6, 2, groups=3), [(2, 7, 3)], None),
     "conv2d_groups": (lambda: K.Conv2D(4, (3, 2), groups=2, padding="same"),
                       [(2, 7, 6, 4)], None),
+    # one input channel per group: run as a depthwise convolution (ConvNeXt's 7x7)
+    "conv2d_groups_depthwise": (lambda: K.Conv2D(6, 3, strides=2, groups=3,
+                                                 padding="same"), [(2, 7, 6, 3)], None),
+    "conv2d_groups_convnext": (lambda: K.Conv2D(5, 7, groups=5, padding="same"),
+                               [(2, 9, 8, 5)], None),
+    "conv2d_groups_depthwise_dilated": (lambda: K.Conv2D(4, (3, 2), groups=4,
+                                                         dilation_rate=2),
+                                        [(1, 9, 7, 4)], None),
+    "conv1d_groups_causal": (lambda: K.Conv1D(4, 3, groups=4, padding="causal",
+                                              dilation_rate=2), [(2, 9, 4)], None),
     "conv2d_dilated": (lambda: K.Conv2D(3, 3, dilation_rate=(2, 1), use_bias=False),
                        [(1, 9, 7, 2)], None),
     "conv3d": (lambda: K.Conv3D(3, (2, 3, 2), strides=(1, 2, 1), padding="same"),
@@ -225,6 +238,11 @@ CASES = {
                       [(2, 3, 6), (2, 4, 5), (2, 4, 7)], _positional),
     "mha_causal": (lambda: K.MultiHeadAttention(2, 3, use_bias=False), [(2, 5, 6)],
                    lambda layer, xs: layer(xs[0], xs[0], use_causal_mask=True)),
+    # Keras's own classes inside keras.applications (frontend/layers_applications.py)
+    "layer_scale": (lambda: _convnext.LayerScale(0.5, 5), [(2, 3, 4, 5)], None),
+    "stochastic_depth": (lambda: _convnext.StochasticDepth(0.4), [(2, 3, 5)], None),
+    "custom_scale_layer": (lambda: _inception_resnet.CustomScaleLayer(0.17),
+                           [(2, 3, 5), (2, 3, 5)], _pair_call),
 }
 IDS = sorted(CASES)
 
@@ -291,7 +309,8 @@ def keras_cases():
 
 def fragflow_layer(klayer):
     """fragflow's layer from the Keras layer's config, with its weights."""
-    cls = getattr(ff.keras.layers, type(klayer).__name__)
+    cls = APPLICATION_LAYERS.get((type(klayer).__module__, type(klayer).__name__)) or \
+        getattr(ff.keras.layers, type(klayer).__name__)
     layer = cls.from_config(klayer.get_config())
     layer.set_weights(klayer.get_weights())     # the values its Variables start from
     return layer
@@ -366,7 +385,8 @@ def test_config_makes_the_same_keras_layer(case_id, keras_cases, built):
 # the activations by name are ops whose gradients tests/ops checks; the identities at
 # inference have nothing to differentiate
 NO_GRADIENT_CHECK = {k for k in IDS if k.startswith("activation_")} | {
-    "dropout", "spatial_dropout2d", "gaussian_noise", "gaussian_dropout", "identity"}
+    "dropout", "spatial_dropout2d", "gaussian_noise", "gaussian_dropout", "identity",
+    "stochastic_depth"}
 
 
 @pytest.mark.parametrize("case_id", sorted(set(IDS) - NO_GRADIENT_CHECK))
