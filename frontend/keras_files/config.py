@@ -46,6 +46,7 @@ HARMLESS = {
     "input_length": None,
     "batch_size": None,
     "seed": None,
+    "autocast": None,                     # mixed precision's casts: none in float32
     "dtype": None,                        # checked by _check_dtype
 }
 # keys of a layer's config that give its input's shape (the model's input)
@@ -236,8 +237,10 @@ class Reader:
         if class_name not in self.classes and class_name not in self.custom and (
                 (isinstance(module, str) and not module.startswith("keras"))
                 or (isinstance(registered, str) and registered != class_name)):
-            raise self.code_error(here, f"class {short(class_name)!r} comes from module "
-                                        f"{short(module)!r}, outside Keras", class_name)
+            origin = f"comes from module {short(module)!r}, outside Keras" \
+                if isinstance(module, str) and not module.startswith("keras") else \
+                f"is a custom class (registered as {short(registered)!r}), not Keras's"
+            raise self.code_error(here, f"class {short(class_name)!r} {origin}", class_name)
         for key, value in _walk(raw.get("config", {})):
             if isinstance(value, dict) and value.get("class_name") == "__lambda__":
                 raise self.code_error(here, f"argument {key} holds Python code (a "
@@ -255,7 +258,9 @@ class Reader:
         if self.safe_mode:
             return KerasImportError(
                 f"{here}: {what}; refused with safe_mode=True (a model file is untrusted, "
-                f"and fragflow never runs code from a file)")
+                f"and fragflow never runs code from a file): custom_objects="
+                f"{{{short(key)!r}: ...}} may give the fragflow function (tensor -> "
+                f"tensor) or ff.keras layer class to use instead")
         return KerasImportError(
             f"{here}: {what}; fragflow never runs code from a file, even with "
             f"safe_mode=False: pass custom_objects={{{short(key)!r}: ...}} with the "
