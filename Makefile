@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test test-ray lint demo bench install clean onnx-conformance bench-browser mutation test-gles test-zink tfjs-models test-tfjs-models test-tfjs-browser bench-models bench-transformers
+.PHONY: test test-ray lint demo bench install clean onnx-conformance bench-browser mutation test-gles test-zink tfjs-models test-tfjs-models test-tfjs-browser bench-models bench-transformers test-keras-apps
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,11 @@ test: $(STAMP) $(TFJS_STAMP)
 test-tfjs-models: $(STAMP) $(TFJS_STAMP)
 	FRAGFLOW_TFJS_CACHE=$(TFJS_CACHE) FRAGFLOW_TFJS_ALL=1 $(BIN)/python -m pytest -q \
 	    tests/tfjs/test_tfjs_models.py
+
+# Every Keras Application of docs/KERAS.md ("Keras Applications"), .keras and .h5, on GL
+# and the numpy executor against Keras 3's predict (minutes on 2 cores: make test runs two).
+test-keras-apps: $(STAMP)
+	FRAGFLOW_KERAS_APPS=1 $(BIN)/python -m pytest -q tests/keras_files/test_keras_applications.py
 
 # A few corpus models exported and run in Chromium beside TF.js's WebGL backend on the
 # same files, both rasterisers (minutes on 2 cores: outside make test; .ci/run runs it).

@@ -629,7 +629,10 @@ class BatchNormalization(Layer):
     moving statistic appended to layer.updates:
         moving = moving * momentum + batch_statistic * (1 - momentum)
     training=False: with moving_mean and moving_variance. Both modes compute
-    (x - mean) * gamma / sqrt(variance + epsilon) + beta (ff.batch_normalization)."""
+    (x - mean) * gamma / sqrt(variance + epsilon) + beta (ff.batch_normalization).
+    A layer with trainable=False runs as at inference in training too (Keras 3's rule,
+    a frozen base model's; TF1's tf.layers.batch_normalization keeps batch statistics:
+    frozen_runs_inference=False)."""
     supports_masking = True          # Keras: the mask goes on
 
     def __init__(self, axis=-1, momentum=0.99, epsilon=1e-3, center=True, scale=True,
@@ -671,9 +674,11 @@ class BatchNormalization(Layer):
         shape[self._axis] = -1
         return _ops.reshape(t, shape)
 
+    frozen_runs_inference = True
+
     def call(self, x, training=False):
         b = self._broadcast
-        if training:
+        if training and (self.trainable or not self.frozen_runs_inference):
             axes = [a for a in range(self._rank) if a != self._axis]
             mean, variance = _ops.moments(x, axes=axes)
             keep = 1.0 - self.momentum
@@ -972,6 +977,7 @@ def batch_normalization(inputs, axis=-1, momentum=0.99, epsilon=0.001, center=Tr
                                                     epsilon=epsilon, center=center,
                                                     scale=scale, trainable=trainable, name=n),
                        name, reuse)
+    layer.frozen_runs_inference = False     # TF1: training selects batch statistics
     before = len(layer.updates)
     out = _by_training(layer, inputs, training)
     if len(layer.updates) > before:        # TF1's UPDATE_OPS: run them with the step

@@ -6,11 +6,15 @@ test_keras_applications.py, run in a subprocess.
         and betas and LayerScale gammas set to seeded values far from their
         initial ones (so inference-mode BN and LayerScale are really checked), saved as
         OUT/NAME.keras and OUT/NAME.h5, with OUT/NAME.inputs.npz (x0) and
-        OUT/NAME.keras.npz (Keras's predict, y0)
+        OUT/NAME.keras.npz (Keras's predict, y0); NAME may also be one of EXTRA (small
+        models of Keras's own application layers, a user's class, transfer learning's
+        frozen base models; transfer.fit.npz and transfer.fit.json: data and Keras's
+        per-epoch losses of a fit from the saved state)
 
-Small inputs: each family's minimum size or near it; 10 classes, logits (no softmax,
-so the comparison sees the whole output).
+Small inputs: each family's minimum size or near it (64 px where the minimum is 32);
+10 classes, logits (no softmax, so the comparison sees the whole output).
 """
+import json
 import os
 import sys
 
@@ -59,6 +63,16 @@ def build(name):
                   classifier_activation=None)
     model = builder(**kwargs)
     rng = np.random.default_rng(1)
+    _set_statistics(model, rng)
+    x = (rng.uniform(-1, 1, (2, size, size, 3)) * scale).astype(np.float32)
+    if scale > 1:
+        x = np.abs(x)
+    return model, x
+
+
+def _set_statistics(model, rng):
+    """BatchNormalization's moving statistics, the normalizations' gammas and betas
+    and LayerScale's gammas set to seeded values far from their initial ones."""
     for layer in _all_layers(model):
         kind = type(layer).__name__
         if kind in ("BatchNormalization", "LayerNormalization", "LayerScale"):
@@ -78,10 +92,6 @@ def build(name):
                     v = w.numpy()
                 values.append(np.asarray(v, np.float32))
             layer.set_weights(values)
-    x = (rng.uniform(-1, 1, (2, size, size, 3)) * scale).astype(np.float32)
-    if scale > 1:
-        x = np.abs(x)
-    return model, x
 
 
 def _all_layers(model):
@@ -121,7 +131,47 @@ def user_class():
     return model, np.ones((2, 4), np.float32)
 
 
-EXTRA = {"internal": internal, "user_class": user_class}
+def transfer():
+    """Transfer learning as Keras's guide writes it: a frozen application without its
+    top (a nested Functional model) called with training=False between a Rescaling and
+    a new head, compiled and fitted a step (its optimizer state saved; NAME.fit.json:
+    Keras's per-epoch losses of a fit from the saved state, FIT_DATA's)."""
+    keras.utils.set_random_seed(0)
+    base = apps.MobileNetV3Small(input_shape=(48, 48, 3), include_top=False,
+                                 weights=None, include_preprocessing=False)
+    _set_statistics(base, np.random.default_rng(3))
+    base.trainable = False
+    i = keras.Input((48, 48, 3))
+    h = base(keras.layers.Rescaling(1 / 127.5, offset=-1)(i), training=False)
+    h = keras.layers.GlobalAveragePooling2D()(h)
+    model = keras.Model(i, keras.layers.Dense(5)(h), name="transfer")
+    model.compile(keras.optimizers.Adam(1e-3),
+                  keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(*fit_data(), epochs=1, verbose=0)
+    return model, fit_data()[0][:2]
+
+
+def fit_data():
+    """The transfer model's training data (4 images, labels 0..3)."""
+    x = np.random.default_rng(4).uniform(0, 255, (4, 48, 48, 3)).astype(np.float32)
+    return x, np.arange(4) % 5
+
+
+def transfer_sequential():
+    """The same in a Sequential: a frozen MobileNetV2 without its top (its .h5
+    weights: the nested model's non-trainable ones only), pooling and a Dense."""
+    keras.utils.set_random_seed(0)
+    base = apps.MobileNetV2(input_shape=(32, 32, 3), include_top=False, weights=None,
+                            pooling="avg")
+    _set_statistics(base, np.random.default_rng(5))
+    base.trainable = False
+    model = keras.Sequential([keras.Input((32, 32, 3)), base, keras.layers.Dense(4)],
+                             name="transfer_sequential")
+    return model, np.random.default_rng(6).uniform(-1, 1, (2, 32, 32, 3)).astype(np.float32)
+
+
+EXTRA = {"internal": internal, "user_class": user_class, "transfer": transfer,
+         "transfer_sequential": transfer_sequential}
 
 
 def make(out, names):
@@ -132,6 +182,13 @@ def make(out, names):
         np.savez(os.path.join(out, f"{name}.inputs.npz"), x0=x)
         y = model.predict(x, verbose=0)
         np.savez(os.path.join(out, f"{name}.keras.npz"), y0=y)
+        if name == "transfer":        # fit from the saved state, one batch an epoch
+            history = model.fit(*fit_data(), batch_size=4, epochs=3, shuffle=False,
+                                verbose=0).history
+            with open(os.path.join(out, f"{name}.fit.json"), "w") as f:
+                json.dump(history, f)
+            np.savez(os.path.join(out, f"{name}.fit.npz"), x=fit_data()[0],
+                     y=fit_data()[1])
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ MobileNetV2's and ConvNeXtTiny's ff.webgl.export run in Chromium with the same o
 `make test` runs the models in DEFAULT; FRAGFLOW_KERAS_APPS=1 (`make test-keras-apps`)
 runs every one (minutes on 2 cores). One file: the Keras-made files are made once."""
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -35,21 +36,25 @@ H5_CUSTOM = {"ConvNeXtTiny": {"LayerScale": LayerScale},
              "InceptionResNetV2": {"CustomScaleLayer": CustomScaleLayer},
              "internal": {"LayerScale": LayerScale, "CustomScaleLayer": CustomScaleLayer,
                           "StochasticDepth": StochasticDepth}}
+# keras_applications.EXTRA: Keras's own layers in a small model, a user's class named
+# as one of them, and transfer learning's frozen base models (a nested Functional)
+EXTRA = ["internal", "user_class", "transfer", "transfer_sequential"]
 TOLERANCE = 1e-4       # of the output's largest magnitude (the brief's measure)
 
 
 @pytest.fixture(scope="session")
 def apps_dir(tmp_path_factory):
     """NAME.keras, NAME.h5, NAME.inputs.npz (x0) and NAME.keras.npz (Keras's predict,
-    y0) for the models run, and the small internal and user_class models."""
+    y0) for the models run and those of EXTRA; transfer.fit.npz (x, y) and
+    transfer.fit.json (Keras's losses of a fit from the saved state)."""
     require_h5py()
     for module in ("keras", "torch"):
         if importlib.util.find_spec(module) is None:
             pytest.skip(f"{module} is not installed (pip install 'fragflow[test]'): no "
                         f"Keras files to read")
     out = tmp_path_factory.mktemp("keras_applications")
-    done = subprocess.run([sys.executable, SCRIPT, "make", str(out), *NAMES, "internal",
-                           "user_class"], capture_output=True, text=True, timeout=1200,
+    done = subprocess.run([sys.executable, SCRIPT, "make", str(out), *NAMES, *EXTRA],
+                          capture_output=True, text=True, timeout=1200,
                           env=dict(os.environ, KERAS_BACKEND="torch"))
     if done.returncode != 0:
         pytest.fail(f"Keras failed to make the application files:\n{done.stderr[-3000:]}")
@@ -76,6 +81,34 @@ def test_application_predicts_as_keras_does(apps_dir, request, name, ext, backen
     x, want = _data(apps_dir, name)
     model = _load(apps_dir, name, ext, backend)
     assert_close(model.predict(x), [want], TOLERANCE)
+
+
+@pytest.mark.parametrize("backend", ["gl", "numpy"] if NAMES == ALL else ["numpy"])
+@pytest.mark.parametrize("ext", ["keras", "h5"])
+@pytest.mark.parametrize("name", ["transfer", "transfer_sequential"])
+def test_a_frozen_application_inside_a_model_predicts_as_keras_does(apps_dir, request,
+                                                                   name, ext, backend):
+    if backend == "gl":
+        request.getfixturevalue("gl")
+    x, want = _data(apps_dir, name)
+    model = _load(apps_dir, name, ext, backend)
+    base = model.layers[2] if name == "transfer" else model.layers[0]
+    assert base.class_name == "Functional" and not base.trainable
+    assert model.trainable_weights == model.layers[-1].trainable_weights
+    assert_close(model.predict(x), [want], TOLERANCE)
+
+
+@pytest.mark.parametrize("ext", ["keras", "h5"])
+def test_fit_of_a_frozen_application_carries_on_as_keras_does(apps_dir, ext):
+    """Its BatchNormalization layers, frozen, run as at inference in fit (Keras 3's
+    rule) and only the head trains, from the file's Adam state: Keras's losses."""
+    data = np.load(apps_dir / "transfer.fit.npz")
+    model = ff.keras.models.load_model(apps_dir / f"transfer.{ext}", backend="numpy")
+    history = model.fit(data["x"], data["y"], batch_size=4, epochs=3, shuffle=False,
+                        verbose=0)
+    with open(apps_dir / "transfer.fit.json") as f:
+        want = json.load(f)["loss"]
+    np.testing.assert_allclose(history.history["loss"], want, rtol=2e-6)
 
 
 @pytest.mark.parametrize("backend", ["gl", "numpy"])

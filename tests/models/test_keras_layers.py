@@ -436,6 +436,34 @@ def test_activity_regularization_gives_keras_penalty():
     np.testing.assert_allclose(got, float(klayer.losses[0]), rtol=1e-6)
 
 
+@pytest.mark.parametrize("trainable", [True, False])
+def test_batch_normalization_in_training_as_keras_frozen_or_not(trainable):
+    """Keras 3: a BatchNormalization with trainable=False (a frozen base model's) runs
+    as at inference when called with training=True, and updates nothing; TF1's
+    tf.layers.batch_normalization(trainable=False) keeps the batch's statistics."""
+    rng = np.random.default_rng(8)
+    x = rng.normal(2.0, 3.0, size=(6, 3, 5)).astype(np.float32)
+    klayer = K.BatchNormalization(trainable=trainable)
+    klayer.build(x.shape)
+    klayer.set_weights([rng.uniform(0.5, 1.5, 5), rng.normal(size=5),
+                        rng.normal(size=5), rng.uniform(0.5, 2.0, 5)])
+    want = _numpy(klayer(x, training=True))
+    layer = fragflow_layer(klayer)
+    g = ff.Graph()
+    with g.as_default():
+        p = ff.placeholder(x.shape)
+        got = layer(p, training=True)
+        tf1 = ff.layers.batch_normalization(p, training=True, trainable=False,
+                                            epsilon=1e-3)
+    assert len(layer.updates) == (2 if trainable else 0)
+    with ff.Session(g, backend="numpy") as sess:
+        got, tf1 = sess.run([got, tf1], {p: x})
+    assert max_error(got, want) < 2e-6
+    batch = (x - x.mean((0, 1), dtype=np.float64)) / np.sqrt(x.var((0, 1), dtype=np.float64)
+                                                              + 1e-3)
+    np.testing.assert_allclose(tf1, batch, rtol=1e-5, atol=1e-5)
+
+
 def test_normalization_adapts_as_keras():
     data = np.random.default_rng(4).normal(1.0, 2.0, size=(20, 3, 5)).astype(np.float32)
     klayer = K.Normalization(axis=-1)
