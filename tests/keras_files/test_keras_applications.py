@@ -9,6 +9,7 @@ runs every one (minutes on 2 cores). One file: the Keras-made files are made onc
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -58,7 +59,8 @@ def apps_dir(tmp_path_factory):
                           env=dict(os.environ, KERAS_BACKEND="torch"))
     if done.returncode != 0:
         pytest.fail(f"Keras failed to make the application files:\n{done.stderr[-3000:]}")
-    return out
+    yield out
+    shutil.rmtree(out, ignore_errors=True)       # all fifteen: about 1 GB
 
 
 def _data(folder, name):
