@@ -808,6 +808,13 @@ def batch_norm(ctx, node, x, a):
     t = ctx.tensor(x[0])
     eps = float(a.get("epsilon", 1e-5))
     rank = len(t.shape)
+    if not all(isinstance(v, (np.ndarray, Init)) for v in x[3:5]):
+        # a running mean or variance the graph computes: torch's export, which keeps one
+        # copy of equal initializers, gives a fresh model's zero running mean as an
+        # Identity of a zero bias (a Variable when trainable). The same formula on tensors.
+        scale = ctx.tensor(x[1]) * F.rsqrt(ctx.tensor(x[4]) + eps)
+        shift = ctx.tensor(x[2]) - ctx.tensor(x[3]) * scale
+        return t * _per_channel(scale, rank) + _per_channel(shift, rank)
     mean = np.asarray(ctx.static(x[3], "mean"), np.float32)
     var = np.asarray(ctx.static(x[4], "var"), np.float32)
     inv_std = (1.0 / np.sqrt(var + np.float32(eps))).astype(np.float32)

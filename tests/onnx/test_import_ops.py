@@ -265,6 +265,22 @@ def test_batch_norm_trainable_and_constant():
     check(nodes, {"x": randn(2, 3, 4, 5)}, initializers=inits, trainable=False)
 
 
+@pytest.mark.parametrize("shape", [(2, 5), (3, 5, 7), (2, 5, 3, 3)])
+def test_batch_norm_statistics_computed_by_the_graph(shape):
+    """A running mean that is an Identity of another weight (torch's export keeps one copy
+    of equal initializers: a fresh BatchNorm1d's zero mean as its zero bias, LeViT) and a
+    variance fed as an input: normalized with them as tensors. 5 channels, negative and
+    zero means, a zero variance (only eps left)."""
+    mean, var = randn(5) * 3, np.abs(randn(5)) + 0.5
+    var[1] = 0.0
+    nodes = [node("Identity", ["b"], ["m"]),
+             node("BatchNormalization", ["x", "s", "b", "m", "v"], epsilon=1e-3)]
+    inits = {"s": randn(5) - 1, "b": mean}
+    for trainable in (True, False):
+        check(nodes, {"x": randn(*shape) * 2, "v": var}, initializers=inits,
+              trainable=trainable)
+
+
 def test_normalizations():
     x = randn(2, 3, 4, 5)
     check([node("InstanceNormalization", ["x", "s", "b"], epsilon=1e-4)], {"x": x},
