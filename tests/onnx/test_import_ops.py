@@ -479,6 +479,32 @@ def test_scatter_nd_and_elements(reduction):
                                             "w": randn(3, 2)}, opset=16)
 
 
+@pytest.mark.parametrize("reduction", ["none", "add"])
+@pytest.mark.parametrize("data", ["float", "int"])
+def test_scatter_nd_with_indices_the_graph_computes(reduction, data):
+    """Indices fed as an input (wav2vec2's feature mask computes them from the
+    attention_mask's row sums): one slice per index row of a [3, 5, 7] tensor, negative
+    indices from the end, and full-element indices (K equal to the rank)."""
+    x = randn(3, 5, 7) if data == "float" else \
+        rng.integers(-9, 9, (3, 5, 7)).astype(np.int64)
+    rows = np.array([[0, 4], [2, -1], [1, 0]], np.int64)      # [3, 2]: slices of 7
+    points = np.array([[2, -2, 6], [0, 3, 0]], np.int64)     # [2, 3]: elements
+    for i, lead in ((rows, (3,)), (points, (2,))):
+        u = (randn(*lead, *x.shape[i.shape[-1]:]) * 4).astype(x.dtype)
+        check([node("Add", ["i", "zero"], ["j"]),
+               node("ScatterND", ["x", "j", "u"], reduction=reduction)],
+              {"x": x, "i": i, "u": u}, initializers={"zero": np.zeros((), np.int64)},
+              opset=16)
+
+
+def test_scatter_nd_with_computed_indices_and_max_is_refused():
+    model = make_model([node("ScatterND", ["x", "i", "u"], reduction="max")],
+                       {"x": randn(4, 3), "i": np.array([[1]], np.int64),
+                        "u": randn(1, 3)}, ["y"], opset=18)
+    with pytest.raises(ff.onnx.OnnxImportError, match="reduction='max' and indices"):
+        ff.onnx.load(model)
+
+
 def test_lp_pool_with_padding():
     check([node("LpPool", ["x"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], p=2)],
           {"x": randn(2, 3, 7, 6)}, opset=18)
