@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test test-ray lint demo bench install clean onnx-conformance bench-browser mutation test-gles test-zink tfjs-models test-tfjs-models test-tfjs-browser bench-models bench-transformers
+.PHONY: test test-ray lint demo bench install clean onnx-conformance bench-browser mutation test-gles test-zink tfjs-models test-tfjs-models test-tfjs-browser bench-models bench-transformers test-transformer-zoo
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,12 @@ test: $(STAMP) $(TFJS_STAMP)
 test-tfjs-models: $(STAMP) $(TFJS_STAMP)
 	FRAGFLOW_TFJS_CACHE=$(TFJS_CACHE) FRAGFLOW_TFJS_ALL=1 $(BIN)/python -m pytest -q \
 	    tests/tfjs/test_tfjs_models.py
+
+# Every architecture of tests/onnx/test_transformer_zoo.py on GL and the numpy executor
+# against onnxruntime (make test runs the first list, four of it on numpy only).
+test-transformer-zoo: $(STAMP)
+	FRAGFLOW_TRANSFORMER_ZOO=all $(BIN)/python -m pytest -q -n 2 \
+	    tests/onnx/test_transformer_zoo.py
 
 # A few corpus models exported and run in Chromium beside TF.js's WebGL backend on the
 # same files, both rasterisers (minutes on 2 cores: outside make test; .ci/run runs it).
