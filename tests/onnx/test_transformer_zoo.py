@@ -290,3 +290,37 @@ def test_matches_onnxruntime_on_the_numpy_executor(name, exported):
     constants (trainable=False: what folding and merge_matmuls then see)."""
     path, feeds, want = exported(name)
     _assert_outputs(_outputs(path, feeds, "numpy", trainable=False), want)
+
+
+# one of each new piece: rotary embeddings and grouped heads, relative position buckets,
+# shifted windows (Roll), BatchNorm of computed statistics, ScatterND at computed indices
+IN_CHROMIUM = ["llama", "t5_encoder", "swin", "levit", "wav2vec2_stable_masked"]
+
+
+@LATER
+@pytest.mark.parametrize("config", ["swiftshader", "mesa"])
+def test_exports_match_onnxruntime_in_chromium(config, exported, tmp_path):
+    """ff.webgl.export of each (the page's runtime, the "webgl" profile), run in one
+    Chromium launch per rasteriser, against onnxruntime."""
+    from tests.webgl.browser import chromium, run_cases
+    if chromium() is None:
+        pytest.skip("chromium is not installed (Debian: apt-get install chromium)")
+    cases, wants = [], {}
+    for name in IN_CHROMIUM:
+        path, feeds, want = exported(name)
+        model = ff.onnx.load(str(path))
+        fetches = {f"out{i}": t for i, t in enumerate(model.outputs)}
+        ff.webgl.export(fetches, model.inputs, str(tmp_path / name), page=False)
+        by_name = model.inputs_by_onnx_name
+        cases.append({"id": name, "dir": name, "runs": 1,
+                      "feeds": {by_name[k].name.split(":")[0]: (
+                          v, "float32" if v.dtype == np.float32 else "int32")
+                          for k, v in feeds.items()},
+                      "outputs": {k: (w.shape, "float32") for k, w in zip(fetches, want)}})
+        wants[name] = dict(zip(fetches, want))
+    results = run_cases(str(tmp_path), cases, config)
+    for name in IN_CHROMIUM:
+        got = results[name]
+        assert got["error"] is None, (name, got["error"])
+        for k, w in wants[name].items():
+            assert_close(got["outputs"][0][k], w, rtol=1e-4)
