@@ -10,9 +10,10 @@ models' "eager" form, whose pattern the attention pass fuses, except where `sdpa
 torch's scaled_dot_product_attention (transformers' default) is exported.
 docs/TRANSFORMERS.md ("Architectures checked") lists them and what differs.
 
-`make test` runs the survey's first list (ZOO); FRAGFLOW_TRANSFORMER_ZOO=all (`make
-test-transformer-zoo`) adds the rest (MORE: other decoders, encoders, seq2seq, vision and
-audio models, several tens of seconds more on 2 cores)."""
+`make test` runs the survey's first list (ZOO; four of them, SLOW_ON_GL, on the numpy
+executor only); FRAGFLOW_TRANSFORMER_ZOO=all (`make test-transformer-zoo`) adds those on
+GL, the rest (MORE: other decoders, encoders, seq2seq, vision and audio models) and five
+of them exported with ff.webgl.export and run in Chromium (SwiftShader and Mesa)."""
 import os
 
 import numpy as np
