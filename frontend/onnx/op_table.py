@@ -1400,6 +1400,24 @@ def tile(ctx, node, x, a):
     return F.tile(ctx.tensor(x[0]), ctx.ints(x[1], "repeats"))
 
 
+def _crop(ctx, t, pairs, mode):
+    """Negative pads remove that many elements from their side (RWKV's time shift,
+    ZeroPad2d((0, 0, 1, -1)): one zero row in front, the last row cut): t sliced so,
+    and the pads left over."""
+    if mode != "constant":
+        raise ctx.error(f"negative pads (cropping) with mode {mode!r} are not supported "
+                        f"(constant mode's are)")
+    for axis, (before, after) in enumerate(pairs):
+        cut = max(-before, 0) + max(-after, 0)
+        if cut and (t.shape[axis] is None or cut >= t.shape[axis]):
+            raise ctx.error(f"negative pads {[before, after]} on axis {axis} of size "
+                            f"{t.shape[axis]}: they must leave at least one element of a "
+                            f"known size")
+    t = t[tuple(slice(max(-before, 0), after if after < 0 else None)
+                for before, after in pairs)]
+    return t, [(max(before, 0), max(after, 0)) for before, after in pairs]
+
+
 @rule("Pad")
 def pad(ctx, node, x, a):
     t = ctx.tensor(x[0])
@@ -1413,9 +1431,9 @@ def pad(ctx, node, x, a):
     k = len(axes)
     for i, ax in enumerate(axes):
         pairs[_axis(ax, rank)] = (int(pads[i]), int(pads[i + k]))
-    if any(p < 0 for pair in pairs for p in pair):
-        raise ctx.error("negative pads (cropping) are not supported")
     mode = a.get("mode", "constant")
+    if any(p < 0 for pair in pairs for p in pair):
+        t, pairs = _crop(ctx, t, pairs, mode)
     if mode == "constant":
         return F.pad(t, pairs, constant_values=value)
     if mode == "reflect":

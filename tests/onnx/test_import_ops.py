@@ -197,6 +197,25 @@ def test_pad_attribute_then_inputs(opset, mode):
     check(nodes, {"x": x}, initializers=inits, opset=opset)
 
 
+@pytest.mark.parametrize("pads", [
+    [0, 1, -2, 0, -1, 3],            # axis 1: one in front, the last cut; axis 2: the reverse
+    [0, 0, 1, 0, 0, -1],             # RWKV's time shift (ZeroPad2d((0, 0, 1, -1)) on [B, L, C])
+    [-1, -2, 0, 0, -1, -3]])         # only cropping, both ends of an axis
+def test_pad_negative_pads_crop(pads):
+    check([node("Pad", ["x", "p", "v"])], {"x": randn(2, 5, 7) * 3},
+          initializers={"p": np.array(pads, np.int64), "v": np.float32(-0.5)})
+
+
+@pytest.mark.parametrize("mode,pads,message", [
+    ("edge", [0, 1, 0, 0, -1, 0], "with mode 'edge' are not supported"),
+    ("constant", [0, -3, 0, 0, -2, 0], "must leave at least one element")])
+def test_pad_negative_pads_refused(mode, pads, message):
+    model = make_model([node("Pad", ["x", "p"], mode=mode)], {"x": randn(2, 5, 7)}, ["y"],
+                       {"p": np.array(pads, np.int64)})
+    with pytest.raises(ff.onnx.OnnxImportError, match=message):
+        ff.onnx.load(model)
+
+
 def test_structure_ops():
     x = randn(2, 3, 4)
     nodes = [node("Transpose", ["x"], ["t"], perm=[2, 0, 1]),
