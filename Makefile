@@ -46,7 +46,8 @@ test-tfjs-models: $(STAMP) $(TFJS_STAMP)
 	    tests/tfjs/test_tfjs_models.py
 
 # Every architecture of tests/onnx/test_transformer_zoo.py on GL and the numpy executor
-# against onnxruntime (make test runs the first list, four of it on numpy only).
+# against onnxruntime, five exports in Chromium (make test runs the first list, four of
+# it on numpy only).
 test-transformer-zoo: $(STAMP)
 	FRAGFLOW_TRANSFORMER_ZOO=all $(BIN)/python -m pytest -q -n 2 \
 	    tests/onnx/test_transformer_zoo.py

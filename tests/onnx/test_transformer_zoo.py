@@ -178,6 +178,10 @@ MORE = {
     "gpt2_lm_head": lambda: _decoder(T.GPT2LMHeadModel(T.GPT2Config(
         vocab_size=1000, n_embd=64, n_layer=2, n_head=2, n_positions=64, use_cache=False,
         **EAGER))),
+    # the WKV recurrence unrolled over the tokens; the time shift a Pad of -1 at the end
+    "rwkv": lambda: (T.RwkvModel(T.RwkvConfig(
+        vocab_size=1000, hidden_size=64, num_hidden_layers=2, attention_hidden_size=64,
+        intermediate_size=128, context_length=64, use_cache=False)), {"input_ids": _ids()}),
     "t5": lambda: _text(T.T5Model(T.T5Config(
         vocab_size=1000, d_model=64, d_kv=16, d_ff=128, num_layers=2, num_heads=4,
         use_cache=False, **EAGER)), decoder_input_ids=_ids(7)),
@@ -193,6 +197,10 @@ MORE = {
         **EAGER)), {"input_features": torch.randn(BATCH, 80, 100),
                     "decoder_input_ids": _ids(7),
                     "decoder_attention_mask": torch.ones(BATCH, 7, dtype=torch.long)}),
+    # the masking's noise fed (else a RandomUniformLike, which has no rule, draws it)
+    "vit_mae": lambda: (T.ViTMAEModel(T.ViTMAEConfig(**VISION, mask_ratio=0.75)),
+                        {"pixel_values": torch.randn(BATCH, 3, 32, 32),
+                         "noise": torch.rand(BATCH, 16)}),
     "beit": lambda: _image(T.BeitModel(T.BeitConfig(**VISION,
                                                     use_relative_position_bias=True))),
     "dinov2": lambda: _image(T.Dinov2Model(T.Dinov2Config(
