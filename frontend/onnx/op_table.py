@@ -1847,9 +1847,9 @@ def scatter_nd(ctx, node, x, a):
     data, updates = ctx.tensor(x[0]), ctx.tensor(x[2])
     if any(d is None for d in data.shape):
         raise ctx.error("ScatterND needs a static data shape")
-    if not isinstance(x[1], (np.ndarray, Init)):
-        return _scatter_nd_computed(ctx, data, ctx.tensor(x[1]), updates,
-                                    a.get("reduction", "none"))
+    reduction = a.get("reduction", "none")
+    if not isinstance(x[1], (np.ndarray, Init)) and reduction in ("none", "add"):
+        return _scatter_nd_computed(ctx, data, ctx.tensor(x[1]), updates, reduction)
     indices = np.asarray(ctx.static(x[1], "indices")).astype(np.int64)
     k = indices.shape[-1]
     shape = np.array(data.shape)
@@ -1857,7 +1857,7 @@ def scatter_nd(ctx, node, x, a):
     inner = int(np.prod(shape[k:]))
     base = np.ravel_multi_index(idx.T, tuple(shape[:k])) * inner
     targets = (base[:, None] + np.arange(inner)[None, :]).reshape(-1)
-    return _scatter(ctx, node, data, targets, updates, a.get("reduction", "none"))
+    return _scatter(ctx, node, data, targets, updates, reduction)
 
 
 def _scatter_nd_computed(ctx, data, indices, updates, reduction):
@@ -1865,15 +1865,14 @@ def _scatter_nd_computed(ctx, data, indices, updates, reduction):
     attention_mask feed: each row's last frame, at its length less one, set to 1):
     tensor_scatter_nd_update, or _add for reduction="add"; negative indices count from
     the end, as onnxruntime's. At run time an index out of range is dropped where
-    onnxruntime raises; duplicates (undefined in ONNX) add up."""
+    onnxruntime raises; duplicates (undefined in ONNX) add up. (mul, max and min need
+    the indices at import: the static path's error, which lets the ONNX backend bind
+    them.)"""
     k = indices.shape[-1] if indices.shape else None
     if k is None or k > len(data.shape):
         raise ctx.error(f"ScatterND: indices of shape {list(indices.shape)} for data of "
                         f"rank {len(data.shape)} (their last axis must be static and at "
                         f"most the rank)")
-    if reduction not in ("none", "add"):
-        raise ctx.error(f"ScatterND with reduction={reduction!r} and indices the graph "
-                        f"computes is not supported (none and add are)")
     dims = F.constant(np.array(data.shape[:k], np.int32))
     indices = F.where(F.less(indices, 0), indices + dims, indices)
     scatter = F.tensor_scatter_nd_update if reduction == "none" else F.tensor_scatter_nd_add
