@@ -1894,6 +1894,28 @@ def scatter_elements(ctx, node, x, a):
     return _scatter(ctx, node, data, targets, updates, a.get("reduction", "none"))
 
 
+@rule("RandomUniform", "RandomUniformLike", "RandomNormal", "RandomNormalLike")
+def random_draw(ctx, node, x, a):
+    """Philox draws (ff.random_uniform, ff.random_normal: fresh values each run, the
+    `seed` attribute choosing the stream, 0 when absent). onnxruntime's generator is
+    another, so the values differ from its, not their distribution (ViT-MAE's masking
+    noise when it is not fed). float32 whatever `dtype` says (float16 and float64
+    compute in float32); the Like forms take the input's (static) shape."""
+    shape = list(_shape(ctx, x[0])) if node.op_type.endswith("Like") else \
+        [int(d) for d in a.get("shape", [])]
+    if any(d is None for d in shape):
+        raise ctx.error(f"{node.op_type} of a shape not known at import ({shape})")
+    name = onnx_dtype_name(int(a.get("dtype", 1)))
+    if name not in ("FLOAT", "FLOAT16", "DOUBLE") and "dtype" in a:
+        raise ctx.error(f"{node.op_type} with dtype {name} (ONNX allows float types only)")
+    seed = int(a["seed"]) if "seed" in a else None
+    if node.op_type.startswith("RandomUniform"):
+        return F.random_uniform(shape, float(a.get("low", 0.0)), float(a.get("high", 1.0)),
+                                seed=seed)
+    return F.random_normal(shape, float(a.get("mean", 0.0)), float(a.get("scale", 1.0)),
+                           seed=seed)
+
+
 @rule("LpPool")
 def lp_pool(ctx, node, x, a):
     t = ctx.tensor(x[0])

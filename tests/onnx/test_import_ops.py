@@ -524,6 +524,37 @@ def test_scatter_nd_with_computed_indices_and_max_needs_them_at_import():
         ff.onnx.load(model)
 
 
+def test_random_draws_have_their_distribution():
+    """onnxruntime's generator is not Philox: the draws are checked against their
+    distribution (float64 formulas, 5 standard errors), GL against the numpy executor
+    (the same stream), and a second run against the first (fresh values)."""
+    nodes = [node("RandomUniformLike", ["x"], ["u"], low=-2.0, high=3.0, seed=5.0),
+             node("RandomNormal", [], ["n"], shape=[3, 1001], mean=1.5, scale=0.5),
+             node("RandomNormalLike", ["x"], ["z"], dtype=TensorProto.DOUBLE),
+             node("RandomUniform", [], ["v"], shape=[5, 7])]
+    model = ff.onnx.load(make_model(nodes, {"x": randn(7, 1001)}, ["u", "n", "z", "v"]))
+    fns = [ff.Session(model.graph, backend=b).compile(model.outputs, feeds=model.inputs)
+           for b in ("gl", "numpy")]
+    x = randn(7, 1001)
+    (u, n, z, v), ref = fns[0](x), fns[1](x)
+    for got, want in zip((u, n, z, v), ref):
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
+    assert [a.shape for a in (u, n, z, v)] == [(7, 1001), (3, 1001), (7, 1001), (5, 7)]
+    assert u.min() >= -2.0 and u.max() < 3.0 and v.min() >= 0.0 and v.max() < 1.0
+    for draws, mean, std in ((u, 0.5, 5 / np.sqrt(12)), (n, 1.5, 0.5), (z, 0.0, 1.0)):
+        d = draws.astype(np.float64).reshape(-1)
+        assert abs(d.mean() - mean) < 5 * std / np.sqrt(d.size), (d.mean(), mean)
+        assert abs(d.std() - std) < 0.05 * std, (d.std(), std)
+    assert not np.array_equal(fns[0](x)[0], u)           # each run draws anew
+
+
+def test_random_draws_of_an_integer_dtype_are_refused():
+    model = make_model([node("RandomUniform", [], ["y"], shape=[2], dtype=TensorProto.INT32)],
+                       {}, ["y"])
+    with pytest.raises(ff.onnx.OnnxImportError, match="dtype INT32"):
+        ff.onnx.load(model)
+
+
 def test_lp_pool_with_padding():
     check([node("LpPool", ["x"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], p=2)],
           {"x": randn(2, 3, 7, 6)}, opset=18)

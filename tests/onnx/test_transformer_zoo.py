@@ -333,3 +333,22 @@ def test_exports_match_onnxruntime_in_chromium(config, exported, tmp_path):
         assert got["error"] is None, (name, got["error"])
         for k, w in wants[name].items():
             assert_close(got["outputs"][0][k], w, rtol=1e-4)
+
+
+@LATER
+def test_vit_mae_draws_its_masking_noise(tmp_path):
+    """ViT-MAE exported without its noise: a RandomUniformLike draws it (Philox, not
+    onnxruntime's generator, so the patches kept differ from its): each row keeps 4 of
+    its 16 patches (the mask holds 12 ones), ids_restore is a permutation, and the
+    kept patches' states are finite."""
+    torch.manual_seed(34)
+    model = T.ViTMAEModel(T.ViTMAEConfig(**VISION, mask_ratio=0.75)).eval()
+    pixels = torch.randn(BATCH, 3, 32, 32)
+    path = tmp_path / "vit_mae.onnx"
+    torch.onnx.export(Outputs(model, ["pixel_values"]), (pixels,), str(path), dynamo=False,
+                      opset_version=17, input_names=["pixel_values"])
+    hidden, mask, restore = _outputs(path, {"pixel_values": pixels.numpy()}, "gl")
+    assert hidden.shape == (BATCH, 5, 64) and np.isfinite(hidden).all()
+    np.testing.assert_array_equal(mask.sum(axis=1), [12] * BATCH)
+    for row in restore:
+        assert sorted(row.tolist()) == list(range(16))
