@@ -99,7 +99,8 @@ AUDIO = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, interme
              conv_dim=(32, 32), conv_stride=(5, 2), conv_kernel=(10, 3),
              num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4, **EAGER)
 
-# the brief's survey, in its order
+# the survey's first list: BERT's family, Llama-style decoders, T5, BART, Marian, CLIP,
+# vision and audio
 ZOO = {
     "distilbert": lambda: _text(T.DistilBertModel(T.DistilBertConfig(
         vocab_size=1000, dim=64, n_layers=2, n_heads=2, hidden_dim=256, **EAGER))),
