@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: test test-ray lint demo bench install clean onnx-conformance bench-browser mutation test-gles test-zink tfjs-models test-tfjs-models test-tfjs-browser bench-models bench-transformers test-keras-apps
+.PHONY: test test-ray lint demo bench install clean onnx-conformance bench-browser mutation test-gles test-zink tfjs-models test-tfjs-models test-tfjs-browser bench-models bench-transformers test-keras-apps test-transformer-zoo
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,13 @@ test-tfjs-models: $(STAMP) $(TFJS_STAMP)
 # and the numpy executor against Keras 3's predict (minutes on 2 cores: make test runs two).
 test-keras-apps: $(STAMP)
 	FRAGFLOW_KERAS_APPS=1 $(BIN)/python -m pytest -q tests/keras_files/test_keras_applications.py
+
+# Every architecture of tests/onnx/test_transformer_zoo.py on GL and the numpy executor
+# against onnxruntime, five exports in Chromium (make test runs the first list, four of
+# it on numpy only).
+test-transformer-zoo: $(STAMP)
+	FRAGFLOW_TRANSFORMER_ZOO=all $(BIN)/python -m pytest -q -n 2 \
+	    tests/onnx/test_transformer_zoo.py
 
 # A few corpus models exported and run in Chromium beside TF.js's WebGL backend on the
 # same files, both rasterisers (minutes on 2 cores: outside make test; .ci/run runs it).

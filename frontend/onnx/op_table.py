@@ -808,6 +808,13 @@ def batch_norm(ctx, node, x, a):
     t = ctx.tensor(x[0])
     eps = float(a.get("epsilon", 1e-5))
     rank = len(t.shape)
+    if not all(isinstance(v, (np.ndarray, Init)) for v in x[3:5]):
+        # a running mean or variance the graph computes: torch's export, which keeps one
+        # copy of equal initializers, gives a fresh model's zero running mean as an
+        # Identity of a zero bias (a Variable when trainable). The same formula on tensors.
+        scale = ctx.tensor(x[1]) * F.rsqrt(ctx.tensor(x[4]) + eps)
+        shift = ctx.tensor(x[2]) - ctx.tensor(x[3]) * scale
+        return t * _per_channel(scale, rank) + _per_channel(shift, rank)
     mean = np.asarray(ctx.static(x[3], "mean"), np.float32)
     var = np.asarray(ctx.static(x[4], "var"), np.float32)
     inv_std = (1.0 / np.sqrt(var + np.float32(eps))).astype(np.float32)
@@ -1393,6 +1400,24 @@ def tile(ctx, node, x, a):
     return F.tile(ctx.tensor(x[0]), ctx.ints(x[1], "repeats"))
 
 
+def _crop(ctx, t, pairs, mode):
+    """Negative pads remove that many elements from their side (RWKV's time shift,
+    ZeroPad2d((0, 0, 1, -1)): one zero row in front, the last row cut): t sliced so,
+    and the pads left over."""
+    if mode != "constant":
+        raise ctx.error(f"negative pads (cropping) with mode {mode!r} are not supported "
+                        f"(constant mode's are)")
+    for axis, (before, after) in enumerate(pairs):
+        cut = max(-before, 0) + max(-after, 0)
+        if cut and (t.shape[axis] is None or cut >= t.shape[axis]):
+            raise ctx.error(f"negative pads {[before, after]} on axis {axis} of size "
+                            f"{t.shape[axis]}: they must leave at least one element of a "
+                            f"known size")
+    t = t[tuple(slice(max(-before, 0), after if after < 0 else None)
+                for before, after in pairs)]
+    return t, [(max(before, 0), max(after, 0)) for before, after in pairs]
+
+
 @rule("Pad")
 def pad(ctx, node, x, a):
     t = ctx.tensor(x[0])
@@ -1406,9 +1431,9 @@ def pad(ctx, node, x, a):
     k = len(axes)
     for i, ax in enumerate(axes):
         pairs[_axis(ax, rank)] = (int(pads[i]), int(pads[i + k]))
-    if any(p < 0 for pair in pairs for p in pair):
-        raise ctx.error("negative pads (cropping) are not supported")
     mode = a.get("mode", "constant")
+    if any(p < 0 for pair in pairs for p in pair):
+        t, pairs = _crop(ctx, t, pairs, mode)
     if mode == "constant":
         return F.pad(t, pairs, constant_values=value)
     if mode == "reflect":
@@ -1822,6 +1847,9 @@ def scatter_nd(ctx, node, x, a):
     data, updates = ctx.tensor(x[0]), ctx.tensor(x[2])
     if any(d is None for d in data.shape):
         raise ctx.error("ScatterND needs a static data shape")
+    reduction = a.get("reduction", "none")
+    if not isinstance(x[1], (np.ndarray, Init)) and reduction in ("none", "add"):
+        return _scatter_nd_computed(ctx, data, ctx.tensor(x[1]), updates, reduction)
     indices = np.asarray(ctx.static(x[1], "indices")).astype(np.int64)
     k = indices.shape[-1]
     shape = np.array(data.shape)
@@ -1829,7 +1857,26 @@ def scatter_nd(ctx, node, x, a):
     inner = int(np.prod(shape[k:]))
     base = np.ravel_multi_index(idx.T, tuple(shape[:k])) * inner
     targets = (base[:, None] + np.arange(inner)[None, :]).reshape(-1)
-    return _scatter(ctx, node, data, targets, updates, a.get("reduction", "none"))
+    return _scatter(ctx, node, data, targets, updates, reduction)
+
+
+def _scatter_nd_computed(ctx, data, indices, updates, reduction):
+    """ScatterND whose indices the graph computes (wav2vec2's feature mask with an
+    attention_mask feed: each row's last frame, at its length less one, set to 1):
+    tensor_scatter_nd_update, or _add for reduction="add"; negative indices count from
+    the end, as onnxruntime's. At run time an index out of range is dropped where
+    onnxruntime raises; duplicates (undefined in ONNX) add up. (mul, max and min need
+    the indices at import: the static path's error, which lets the ONNX backend bind
+    them.)"""
+    k = indices.shape[-1] if indices.shape else None
+    if k is None or k > len(data.shape):
+        raise ctx.error(f"ScatterND: indices of shape {list(indices.shape)} for data of "
+                        f"rank {len(data.shape)} (their last axis must be static and at "
+                        f"most the rank)")
+    dims = F.constant(np.array(data.shape[:k], np.int32))
+    indices = F.where(F.less(indices, 0), indices + dims, indices)
+    scatter = F.tensor_scatter_nd_update if reduction == "none" else F.tensor_scatter_nd_add
+    return scatter(data, indices, updates)
 
 
 @rule("ScatterElements", "Scatter")
@@ -1845,6 +1892,28 @@ def scatter_elements(ctx, node, x, a):
     coords[axis] = indices
     targets = np.ravel_multi_index(tuple(c.reshape(-1) for c in coords), data.shape)
     return _scatter(ctx, node, data, targets, updates, a.get("reduction", "none"))
+
+
+@rule("RandomUniform", "RandomUniformLike", "RandomNormal", "RandomNormalLike")
+def random_draw(ctx, node, x, a):
+    """Philox draws (ff.random_uniform, ff.random_normal: fresh values each run, the
+    `seed` attribute choosing the stream, 0 when absent). onnxruntime's generator is
+    another, so the values differ from its, not their distribution (ViT-MAE's masking
+    noise when it is not fed). float32 whatever `dtype` says (float16 and float64
+    compute in float32); the Like forms take the input's (static) shape."""
+    shape = list(_shape(ctx, x[0])) if node.op_type.endswith("Like") else \
+        [int(d) for d in a.get("shape", [])]
+    if any(d is None for d in shape):
+        raise ctx.error(f"{node.op_type} of a shape not known at import ({shape})")
+    name = onnx_dtype_name(int(a.get("dtype", 1)))
+    if name not in ("FLOAT", "FLOAT16", "DOUBLE") and "dtype" in a:
+        raise ctx.error(f"{node.op_type} with dtype {name} (ONNX allows float types only)")
+    seed = int(a["seed"]) if "seed" in a else None
+    if node.op_type.startswith("RandomUniform"):
+        return F.random_uniform(shape, float(a.get("low", 0.0)), float(a.get("high", 1.0)),
+                                seed=seed)
+    return F.random_normal(shape, float(a.get("mean", 0.0)), float(a.get("scale", 1.0)),
+                           seed=seed)
 
 
 @rule("LpPool")

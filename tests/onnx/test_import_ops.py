@@ -197,6 +197,25 @@ def test_pad_attribute_then_inputs(opset, mode):
     check(nodes, {"x": x}, initializers=inits, opset=opset)
 
 
+@pytest.mark.parametrize("pads", [
+    [0, 1, -2, 0, -1, 3],            # axis 1: one in front, the last cut; axis 2: the reverse
+    [0, 0, 1, 0, 0, -1],             # RWKV's time shift (ZeroPad2d((0, 0, 1, -1)) on [B, L, C])
+    [-1, -2, 0, 0, -1, -3]])         # only cropping, both ends of an axis
+def test_pad_negative_pads_crop(pads):
+    check([node("Pad", ["x", "p", "v"])], {"x": randn(2, 5, 7) * 3},
+          initializers={"p": np.array(pads, np.int64), "v": np.float32(-0.5)})
+
+
+@pytest.mark.parametrize("mode,pads,message", [
+    ("edge", [0, 1, 0, 0, -1, 0], "with mode 'edge' are not supported"),
+    ("constant", [0, -3, 0, 0, -2, 0], "must leave at least one element")])
+def test_pad_negative_pads_refused(mode, pads, message):
+    model = make_model([node("Pad", ["x", "p"], mode=mode)], {"x": randn(2, 5, 7)}, ["y"],
+                       {"p": np.array(pads, np.int64)})
+    with pytest.raises(ff.onnx.OnnxImportError, match=message):
+        ff.onnx.load(model)
+
+
 def test_structure_ops():
     x = randn(2, 3, 4)
     nodes = [node("Transpose", ["x"], ["t"], perm=[2, 0, 1]),
@@ -263,6 +282,22 @@ def test_batch_norm_trainable_and_constant():
     nodes = [node("BatchNormalization", ["x", "s", "b", "m", "v"], epsilon=1e-3)]
     check(nodes, {"x": randn(2, 3, 4, 5)}, initializers=inits)
     check(nodes, {"x": randn(2, 3, 4, 5)}, initializers=inits, trainable=False)
+
+
+@pytest.mark.parametrize("shape", [(2, 5), (3, 5, 7), (2, 5, 3, 3)])
+def test_batch_norm_statistics_computed_by_the_graph(shape):
+    """A running mean that is an Identity of another weight (torch's export keeps one copy
+    of equal initializers: a fresh BatchNorm1d's zero mean as its zero bias, LeViT) and a
+    variance fed as an input: normalized with them as tensors. 5 channels, negative and
+    zero means, a zero variance (only eps left)."""
+    mean, var = randn(5) * 3, np.abs(randn(5)) + 0.5
+    var[1] = 0.0
+    nodes = [node("Identity", ["b"], ["m"]),
+             node("BatchNormalization", ["x", "s", "b", "m", "v"], epsilon=1e-3)]
+    inits = {"s": randn(5) - 1, "b": mean}
+    for trainable in (True, False):
+        check(nodes, {"x": randn(*shape) * 2, "v": var}, initializers=inits,
+              trainable=trainable)
 
 
 def test_normalizations():
@@ -461,6 +496,63 @@ def test_scatter_nd_and_elements(reduction):
           {"x": randn(3, 4)}, initializers={"j": np.array([[1, -1], [0, 2], [3, 1]],
                                                           np.int64),
                                             "w": randn(3, 2)}, opset=16)
+
+
+@pytest.mark.parametrize("reduction", ["none", "add"])
+@pytest.mark.parametrize("data", ["float", "int"])
+def test_scatter_nd_with_indices_the_graph_computes(reduction, data):
+    """Indices fed as an input (wav2vec2's feature mask computes them from the
+    attention_mask's row sums): one slice per index row of a [3, 5, 7] tensor, negative
+    indices from the end, and full-element indices (K equal to the rank)."""
+    x = randn(3, 5, 7) if data == "float" else \
+        rng.integers(-9, 9, (3, 5, 7)).astype(np.int64)
+    rows = np.array([[0, 4], [2, -1], [1, 0]], np.int64)      # [3, 2]: slices of 7
+    points = np.array([[2, -2, 6], [0, 3, 0]], np.int64)     # [2, 3]: elements
+    for i, lead in ((rows, (3,)), (points, (2,))):
+        u = (randn(*lead, *x.shape[i.shape[-1]:]) * 4).astype(x.dtype)
+        check([node("Add", ["i", "zero"], ["j"]),
+               node("ScatterND", ["x", "j", "u"], reduction=reduction)],
+              {"x": x, "i": i, "u": u}, initializers={"zero": np.zeros((), np.int64)},
+              opset=16)
+
+
+def test_scatter_nd_with_computed_indices_and_max_needs_them_at_import():
+    model = make_model([node("ScatterND", ["x", "i", "u"], reduction="max")],
+                       {"x": randn(4, 3), "i": np.array([[1]], np.int64),
+                        "u": randn(1, 3)}, ["y"], opset=18)
+    with pytest.raises(ff.onnx.OnnxImportError, match="indices must be known at import"):
+        ff.onnx.load(model)
+
+
+def test_random_draws_have_their_distribution():
+    """onnxruntime's generator is not Philox: the draws are checked against their
+    distribution (float64 formulas, 5 standard errors), GL against the numpy executor
+    (the same stream), and a second run against the first (fresh values)."""
+    nodes = [node("RandomUniformLike", ["x"], ["u"], low=-2.0, high=3.0, seed=5.0),
+             node("RandomNormal", [], ["n"], shape=[3, 1001], mean=1.5, scale=0.5),
+             node("RandomNormalLike", ["x"], ["z"], dtype=TensorProto.DOUBLE),
+             node("RandomUniform", [], ["v"], shape=[5, 7])]
+    model = ff.onnx.load(make_model(nodes, {"x": randn(7, 1001)}, ["u", "n", "z", "v"]))
+    fns = [ff.Session(model.graph, backend=b).compile(model.outputs, feeds=model.inputs)
+           for b in ("gl", "numpy")]
+    x = randn(7, 1001)
+    (u, n, z, v), ref = fns[0](x), fns[1](x)
+    for got, want in zip((u, n, z, v), ref):
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
+    assert [a.shape for a in (u, n, z, v)] == [(7, 1001), (3, 1001), (7, 1001), (5, 7)]
+    assert u.min() >= -2.0 and u.max() < 3.0 and v.min() >= 0.0 and v.max() < 1.0
+    for draws, mean, std in ((u, 0.5, 5 / np.sqrt(12)), (n, 1.5, 0.5), (z, 0.0, 1.0)):
+        d = draws.astype(np.float64).reshape(-1)
+        assert abs(d.mean() - mean) < 5 * std / np.sqrt(d.size), (d.mean(), mean)
+        assert abs(d.std() - std) < 0.05 * std, (d.std(), std)
+    assert not np.array_equal(fns[0](x)[0], u)           # each run draws anew
+
+
+def test_random_draws_of_an_integer_dtype_are_refused():
+    model = make_model([node("RandomUniform", [], ["y"], shape=[2], dtype=TensorProto.INT32)],
+                       {}, ["y"])
+    with pytest.raises(ff.onnx.OnnxImportError, match="dtype INT32"):
+        ff.onnx.load(model)
 
 
 def test_lp_pool_with_padding():
