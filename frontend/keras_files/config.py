@@ -108,6 +108,7 @@ class Reader:
         self.safe_mode = bool(safe_mode)
         self.weights_follow = weights_follow
         self.count = 0
+        self.tfjs = False             # a TF.js layers model's config (its errors say so)
         self.classes = layer_classes()
         self.ops = _keras_ops()
 
@@ -278,6 +279,16 @@ class Reader:
                 raise self.code_error(here, "a Lambda layer holds Python code", spec.name)
             return FunctionLayer(fn, name=spec.name)
         cls = self.custom.get(spec.class_name) or self.classes.get(spec.class_name)
+        if cls is None and self.tfjs:
+            name = short(spec.class_name)
+            raise KerasImportError(
+                f"{here}: {name!r} is not a Keras layer fragflow has: a custom layer "
+                f"class, which TF.js runs from JavaScript that the model's package "
+                f"registers (tf.serialization.registerClass), not from model.json, and "
+                f"fragflow never runs code from a file. Supply it: custom_objects="
+                f"{{{name!r}: an ff.keras.layers.Layer subclass whose call() computes "
+                f"it (the layer's config keys are its keyword arguments)}} to "
+                f"ff.tfjs.load or ff.keras.models.load_model (docs/TFJS.md, Custom layers)")
         if cls is None:
             raise KerasImportError(
                 f"{here}: fragflow has no Keras layer {short(spec.class_name)!r} (its "
