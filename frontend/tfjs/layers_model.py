@@ -48,6 +48,8 @@ def load_layers_model(model: dict, file: str, input_shapes, trainable: bool,
                                path=file, input_shapes=dict(input_shapes or {}))
         check_input_shapes(input_shapes, km.input_layer_names)
         graph, variables, mapping = _with_weights(km, trainable)
+        # float16 / uint8 / uint16 weights as they came: exporters store them so again
+        graph.weight_encodings.extend(reader.weight_encodings(model))
         ins = dict(zip(km.input_layer_names, (mapping[t.value] for t in km.inputs)))
         outs = dict(zip(output_names(km), (mapping[t.value] for t in km.outputs)))
     except TfjsImportError:
