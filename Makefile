@@ -45,11 +45,12 @@ tfjs-models: $(TFJS_STAMP)
 test: $(STAMP) $(TFJS_STAMP)
 	FRAGFLOW_TFJS_CACHE=$(TFJS_CACHE) $(BIN)/python -m pytest -q -n 2 --dist loadfile
 
-# Every model of the TF.js corpus that loads, on GL and on the numpy executor, against
-# TF.js 4.22 in node (tens of minutes on 2 cores: outside make test, which runs a few).
+# Every model of the TF.js corpus that loads, and the 14 UpscalerJS models, on GL and on
+# the numpy executor, against TF.js 4.22 in node (tens of minutes on 2 cores: outside
+# make test, which runs a few).
 test-tfjs-models: $(STAMP) $(TFJS_STAMP)
 	FRAGFLOW_TFJS_CACHE=$(TFJS_CACHE) FRAGFLOW_TFJS_ALL=1 $(BIN)/python -m pytest -q \
-	    tests/tfjs/test_tfjs_models.py
+	    tests/tfjs/test_tfjs_models.py tests/tfjs/test_tfjs_npm_models.py
 
 # A few corpus models exported and run in Chromium beside TF.js's WebGL backend on the
 # same files, both rasterisers (minutes on 2 cores: outside make test; .ci/run runs it).
