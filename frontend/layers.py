@@ -273,6 +273,20 @@ def export(module_all, namespace):
 
 
 # -- the base class ------------------------------------------------------------------
+_TAKES_TRAINING = weakref.WeakKeyDictionary()
+
+
+def _takes_training(call) -> bool:
+    """Whether a layer's call takes training (Keras passes it only then: a user's
+    custom layer may define call(self, inputs))."""
+    known = _TAKES_TRAINING.get(call)
+    if known is None:
+        params = inspect.signature(call).parameters.values()
+        known = any(p.name == "training" or p.kind is p.VAR_KEYWORD for p in params)
+        _TAKES_TRAINING[call] = known
+    return known
+
+
 class Layer:
     """Base class: subclasses define build(input_shape) (making Variables with
     add_weight) and call(x, training) (building ops)."""
@@ -448,7 +462,9 @@ class Layer:
                                     f"of graph '{graph.name}'")
             with graph.as_default(), graph.name_scope(self._scope()), \
                     _built_at(graph, self._source, sys._getframe(1)):
-                out = self.call(xs if several else x, training=bool(training), **kwargs)
+                if _takes_training(type(self).call):
+                    kwargs["training"] = bool(training)
+                out = self.call(xs if several else x, **kwargs)
         finally:
             if pending is not None:
                 _PENDING.pop()

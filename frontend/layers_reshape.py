@@ -89,6 +89,13 @@ class _UpSampling(Layer):
 
     def call(self, x, training=False):
         sizes = (self.size,) if self.rank == 1 else self.size
+        if self.rank == 2 and None in x.shape[1:3]:
+            # height or width unknown until fed: a resize by whole factors, whose size
+            # follows the feed (nearest: the pixel of (o + 0.5) / s is o // s, Keras's
+            # repeat)
+            resize = _ops.resize_bilinear if self.interpolation == "bilinear" else \
+                _ops.resize_nearest_neighbor
+            return resize(x, scale=tuple(sizes), half_pixel_centers=True)
         if self.interpolation == "bilinear":
             h, w = x.shape[1], x.shape[2]
             return _ops.resize_bilinear(x, (h * sizes[0], w * sizes[1]),

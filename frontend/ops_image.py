@@ -17,7 +17,8 @@ from .tensor import wrap
 __all__ = ["resize_bilinear", "resize_nearest_neighbor"]
 
 
-def resize_bilinear(images, size, align_corners=False, half_pixel_centers=False, name=None):
+def resize_bilinear(images, size=None, align_corners=False, half_pixel_centers=False,
+                    name=None, *, scale=None):
     """Resize images [batch, height, width, channels] to size = (new_height, new_width)
     by bilinear interpolation, with TensorFlow 1's coordinates (the output is float32;
     int32 images are converted).
@@ -25,7 +26,9 @@ def resize_bilinear(images, size, align_corners=False, half_pixel_centers=False,
     scale = (in - 1) / (out - 1) with align_corners (and out > 1), else in / out; an
     output pixel o samples the input at o * scale, or at (o + 0.5) * scale - 0.5 with
     half_pixel_centers (clamped to the image). align_corners and half_pixel_centers
-    cannot both be True. `size` is a pair of Python ints (not a tensor).
+    cannot both be True. `size` is a pair of Python ints (not a tensor); or, without
+    size, `scale` gives whole-number factors (sh, sw) and the output is (height * sh,
+    width * sw), following the fed images' size where the graph leaves it unknown.
 
     >>> import numpy as np, fragflow as ff
     >>> g = ff.Graph()
@@ -35,16 +38,16 @@ def resize_bilinear(images, size, align_corners=False, half_pixel_centers=False,
     [0.0, 0.5, 1.0, 1.0]
     """
     return wrap(_image.resize("resize_bilinear", operands(images)[0], size, align_corners,
-                               half_pixel_centers, name=name))
+                               half_pixel_centers, name=name, scale=scale))
 
 
-def resize_nearest_neighbor(images, size, align_corners=False, half_pixel_centers=False,
-                            name=None):
+def resize_nearest_neighbor(images, size=None, align_corners=False, half_pixel_centers=False,
+                            name=None, *, scale=None):
     """Resize images [batch, height, width, channels] (float32 or int32) to size =
     (new_height, new_width) by copying the nearest pixel, with TensorFlow 1's rules:
     index = floor(o * scale), round(o * scale) with align_corners, or
     floor((o + 0.5) * scale) with half_pixel_centers, clamped to the image (scale as
-    in resize_bilinear).
+    in resize_bilinear; `scale` instead of size as there).
 
     >>> import numpy as np, fragflow as ff
     >>> g = ff.Graph()
@@ -55,7 +58,7 @@ def resize_nearest_neighbor(images, size, align_corners=False, half_pixel_center
     [0, 0, 1, 1]
     """
     return wrap(_image.resize("resize_nearest_neighbor", operands(images)[0], size,
-                               align_corners, half_pixel_centers, name=name))
+                               align_corners, half_pixel_centers, name=name, scale=scale))
 
 
 def crop_and_resize(image, boxes, box_indices, crop_size, method="bilinear",

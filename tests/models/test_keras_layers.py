@@ -423,6 +423,45 @@ def test_noise_layers_in_training(backend, request):
     assert abs(d.std() - np.sqrt(0.2 / 0.8)) < 0.01 and abs(d.mean() - 1) < 0.01
 
 
+@pytest.mark.parametrize("backend", ["gl", "numpy"])
+def test_upsampling2d_on_a_free_height_and_width_matches_keras(backend, request):
+    """Built with the height and width unknown (a model taking any image size), each
+    fed size gives Keras's result: 1-pixel, odd and uneven sides, both interpolations."""
+    if backend == "gl":
+        request.getfixturevalue("gl")
+    L = ff.keras.layers
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((None, None, None, 2))
+        ys = {kind: L.UpSampling2D((3, 2), interpolation=kind)(x)
+              for kind in ("nearest", "bilinear")}
+    assert {y.shape for y in ys.values()} == {(None, None, None, 2)}
+    rng = np.random.default_rng(7)
+    with ff.Session(g, backend=backend) as sess:
+        for hw in [(1, 1), (5, 3), (2, 7)]:
+            value = rng.standard_normal((2, *hw, 2)).astype(np.float32)
+            got = sess.run(ys, {x: value})
+            for kind, y in got.items():
+                want = keras.ops.convert_to_numpy(
+                    K.UpSampling2D((3, 2), interpolation=kind)(value))
+                np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6,
+                                           err_msg=f"{kind} {hw}")
+
+
+def test_a_custom_layer_whose_call_takes_no_training_is_called_as_keras_calls_it():
+    class Twice(ff.keras.layers.Layer):
+        def call(self, inputs):                     # no training: Keras passes none
+            return inputs * 2.0
+
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((2, 3))
+        y = Twice()(x, training=True)
+    value = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(ff.Session(g, backend="numpy").run(y, {x: value}),
+                                  value * 2)
+
+
 def test_activity_regularization_gives_keras_penalty():
     x = _inputs("activity", [(3, 7)])[0]
     klayer = K.ActivityRegularization(l1=0.1, l2=0.2)

@@ -154,6 +154,33 @@ def test_none_batch_resolves_at_feed_time(gl):
     assert_matches(out, tf_bilinear(value, (4, 4), True, False), rtol=1e-5, atol=1e-5)
 
 
+def test_a_resize_by_scale_follows_the_fed_size(gl):
+    """scale (sh, sw) instead of size: the height and width unknown when built, each fed
+    size resized to (h * sh, w * sw) as TF's loops resize to that size; nearest with
+    half-pixel centres is the repeat np.repeat makes (1-pixel and odd sides)."""
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((None, None, None, 3), name="x")
+        fetches = {(kind, ac, hp): fn(x, scale=(3, 2), align_corners=ac,
+                                      half_pixel_centers=hp)
+                   for kind, fn in (("bilinear", ff.resize_bilinear),
+                                    ("nearest", ff.resize_nearest_neighbor))
+                   for ac, hp in FLAGS}
+    assert {t.shape for t in fetches.values()} == {(None, None, None, 3)}
+    for n, hw in enumerate([(1, 1), (5, 7), (2, 13)]):
+        value = images_of(hw, "float32", seed=20 + n)
+        out, ref = run_both(g, fetches, {x: value})
+        size = (hw[0] * 3, hw[1] * 2)
+        for (kind, ac, hp), got in out.items():
+            want = (tf_bilinear if kind == "bilinear" else tf_nearest)(value, size, ac, hp)
+            rtol = 0 if kind == "nearest" else 1e-5
+            for result, what in ((got, "gl"), (ref[kind, ac, hp], "reference")):
+                assert_matches(result, want, rtol=rtol, atol=None if rtol == 0 else 1e-5,
+                               what=f"{what} {kind} {hw} ac={ac} hp={hp}")
+        np.testing.assert_array_equal(out["nearest", False, True],
+                                      value.repeat(3, axis=1).repeat(2, axis=2))
+
+
 # -- the gradient ops, as ops: GL gather against the reference's scatter -----------------
 def tf_bilinear_grad(dy, shape, align_corners, half_pixel_centers):
     """TF's ResizeBilinearGrad loop: every dy pixel adds to its four taps."""
@@ -269,3 +296,11 @@ def test_build_time_errors():
             ff.resize_bilinear(ff.placeholder((4, 4, 3)), (2, 2))
         with pytest.raises(ff.DTypeError, match="bool"):
             ff.resize_nearest_neighbor(ff.placeholder((1, 2, 2, 1), "bool"), (3, 3))
+        with pytest.raises(ff.AttrError, match="give size .* or scale .*not both"):
+            ff.resize_bilinear(x, (2, 2), scale=(2, 2))
+        with pytest.raises(ff.AttrError, match="not neither"):
+            ff.resize_nearest_neighbor(x)
+        with pytest.raises(ff.AttrError, match=r"scale must be positive, got \(0, 2\)"):
+            ff.resize_nearest_neighbor(x, scale=(0, 2))
+        with pytest.raises(ff.AttrError, match="scale must be two ints"):
+            ff.resize_bilinear(x, scale=(1.5, 2))

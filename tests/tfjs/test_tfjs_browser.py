@@ -1,4 +1,5 @@
-"""Exports of TF.js corpus models against TF.js 4.22's WebGL backend in Chromium, on
+"""Exports of TF.js corpus models (and of two UpscalerJS layers models, loaded in the page
+by tf.loadLayersModel) against TF.js 4.22's WebGL backend in Chromium, on
 both rasterisers (SwiftShader; Mesa through ANGLE's GL-EGL backend): each model
 exported (weights as they came), then run in one page beside tf.loadGraphModel on the
 same model.json and shards (benchmarks/browser/models.js), on the same seeded feeds;
@@ -33,14 +34,18 @@ pytestmark = pytest.mark.skipif(os.environ.get("FRAGFLOW_TFJS_BROWSER") != "1",
                                        "(FRAGFLOW_TFJS_BROWSER=1)")
 
 
-@pytest.fixture(scope="module")
-def prepared(tmp_path_factory):
-    corpus.corpus()
+def _require_browser():
     corpus.require_tfjs()
     if chromium() is None:
         if os.environ.get("FRAGFLOW_REQUIRE_CHROMIUM", "") not in ("", "0"):
             pytest.fail("FRAGFLOW_REQUIRE_CHROMIUM is set but chromium is not on PATH")
         pytest.skip("chromium is not installed (Debian: apt-get install chromium)")
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    corpus.corpus()
+    _require_browser()
     root = str(tmp_path_factory.mktemp("tfjs-browser"))
     listed, skipped, sizes = bench_models.prepare(root, MODELS, log=lambda s: None)
     assert not skipped, skipped
@@ -84,3 +89,35 @@ def test_exports_are_smaller_than_tfjs_with_its_runtime(prepared):
     for name, s in sizes.items():
         assert s["ff"][1] < s["tfjs"][1], (name, s)         # gzipped
         assert s["bin"] <= os.path.getsize(os.path.join(corpus.corpus(), name + ".bin"))
+
+
+# -- models from other npm packages (test_tfjs_npm_models.py): UpscalerJS's layers models
+UPSCALERS = {"default-model": "@upscalerjs/default-model/models/model.json",
+             "esrgan-legacy-div2k-x3": "@upscalerjs/esrgan-legacy/models/div2k/x3/model.json"}
+
+
+@pytest.fixture(scope="module")
+def upscaler_results(tmp_path_factory):
+    """Each exported at 1x37x29x3 (sides not multiples of 4) with images in [0, 255), as
+    UpscalerJS feeds them, and run beside tf.loadLayersModel on the same files."""
+    _require_browser()
+    root = str(tmp_path_factory.mktemp("npm-browser"))
+    sources = {name: {"path": corpus.npm_model(rel), "input_shapes": {"LR": (1, 37, 29, 3)},
+                      "scale": 255.0}
+               for name, rel in UPSCALERS.items()}
+    listed, skipped, _ = bench_models.prepare(root, list(UPSCALERS), log=lambda s: None,
+                                              sources=sources)
+    assert not skipped, skipped
+    return {config: bench_models.run(root, listed, config, rounds=0, budget_ms=0,
+                                     profile=False, timeout=900)
+            for config in CONFIGS}
+
+
+@pytest.mark.parametrize("config", list(CONFIGS))
+@pytest.mark.parametrize("name", list(UPSCALERS))
+def test_an_upscaler_export_matches_tfjs_webgl(upscaler_results, config, name):
+    entry = upscaler_results[config][name]
+    assert entry["error"] is None, entry["error"]
+    error = bench_models.agreement(entry["outputs"])
+    print(f"{name} {config}: {error:.1e} of the largest output")
+    assert error <= TOLERANCE

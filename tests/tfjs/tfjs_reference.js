@@ -1,8 +1,12 @@
-// The oracle of tests/tfjs: TF.js 4.22 (pure-JS CPU backend) in node runs a graph model.
+// The oracle of tests/tfjs: TF.js 4.22 (pure-JS CPU backend) in node runs a graph model
+// (tf.loadGraphModel, executeAsync) or a layers model (tf.loadLayersModel, predict).
 //   node tfjs_reference.js info MODEL_JSON            -> JSON: inputs, outputs, node names
-//   node tfjs_reference.js run MODEL_JSON FEEDS OUT   -> runs on FEEDS, writes OUT
+//   node tfjs_reference.js run MODEL_JSON FEEDS OUT [SETUP]  -> runs on FEEDS, writes OUT
 //   node tfjs_reference.js many LIST                  -> LIST: JSON [[MODEL_JSON, FEEDS,
-//                                                        OUT], ...]: one node for many
+//                                                        OUT, SETUP?], ...]: one node for many
+// SETUP: a module whose default export's setup(tf) registers the custom layer classes a
+// layers model names, as the npm package that ships the model does for its users
+// (UpscalerJS's model definitions); the module is the package's own code.
 // FEEDS: JSON {name: {dtype, shape, file}} with raw little-endian float32/int32 files;
 // OUT: JSON {outputs: [{name, dtype, shape, file}]} with raw files beside it.
 // Needs NODE_PATH holding @tensorflow/tfjs (the Makefile installs it into a cache).
@@ -10,7 +14,11 @@ const fs = require('fs');
 const path = require('path');
 const tf = require('@tensorflow/tfjs');
 
-async function loadModel(file) {
+async function loadModel(file, setup) {
+  if (setup) {
+    const definition = require(setup);
+    (definition.default || definition).setup(tf);
+  }
   const json = JSON.parse(fs.readFileSync(file, 'utf8'));
   const dir = path.dirname(file);
   const specs = [];
@@ -27,6 +35,11 @@ async function loadModel(file) {
     userDefinedMetadata: json.userDefinedMetadata, weightSpecs: specs,
     weightData: buffers.length === 1 ? buffers[0] : buffers,
   });
+  if (json.format === 'layers-model') {
+    const model = await tf.loadLayersModel(handler);
+    model.layersModel = true;
+    return model;
+  }
   return tf.loadGraphModel(handler);
 }
 
@@ -35,16 +48,16 @@ async function main() {
   const [mode, file, feedsFile, outFile] = process.argv.slice(2);
   if (mode === 'many') {
     const list = JSON.parse(fs.readFileSync(file, 'utf8'));
-    for (const [m, f, o] of list) {
+    for (const [m, f, o, setup] of list) {
       try {
-        await runOne(await loadModel(m), f, o);
+        await runOne(await loadModel(m, setup), f, o);
       } catch (err) {
         fs.writeFileSync(o, JSON.stringify({error: String(err && err.message || err)}));
       }
     }
     return;
   }
-  const model = await loadModel(file);
+  const model = await loadModel(file, process.argv[6]);
   if (mode === 'info') {
     process.stdout.write(JSON.stringify({
       inputs: model.inputs, outputs: model.outputs,
@@ -65,7 +78,10 @@ async function runOne(model, feedsFile, outFile) {
     const data = f.dtype === 'int32' ? new Int32Array(ab) : new Float32Array(ab);
     inputs[name] = tf.tensor(data, f.shape, f.dtype);
   }
-  let outs = await model.executeAsync(inputs);
+  // a layers model takes its inputs in the order the feeds list them (TF.js renames a
+  // layers model's tensors when a process loads several: names cannot key them)
+  let outs = model.layersModel ? model.predict(Object.values(inputs))
+      : await model.executeAsync(inputs);
   if (!Array.isArray(outs)) outs = [outs];
   const result = {outputs: []};
   const outDir = path.dirname(outFile);

@@ -1,0 +1,175 @@
+"""TF.js models that npm packages ship beyond the corpus: UpscalerJS's super-resolution
+layers models (@upscalerjs/default-model, esrgan-slim, esrgan-medium, esrgan-legacy;
+docs/TFJS.md, Models from other npm packages), against TF.js 4.22 in node
+(tf.loadLayersModel, predict) on the same seeded images, on GL and on the numpy
+executor, through ff.tfjs.load and ff.keras.models.load_model.
+
+They take an image of any size ([null, null, null, 3]): loaded with the height and
+width free, each fed size runs (sizes not multiples of 4, 1-pixel images). esrgan-legacy's
+"gans" model names two custom layer classes (MultiplyBeta, PixelShuffle4x) that the
+package registers in JavaScript: fragflow refuses it, naming them, until custom_objects
+supplies them; TF.js runs it with the package's own registration (its setup(tf)).
+
+`make test` runs a few, each a different case; `make test-tfjs-models`
+(FRAGFLOW_TFJS_ALL=1) runs all 14. Float outputs within 1e-3 of the output's largest
+magnitude, as the corpus."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import tfjs_corpus as corpus
+
+import fragflow as ff
+
+ALL = os.environ.get("FRAGFLOW_TFJS_ALL") == "1"
+TOLERANCE = 1e-3
+
+# name -> model.json under node_modules (every model.json the four packages ship)
+MODELS = {
+    "default-model": "@upscalerjs/default-model/models/model.json",
+    **{f"esrgan-slim-{x}": f"@upscalerjs/esrgan-slim/models/{x}/model.json"
+       for x in ("x2", "x3", "x4", "x8")},
+    **{f"esrgan-medium-{x}": f"@upscalerjs/esrgan-medium/models/{x}/model.json"
+       for x in ("x2", "x3", "x4", "x8")},
+    **{f"esrgan-legacy-div2k-{x}": f"@upscalerjs/esrgan-legacy/models/div2k/{x}/model.json"
+       for x in ("x2", "x3", "x4")},
+    "esrgan-legacy-psnr-small": "@upscalerjs/esrgan-legacy/models/psnr-small/model.json",
+}
+GANS = "@upscalerjs/esrgan-legacy/models/gans/model.json"
+GANS_SETUP = "@upscalerjs/esrgan-legacy/gans"     # the package's custom-layer registration
+# two cases, for make test's time: the default model (x2) and a x3 upsampling; all 14
+# (uint8-quantized weights in esrgan-legacy's) under FRAGFLOW_TFJS_ALL
+FEW = ["default-model", "esrgan-slim-x3"]
+NAMES = list(MODELS) if ALL else FEW
+# [1, height, width, 3] images fed to every model: sides not multiples of 4
+SIZES = [(1, 13, 7, 3), (2, 6, 9, 3)] if ALL else [(1, 13, 7, 3)]
+
+
+def _image(shape, seed, top=255.0):
+    """A seeded image in [0, top): UpscalerJS feeds these models 0-255 (gans 0-1)."""
+    return np.random.default_rng(seed).random(shape, dtype=np.float32) * np.float32(top)
+
+
+def _check(what, got, want, tolerance=TOLERANCE):
+    assert len(got) == len(want), f"{what}: {len(got)} outputs, TF.js {len(want)}"
+    for k, (g, w) in enumerate(zip(got, want)):
+        assert g.shape == w.shape, f"{what} output {k}: {g.shape} vs {w.shape}"
+        error = corpus.max_error(g, w)
+        assert error <= tolerance, f"{what} output {k}: error {error:.2e}"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_an_upscaler_model_of_any_size_matches_tfjs_on_numpy_and_gl(name, gl):
+    path = corpus.npm_model(MODELS[name])
+    model = ff.tfjs.load(path)                    # height and width free
+    (input_name,) = model.inputs_by_name
+    assert model.inputs[0].shape == (None, None, None, 3)
+    feeds = [{input_name: _image(shape, seed)} for seed, shape in enumerate(SIZES)]
+    wants = corpus.tfjs_run_many([(path, f) for f in feeds])
+    with ff.Session(model.graph, backend="numpy", passes=[]) as ref, \
+            ff.Session(model.graph) as sess:
+        for f, want in zip(feeds, wants):
+            assert not isinstance(want, str), f"TF.js failed: {want}"
+            for backend, s in (("numpy", ref), ("gl", sess)):
+                _check(f"{name} {backend} {f[input_name].shape}",
+                       s.run(model.outputs, model.feed_dict(f)), want)
+
+
+def test_keras_load_model_reads_an_upscaler_model_json_and_predicts_any_size():
+    """ff.keras.models.load_model on the same model.json: predict on images of several
+    sizes (1-pixel included), as TF.js's predict."""
+    path = corpus.npm_model(MODELS["default-model"])
+    model = ff.keras.models.load_model(path, backend="numpy")
+    images = [_image(shape, 10 + k) for k, shape in enumerate([(1, 1, 1, 3), (1, 5, 11, 3)])]
+    wants = corpus.tfjs_run_many([(path, {"LR": x}) for x in images])
+    for x, want in zip(images, wants):
+        _check(f"load_model {x.shape}", [model.predict(x)], want)
+
+
+def test_input_shapes_fix_an_upscaler_models_size():
+    path = corpus.npm_model(MODELS["esrgan-slim-x3"])
+    model = ff.tfjs.load(path, input_shapes={"LR": (1, 10, 6, 3)})
+    assert model.outputs_by_name["SR/SR"].shape == (1, 30, 18, 3)
+    with pytest.raises(ff.tfjs.TfjsImportError, match=r"input_shapes names input; the "
+                                                      r"model's inputs are LR"):
+        ff.tfjs.load(path, input_shapes={"input": (1, 10, 6, 3)})
+
+
+def test_an_export_keeps_a_layers_models_uint8_weights_as_they_came(tmp_path):
+    """esrgan-legacy's weights are uint8-quantized: model.bin holds them so (its 2.6 MB
+    shard, not 10.5 MB of float32), dequantized when the model loads."""
+    path = corpus.npm_model(MODELS["esrgan-legacy-div2k-x2"])
+    model = ff.tfjs.load(path, input_shapes={"LR": (1, 16, 16, 3)})
+    export = ff.webgl.export(model.outputs, model.inputs, tmp_path / "web", page=False)
+    shard = os.path.getsize(os.path.join(os.path.dirname(path), "group1-shard1of1.bin"))
+    assert export.bin_bytes <= shard + 64          # the uint8 bytes, aligned to 16
+
+
+# -- custom layer classes: esrgan-legacy's gans ---------------------------------------------
+class MultiplyBeta(ff.keras.layers.Layer):
+    """UpscalerJS's MultiplyBeta: inputs * beta (the residual scaling of ESRGAN's RRDB)."""
+
+    def __init__(self, beta=0.2, **kwargs):
+        super().__init__(**kwargs)
+        self.beta = beta
+
+    def call(self, inputs):
+        return inputs * self.beta
+
+
+class PixelShuffle4x(ff.keras.layers.Layer):
+    """UpscalerJS's PixelShuffle4x: depth_to_space by its scale."""
+
+    def __init__(self, scale=4, **kwargs):
+        super().__init__(**kwargs)
+        self.scale = scale
+
+    def call(self, inputs):
+        return ff.nn.depth_to_space(inputs, self.scale)
+
+
+CUSTOM = {"MultiplyBeta": MultiplyBeta, "PixelShuffle4x": PixelShuffle4x}
+
+
+def test_a_custom_layer_class_is_refused_naming_it_and_how_to_supply_it():
+    path = corpus.npm_model(GANS)
+    message = (r"layer 'multiply_beta_401' \(MultiplyBeta\): 'MultiplyBeta' is not a Keras "
+               r"layer fragflow has: a custom layer class, which TF.js runs from JavaScript "
+               r".*registerClass.*never runs code from a file\. Supply it: custom_objects="
+               r"\{'MultiplyBeta': an ff\.keras\.layers\.Layer subclass .*ff\.tfjs\.load or "
+               r"ff\.keras\.models\.load_model")
+    with pytest.raises(ff.tfjs.TfjsImportError, match=message):
+        ff.tfjs.load(path)
+    with pytest.raises(ff.FragflowError, match=message):
+        ff.keras.models.load_model(path)
+    # one of the two supplied: the other is named
+    with pytest.raises(ff.tfjs.TfjsImportError, match=r"layer 'pixel_shuffle_10' "
+                                                      r"\(PixelShuffle4x\): 'PixelShuffle4x'"):
+        ff.tfjs.load(path, custom_objects={"MultiplyBeta": MultiplyBeta})
+
+
+def test_custom_objects_on_a_graph_model_is_an_error():
+    path = os.path.join(corpus.corpus(), "emotion.json")
+    with pytest.raises(ff.tfjs.TfjsImportError, match="custom_objects applies to layers "
+                                                      "models"):
+        ff.tfjs.load(path, custom_objects=CUSTOM)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "gl"] if ALL else ["numpy"])
+def test_the_gans_model_with_its_custom_layers_supplied_matches_tfjs(backend, request):
+    """custom_objects supplies the classes (as Keras's load_model takes them); TF.js runs
+    the model with the package's own JavaScript classes. GL only under
+    FRAGFLOW_TFJS_ALL: 400 layers, ~10 s of shader compiles on llvmpipe."""
+    if backend == "gl":
+        request.getfixturevalue("gl")
+    path = corpus.npm_model(GANS)
+    shape = (1, 7, 5, 3)
+    model = ff.tfjs.load(path, input_shapes={"LR_input": shape}, custom_objects=CUSTOM)
+    assert model.outputs[0].shape == (1, 28, 20, 3)
+    x = _image(shape, 3, top=1.0)
+    want = corpus.tfjs_run(path, {"LR_input": x}, setup=GANS_SETUP)
+    sess = ff.Session(model.graph, backend=backend, **({"passes": []} if backend == "numpy"
+                                                       else {}))
+    _check(f"gans {backend}", sess.run(model.outputs, model.feed_dict({"LR_input": x})), want)
