@@ -431,6 +431,8 @@ def _direct_fits(taps: int, c: int, cout: int, macs: int, tuning) -> bool:
     if cout % 4 or taps > knobs.direct_max_taps or taps * steps > loop_trips() or \
             macs >= knobs.direct_max_macs:
         return False
+    if steps > knobs.direct_inline_steps and taps > knobs.direct_max_looped_taps:
+        return False        # a loop per tap: a compile time that explodes on llvmpipe
     # past blocked_min_macs, a deep sum per output is the blocked kernel's: its fewer
     # fetches pay for its stitch
     return macs < tuning.matmul.blocked_min_macs or taps * c <= knobs.direct_max_depth

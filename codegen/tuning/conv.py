@@ -67,6 +67,11 @@ class ConvTuning:
     direct_max_macs: int = 1 << 21
     direct_max_taps: int = 49
     direct_inline_steps: int = 8
+    # ... and channel loops (steps past direct_inline_steps) only in windows of up to
+    # this many taps: llvmpipe compiled 4x4 taps of 14-16 step loops in 70 s (3x3 taps
+    # of 64 steps 0.2 s, 4x4 of 16 unrolled 1 s; docs/PERFORMANCE.md, conv.direct);
+    # conv.generic takes the rest
+    direct_max_looped_taps: int = 9
     # with C % 4 != 0, window rows of up to direct_row_floats floats read as whole
     # texels (row_reads), a constant filter of up to literal_max_c4 output texels
     # written into the source (literal_weights), channels picked aligned

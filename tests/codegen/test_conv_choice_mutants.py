@@ -28,6 +28,19 @@ def test_direct_kernel_refuses_a_loop_past_the_budget():
     assert conv._direct_fits(taps, 4, 4, 1000, KNOBS)
 
 
+
+def test_direct_kernel_loops_its_channels_only_in_one_tap_windows():
+    # channel loops (texel steps past direct_inline_steps) in a window of taps: a loop
+    # per tap, whose compile took 70 s on llvmpipe for 4x4 taps of 16 steps; generic then
+    steps, most = KNOBS.conv.direct_inline_steps, KNOBS.conv.direct_max_looped_taps
+    assert most == 9
+    assert conv._direct_fits(9, 4 * 16, 4, 1000, KNOBS)                 # 3x3: 9 loops
+    assert conv._direct_fits(16, 4 * steps, 4, 1000, KNOBS)             # taps unrolled
+    assert not conv._direct_fits(16, 4 * 16, 4, 1000, KNOBS)            # 4x4: 16 loops
+    assert not conv._direct_fits(10, steps + 1, 4, 1000, KNOBS)         # scalar C loops
+    assert conv._direct_fits(16, 4 * 16, 4, 1000,
+                             KNOBS.with_({"conv.direct_max_looped_taps": 16}))
+
 def _conv_node(x_shape, w_shape):
     g = ff.Graph()
     with g.as_default():

@@ -89,6 +89,25 @@ def test_which_convolutions_run_direct(gl):
     assert is_direct(conv_kernels((1, 2, 2, 128), (1, 1, 128, 128))[0])
     # output channels not in fours: conv.glsl.j2's lanes
     assert not is_direct(conv_kernels((1, 6, 6, 4), (3, 3, 4, 6))[0])
+    # a window of channel loops (4x4 taps of 16 texel steps: a one-pixel image through
+    # UpscalerJS's 4x4 conv of 64 channels): the generic kernel, not a loop per tap
+    assert not is_direct(conv_kernels((1, 1, 1, 64), (4, 4, 64, 64))[0])
+
+
+def test_a_one_pixel_image_through_a_deep_window(gl):
+    # its direct kernel (a loop per tap) took 70 s to compile on llvmpipe (5x5: >10 min)
+    rng = np.random.default_rng(11)
+    x, w = normal(rng, 1, 1, 1, 64), normal(rng, 5, 5, 64, 64)
+    x[0, 0, 0, :3] = [0.0, -30.0, 1e-30]
+    ks = compiled_kernels(lambda xp, wp: ff.conv2d(xp, wp, padding="SAME"), [x.shape, w.shape])
+    assert [k.strategy for k in ks] == ["conv.generic"], [k.strategy for k in ks]
+    g = ff.Graph()
+    with g.as_default():
+        xp, wp = ff.placeholder(x.shape, name="x"), ff.placeholder(w.shape, name="w")
+        y = ff.nn.relu(ff.conv2d(xp, wp, padding="SAME"))
+    out, ref = run_both(g, {"y": y}, {xp: x, wp: w})
+    assert 0 < (ref["y"] > 0).sum() < ref["y"].size    # some clipped, some not
+    assert_matches(out["y"], ref["y"], rtol=1e-5, atol=1e-5 * np.abs(ref["y"]).max())
 
 
 def test_gradients_through_the_direct_kernel(gl):
