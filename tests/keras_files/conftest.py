@@ -16,6 +16,15 @@ def require_h5py():
     pytest.importorskip("h5py", reason="h5py is not installed (pip install 'fragflow[test]')")
 
 
+def require_keras():
+    """Skip, saying why, where Keras's files cannot be made here (h5py, keras, torch)."""
+    require_h5py()
+    for module in ("keras", "torch"):
+        if importlib.util.find_spec(module) is None:
+            pytest.skip(f"{module} is not installed (pip install 'fragflow[test]'): no "
+                        f"Keras files to read")
+
+
 def _run(args):
     done = subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True,
                           timeout=300, env=dict(os.environ, KERAS_BACKEND="torch"))
@@ -27,11 +36,7 @@ def _run(args):
 def keras_dir(tmp_path_factory):
     """A folder of models saved by Keras 3 (keras_models.py make): NAME.keras, NAME.h5,
     NAME.inputs.npz, NAME.keras.npz, cnn.fit.json."""
-    require_h5py()
-    for module in ("keras", "torch"):
-        if importlib.util.find_spec(module) is None:
-            pytest.skip(f"{module} is not installed (pip install 'fragflow[test]'): no "
-                        f"Keras files to read")
+    require_keras()
     out = tmp_path_factory.mktemp("keras_models")
     _run(["make", str(out)])
     return out

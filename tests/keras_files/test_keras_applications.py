@@ -7,7 +7,6 @@ with FRAGFLOW_KERAS_APPS=1).
 
 `make test` runs the models in DEFAULT; FRAGFLOW_KERAS_APPS=1 (`make test-keras-apps`)
 runs every one (minutes on 2 cores). One file: the Keras-made files are made once."""
-import importlib.util
 import json
 import os
 import shutil
@@ -19,7 +18,7 @@ import pytest
 
 import fragflow as ff
 from fragflow.frontend.layers_applications import CustomScaleLayer, LayerScale, StochasticDepth
-from tests.keras_files.conftest import assert_close, keras_predict, require_h5py
+from tests.keras_files.conftest import assert_close, keras_predict, require_keras
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "keras_applications.py")
 # keras_applications.MODELS, in the order of docs/KERAS.md's table (keras.applications
@@ -49,11 +48,7 @@ def apps_dir(tmp_path_factory):
     """NAME.keras, NAME.h5, NAME.inputs.npz (x0) and NAME.keras.npz (Keras's predict,
     y0) for the models run and those of EXTRA; transfer.fit.npz (x, y) and
     transfer.fit.json (Keras's losses of a fit from the saved state)."""
-    require_h5py()
-    for module in ("keras", "torch"):
-        if importlib.util.find_spec(module) is None:
-            pytest.skip(f"{module} is not installed (pip install 'fragflow[test]'): no "
-                        f"Keras files to read")
+    require_keras()
     out = tmp_path_factory.mktemp("keras_applications")
     done = subprocess.run([sys.executable, SCRIPT, "make", str(out), *NAMES, *EXTRA],
                           capture_output=True, text=True, timeout=1200,
