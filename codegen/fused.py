@@ -109,6 +109,9 @@ def matmul_epilogue(node, layouts, first: int = 2) -> tuple:
     for e in extra:
         e.index = broadcast_index(out.layout.shape, e.layout.shape)
     _set_lanes(extra)
+    # a residual operand a LayerNorm left in its render targets (codegen/norm.py
+    # plan_blocks, reads_residual)
+    extra = [_from_blocks(node, v, e) for v, e in zip(extra_vals, extra)]
     acc_type = TensorType(out.layout.shape, _infer_acc_dtype(node))
     steps, result = glsl_steps(node.attrs["steps"], ["acc"] + [e.arg for e in extra],
                                [acc_type] + [v.type for v in extra_vals])

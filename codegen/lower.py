@@ -34,6 +34,7 @@ LOWERINGS = {family: import_module(f"{__package__}.{family}").lower_node
 
 # the families' scheduling decisions that span nodes (codegen/schedule.py), in order
 PLANNERS = (import_module(f"{__package__}.conv").plan_blocks,
+            import_module(f"{__package__}.norm").plan_blocks,
             import_module(f"{__package__}.matmul").plan_blocks)
 
 

@@ -11,6 +11,12 @@ long, the four lanes of a texel are one row's and read it as whole texels.
   what all the walks read) of at most `reduce.norm_direct_work`.
 - norm.stats: two kernels; one fragment a row writes its statistics into a scratch
   texture (one texel a row), then a kernel normalizes every element reading them.
+- norm.rows: one kernel writing render targets, no stitch, where plan_blocks left the
+  result there (its readers read it in place: blocked matmuls as their A, matmuls'
+  epilogues as a residual operand): a fragment walks its row once into registers
+  (two passes over them for the statistics) and writes up to `matmul.max_targets` of
+  the row's texels, one a target; a row of W elements is W / (4 x targets) fragments,
+  each reading it once, where norm.stats reads it three times in two kernels.
 
 Where x is a matmul's result that codegen/matmul.py plan_blocks left in its render
 targets (no stitch: `reads_blocks` says which norms can), both rows read x from them
@@ -20,11 +26,12 @@ read: the stitch's work, done where x is read."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from types import MappingProxyType
 from typing import Any
 
 from ..ir.types import TensorType
-from . import schedule
+from . import schedule, tuning as _tuning
 from .common import make_kernel, operands, output_operand
 from .depthwise import BlocksOperand
 from .environment import glsl_float
@@ -59,7 +66,13 @@ def _plan(site, lanes, tuning):
     return NormPlan(site, width, same_row, unroll)
 
 
+def _planned(site, facts) -> bool:
+    return facts is not None and site.node.outputs[0].name in facts.blocks
+
+
 def _direct(site, facts, tuning):
+    if _planned(site, facts):
+        return None             # norm.rows' (plan_blocks)
     plan = _plan(site, lanes=4, tuning=tuning)
     if plan is None:
         return None
@@ -70,7 +83,15 @@ def _direct(site, facts, tuning):
 
 
 def _stats(site, facts, tuning):
-    return _plan(site, lanes=1, tuning=tuning)
+    return None if _planned(site, facts) else _plan(site, lanes=1, tuning=tuning)
+
+
+def _rows(site, facts, tuning):
+    """norm.rows where plan_blocks left the result in render targets."""
+    if not _planned(site, facts):
+        return None
+    plan = _plan(site, lanes=4, tuning=tuning)
+    return None if plan is None or not plan.same_row else plan
 
 
 def _context(plan, inputs):
@@ -141,6 +162,83 @@ def _emit_stats(plan):
     return [first, second]
 
 
+def _emit_rows(plan):
+    from .matmul import _max_texture_size, _on_targets, blocked_kernel, target_operands
+    site = plan.site
+    node, layouts = site.node, site.layouts
+    view = schedule.active().blocks[node.outputs[0].name]
+    out = output_operand(node.outputs[0], layouts)
+    blocks, names = _on_targets(target_operands(view.blocking, out,
+                                                _max_texture_size(None, out)), view)
+    inputs = operands(node, layouts)
+    x, extra, reading = _reading(site, len(inputs))
+    context = {**_context(plan, inputs), "x": x, **reading}
+    return blocked_kernel("layer_norm.glsl.j2", site.prefix, "fused_layer_norm",
+                          site.named_nodes, [x] + inputs[1:] + extra, blocks, names,
+                          view.blocking, mode="rows",
+                          cache_row=_tuning.active().reduce.norm_rows_cache, **context)
+
+
+def rows_blocking(rows: int, width: int, tuning):
+    """The Blocking of norm.rows' targets: one row a fragment, `cols` column texels
+    (the most of matmul.max_targets and reduce.norm_rows_targets that divides the
+    row's texels), one a target."""
+    from .matmul import Blocking, max_targets
+    texels = width // 4
+    most = min(max_targets(), tuning.reduce.norm_rows_targets, texels)
+    cols = max(c for c in range(1, most + 1) if texels % c == 0)
+    return Blocking(1, rows, width, 1, cols)
+
+
+def reads_residual(node, value) -> bool:
+    """Whether graph node `node` is a fused matmul reading `value` only as an operand
+    of its epilogue at its own output's shape (element e of its result reads element e
+    of value: a residual add): the epilogue reads it through px_ (codegen/fused.py
+    matmul_epilogue, lanes "blocks")."""
+    if node.op != "fused_matmul" or any(v is value for v in node.inputs[:2]):
+        return False
+    out = node.outputs[0].type
+    return value.type.is_static and value.type.shape == out.shape and \
+        value.dtype == out.dtype == "float32"
+
+
+def plan_blocks(graph, facts, limits, tuning) -> dict:
+    """{value: BlocksLayout} for the LayerNorms run as norm.rows (codegen/lower.py
+    PLANNERS): float32 rows of whole texels that TABLE takes, read only by blocked
+    matmuls as their A (codegen/matmul.py _reads_a_blocks) and by fused matmuls'
+    epilogues (reads_residual), where the Tuning's `reduce.norm_rows` is on."""
+    from .matmul import BlocksLayout, _max_texture_size, _reads_a_blocks, target_operands
+    if not tuning.reduce.norm_rows or "norm.rows" in tuning.exclude:
+        return {}
+    blocks: dict = {}
+    for node in graph.nodes:
+        if node.op != "fused_layer_norm":
+            continue
+        out = node.outputs[0]
+        if out.dtype != "float32" or \
+                not all(v.type.is_static for v in tuple(node.inputs) + (out,)):
+            continue
+        layouts = {v.name: layout_for(v.type, limits.max_texture_size)
+                   for v in tuple(node.inputs) + (out,)}
+        plan = _plan(Site(node, layouts, ""), lanes=4, tuning=tuning)
+        if plan is None or not plan.same_row:
+            continue
+        producer = node.inputs[0].node
+        extra = producer.inputs[2:] if producer.op == "fused_matmul" else ()
+        if len(node.inputs) + len(extra) + 1 > limits.max_texture_units:
+            continue
+        so_far = replace(facts, blocks=MappingProxyType({**facts.blocks, **blocks}))
+        if not facts.read_only_by(out, lambda n, v, s=so_far: reads_residual(n, v) or
+                                  _reads_a_blocks(n, v, s, limits, tuning)):
+            continue
+        blocking = rows_blocking(out.type.size // plan.width, plan.width, tuning)
+        result = output_operand(out, layouts)
+        layout = target_operands(blocking, result, _max_texture_size(None, result))[0].layout
+        blocks[out.name] = BlocksLayout(layout.shape, "float32", layout.width,
+                                        layout.height, blocking=blocking)
+    return blocks
+
+
 def reads_blocks(node, value, limits, tuning) -> bool:
     """Whether graph node `node` is a LayerNorm that can read `value`, a matmul's
     result, from the matmul's render targets (codegen/matmul.py plan_blocks): as its x
@@ -162,6 +260,9 @@ def reads_blocks(node, value, limits, tuning) -> bool:
 
 
 TABLE = (
+    Strategy("norm.rows", _rows, _emit_rows,
+             "one kernel writing render targets (no stitch, plan_blocks): a fragment "
+             "walks its row once into registers and writes several of its texels"),
     Strategy("norm.direct", _direct, _emit_direct,
              "one kernel: each fragment walks its row for the mean and variance (or the "
              "mean of squares), then normalizes, scales and shifts its texel"),

@@ -54,6 +54,14 @@ class ReduceTuning:
     # the webgl profile's export in Chromium 0.63x (SwiftShader) and 0.81x (Mesa) at
     # 32 x 128, 0.94x and 0.85x at 128 x 256: off in every profile
     norm_direct_work: int = 0
+    # a LayerNorm read only by blocked matmuls as their A and by matmuls' epilogues as a
+    # residual operand (post-LN BERT: the next layer's q, k, v product and its residual
+    # add) runs as one kernel writing render targets, no stitch (codegen/norm.py
+    # norm.rows): a fragment walks its row once into registers and writes up to
+    # matmul.max_targets of its texels; the readers read them there
+    norm_rows: bool = True
+    norm_rows_cache: bool = True
+    norm_rows_targets: int = 8
     # the most a LayerNorm walk's loop body is unrolled to stay in the loop budget
     # (past it the row is not fused: a longer body, not a longer walk, is what costs)
     norm_max_unroll: int = 64

@@ -319,6 +319,28 @@ def norm_stats():
     """Rows of 128 and 130 elements: a row's statistics, then the normalization."""
     return _norms(128, 130)
 
+
+def norm_rows():
+    """A LayerNorm over rows of 128 read by a blocked matmul as its A and by the next
+    product's residual add (post-LN BERT): one kernel writing render targets, its
+    readers reading them there; 37 rows, one of zeros."""
+    rng = np.random.default_rng(5)
+    w = rng.uniform(0.5, 1.5, 128).astype(np.float32)
+    b = rng.standard_normal(128).astype(np.float32)
+    w1 = (rng.standard_normal((128, 64)) / 11.3).astype(np.float32)
+    w2 = (rng.standard_normal((64, 128)) / 8).astype(np.float32)
+    b1 = rng.standard_normal(64).astype(np.float32)
+
+    def build(x):
+        x = x * np.float32([0.0] + [1.0] * 36).reshape(37, 1)
+        c = x - ff.reduce_mean(x, axis=-1, keepdims=True)
+        var = ff.reduce_mean(ff.square(c), axis=-1, keepdims=True)
+        y = c * ff.rsqrt(var + 1e-5) * w + b
+        z = ff.matmul(y, ff.constant(w1)) + b1
+        return {"layer": ff.matmul(z, ff.constant(w2)) + y}
+    return _case(build, [(37, 128)], rtol=1e-4, atol=1e-4)
+
+
 # -- top_k.TABLE --------------------------------------------------------------------------
 def _top_k_feeds(shape, nan_every):
     def feeds(rng):
@@ -358,7 +380,7 @@ ROW_CASES = {
     "softmax.tree": softmax_tree, "scan.blocks": scan_blocks, "lrn.window": lrn_window,
     "attention.online": attention_online, "attention.scores": attention_scores,
     "attention.scores_blocks": attention_scores_blocks,
-    "norm.direct": norm_direct, "norm.stats": norm_stats,
+    "norm.direct": norm_direct, "norm.stats": norm_stats, "norm.rows": norm_rows,
 
     "top_k.radix": top_k_radix, "top_k.rank": top_k_rank,
 }
