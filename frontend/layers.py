@@ -1055,9 +1055,6 @@ MISSING_LAYERS = {
     **dict.fromkeys(["TextVectorization", "StringLookup", "IntegerLookup", "Hashing",
                      "Discretization", "CategoryEncoding"],
                     "preprocess with numpy before fit"),
-    **dict.fromkeys(["RandomFlip", "RandomRotation", "RandomZoom", "RandomCrop",
-                     "RandomTranslation", "RandomContrast"],
-                    "augment the data with numpy before fit"),
 }
 
 
