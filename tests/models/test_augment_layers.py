@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import fragflow as ff
+from fragflow.frontend.layers import layer_from_config
 from tests.reference import assert_matches, run_both
 
 L = ff.keras.layers
@@ -199,3 +200,31 @@ def test_bad_inputs_are_refused_naming_the_layer():
             L.RandomFlip()(ff.placeholder((None, 4)))
         with pytest.raises(ff.ShapeError, match=r"RandomRotation .*known height"):
             L.RandomRotation(0.1)(ff.placeholder((None, None, 4, 3)), training=True)
+
+
+def test_keras2_configs_load():
+    """tf.keras 2's configs of these layers (dtype a string, factors as given) make the
+    layers, which are their input at inference (Keras 3.15 reads RandomContrast's
+    factor as its own: docs/KERAS.md)."""
+    base = {"trainable": True, "dtype": "float32"}
+    affine = {"fill_mode": "reflect", "fill_value": 0.0, "interpolation": "bilinear",
+              "seed": None}
+    configs = [
+        ("RandomFlip", {"name": "random_flip", "mode": "horizontal", "seed": None}),
+        ("RandomRotation", {"name": "random_rotation", "factor": 0.1, **affine}),
+        ("RandomZoom", {"name": "random_zoom", "height_factor": 0.1, "width_factor": None,
+                        **affine}),
+        ("RandomTranslation", {"name": "random_translation", "height_factor": 0.1,
+                               "width_factor": [-0.2, 0.3], **affine}),
+        ("RandomContrast", {"name": "random_contrast", "factor": 0.2, "seed": None}),
+        ("RandomCrop", {"name": "random_crop", "height": 3, "width": 4, "seed": None}),
+        ("RandomBrightness", {"name": "random_brightness", "factor": 0.2,
+                              "value_range": [0, 255], "seed": None}),
+    ]
+    layers = [layer_from_config({"class_name": cls, "config": {**base, **config}})
+              for cls, config in configs]
+    assert [type(layer).__name__ for layer in layers] == [cls for cls, _ in configs]
+    assert layers[1].factor == (-0.1, 0.1) and layers[3].get_config()["width_factor"] == \
+        [-0.2, 0.3]
+    for layer in layers:
+        np.testing.assert_array_equal(_train(layer, IMAGES[:2], training=False), IMAGES[:2])
