@@ -50,17 +50,20 @@ def _number(value) -> bool:
         not isinstance(value, bool)
 
 
-def _range(layer, what, value, bounds, signed=True, open_low=False) -> tuple:
+def _range(layer, what, value, bounds, signed=True, open_low=False, base=False) -> tuple:
     """(lower, upper) of a Keras factor: a number f gives (-|f|, |f|) (signed) or
     (0, f), clipped below at bounds[0] as Keras's base layer does; a pair is sorted.
-    Values outside bounds are refused naming the layer, the argument and the value."""
+    Values outside bounds are refused naming the layer, the argument and the value; a
+    pair of Keras's base layer (base: RandomRotation, RandomContrast, RandomBrightness,
+    RandomInvert) only where it misses the bounds altogether, as Keras checks it."""
     lo, hi = bounds
 
     def outside(v):
         return not _number(v) or v > hi or (v <= lo if open_low else v < lo)
 
     if isinstance(value, (list, tuple)):
-        if len(value) != 2 or any(outside(v) for v in value):
+        if len(value) != 2 or not all(_number(v) for v in value) or (
+                value[0] > hi or value[1] < lo if base else any(outside(v) for v in value)):
             raise AttrError(f"{_where(layer)}: {what} must be a number or a pair of "
                             f"numbers in [{lo}, {hi}], got {value!r}")
         return tuple(sorted(float(v) for v in value))
@@ -113,6 +116,7 @@ class _Augmentation(Layer):
     images in training (a single 3-D image as a batch of one)."""
     channels_first_ok = True
     training_dependent = True
+    needs_size = False               # whether training needs H, W and C known
 
     def __init__(self, seed=None, data_format=None, bounding_box_format=None, **kwargs):
         super().__init__(data_format=data_format, **kwargs)
@@ -127,7 +131,7 @@ class _Augmentation(Layer):
     def call(self, x, training=False):
         if not training:
             return x
-        _image_shape(self, x.shape)
+        _image_shape(self, x.shape, known=self.needs_size)
         if len(x.shape) == 3:
             return _ops.squeeze(self.augment(_ops.expand_dims(x, 0)), [0])
         return self.augment(x)
@@ -171,6 +175,7 @@ class RandomCrop(_Augmentation):
     offset per batch); where the images are not larger both ways, Keras's centred
     crop resized (bilinear) to (height, width). At inference the input as it is:
     Keras 3 crops in training only."""
+    needs_size = True
 
     def __init__(self, height, width, seed=None, data_format=None, **kwargs):
         super().__init__(seed=seed, data_format=data_format, **kwargs)
@@ -255,6 +260,7 @@ def affine_transform(images, coefficients, interpolation, fill_mode, fill_value)
 
 class _Affine(_Augmentation):
     """RandomRotation, RandomZoom, RandomTranslation: a random affine map per image."""
+    needs_size = True
 
     def __init__(self, fill_mode="reflect", interpolation="bilinear", seed=None,
                  fill_value=0.0, data_format=None, **kwargs):
@@ -283,7 +289,7 @@ class RandomRotation(_Affine):
     def __init__(self, factor, fill_mode="reflect", interpolation="bilinear", seed=None,
                  fill_value=0.0, data_format=None, **kwargs):
         super().__init__(fill_mode, interpolation, seed, fill_value, data_format, **kwargs)
-        self.factor = _range(self, "factor", factor, (-1.0, 1.0))
+        self.factor = _range(self, "factor", factor, (-1.0, 1.0), base=True)
 
     def coefficients(self, images):
         _, h, w, _ = images.shape
@@ -345,7 +351,7 @@ class RandomContrast(_Augmentation):
 
     def __init__(self, factor, value_range=(0, 255), seed=None, **kwargs):
         super().__init__(seed=seed, **kwargs)
-        self.factor = _range(self, "factor", factor, (0.0, 1.0))
+        self.factor = _range(self, "factor", factor, (0.0, 1.0), base=True)
         self.value_range = _value_range(self, value_range)
 
     def augment(self, images):
@@ -362,7 +368,7 @@ class RandomBrightness(_Augmentation):
 
     def __init__(self, factor, value_range=(0, 255), seed=None, **kwargs):
         super().__init__(seed=seed, **kwargs)
-        self.factor = _range(self, "factor", factor, (-1.0, 1.0))
+        self.factor = _range(self, "factor", factor, (-1.0, 1.0), base=True)
         self.value_range = sorted(_value_range(self, value_range))
 
     def augment(self, images):
@@ -406,7 +412,7 @@ class RandomInvert(_Augmentation):
     def __init__(self, factor=1.0, value_range=(0, 255), seed=None, data_format=None,
                  **kwargs):
         super().__init__(seed=seed, data_format=data_format, **kwargs)
-        self.factor = _range(self, "factor", factor, (0.0, 1.0))
+        self.factor = _range(self, "factor", factor, (0.0, 1.0), base=True)
         self.value_range = _value_range(self, value_range)
 
     def augment(self, images):

@@ -228,3 +228,25 @@ def test_keras2_configs_load():
         [-0.2, 0.3]
     for layer in layers:
         np.testing.assert_array_equal(_train(layer, IMAGES[:2], training=False), IMAGES[:2])
+
+
+def test_base_layers_take_pairs_as_keras_checks_them():
+    """Keras's base layer refuses a pair only where it misses the bounds altogether:
+    RandomContrast((0.2, 1.5)) draws from [0.8, 2.5]; (1.5, 2.0) is refused."""
+    assert L.RandomContrast((0.2, 1.5)).factor == (0.2, 1.5)
+    assert L.RandomRotation((-2.0, 0.5)).factor == (-2.0, 0.5)
+    with pytest.raises(ff.AttrError, match=r"RandomContrast .*\(1\.5, 2\.0\)"):
+        L.RandomContrast((1.5, 2.0))
+    with pytest.raises(ff.AttrError, match=r"RandomZoom .*\[-0\.5, 1\.5\]"):
+        L.RandomZoom([-0.5, 1.5])                        # its own check: each value
+
+
+def test_colour_and_flip_layers_train_on_images_of_any_size():
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((None, None, None, 3), name="x")
+        y = L.RandomFlip(seed=1)(L.RandomBrightness(0.1)(L.RandomContrast(0.2)(
+            x, training=True), training=True), training=True)
+    sess = ff.Session(g, backend="numpy")
+    for images in (IMAGES[:2], IMAGES[:3, :4, :6]):
+        assert sess.run(y, {x: images}).shape == images.shape
