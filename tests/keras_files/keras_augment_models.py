@@ -10,7 +10,7 @@ subprocess (as keras_models.py).
                                                  layer's Keras config) and
                                                  OUT/layers.npz (each layer's training
                                                  output where its draw is fixed, and
-                                                 AutoContrast's inference output)
+                                                 inference outputs)
     python keras_augment_models.py predict F...  Keras's load_model of each file F and
                                                  its predictions: F.pred.npz
 """
@@ -49,6 +49,14 @@ CASES = {
     "invert": ("RandomInvert", dict(factor=(1.0, 1.0), value_range=(0, 300)), True),
     "solarization": ("Solarization", dict(value_range=(0, 1)), True),
     "crop_resized": ("RandomCrop", dict(height=9, width=4), True),
+    # at inference: Keras 3's random layers are their input (RandomCrop too)
+    **{f"{cls}_inference": (cls, kwargs, False) for cls, kwargs in [
+        ("RandomFlip", dict()), ("RandomRotation", dict(factor=0.3)),
+        ("RandomZoom", dict(height_factor=0.2)),
+        ("RandomTranslation", dict(height_factor=0.2, width_factor=0.1)),
+        ("RandomCrop", dict(height=3, width=4)), ("RandomContrast", dict(factor=0.5)),
+        ("RandomBrightness", dict(factor=0.5)), ("RandomGrayscale", dict(factor=1.0)),
+        ("RandomInvert", dict()), ("Solarization", dict(addition_factor=0.5))]},
     "auto_contrast": ("AutoContrast", dict(), False),
     "auto_contrast_unit": ("AutoContrast", dict(value_range=(0, 1)), False),
 }
@@ -115,9 +123,9 @@ def make(out):
     for name, (cls, kwargs, training) in CASES.items():
         layer = getattr(layers, cls)(**kwargs)
         results[name] = np.asarray(layer(x, training=training))
-        configs[name] = [cls, kwargs, layer.get_config()]
+        configs[name] = [cls, kwargs, layer.get_config(), training]
     for name, (cls, kwargs) in CONFIGS.items():
-        configs[name] = [cls, kwargs, getattr(layers, cls)(**kwargs).get_config()]
+        configs[name] = [cls, kwargs, getattr(layers, cls)(**kwargs).get_config(), None]
     np.savez(os.path.join(out, "layers.npz"), **results)
     with open(os.path.join(out, "layers.json"), "w") as f:
         json.dump(configs, f)

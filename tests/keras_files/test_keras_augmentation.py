@@ -4,8 +4,9 @@ subprocess: keras_augment_models.py): the image classification tutorial's model
 and numpy) as in Keras; fragflow's .keras and .h5 of it predict the same in Keras; fit
 runs on it; each layer's training output where its draw is fixed (a factor pair of one
 value, a probability of 1: every fill mode and interpolation of the affine layers)
-equals Keras's; each Keras config reads and writes back as Keras wrote it; a TF.js
-layers model holding them loads through the same layer registry."""
+and each one's inference output equal Keras's; each Keras config reads and writes
+back as Keras wrote it; a TF.js layers model holding them loads through the same layer
+registry."""
 import json
 import os
 import subprocess
@@ -90,20 +91,21 @@ def _layer_cases(keras_dir):
 
 
 @pytest.mark.parametrize("backend", ["gl", "numpy"])
-def test_layers_with_fixed_draws_augment_as_keras_does(keras_dir, request, backend):
+def test_layers_with_fixed_draws_and_at_inference_give_what_keras_does(keras_dir, request,
+                                                                        backend):
     if backend == "gl":
         request.getfixturevalue("gl")
     data = np.load(keras_dir / "layers.npz")
     images = data["images"]
     cases = {n: c for n, c in _layer_cases(keras_dir).items() if n in data.files}
-    assert len(cases) == 21
+    assert len(cases) == 31
     g = ff.Graph()
     fetches = {}
     with g.as_default():
         x = ff.placeholder((None,) + images.shape[1:], name="x")
-        for name, (cls, _, config) in cases.items():
+        for name, (cls, _, config, training) in cases.items():
             layer = getattr(ff.keras.layers, cls).from_config(config)
-            fetches[name] = layer(x, training=cls != "AutoContrast")
+            fetches[name] = layer(x, training=training)
     got = ff.Session(g, backend=backend).run(fetches, {x: images})
     for name in cases:
         assert got[name].shape == data[name].shape, name
@@ -117,8 +119,8 @@ def _json(value):
 
 def test_keras_configs_read_and_write_back_as_keras_wrote_them(keras_dir):
     cases = _layer_cases(keras_dir)
-    assert len(cases) == 28
-    for name, (cls, kwargs, config) in cases.items():
+    assert len(cases) == 38
+    for name, (cls, kwargs, config, _) in cases.items():
         layer = getattr(ff.keras.layers, cls).from_config(config)
         assert _json(layer.get_config()) == _json(config), name
         # the constructor, too (fragflow writes a dtype it was not given as "float32";
