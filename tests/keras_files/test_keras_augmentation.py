@@ -81,6 +81,9 @@ def test_fit_augments_batches_of_any_size(keras_dir):
     before = [np.array(w) for w in model.get_weights()]
     history = model.fit(x, np.array([0, 1, 2, 0]), batch_size=3, epochs=2, verbose=0)
     assert all(np.isfinite(history.history["loss"]))
+    built = {n.name.rsplit("/", 1)[0] for n in model.graph.nodes if n.op == "gather"}
+    assert {"data_augmentation/random_rotation", "data_augmentation/random_zoom",
+            "data_augmentation/random_translation"} <= built      # the training graph's
     assert any(not np.array_equal(a, b) for a, b in zip(before, model.get_weights()))
     np.testing.assert_array_equal(model.predict(x), model.predict(x))
 
