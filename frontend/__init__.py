@@ -8,6 +8,7 @@ from . import (
     # Keras's layers by family, each module adding its layers to ff.layers
     layers_activation as _layers_activation,
     layers_attention as _layers_attention,
+    layers_augment as _layers_augment,
     layers_conv as _layers_conv,
     layers_merge as _layers_merge,
     layers_noise as _layers_noise,

@@ -1055,9 +1055,14 @@ MISSING_LAYERS = {
     **dict.fromkeys(["TextVectorization", "StringLookup", "IntegerLookup", "Hashing",
                      "Discretization", "CategoryEncoding"],
                     "preprocess with numpy before fit"),
-    **dict.fromkeys(["RandomFlip", "RandomRotation", "RandomZoom", "RandomCrop",
-                     "RandomTranslation", "RandomContrast"],
-                    "augment the data with numpy before fit"),
+    # the augmentation layers that frontend/layers_augment.py does not have
+    **dict.fromkeys(["RandomHue", "RandomSaturation", "RandomColorJitter",
+                     "RandomColorDegeneration", "RandomSharpness", "RandomPosterization",
+                     "RandomShear", "RandomPerspective", "RandomElasticTransform",
+                     "RandomErasing", "RandomGaussianBlur", "RandAugment", "AugMix",
+                     "MixUp", "CutMix", "Equalization", "CLAHE"],
+                    "augment the data with numpy before fit (docs/KERAS.md lists the "
+                    "augmentation layers fragflow has)"),
 }
 
 
