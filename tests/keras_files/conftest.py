@@ -25,11 +25,16 @@ def require_keras():
                         f"Keras files to read")
 
 
-def _run(args):
-    done = subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True,
+def run_keras_script(args, script=SCRIPT):
+    """Run one of this folder's Keras scripts (keras_models.py by default) with Keras
+    on its torch backend; its failure fails the test with Keras's stderr."""
+    done = subprocess.run([sys.executable, script, *args], capture_output=True, text=True,
                           timeout=300, env=dict(os.environ, KERAS_BACKEND="torch"))
     if done.returncode != 0:
         pytest.fail(f"Keras ({' '.join(args[:1])}) failed:\n{done.stderr[-3000:]}")
+
+
+_run = run_keras_script
 
 
 @pytest.fixture(scope="session")

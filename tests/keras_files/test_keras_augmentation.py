@@ -9,23 +9,18 @@ back as Keras wrote it; a TF.js layers model holding them loads through the same
 registry."""
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 import fragflow as ff
-from tests.keras_files.conftest import assert_close, require_keras
+from tests.keras_files.conftest import assert_close, require_keras, run_keras_script
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "keras_augment_models.py")
 
 
 def _run(args):
-    done = subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True,
-                          timeout=300, env=dict(os.environ, KERAS_BACKEND="torch"))
-    if done.returncode != 0:
-        pytest.fail(f"Keras ({args[0]}) failed:\n{done.stderr[-3000:]}")
+    run_keras_script(args, SCRIPT)
 
 
 @pytest.fixture(scope="module")
