@@ -97,24 +97,45 @@ def lower_fused_elementwise(node, layouts, prefix):
     return replace(kernel, name=kernel_name(prefix, node))
 
 
+def epilogue_operands(node, out, layouts, first: int = 2) -> tuple:
+    """([operand], [TensorType]) of a fused matmul's or conv's epilogue operands (its
+    inputs after the first two), samplers x<first>, .. (args e0, e1, ..), each with its
+    broadcast index and lanes mode (lanes_mode); one the node reads zero-padded at the
+    end of its last axis (`pad_last`, passes/pad_folding.py fold_channel_pads) has
+    `pad_last` (its channels, the output's) and lanes "padded4" (whole texels of both)
+    or "padded" (templates/epilogue.glsl.j2 takes 0 past its channels), and the padded
+    type. Read from a producer's render targets where planned (_from_blocks)."""
+    pads = dict(node.attrs.get("pad_last", ()))
+    extra, types = [], []
+    for k, v in enumerate(node.inputs[2:]):
+        e = _operand(f"x{k + first}", f"e{k}", v.name, layouts[v.name], v.dtype)
+        amount = pads.get(k + 2)
+        if amount is None:
+            e.index, e.pad_last = broadcast_index(out.layout.shape, e.layout.shape), None
+            e.lanes = lanes_mode(e)
+            extra.append(_from_blocks(node, v, e))
+            types.append(v.type)
+            continue
+        c_in = v.type.shape[-1]
+        e.index = broadcast_index(out.layout.shape, out.layout.shape)
+        e.pad_last = (c_in, c_in + amount)
+        e.lanes = "padded4" if c_in % 4 == 0 and amount % 4 == 0 else "padded"
+        extra.append(e)
+        types.append(TensorType(v.type.shape[:-1] + (c_in + amount,), v.dtype))
+    return extra, types
+
+
 def matmul_epilogue(node, layouts, first: int = 2) -> tuple:
     """(extra operands, epilogue) of fused_matmul `node`: its operands after A and B,
     samplers x<first>, x<first + 1>, .. (args e0, e1, ..), and the template context
     epilogue.glsl.j2 applies to its product (here, or in a kernel reading its render
-    targets: codegen/norm.py)."""
+    targets: codegen/norm.py). A residual operand a LayerNorm left in its render
+    targets (codegen/norm.py plan_blocks, reads_residual) is read there."""
     out = output_operand(node.outputs[0], layouts)
-    extra_vals = node.inputs[2:]
-    extra = [_operand(f"x{k + first}", f"e{k}", v.name, layouts[v.name], v.dtype)
-             for k, v in enumerate(extra_vals)]
-    for e in extra:
-        e.index = broadcast_index(out.layout.shape, e.layout.shape)
-    _set_lanes(extra)
-    # a residual operand a LayerNorm left in its render targets (codegen/norm.py
-    # plan_blocks, reads_residual)
-    extra = [_from_blocks(node, v, e) for v, e in zip(extra_vals, extra)]
+    extra, types = epilogue_operands(node, out, layouts, first)
     acc_type = TensorType(out.layout.shape, _infer_acc_dtype(node))
     steps, result = glsl_steps(node.attrs["steps"], ["acc"] + [e.arg for e in extra],
-                               [acc_type] + [v.type for v in extra_vals])
+                               [acc_type] + types)
     return extra, {"operands": extra, "steps": steps, "result": result}
 
 
@@ -132,16 +153,10 @@ def lower_fused_conv(node, layouts, prefix):
     from . import conv  # cycle: conv imports this module's ConvHead at its top
     out = output_operand(node.outputs[0], layouts)
     head = ConvHead.of(node)
-    extra_vals = node.inputs[2:]
-    extra = [_operand(f"x{k + 2}", f"e{k}", v.name, layouts[v.name], v.dtype)
-             for k, v in enumerate(extra_vals)]
-    for e in extra:
-        e.index = broadcast_index(out.layout.shape, e.layout.shape)
-    _set_lanes(extra)
-    extra = [_from_blocks(node, v, e) for v, e in zip(extra_vals, extra)]
+    extra, types = epilogue_operands(node, out, layouts)
     acc_type = TensorType(out.layout.shape, "float32")
     steps, result = glsl_steps(node.attrs["steps"], ["acc"] + [e.arg for e in extra],
-                               [acc_type] + [v.type for v in extra_vals])
+                               [acc_type] + types)
     epilogue = {"operands": extra, "steps": steps, "result": result}
     return conv.lower_node(head, layouts, prefix, extra=extra, epilogue=epilogue,
                            kernel_op=f"fused_{node.attrs['conv_op']}",

@@ -9,7 +9,10 @@ Rules, applied until nothing changes:
   other way: constants (permuted here), scalars, and tensors for which the inverse
   permutation only moves axes of size 1 (a per-channel (C, 1, 1) vector: a reshape);
 - sum/mean/max/min/prod of T_P(x): the reduction of x over the matching axes, then T;
-- concat of inputs all transposed by P: the concat of the inputs, then T_P.
+- concat of inputs all transposed by P: the concat of the inputs, then T_P;
+- pad (or mirror_pad) of T_P(x): x padded on the matching axes, then T_P (an ONNX
+  model's NCHW pad between two convolutions, which fold_pads then folds into the
+  second's padding).
 A transpose is pushed down only when every reader of it is one of those (so the
 original transpose dies), which keeps a pass from adding kernels. After it, the
 transposes between two convolutions of an imported CNN meet and cancel. Every rewrite
@@ -52,9 +55,12 @@ def _transpose_perm(value):
     return transpose_perm(node.attrs, value.type.rank) if node.op == "transpose" else None
 
 
+PADS = ("pad", "mirror_pad")
+
+
 def _reader_ok(node) -> bool:
-    return node.op in ("transpose", "concat") or _pointwise(node.op) or \
-        node.op in REDUCTIONS
+    return node.op in ("transpose", "concat") or node.op in PADS or \
+        _pointwise(node.op) or node.op in REDUCTIONS
 
 
 def _one_round(graph, report):
@@ -82,6 +88,8 @@ def _one_round(graph, report):
             return _reduce_rule(node, inputs, new, add, report, dies, names)
         if op == "concat":
             return _concat_rule(node, inputs, new, add, report, dies, names)
+        if op in PADS:
+            return _pad_rule(node, inputs, new, add, report, dies, names)
         return None
 
     return rebuild(graph, transform)
@@ -192,6 +200,24 @@ def _concat_rule(node, inputs, new, add, report, dies, names):
                          exact_name=names.fresh(new, node.name, "nhwc"),
                          scope=node.scope, source=node.source).outputs[0]
     report.append(f"moved a transpose below concat '{node.name}'")
+    return [add(new, "transpose", [inner], {"perm": perm}, node, base=node.name)]
+
+
+def _pad_rule(node, inputs, new, add, report, dies, names):
+    """pad(T_P(x), paddings) = T_P(pad(x, paddings')), paddings'[P[i]] = paddings[i]."""
+    x = inputs[0]
+    perm = _transpose_perm(x)
+    if perm is None or not dies(node.inputs[0]):
+        return None
+    paddings = node.attrs["paddings"]
+    source = [None] * len(perm)
+    for i, p in enumerate(perm):
+        source[p] = tuple(paddings[i])
+    attrs = dict(node.attrs, paddings=tuple(source))
+    inner = new.add_node(node.op, [x.node.inputs[0]], attrs,
+                         exact_name=names.fresh(new, node.name, "nhwc"),
+                         scope=node.scope, source=node.source).outputs[0]
+    report.append(f"moved a transpose below {node.op} '{node.name}'")
     return [add(new, "transpose", [inner], {"perm": perm}, node, base=node.name)]
 
 

@@ -99,6 +99,9 @@ register_pass("fuse_norms",
 register_pass("fuse_epilogues",
               "matmul / conv2d / depthwise_conv2d + bias + activation in one kernel",
               options=("max_texture_units",))(fusion.fuse_epilogues)
+register_pass("fold_channel_pads",
+              "a zero pad of the channels read by a fused matmul / conv's epilogue (a "
+              "residual shortcut) read through, no kernel")(pad_folding.fold_channel_pads)
 register_pass("fuse_updates",
               "an optimizer's update of a variable and its slots in one kernel",
               options=("max_texture_units", "max_draw_buffers"))(fuse_updates.fuse_updates)
@@ -110,10 +113,11 @@ register_pass("fuse_elementwise", "connected elementwise ops in one kernel",
 DEFAULT_PIPELINE = ("fold_constants", "layout_transposes", "cse", "simplify",
                     "select_conds", "select_top_k", "conv_backprop_as_conv", "fold_pads",
                     "fold_batch_norm", "merge_matmuls", "split_wide_nodes", "fuse_attention",
-                    "fuse_norms", "fuse_epilogues", "fuse_updates", "fuse_elementwise",
-                    "verify")
+                    "fuse_norms", "fuse_epilogues", "fold_channel_pads", "fuse_updates",
+                    "fuse_elementwise", "verify")
 # the passes whose decisions fusion_report lists (a cond run as a select among them)
-FUSION_PASSES = ("merge_matmuls", "fuse_attention", "fuse_norms", "fuse_epilogues", "fuse_updates",
+FUSION_PASSES = ("merge_matmuls", "fuse_attention", "fuse_norms", "fuse_epilogues",
+                 "fold_channel_pads", "fuse_updates",
                  "fuse_elementwise", "layout_transposes", "select_conds")
 # What a compiled graph needs before any GPU can run it (no kernel reading more
 # textures than the GPU binds): a custom pipeline for a GPU (max_texture_units given)

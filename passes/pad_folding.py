@@ -109,3 +109,56 @@ def fold_pads(graph, report):
         return new.add_node(node.op, [image] + inputs[1:], attrs, exact_name=node.name,
                             scope=node.scope, source=node.source).outputs
     return rebuild(graph, transform) if folds else graph
+
+
+# -- a channel pad read by an epilogue -------------------------------------------------------
+FUSED_HEADS = ("fused_conv", "fused_matmul")
+
+
+def _channel_pad(value, out_type):
+    """The amount a zero pad at the end of the last axis adds, where `value` is such a
+    pad's result of the fused node's output shape (a residual shortcut whose channels
+    are padded to the block's: BlazeFace), else None."""
+    pad = value.node
+    if pad.op != "pad" or value.dtype != "float32" or not value.type.is_static or \
+            value.type.shape != out_type.shape:
+        return None
+    value_ = float(pad.attrs["constant_value"])
+    if value_ != 0 or math.copysign(1.0, value_) < 0:
+        return None
+    *lead, last = pad.attrs["paddings"]
+    if any(tuple(p) != (0, 0) for p in lead) or last[0] != 0 or last[1] <= 0:
+        return None
+    return int(last[1])
+
+
+def fold_channel_pads(graph, report):
+    """A zero pad of the last axis read by a fused matmul's or convolution's epilogue
+    (at the output's shape) becomes the node's `pad_last`: the epilogue reads the pad's
+    input and takes 0 past its channels (codegen/fused.py), so the pad needs no kernel
+    where nothing else reads it."""
+    folds: dict = {}                       # fused node -> ((operand index, amount), ...)
+    for node in graph.nodes:
+        if node.op not in FUSED_HEADS or node.attrs.get("conv_op") == \
+                "conv2d_backprop_filter":
+            continue
+        out = node.outputs[0].type
+        found = tuple((k, amount) for k, v in enumerate(node.inputs) if k >= 2 and
+                      (amount := _channel_pad(v, out)) is not None)
+        if found:
+            folds[node] = found
+            for k, amount in found:
+                report.append(f"folded pad '{node.inputs[k].node.name}' of {amount} "
+                              f"channels into {node.op} '{node.name}''s epilogue")
+
+    def transform(node, inputs, new, mapping):
+        if node not in folds:
+            return None
+        inputs = list(inputs)
+        for k, _ in folds[node]:
+            inputs[k] = mapping[node.inputs[k].node.inputs[0]]
+        attrs = dict(node.attrs, pad_last=tuple(node.attrs.get("pad_last", ())) +
+                     folds[node])
+        return new.add_node(node.op, inputs, attrs, exact_name=node.name,
+                            scope=node.scope, source=node.source).outputs
+    return rebuild(graph, transform) if folds else graph

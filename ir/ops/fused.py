@@ -68,19 +68,52 @@ register(OpDef(
     tf="— (XLA loop fusion)"))
 
 
+# pad_last ((k, amount), ...): operand k of a fused_matmul or fused_conv (k >= 2: an
+# epilogue operand) is read zero-padded by `amount` at the end of its last axis (a
+# channel pad before a residual add: passes/pad_folding.py fold_channel_pads), so its
+# pad needs no kernel of its own.
+def _check_pad_last(attrs, count):
+    for pair in attrs.get("pad_last", ()):
+        if len(pair) != 2 or not 2 <= pair[0] < count or pair[1] <= 0:
+            raise AttrError(f"pad_last entries are (operand index >= 2, amount > 0) of "
+                            f"{count} operands, got {pair!r}")
+
+
+def _padded_types(types, attrs):
+    _check_pad_last(attrs, len(types))
+    types = list(types)
+    for k, amount in attrs.get("pad_last", ()):
+        t = types[k]
+        if t.rank == 0:
+            raise ShapeError("pad_last pads a last axis: the operand is a scalar")
+        last = None if t.shape[-1] is None else t.shape[-1] + amount
+        types[k] = TensorType(t.shape[:-1] + (last,), t.dtype)
+    return types
+
+
+def _padded_arrays(arrays, attrs):
+    arrays = list(arrays)
+    for k, amount in attrs.get("pad_last", ()):
+        a = arrays[k]
+        arrays[k] = np.pad(a, [(0, 0)] * (a.ndim - 1) + [(0, amount)])
+    return arrays
+
+
 def _fused_matmul_type(types, attrs):
+    types = _padded_types(types, attrs)
     mm = _matmul._matmul_type(types[:2], attrs)
     return eval_steps(attrs["steps"], [mm, *types[2:]], infer_step)
 
 
 def _fused_matmul_ref(arrays, attrs):
+    arrays = _padded_arrays(arrays, attrs)
     mm = _matmul._matmul_ref(arrays[:2], attrs)
     return eval_steps(attrs["steps"], [mm, *arrays[2:]], reference_step)
 
 
 register(OpDef("fused_matmul", "fused", _fused_matmul_type, _fused_matmul_ref,
                attrs={"transpose_a": False, "transpose_b": False, "steps": REQUIRED,
-                      "nodes": ()}, hidden_attrs=("nodes",),
+                      "nodes": (), "pad_last": ()}, hidden_attrs=("nodes",),
                doc="matmul with an elementwise epilogue (bias, activation) in one kernel.",
                tf="_FusedMatMul"))
 
@@ -112,19 +145,21 @@ def _conv_head(attrs):
 
 def _fused_conv_type(types, attrs):
     opdef, conv_attrs = _conv_head(attrs)
+    types = _padded_types(types, attrs)
     acc = opdef.infer_types(types[:2], conv_attrs)[0]
     return eval_steps(attrs["steps"], [acc, *types[2:]], infer_step)
 
 
 def _fused_conv_ref(arrays, attrs):
     opdef, conv_attrs = _conv_head(attrs)
+    arrays = _padded_arrays(arrays, attrs)
     acc = opdef.run_reference(arrays[:2], conv_attrs)[0]
     return eval_steps(attrs["steps"], [acc, *arrays[2:]], reference_step)
 
 
 register(OpDef("fused_conv", "fused", _fused_conv_type, _fused_conv_ref,
                attrs={"conv_op": REQUIRED, "conv_attrs": REQUIRED, "steps": REQUIRED,
-                      "nodes": ()}, hidden_attrs=("nodes",),
+                      "nodes": (), "pad_last": ()}, hidden_attrs=("nodes",),
                doc="conv2d / depthwise_conv2d with an elementwise epilogue in one kernel.",
                tf="_FusedConv2D / FusedDepthwiseConv2dNative"))
 
@@ -180,6 +215,10 @@ def decompose(node):
     if node.op == "fused_layer_norm":
         return decompose_layer_norm(node)
     operands = list(node.inputs)
+    for k, amount in node.attrs.get("pad_last", ()):
+        x = operands[k]
+        operands[k] = apply("pad", [x], {"paddings": ((0, 0),) * (x.type.rank - 1) +
+                                         ((0, amount),), "constant_value": 0})
     if node.op == "fused_matmul":
         mm = _matmul.matmul(operands[0], operands[1], node.attrs["transpose_a"],
                             node.attrs["transpose_b"])

@@ -121,3 +121,26 @@ def test_the_pass_stops_after_16_rounds(monkeypatch):
     g = ff.Graph()
     layout_transposes.remove_layout_transposes(g, [])
     assert len(rounds) == 16
+
+
+@pytest.mark.parametrize("op", ["pad", "mirror_pad"])
+def test_a_pad_between_layout_transposes_pads_below_and_folds(op):
+    """An ONNX model's NCHW pad between two convolutions (nanodet): the transpose moves
+    below the pad (its paddings permuted), the pair cancels, and a zero pad folds into
+    the next convolution's padding."""
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((2, 5, 6, 3), name="x")
+        h = ff.transpose(ff.nn.leaky_relu(x, 0.1), NCHW)             # NCHW
+        paddings = [[0, 0], [0, 0], [1, 2], [2, 1]]
+        p = ff.pad(h, paddings) if op == "pad" else \
+            ff.pad(h, paddings, mode="REFLECT")
+        w = ff.constant(randn(3, 3, 3, 4))
+        y = ff.nn.conv2d(ff.transpose(p, NHWC), w, strides=1, padding="VALID")
+    x_value = randn(2, 5, 6, 3)
+    x_value[0, 1, 2, 0], x_value[1, 0, 0, 2] = np.nan, -np.inf
+    ops, report = compare(g, [y], {x: x_value})
+    assert "transpose" not in ops, ops
+    assert any(f"below {op}" in line for line in report), report
+    if op == "pad":
+        assert "pad" not in ops, ops                    # folded into the conv's padding
