@@ -121,6 +121,17 @@ class Importer(ImporterBase):
                                     if self.graph_inputs[name].dtype != "float32"), None)
         return err
 
+    def tensor(self, x):
+        """ImporterBase.tensor; a deferred value (masked.py: NonZero's indices of a
+        computed mask, one value expanded to a computed shape) is refused, naming the
+        node that made it and why."""
+        from .masked import Deferred  # cycle: masked imports this module's Init
+        if isinstance(x, Deferred):
+            err = self.error(f"reads the result of {x.refusal}")
+            err.graph_input = getattr(x.refusal, "graph_input", None)   # for a rebinding
+            raise err
+        return super().tensor(x)
+
     def _variable(self, name, array, key):
         return self.make_variable(name, array, key)
 

@@ -1,0 +1,293 @@
+"""ONNX files exported with torch's defaults: torch.onnx.export(model, args, path), the
+dynamo exporter (dynamo=True, optimize=True; opset 20 comes out of torch 2.13, its
+weights in a PATH.data file beside it), imported with ff.onnx.load and run on GL and on
+the numpy executor: every output within 1e-4 of its largest magnitude of onnxruntime's
+on the same file.
+
+The models are those of test_transformers_onnx.py (BERT, ViT, the Whisper encoder,
+GPT-2) and test_transformer_zoo.py (their builders, small configs and random weights,
+reused as they are), plain torch modules (torch_models.py's, and a LayerNorm/GELU MLP,
+nn.MultiheadAttention, F.scaled_dot_product_attention) and transformers' ResNet.
+docs/TRANSFORMERS.md ("dynamo=True exports") tables what each exports to.
+
+`make test` runs FAST (a few seconds of exports); FRAGFLOW_TRANSFORMER_ZOO=all (`make
+test-transformer-zoo`) runs the rest. The rules the survey added (masked.py: torch's
+`x[mask] = value` as NonZero, Expand and ScatterND) are tested op by op at the end,
+against onnxruntime."""
+import os
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx", reason="onnx (the test extra) is not installed")
+pytest.importorskip("onnxruntime", reason="onnxruntime (the test extra) is not installed")
+from onnx import TensorProto, helper  # noqa: E402
+
+import fragflow as ff  # noqa: E402
+from tests.onnx.helpers import assert_close, ort_run  # noqa: E402
+from tests.onnx.test_import_ops import make_model  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("gl")
+
+ALL = os.environ.get("FRAGFLOW_TRANSFORMER_ZOO") == "all"
+LATER = pytest.mark.skipif(not ALL, reason="FRAGFLOW_TRANSFORMER_ZOO=all "
+                                           "(make test-transformer-zoo)")
+
+
+def _torch_modules():
+    """name -> () -> (torch module taking the feeds in order, {feed name: tensor})."""
+    import torch
+    import torch.nn.functional as fn
+    from torch import nn
+
+    from tests.onnx import torch_models as tm
+
+    class MLPNorm(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.l1, self.norm, self.l2 = nn.Linear(30, 64), nn.LayerNorm(64), nn.Linear(64, 7)
+
+        def forward(self, x):
+            return self.l2(fn.gelu(self.norm(self.l1(x))))
+
+    class Attention(nn.Module):            # 7 queries, 9 keys and values, 4 heads
+        def __init__(self):
+            super().__init__()
+            self.mha = nn.MultiheadAttention(32, 4, batch_first=True)
+
+        def forward(self, q, kv):
+            return self.mha(q, kv, kv, need_weights=False)[0]
+
+    class SDPA(nn.Module):
+        def forward(self, q, k, v):
+            return fn.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    x = torch.randn
+    qkv = {"q": x(2, 3, 7, 14), "k": x(2, 3, 7, 14), "v": x(2, 3, 7, 14)}
+    modules = {
+        "mlp_layernorm_gelu": lambda: (MLPNorm(), {"x": x(3, 5, 30)}),
+        "multihead_attention": lambda: (Attention(), {"q": x(2, 7, 32), "kv": x(2, 9, 32)}),
+        "sdpa_causal": lambda: (SDPA(), qkv),
+    }
+    for name, (cls, shape) in tm.MODELS.items():
+        modules[f"torch_{name}"] = lambda cls=cls, shape=shape: (cls(), {"input": x(*shape)})
+    for name, shape in tm.TORCHVISION.items():
+        modules[f"torch_{name}"] = lambda name=name, shape=shape: (
+            tm.torchvision_model(name), {"input": x(*shape)})
+    return modules
+
+
+def _builders():
+    """name -> () -> (module, feeds): the transformers' wrapped to take their feeds in
+    order and return tensors (the two test files' LastHidden and Outputs)."""
+    import tests.onnx.test_transformer_zoo as zoo
+    import tests.onnx.test_transformers_onnx as four
+    T = zoo.T
+
+    def wrapped(build, wrapper):
+        model, feeds = build()
+        return wrapper(model.eval(), list(feeds)), feeds
+
+    out = {name: (lambda b=b: wrapped(b, four.LastHidden)) for name, b in four.MODELS.items()}
+    zoo_models = {**zoo.ZOO, **zoo.MORE,
+                  "resnet": lambda: zoo._image(T.ResNetModel(T.ResNetConfig(
+                      embedding_size=16, hidden_sizes=[16, 32], depths=[1, 1],
+                      layer_type="basic")))}
+    for name, b in zoo_models.items():
+        out[name if name not in out else f"{name}_full"] = \
+            lambda b=b: wrapped(b, zoo.Outputs)
+    return {**out, **{name: (lambda b=b: b()) for name, b in _torch_modules().items()}}
+
+
+# make test: one of each kind, seconds to export and compile
+FAST = ["bert", "llama", "mlp_layernorm_gelu", "multihead_attention", "sdpa_causal",
+        "torch_cnn", "wav2vec2_stable_masked"]
+# many kernels to compile on GL (tens of seconds on 2 cores): numpy executor only in make test
+SLOW_ON_GL = {"wav2vec2_stable_masked"}
+REST = ["vit", "whisper", "gpt2", "distilbert", "roberta", "albert", "electra", "xlm_roberta",
+        "mobilebert", "qwen2", "mistral_sdpa", "t5_encoder", "bart_encoder",
+        "marian_encoder", "clip_text", "clip_vision", "deit", "swin", "convnext", "mobilevit",
+        "wav2vec2", "levit", "resnet", "bert_token_types_sdpa", "deberta_v2", "mpnet",
+        "modernbert", "gemma2", "phi", "gpt_neox", "falcon", "opt", "bloom", "gpt_bigcode",
+        "gpt2_lm_head", "rwkv", "t5", "bart", "whisper_full", "vit_mae", "beit", "dinov2",
+        "segformer", "swinv2", "hubert", "wavlm", "ast", "torch_mlp", "torch_mobile_block",
+        "torch_resnet_stem", "torch_squeezenet", "torch_resnet18", "torch_mobilenet_v2",
+        "torch_squeezenet1_1"]
+NAMES = FAST + [pytest.param(name, marks=LATER) for name in REST]
+GL_NAMES = [pytest.param(name, marks=LATER) if name in SLOW_ON_GL else name for name in FAST] \
+    + [pytest.param(name, marks=LATER) for name in REST]
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """name -> (the .onnx path, the feeds, onnxruntime's outputs), exported with torch's
+    defaults (only the input names given)."""
+    torch = pytest.importorskip("torch", reason="torch (the test extra) is not installed")
+    pytest.importorskip("transformers", reason="transformers (the test extra) is not "
+                                               "installed")
+    pytest.importorskip("onnxscript", reason="onnxscript (the test extra: torch's default "
+                                             "exporter needs it) is not installed")
+    builders, cache = _builders(), {}
+
+    def export(name):
+        if name not in cache:
+            torch.manual_seed(34)
+            module, inputs = builders[name]()
+            path = tmp_path_factory.mktemp(name) / f"{name}.onnx"
+            torch.onnx.export(module.eval(), tuple(inputs.values()), str(path),
+                              input_names=list(inputs))
+            feeds = {k: v.numpy() for k, v in inputs.items()}
+            want = ort_run(str(path), feeds)
+            # a model whose output vanished would pass any comparison
+            assert all(float(np.abs(w).max()) > 1e-3 for w in want), \
+                [float(np.abs(w).max()) for w in want]
+            cache[name] = path, feeds, want
+        return cache[name]
+    return export
+
+
+def _outputs(path, feeds, backend, trainable=True):
+    model = ff.onnx.load(str(path), trainable=trainable)
+    fn = ff.Session(model.graph, backend=backend).compile(model.outputs, feeds=model.inputs)
+    return fn(*[feeds[name] for name in model.inputs_by_onnx_name])
+
+
+def _assert_outputs(got, want):
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert_close(g, w, rtol=1e-4)
+
+
+def test_the_default_export_is_opset_20_with_its_weights_beside_it(exported):
+    import onnx
+    path, _, _ = exported("bert")
+    model = onnx.load(str(path), load_external_data=False)
+    assert [(o.domain, o.version) for o in model.opset_import] == [("", 20)]
+    assert os.path.exists(str(path) + ".data") and not model.functions
+    assert ff.onnx.load(str(path)).opset == 20
+
+
+@pytest.mark.parametrize("name", GL_NAMES)
+def test_matches_onnxruntime_on_gl(name, exported):
+    path, feeds, want = exported(name)
+    _assert_outputs(_outputs(path, feeds, "gl"), want)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_matches_onnxruntime_on_the_numpy_executor(name, exported):
+    """The numpy executor's pipeline, the weights imported as constants."""
+    path, feeds, want = exported(name)
+    _assert_outputs(_outputs(path, feeds, "numpy", trainable=False), want)
+
+
+# -- x[mask] = value: NonZero, Expand and ScatterND (frontend/onnx/masked.py) -------------
+rng = np.random.default_rng(11)
+I64 = TensorProto.INT64
+
+
+def _values(*shape):
+    """Random values with zeros, a negative zero, NaN and infinities among them."""
+    x = rng.standard_normal(shape).astype(np.float32)
+    x.reshape(-1)[:5] = [0.0, -0.0, np.nan, np.inf, -np.inf]
+    x.reshape(-1)[7::3] = 0.0
+    return x
+
+
+def _masked_write(mask_rank, data_shape, reduction="none", value=-2.5):
+    """The dynamo exporter's data[mask] = value, mask = x != 0 of x's leading dims:
+    NonZero, its Transpose, one value Expanded to [count, *rest] where count is the
+    mask's sum, ScatterND."""
+    rest = list(data_shape[mask_rank:])
+    nodes = [
+        helper.make_node("Cast", ["x"], ["mask"], to=TensorProto.BOOL),
+        helper.make_node("NonZero", ["mask"], ["nz"]),
+        helper.make_node("Transpose", ["nz"], ["idx"], perm=[1, 0]),
+        helper.make_node("Cast", ["mask"], ["ones"], to=I64),
+        helper.make_node("Reshape", ["ones", "flat"], ["ones_flat"]),
+        helper.make_node("ReduceSum", ["ones_flat"], ["count"], keepdims=1),
+        helper.make_node("Concat", ["count", "rest"], ["target"], axis=0),
+        helper.make_node("Expand", ["value", "target"], ["filled"]),
+        helper.make_node("Reshape", ["filled", "flat_rest"], ["updates"]),
+        helper.make_node("ScatterND", ["data", "idx", "updates"], ["y"],
+                         **({} if reduction == "none" else {"reduction": reduction})),
+    ]
+    constants = {"flat": np.array([-1], np.int64), "rest": np.array(rest, np.int64),
+                 "flat_rest": np.array([-1] + rest, np.int64),
+                 "value": np.array(value, np.float32)}
+    feeds = {"data": _values(*data_shape), "x": _values(*data_shape[:mask_rank])}
+    return make_model(nodes, feeds, ["y"], constants, opset=20), feeds
+
+
+@pytest.mark.parametrize("backend", ["gl", "numpy"])
+@pytest.mark.parametrize("mask_rank,data_shape,reduction", [
+    (3, (2, 5, 3), "none"),                 # the mask as large as the data
+    (2, (2, 5, 3), "none"),                 # over the leading dims: rows written
+    (1, (7, 3), "add"), (2, (3, 5, 2), "mul"), (1, (6, 2), "max"), (1, (6, 2), "min")])
+def test_a_write_at_a_computed_mask_matches_onnxruntime(backend, mask_rank, data_shape,
+                                                        reduction):
+    model, feeds = _masked_write(mask_rank, data_shape, reduction)
+    want = ort_run(model, feeds)[0]
+    imported = ff.onnx.load(model)
+    fn = ff.Session(imported.graph, backend=backend).compile(imported.outputs,
+                                                             feeds=imported.inputs)
+    got = fn(*[feeds[k] for k in imported.inputs_by_onnx_name])[0]
+    # one operation per element (infinities among the data): exactly onnxruntime's
+    np.testing.assert_array_equal(got, want)
+    assert "tensor_scatter_nd_update" not in [n.op for n in imported.graph.nodes]
+
+
+def test_a_write_of_an_empty_or_full_mask_matches_onnxruntime():
+    model, feeds = _masked_write(2, (2, 5, 3))
+    imported = ff.onnx.load(model)
+    sess = ff.Session(imported.graph)
+    for x in (np.zeros((2, 5), np.float32), np.ones((2, 5), np.float32)):
+        feeds["x"] = x
+        np.testing.assert_array_equal(sess.run(imported.outputs[0], feeds),
+                                      ort_run(model, feeds)[0])
+
+
+def test_nonzero_of_a_constant_is_its_value_at_import():
+    x = np.array([[0.0, 1.5, 0.0], [-2.0, 0.0, 3.0]], np.float32)
+    model = make_model([helper.make_node("NonZero", ["c"], ["nz"]),
+                        helper.make_node("Cast", ["nz"], ["nzf"], to=TensorProto.FLOAT),
+                        helper.make_node("Add", ["a", "nzf"], ["y"])],
+                       {"a": np.ones((2, 3), np.float32)}, ["y"], {"c": x}, opset=20)
+    feeds = {"a": np.ones((2, 3), np.float32)}
+    imported = ff.onnx.load(model, trainable=False)
+    got = ff.Session(imported.graph).run(imported.outputs[0], feeds)
+    assert_close(got, ort_run(model, feeds)[0])
+
+
+def test_nonzero_read_otherwise_names_why():
+    """A gather at a mask's positions (x[mask]) has a size the data decides."""
+    model = make_model([helper.make_node("NonZero", ["x"], ["nz"]),
+                        helper.make_node("Transpose", ["nz"], ["idx"], perm=[1, 0]),
+                        helper.make_node("GatherND", ["x", "idx"], ["y"])],
+                       {"x": _values(3, 4)}, ["y"], opset=20)
+    with pytest.raises(ff.onnx.OnnxImportError, match=r"GatherND.*NonZero of a value the "
+                       r"graph computes.*only as ScatterND's indices"):
+        ff.onnx.load(model)
+
+
+def test_a_masked_write_of_many_values_names_why():
+    """data[mask] = updates with one value per position: the updates' size is the data's."""
+    model, feeds = _masked_write(1, (6, 2))
+    model.graph.node[-1].input[2] = "u"
+    model.graph.input.append(helper.make_tensor_value_info("u", TensorProto.FLOAT, [4, 2]))
+    with pytest.raises(ff.onnx.OnnxImportError, match=r"ScatterND.*updates of shape "
+                       r"\[4, 2\]: only one value written at every position"):
+        ff.onnx.load(model)
+
+
+def test_expand_to_a_computed_shape_read_otherwise_keeps_its_error():
+    model = make_model([helper.make_node("Shape", ["x"], ["s"]),
+                        helper.make_node("Cast", ["x"], ["xi"], to=I64),
+                        helper.make_node("Add", ["s", "xi"], ["target"]),
+                        helper.make_node("Expand", ["one"], ["e"]),
+                        helper.make_node("Relu", ["e"], ["y"])],
+                       {"x": np.ones(2, np.float32)}, ["y"],
+                       {"one": np.ones((1, 1), np.float32)}, opset=20)
+    model.graph.node[3].input.append("target")
+    with pytest.raises(ff.onnx.OnnxImportError, match=r"Expand node .*shape must be known "
+                       r"at import time"):
+        ff.onnx.load(model)
