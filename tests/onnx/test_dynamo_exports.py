@@ -69,11 +69,15 @@ def _torch_modules():
         "multihead_attention": lambda: (Attention(), {"q": x(2, 7, 32), "kv": x(2, 9, 32)}),
         "sdpa_causal": lambda: (SDPA(), qkv),
     }
+    # unit gain and batch norms of random statistics (the zoo's _lively): a fresh
+    # mobilenet_v2's logits are ~1e-9
+    from tests.onnx.test_transformer_zoo import _lively
     for name, (cls, shape) in tm.MODELS.items():
-        modules[f"torch_{name}"] = lambda cls=cls, shape=shape: (cls(), {"input": x(*shape)})
+        modules[f"torch_{name}"] = lambda cls=cls, shape=shape: (
+            _lively(cls()), {"input": x(*shape)})
     for name, shape in tm.TORCHVISION.items():
         modules[f"torch_{name}"] = lambda name=name, shape=shape: (
-            tm.torchvision_model(name), {"input": x(*shape)})
+            _lively(tm.torchvision_model(name)), {"input": x(*shape)})
     return modules
 
 
