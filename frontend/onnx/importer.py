@@ -47,6 +47,15 @@ FOLD_WORK_LIMIT = 10 ** 7
 HEAVY_FOLDS = {"Conv", "ConvTranspose", "MatMul", "Gemm", "Einsum", "MaxPool", "AveragePool",
                "LpPool", "Attention", "RNN", "GRU", "LSTM", "DFT", "STFT", "Col2Im",
                "GridSample", "Resize", "Upsample", "RoiAlign", "DeformConv", "TopK"}
+class Deferred:
+    """A value the table holds that is not a tensor (masked.py: one of a size the data
+    decides; sequences.py: a sequence of tensors), kept out of the graph for the rules
+    that read it; `refusal` is the error any other reader gets (Importer.tensor)."""
+
+    def __init__(self, refusal):
+        self.refusal = refusal
+
+
 class ImportedModel(_ImportedModelBase):
     """An ONNX model as a fragflow graph (interop.record.ImportedModel).
 
@@ -122,10 +131,9 @@ class Importer(ImporterBase):
         return err
 
     def tensor(self, x):
-        """ImporterBase.tensor; a deferred value (masked.py: NonZero's indices of a
-        computed mask, one value expanded to a computed shape) is refused, naming the
-        node that made it and why."""
-        from .masked import Deferred  # cycle: masked imports this module's Init
+        """ImporterBase.tensor; a Deferred value (masked.py: NonZero's indices of a
+        computed mask, one value expanded to a computed shape; sequences.py: a sequence)
+        is refused, naming the node that made it and why."""
         if isinstance(x, Deferred):
             err = self.error(f"reads the result of {x.refusal}")
             err.graph_input = getattr(x.refusal, "graph_input", None)   # for a rebinding
@@ -326,7 +334,10 @@ def _cheap_fold(node, inputs, predicted) -> bool:
 
 
 NEVER_FOLD = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
-              "Multinomial", "Dropout"}
+              "Multinomial", "Dropout",
+              # a sequence is a Python tuple of values (sequences.py), never one array
+              "SplitToSequence", "SequenceConstruct", "SequenceEmpty", "SequenceInsert",
+              "SequenceErase", "SequenceAt", "SequenceLength", "ConcatFromSequence"}
 
 
 def _dtype_table():

@@ -17,15 +17,7 @@ import numpy as np
 
 import fragflow.frontend as F
 
-from .importer import Init
-
-
-class Deferred:
-    """A value of a size the data decides, kept out of the graph until a rule that can
-    read it does; `refusal` is the error any other reader gets."""
-
-    def __init__(self, refusal):
-        self.refusal = refusal
+from .importer import Deferred, Init
 
 
 class MaskIndices(Deferred):

@@ -23,7 +23,7 @@ import fragflow.frontend as F
 
 from ...ir.ops.registry import all_ops
 from .. import ops_nn_extra as NN  # gelu, hard_swish, layer/instance normalization
-from . import grid_sample as GS, masked, pool_taps, recurrent, resize as R, spectral
+from . import grid_sample as GS, masked, pool_taps, recurrent, resize as R, sequences, spectral
 from .importer import _DTYPES, Init, onnx_dtype_name
 
 RULES: dict = {}
@@ -1891,6 +1891,47 @@ def _scatter_nd_computed(ctx, data, indices, updates, reduction):
 @rule("NonZero")
 def nonzero(ctx, node, x, a):
     return masked.nonzero(ctx, x[0])
+
+
+@rule("SplitToSequence")
+def split_to_sequence(ctx, node, x, a):
+    return sequences.split_to_sequence(ctx, x, a)
+
+
+@rule("SequenceConstruct")
+def sequence_construct(ctx, node, x, a):
+    return sequences.construct(ctx, x)
+
+
+@rule("SequenceEmpty")
+def sequence_empty(ctx, node, x, a):
+    a.get("dtype")
+    return sequences.construct(ctx, [])
+
+
+@rule("SequenceAt")
+def sequence_at(ctx, node, x, a):
+    return sequences.at(ctx, x)
+
+
+@rule("SequenceLength")
+def sequence_length(ctx, node, x, a):
+    return sequences.length(ctx, x)
+
+
+@rule("SequenceInsert")
+def sequence_insert(ctx, node, x, a):
+    return sequences.insert(ctx, x)
+
+
+@rule("SequenceErase")
+def sequence_erase(ctx, node, x, a):
+    return sequences.erase(ctx, x)
+
+
+@rule("ConcatFromSequence")
+def concat_from_sequence(ctx, node, x, a):
+    return sequences.concat_from_sequence(ctx, x, a)
 
 
 @rule("ScatterElements", "Scatter")

@@ -124,8 +124,8 @@ GL_NAMES = [pytest.param(name, marks=LATER) if name in SLOW_ON_GL else name for 
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
-    """name -> (the .onnx path, the feeds, onnxruntime's outputs), exported with torch's
-    defaults (only the input names given)."""
+    """(name, **export_args) -> (the .onnx path, the feeds, onnxruntime's outputs),
+    exported with torch's defaults (only the input names given) and export_args."""
     torch = pytest.importorskip("torch", reason="torch (the test extra) is not installed")
     pytest.importorskip("transformers", reason="transformers (the test extra) is not "
                                                "installed")
@@ -133,20 +133,21 @@ def exported(tmp_path_factory):
                                              "exporter needs it) is not installed")
     builders, cache = _builders(), {}
 
-    def export(name):
-        if name not in cache:
+    def export(name, **export_args):
+        key = (name, *sorted(export_args.items()))
+        if key not in cache:
             torch.manual_seed(34)
             module, inputs = builders[name]()
             path = tmp_path_factory.mktemp(name) / f"{name}.onnx"
             torch.onnx.export(module.eval(), tuple(inputs.values()), str(path),
-                              input_names=list(inputs))
+                              input_names=list(inputs), **export_args)
             feeds = {k: v.numpy() for k, v in inputs.items()}
             want = ort_run(str(path), feeds)
             # a model whose output vanished would pass any comparison
             assert all(float(np.abs(w).max()) > 1e-3 for w in want), \
                 [float(np.abs(w).max()) for w in want]
-            cache[name] = path, feeds, want
-        return cache[name]
+            cache[key] = path, feeds, want
+        return cache[key]
     return export
 
 
@@ -182,6 +183,36 @@ def test_matches_onnxruntime_on_the_numpy_executor(name, exported):
     """The numpy executor's pipeline, the weights imported as constants."""
     path, feeds, want = exported(name)
     _assert_outputs(_outputs(path, feeds, "numpy", trainable=False), want)
+
+
+# other choices a user may make: the opset (23: sdpa as Attention, RMSNorm as
+# RMSNormalization; 18: GELU as Erf), optimize=False (torch.split as SplitToSequence)
+VARIANTS = [("multihead_attention", {"optimize": False}, "SplitToSequence"),
+            ("sdpa_causal", {"opset_version": 23}, "Attention")] + [
+    pytest.param(*row, marks=LATER) for row in [
+        ("bert", {"optimize": False}, "Range"), ("llama", {"optimize": False}, "Cos"),
+        ("t5_encoder", {"optimize": False}, "Log"), ("swin", {"optimize": False}, "Max"),
+        ("llama", {"opset_version": 23}, "RMSNormalization"),
+        ("mistral_sdpa", {"opset_version": 23}, "Attention"),
+        ("t5_encoder", {"opset_version": 23}, "RMSNormalization"),
+        ("multihead_attention", {"opset_version": 23}, "Attention"),
+        ("swin", {"opset_version": 18}, "Erf"),
+        ("wav2vec2_stable_masked", {"opset_version": 18}, "NonZero")]]
+
+
+@pytest.mark.parametrize("name,export_args,emitted", VARIANTS,
+                         ids=lambda v: "-".join(f"{k}={x}" for k, x in v.items())
+                         if isinstance(v, dict) else v)
+def test_export_variants_match_onnxruntime(name, export_args, emitted, exported):
+    """On the numpy executor (GL where the variant brings a rule of its own); each
+    variant's file holds the op it is here for."""
+    import onnx
+    path, feeds, want = exported(name, **export_args)
+    ops = {n.op_type for n in onnx.load(str(path), load_external_data=False).graph.node}
+    assert emitted in ops, sorted(ops)
+    _assert_outputs(_outputs(path, feeds, "numpy", trainable=False), want)
+    if name in ("multihead_attention", "sdpa_causal"):
+        _assert_outputs(_outputs(path, feeds, "gl"), want)
 
 
 # -- x[mask] = value: NonZero, Expand and ScatterND (frontend/onnx/masked.py) -------------
@@ -294,4 +325,73 @@ def test_expand_to_a_computed_shape_read_otherwise_keeps_its_error():
     model.graph.node[3].input.append("target")
     with pytest.raises(ff.onnx.OnnxImportError, match=r"Expand node .*shape must be known "
                        r"at import time"):
+        ff.onnx.load(model)
+
+
+# -- sequences (optimize=False's torch.split): frontend/onnx/sequences.py ------------------
+def _run_both(model, feeds):
+    """The imported model on GL and on the numpy executor as built, each against
+    onnxruntime."""
+    want = ort_run(model, feeds)
+    imported = ff.onnx.load(model)
+    for sess in (ff.Session(imported.graph), ff.Session(imported.graph, backend="numpy",
+                                                        passes=[])):
+        got = sess.run(imported.outputs, imported.feed_dict(feeds))
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w.astype(g.dtype))   # copies: exact
+
+
+@pytest.mark.parametrize("attrs,split", [
+    ({"axis": 1}, None),                            # pieces of one, kept
+    ({"axis": -2, "keepdims": 0}, None),            # pieces of one, squeezed
+    ({"axis": 1}, np.array(3, np.int64)),           # 3, 3 and the 1 left
+    ({"axis": 2}, np.array([1, 2], np.int64)),      # given sizes
+])
+def test_split_to_sequence_read_at_positions_matches_onnxruntime(attrs, split):
+    inputs = ["x"] + (["split"] if split is not None else [])
+    nodes = [helper.make_node("SplitToSequence", inputs, ["seq"], **attrs),
+             helper.make_node("SequenceAt", ["seq", "first"], ["y0"]),
+             helper.make_node("SequenceAt", ["seq", "last"], ["y1"]),
+             helper.make_node("SequenceLength", ["seq"], ["n"])]
+    if split is None:                               # equal pieces: stacked back
+        nodes.append(helper.make_node("ConcatFromSequence", ["seq"], ["y2"], axis=-1,
+                                      new_axis=1))
+    constants = {"first": np.array(0, np.int64), "last": np.array(-1, np.int64),
+                 **({"split": split} if split is not None else {})}
+    outputs = ["y0", "y1", "n"] + (["y2"] if split is None else [])
+    model = make_model(nodes, {"x": _values(2, 7, 3)}, outputs, constants, opset=20)
+    _run_both(model, {"x": _values(2, 7, 3)})
+
+
+def test_sequence_construct_insert_erase_and_concat_match_onnxruntime():
+    nodes = [helper.make_node("SequenceConstruct", ["a", "b"], ["s0"]),
+             helper.make_node("SequenceInsert", ["s0", "c", "one"], ["s1"]),   # a c b
+             helper.make_node("SequenceErase", ["s1", "zero"], ["s2"]),        # c b
+             helper.make_node("SequenceInsert", ["s2", "a"], ["s3"]),          # c b a
+             helper.make_node("ConcatFromSequence", ["s3"], ["y"], axis=0),
+             helper.make_node("SequenceLength", ["s3"], ["n"])]
+    feeds = {"a": _values(2, 5), "b": _values(3, 5), "c": _values(1, 5)}
+    model = make_model(nodes, feeds, ["y", "n"], {"one": np.array(1, np.int64),
+                                                  "zero": np.array(0, np.int64)}, opset=20)
+    _run_both(model, feeds)
+
+
+def test_a_sequence_read_as_a_tensor_names_why():
+    nodes = [helper.make_node("SplitToSequence", ["x"], ["seq"], axis=0),
+             helper.make_node("Relu", ["seq"], ["y"])]
+    model = make_model(nodes, {"x": _values(3, 4)}, ["y"], opset=20)
+    with pytest.raises(ff.onnx.OnnxImportError, match=r"Relu.*reads the result of "
+                       r"SplitToSequence.*a sequence of tensors: fragflow reads one only "
+                       r"through SequenceAt"):
+        ff.onnx.load(model)
+
+
+def test_a_sequence_position_out_of_range_names_it():
+    nodes = [helper.make_node("SplitToSequence", ["x"], ["seq"], axis=0),
+             helper.make_node("SequenceAt", ["seq", "p"], ["y"])]
+    model = make_model(nodes, {"x": _values(3, 4)}, ["y"], {"p": np.array(-4, np.int64)},
+                       opset=20)
+    with pytest.raises(ff.onnx.OnnxImportError, match=r"SequenceAt.*position -4 is out "
+                       r"of range for a sequence of 3"):
         ff.onnx.load(model)
