@@ -47,6 +47,8 @@ FOLD_WORK_LIMIT = 10 ** 7
 HEAVY_FOLDS = {"Conv", "ConvTranspose", "MatMul", "Gemm", "Einsum", "MaxPool", "AveragePool",
                "LpPool", "Attention", "RNN", "GRU", "LSTM", "DFT", "STFT", "Col2Im",
                "GridSample", "Resize", "Upsample", "RoiAlign", "DeformConv", "TopK"}
+
+
 class Deferred:
     """A value the table holds that is not a tensor (masked.py: one of a size the data
     decides; sequences.py: a sequence of tensors), kept out of the graph for the rules

@@ -10,7 +10,8 @@ NHWC between two transposes; passes/layout_transposes.py removes those that canc
 Where an ONNX op has no fragflow op, its rule composes existing ones (DepthToSpace,
 Mish, ...; Gelu, HardSwish and the layer/instance normalizations through
 frontend/ops_nn_extra.py): fusion makes most of them one kernel. The larger rules live
-beside this table: resize.py, pool_taps.py, recurrent.py, grid_sample.py, spectral.py.
+beside this table: resize.py, pool_taps.py, recurrent.py, grid_sample.py, spectral.py,
+masked.py (a write at a computed mask's positions), sequences.py (sequences of tensors).
 """
 from __future__ import annotations
 
