@@ -36,7 +36,7 @@ from ..interop.importer import (
 )
 from ..interop.record import ImportedModel as _ImportedModelBase
 from ..ops import name_scope, placeholder
-from . import checks
+from . import checks, functions
 from .checks import MAX_BYTES, MAX_ELEMENTS
 from .errors import OnnxImportError, UnsupportedOnnxOpError, require_onnx
 
@@ -380,6 +380,9 @@ def load(model, *, trainable: bool = True, input_shapes: dict | None = None,
     onnx = require_onnx()
     model, label = checks.read_model(onnx, model, max_bytes)
     checks.check_model(onnx, model)
+    if model.functions:              # local functions: their bodies replace the calls
+        model = functions.inline_functions(onnx, model)
+        checks.check_model(onnx, model)
     newest = onnx.defs.onnx_opset_version()
     importer = Importer(model, trainable, input_shapes, label, max_elements, max_bytes)
     if importer.opset > newest:

@@ -410,3 +410,92 @@ def test_a_sequence_position_out_of_range_names_it():
     with pytest.raises(ff.onnx.OnnxImportError, match=r"SequenceAt.*position -4 is out "
                        r"of range for a sequence of 3"):
         ff.onnx.load(model)
+
+
+# -- local functions (export_modules_as_functions): frontend/onnx/functions.py -------------
+def _with_functions(functions, graph_nodes, inputs, outputs=("y",)):
+    model = make_model(graph_nodes, inputs, list(outputs), opset=20)
+    model.functions.extend(functions)
+    model.opset_import.append(helper.make_opsetid("local", 1))
+    return model
+
+
+def _function(name, inputs, outputs, nodes):
+    return helper.make_function("local", name, inputs, outputs, nodes,
+                                [helper.make_opsetid("", 20), helper.make_opsetid("local", 1)])
+
+
+def test_local_functions_are_inlined_and_match_onnxruntime():
+    """A function calling another twice, called twice from the graph and once from an
+    If's branch."""
+    inner = _function("Inner", ["a"], ["b"], [helper.make_node("Relu", ["a"], ["r"]),
+                                              helper.make_node("Mul", ["r", "a"], ["b"])])
+    outer = _function("Outer", ["a"], ["b"], [
+        helper.make_node("Inner", ["a"], ["t"], domain="local"),
+        helper.make_node("Sub", ["t", "a"], ["u"]),
+        helper.make_node("Inner", ["u"], ["b"], domain="local")])
+    branch = helper.make_graph([helper.make_node("Outer", ["x"], ["z"], domain="local")],
+                               "then", [], [helper.make_empty_tensor_value_info("z")])
+    other = helper.make_graph([helper.make_node("Neg", ["x"], ["w"])], "else", [],
+                              [helper.make_empty_tensor_value_info("w")])
+    nodes = [helper.make_node("Outer", ["x"], ["o1"], domain="local"),
+             helper.make_node("Outer", ["o1"], ["o2"], domain="local"),
+             helper.make_node("If", ["flag"], ["o3"], then_branch=branch, else_branch=other),
+             helper.make_node("Add", ["o2", "o3"], ["y"])]
+    feeds = {"x": _values(3, 5), "flag": np.array(True)}
+    feeds["x"][~np.isfinite(feeds["x"])] = 1.5
+    model = _with_functions([inner, outer], nodes, feeds)
+    want = ort_run(model, feeds)[0]
+    imported = ff.onnx.load(model)
+    for backend in ("gl", "numpy"):
+        got = ff.Session(imported.graph, backend=backend).run(imported.outputs[0],
+                                                              imported.feed_dict(feeds))
+        assert_close(got, want)
+
+
+def test_torch_modules_exported_as_functions_match_onnxruntime(tmp_path):
+    torch = pytest.importorskip("torch", reason="torch (the test extra) is not installed")
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear, self.norm = torch.nn.Linear(10, 10), torch.nn.LayerNorm(10)
+
+        def forward(self, x):
+            return self.norm(torch.relu(self.linear(x)))
+
+    module = torch.nn.Sequential(Block(), Block()).eval()
+    x = torch.randn(3, 10)
+    path = tmp_path / "functions.onnx"
+    torch.onnx.export(module, (x,), str(path), dynamo=False, opset_version=17,
+                      export_modules_as_functions={Block}, input_names=["x"])
+    import onnx
+    assert len(onnx.load(str(path)).functions) == 1
+    imported = ff.onnx.load(str(path))
+    got = ff.Session(imported.graph).run(imported.outputs[0], {"x": x.numpy()})
+    assert_close(got, ort_run(str(path), {"x": x.numpy()})[0])
+
+
+def test_a_function_that_calls_itself_is_refused():
+    loop = _function("Loop1", ["a"], ["b"], [helper.make_node("Loop1", ["a"], ["b"],
+                                                              domain="local")])
+    call = helper.make_node("Loop1", ["x"], ["y"], domain="local")
+    model = _with_functions([loop], [call], {"x": np.ones(2, np.float32)})
+    with pytest.raises(ff.onnx.OnnxImportError, match="local function 'Loop1' .* calls "
+                       "itself"):
+        ff.onnx.load(model)
+
+
+def test_functions_that_would_inline_past_the_node_limit_are_refused():
+    """F0 is one node, each F(k+1) calls F(k) twice: F20 is 2**20 nodes, counted
+    without inlining them."""
+    fns = [_function("F0", ["a"], ["b"], [helper.make_node("Relu", ["a"], ["b"])])]
+    for k in range(1, 21):
+        fns.append(_function(f"F{k}", ["a"], ["b"], [
+            helper.make_node(f"F{k - 1}", ["a"], ["t"], domain="local"),
+            helper.make_node(f"F{k - 1}", ["t"], ["b"], domain="local")]))
+    model = _with_functions(fns, [helper.make_node("F20", ["x"], ["y"], domain="local")],
+                            {"x": np.ones(2, np.float32)})
+    with pytest.raises(ff.onnx.OnnxImportError, match=r"would make 1048576 nodes, more "
+                       r"than 1000000"):
+        ff.onnx.load(model)
