@@ -10,10 +10,12 @@ reused as they are), plain torch modules (torch_models.py's, and a LayerNorm/GEL
 nn.MultiheadAttention, F.scaled_dot_product_attention) and transformers' ResNet.
 docs/TRANSFORMERS.md ("dynamo=True exports") tables what each exports to.
 
-`make test` runs FAST (a few seconds of exports); FRAGFLOW_TRANSFORMER_ZOO=all (`make
-test-transformer-zoo`) runs the rest. The rules the survey added (masked.py: torch's
-`x[mask] = value` as NonZero, Expand and ScatterND) are tested op by op at the end,
-against onnxruntime."""
+`make test` runs FAST and two VARIANTS (a few seconds of exports);
+FRAGFLOW_TRANSFORMER_ZOO=all (`make test-transformer-zoo`) runs the rest. The import
+rules the survey added are tested op by op at the end against onnxruntime: masked.py
+(torch's `x[mask] = value` as NonZero, Expand and ScatterND), sequences.py
+(SplitToSequence and its kin, from optimize=False) and functions.py (local functions,
+from dynamo=False's export_modules_as_functions)."""
 import os
 
 import numpy as np
