@@ -12,7 +12,7 @@ import numpy as np
 
 import fragflow.frontend as F
 
-from .importer import Deferred, Init
+from .importer import Deferred
 
 
 class TensorSequence(Deferred):
@@ -31,10 +31,6 @@ def _sequence(ctx, x) -> tuple:
     if not isinstance(x, TensorSequence):
         raise ctx.error("the input is not a sequence of tensors")
     return x.items
-
-
-def _static(x):
-    return isinstance(x, (np.ndarray, Init))
 
 
 def _value(ctx, x):
