@@ -59,10 +59,11 @@ test-keras-apps: $(STAMP)
 
 # Every architecture of tests/onnx/test_transformer_zoo.py on GL and the numpy executor
 # against onnxruntime, five exports in Chromium (make test runs the first list, four of
-# it on numpy only).
+# it on numpy only); tests/onnx/test_dynamo_exports.py: the same and torch's own modules
+# exported with torch.onnx.export's defaults (dynamo=True; make test runs seven).
 test-transformer-zoo: $(STAMP)
 	FRAGFLOW_TRANSFORMER_ZOO=all $(BIN)/python -m pytest -q -n 2 \
-	    tests/onnx/test_transformer_zoo.py
+	    tests/onnx/test_transformer_zoo.py tests/onnx/test_dynamo_exports.py
 
 # A few corpus models exported and run in Chromium beside TF.js's WebGL backend on the
 # same files, both rasterisers (minutes on 2 cores: outside make test; .ci/run runs it).

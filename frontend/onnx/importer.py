@@ -36,7 +36,7 @@ from ..interop.importer import (
 )
 from ..interop.record import ImportedModel as _ImportedModelBase
 from ..ops import name_scope, placeholder
-from . import checks
+from . import checks, functions
 from .checks import MAX_BYTES, MAX_ELEMENTS
 from .errors import OnnxImportError, UnsupportedOnnxOpError, require_onnx
 
@@ -47,6 +47,17 @@ FOLD_WORK_LIMIT = 10 ** 7
 HEAVY_FOLDS = {"Conv", "ConvTranspose", "MatMul", "Gemm", "Einsum", "MaxPool", "AveragePool",
                "LpPool", "Attention", "RNN", "GRU", "LSTM", "DFT", "STFT", "Col2Im",
                "GridSample", "Resize", "Upsample", "RoiAlign", "DeformConv", "TopK"}
+
+
+class Deferred:
+    """A value the table holds that is not a tensor (masked.py: one of a size the data
+    decides; sequences.py: a sequence of tensors), kept out of the graph for the rules
+    that read it; `refusal` is the error any other reader gets (Importer.tensor)."""
+
+    def __init__(self, refusal):
+        self.refusal = refusal
+
+
 class ImportedModel(_ImportedModelBase):
     """An ONNX model as a fragflow graph (interop.record.ImportedModel).
 
@@ -120,6 +131,16 @@ class Importer(ImporterBase):
             err.graph_input = next((name for name in sorted(self.origins.get(id(x), ()))
                                     if self.graph_inputs[name].dtype != "float32"), None)
         return err
+
+    def tensor(self, x):
+        """ImporterBase.tensor; a Deferred value (masked.py: NonZero's indices of a
+        computed mask, one value expanded to a computed shape; sequences.py: a sequence)
+        is refused, naming the node that made it and why."""
+        if isinstance(x, Deferred):
+            err = self.error(f"reads the result of {x.refusal}")
+            err.graph_input = getattr(x.refusal, "graph_input", None)   # for a rebinding
+            raise err
+        return super().tensor(x)
 
     def _variable(self, name, array, key):
         return self.make_variable(name, array, key)
@@ -315,7 +336,10 @@ def _cheap_fold(node, inputs, predicted) -> bool:
 
 
 NEVER_FOLD = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
-              "Multinomial", "Dropout"}
+              "Multinomial", "Dropout",
+              # a sequence is a Python tuple of values (sequences.py), never one array
+              "SplitToSequence", "SequenceConstruct", "SequenceEmpty", "SequenceInsert",
+              "SequenceErase", "SequenceAt", "SequenceLength", "ConcatFromSequence"}
 
 
 def _dtype_table():
@@ -356,6 +380,9 @@ def load(model, *, trainable: bool = True, input_shapes: dict | None = None,
     onnx = require_onnx()
     model, label = checks.read_model(onnx, model, max_bytes)
     checks.check_model(onnx, model)
+    if model.functions:              # local functions: their bodies replace the calls
+        model = functions.inline_functions(onnx, model)
+        checks.check_model(onnx, model)
     newest = onnx.defs.onnx_opset_version()
     importer = Importer(model, trainable, input_shapes, label, max_elements, max_bytes)
     if importer.opset > newest:

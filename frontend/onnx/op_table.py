@@ -10,7 +10,8 @@ NHWC between two transposes; passes/layout_transposes.py removes those that canc
 Where an ONNX op has no fragflow op, its rule composes existing ones (DepthToSpace,
 Mish, ...; Gelu, HardSwish and the layer/instance normalizations through
 frontend/ops_nn_extra.py): fusion makes most of them one kernel. The larger rules live
-beside this table: resize.py, pool_taps.py, recurrent.py, grid_sample.py, spectral.py.
+beside this table: resize.py, pool_taps.py, recurrent.py, grid_sample.py, spectral.py,
+masked.py (a write at a computed mask's positions), sequences.py (sequences of tensors).
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ import fragflow.frontend as F
 
 from ...ir.ops.registry import all_ops
 from .. import ops_nn_extra as NN  # gelu, hard_swish, layer/instance normalization
-from . import grid_sample as GS, pool_taps, recurrent, resize as R, spectral
+from . import grid_sample as GS, masked, pool_taps, recurrent, resize as R, sequences, spectral
 from .importer import _DTYPES, Init, onnx_dtype_name
 
 RULES: dict = {}
@@ -1166,8 +1167,11 @@ def _resolve_shape(ctx, in_shape, target, allowzero=False):
 @rule("Reshape")
 def reshape(ctx, node, x, a):
     target = _input_or_attr(ctx, x, 1, a, "shape", "shape")
+    allowzero = bool(a.get("allowzero", 0))
+    if isinstance(x[0], masked.Filled):            # one value still, of a computed count
+        return x[0]
     t = ctx.tensor(x[0])
-    return F.reshape(t, _resolve_shape(ctx, t.shape, target, bool(a.get("allowzero", 0))))
+    return F.reshape(t, _resolve_shape(ctx, t.shape, target, allowzero))
 
 
 @rule("Flatten")
@@ -1184,6 +1188,8 @@ def flatten(ctx, node, x, a):
 
 @rule("Transpose")
 def transpose(ctx, node, x, a):
+    if isinstance(x[0], masked.MaskIndices):
+        return masked.transposed(ctx, x[0], a.get("perm", [1, 0]))
     t = ctx.tensor(x[0])
     perm = a.get("perm", list(reversed(range(len(t.shape)))))
     return F.transpose(t, tuple(int(p) for p in perm))
@@ -1385,6 +1391,8 @@ def gather(ctx, node, x, a):
 @rule("Expand")
 def expand(ctx, node, x, a):
     t = ctx.tensor(x[0])
+    if not isinstance(x[1], (np.ndarray, Init)):
+        return masked.expanded(ctx, t, x[1])         # one value to a computed count
     target = ctx.ints(x[1], "shape")
     rank = max(len(target), len(t.shape))
     have = [1] * (rank - len(t.shape)) + list(t.shape)
@@ -1844,10 +1852,12 @@ def _scatter(ctx, node, data, flat_targets, updates, reduction):
 
 @rule("ScatterND")
 def scatter_nd(ctx, node, x, a):
+    reduction = a.get("reduction", "none")
+    if isinstance(x[1], masked.MaskIndices):        # x[mask] = value
+        return masked.scatter_at_mask(ctx, ctx.tensor(x[0]), x[1], x[2], reduction)
     data, updates = ctx.tensor(x[0]), ctx.tensor(x[2])
     if any(d is None for d in data.shape):
         raise ctx.error("ScatterND needs a static data shape")
-    reduction = a.get("reduction", "none")
     if not isinstance(x[1], (np.ndarray, Init)) and reduction in ("none", "add"):
         return _scatter_nd_computed(ctx, data, ctx.tensor(x[1]), updates, reduction)
     indices = np.asarray(ctx.static(x[1], "indices")).astype(np.int64)
@@ -1877,6 +1887,52 @@ def _scatter_nd_computed(ctx, data, indices, updates, reduction):
     indices = F.where(F.less(indices, 0), indices + dims, indices)
     scatter = F.tensor_scatter_nd_update if reduction == "none" else F.tensor_scatter_nd_add
     return scatter(data, indices, updates)
+
+
+@rule("NonZero")
+def nonzero(ctx, node, x, a):
+    return masked.nonzero(ctx, x[0])
+
+
+@rule("SplitToSequence")
+def split_to_sequence(ctx, node, x, a):
+    return sequences.split_to_sequence(ctx, x, a)
+
+
+@rule("SequenceConstruct")
+def sequence_construct(ctx, node, x, a):
+    return sequences.construct(ctx, x)
+
+
+@rule("SequenceEmpty")
+def sequence_empty(ctx, node, x, a):
+    a.get("dtype")
+    return sequences.construct(ctx, [])
+
+
+@rule("SequenceAt")
+def sequence_at(ctx, node, x, a):
+    return sequences.at(ctx, x)
+
+
+@rule("SequenceLength")
+def sequence_length(ctx, node, x, a):
+    return sequences.length(ctx, x)
+
+
+@rule("SequenceInsert")
+def sequence_insert(ctx, node, x, a):
+    return sequences.insert(ctx, x)
+
+
+@rule("SequenceErase")
+def sequence_erase(ctx, node, x, a):
+    return sequences.erase(ctx, x)
+
+
+@rule("ConcatFromSequence")
+def concat_from_sequence(ctx, node, x, a):
+    return sequences.concat_from_sequence(ctx, x, a)
 
 
 @rule("ScatterElements", "Scatter")
