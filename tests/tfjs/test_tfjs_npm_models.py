@@ -273,3 +273,59 @@ def test_the_npm_packages_non_model_files_are_refused_as_they_ship():
         with pytest.raises(ff.tfjs.TfjsImportError, match="TF.js 0.x's frozen format"):
             ff.tfjs.load(os.path.join(folder, name))
 
+
+# -- Keras 2 layers models as nsfwjs's: weights named as Keras 2, listed sorted by name ----
+def _keras2_depthwise_model(folder):
+    """A Keras 2.2.4 functional model.json as nsfwjs's MobileNetV2 is written: no
+    "format", modelTopology.model_config, a DepthwiseConv2D whose weight TF.js (and Keras
+    2) call depthwise_kernel, and the manifest sorted by name, not in the layers' order."""
+    def layer(name, class_name, inbound, **config):
+        return {"name": name, "class_name": class_name, "inbound_nodes":
+                [[[inbound, 0, 0, {}]]] if inbound else [],
+                "config": {"name": name, "trainable": False, **config}}
+    conv = {"strides": [1, 1], "padding": "same", "data_format": "channels_last",
+            "dilation_rate": [1, 1], "use_bias": True}
+    layers = [layer("input_1", "InputLayer", None, batch_input_shape=[None, 7, 6, 3],
+                    dtype="float32", sparse=False),
+              layer("block_1_depthwise", "DepthwiseConv2D", "input_1", kernel_size=[3, 3],
+                    depth_multiplier=2, activation="relu", **conv),
+              layer("block_1_project", "Conv2D", "block_1_depthwise", filters=4,
+                    kernel_size=[1, 1], activation="linear", **conv)]
+    topology = {"keras_version": "2.2.4", "backend": "tensorflow", "model_config": {
+        "class_name": "Model", "config": {"name": "model_1", "layers": layers,
+                                          "input_layers": [["input_1", 0, 0]],
+                                          "output_layers": [["block_1_project", 0, 0]]}}}
+    rng = np.random.default_rng(7)
+    weights = {"block_1_depthwise/bias": (6,), "block_1_depthwise/depthwise_kernel":
+               (3, 3, 3, 2), "block_1_project/bias": (4,), "block_1_project/kernel":
+               (1, 1, 6, 4)}
+    arrays = {n: rng.normal(size=s).astype(np.float32) for n, s in sorted(weights.items())}
+    with open(os.path.join(folder, "group1-shard1of1"), "wb") as f:
+        f.write(b"".join(a.tobytes() for a in arrays.values()))
+    manifest = [{"paths": ["group1-shard1of1"], "weights": [
+        {"name": n, "shape": list(a.shape), "dtype": "float32"} for n, a in arrays.items()]}]
+    path = os.path.join(folder, "model.json")
+    with open(path, "w") as f:
+        json.dump({"modelTopology": topology, "weightsManifest": manifest}, f)
+    # the reference runner picks tf.loadLayersModel by "format" (nsfwjs names the kind
+    # in JavaScript): a copy saying so, beside the same shard
+    with open(os.path.join(folder, "reference.json"), "w") as f:
+        json.dump({"format": "layers-model", "modelTopology": topology,
+                   "weightsManifest": manifest}, f)
+    return path
+
+
+@pytest.mark.parametrize("backend", ["numpy", "gl"])
+def test_a_keras2_depthwise_weight_is_matched_by_name_in_a_sorted_manifest(
+        tmp_path, backend, request):
+    if backend == "gl":
+        request.getfixturevalue("gl")
+    path = _keras2_depthwise_model(str(tmp_path))
+    model = ff.tfjs.load(path)
+    x = np.random.default_rng(8).normal(size=(2, 7, 6, 3)).astype(np.float32)
+    x[0, 0, :3] = [0.0, -0.0, -5.0]
+    want = corpus.tfjs_run(str(tmp_path / "reference.json"), {"input_1": x})
+    kwargs = {"passes": []} if backend == "numpy" else {}
+    sess = ff.Session(model.graph, backend=backend, **kwargs)
+    _check(f"depthwise {backend}", sess.run(model.outputs, model.feed_dict({"input_1": x})),
+           want)
