@@ -63,7 +63,9 @@ def npm_model(relpath: str) -> str:
     FRAGFLOW_REQUIRE_MODELS=1, where it is not installed."""
     path = os.path.join(NODE_MODULES, relpath)
     if not os.path.isfile(path):
-        _missing(f"{relpath} (npm package {'/'.join(relpath.split('/')[:2])})")
+        parts = relpath.split("/")
+        package = "/".join(parts[:2] if parts[0].startswith("@") else parts[:1])
+        _missing(f"{relpath} (npm package {package})")
     return path
 
 
