@@ -37,6 +37,16 @@ from .depthwise import BlocksOperand
 from .environment import glsl_float
 from .layout import layout_for
 from .limits import unroll_for
+from .matmul import (
+    Blocking,
+    BlocksLayout,
+    _max_texture_size,
+    _on_targets,
+    _reads_a_blocks,
+    blocked_kernel,
+    max_targets,
+    target_operands,
+)
 from .operands import Operand
 from .reduce_tree import scratch_layout
 from .strategy import Site, Strategy, lower_with
@@ -163,7 +173,6 @@ def _emit_stats(plan):
 
 
 def _emit_rows(plan):
-    from .matmul import _max_texture_size, _on_targets, blocked_kernel, target_operands
     site = plan.site
     node, layouts = site.node, site.layouts
     view = schedule.active().blocks[node.outputs[0].name]
@@ -183,7 +192,6 @@ def rows_blocking(rows: int, width: int, tuning):
     """The Blocking of norm.rows' targets: one row a fragment, `cols` column texels
     (the most of matmul.max_targets and reduce.norm_rows_targets that divides the
     row's texels), one a target."""
-    from .matmul import Blocking, max_targets
     texels = width // 4
     most = min(max_targets(), tuning.reduce.norm_rows_targets, texels)
     cols = max(c for c in range(1, most + 1) if texels % c == 0)
@@ -207,7 +215,6 @@ def plan_blocks(graph, facts, limits, tuning) -> dict:
     PLANNERS): float32 rows of whole texels that TABLE takes, read only by blocked
     matmuls as their A (codegen/matmul.py _reads_a_blocks) and by fused matmuls'
     epilogues (reads_residual), where the Tuning's `reduce.norm_rows` is on."""
-    from .matmul import BlocksLayout, _max_texture_size, _reads_a_blocks, target_operands
     if not tuning.reduce.norm_rows or "norm.rows" in tuning.exclude:
         return {}
     blocks: dict = {}

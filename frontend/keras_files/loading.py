@@ -166,12 +166,50 @@ def _load_tfjs(data, path, reader, compile, backend, max_bytes, max_elements):
     return tfjs_layers_model(doc, weights, reader, compile, backend, path)
 
 
+# layer class -> {TF.js / Keras 2 weight name: fragflow's (Keras 3's) name}
+WEIGHT_ALIASES = {"DepthwiseConv2D": {"depthwise_kernel": "kernel"}}
+
+
+def keras3_weight_names(topology, weights: dict) -> dict:
+    """weights {manifest name: array} with the names WEIGHT_ALIASES lists renamed to
+    fragflow's, for the layers of those classes anywhere in the topology (nested models
+    included); a name the manifest already holds is never overwritten."""
+    classes = {}
+
+    def walk(value):
+        if isinstance(value, dict):
+            if isinstance(value.get("name"), str) and value.get("class_name") in \
+                    WEIGHT_ALIASES:
+                classes[value["name"]] = value["class_name"]
+            config = value.get("config")
+            if isinstance(config, dict) and isinstance(config.get("name"), str) and \
+                    value.get("class_name") in WEIGHT_ALIASES:
+                classes[config["name"]] = value["class_name"]
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+
+    walk(topology)
+    if not classes:
+        return weights
+    out = {}
+    for name, array in weights.items():
+        layer, _, weight = name.rpartition("/")
+        alias = WEIGHT_ALIASES.get(classes.get(layer.rpartition("/")[-1]), {}).get(weight)
+        renamed = f"{layer}/{alias}" if alias else name
+        out[renamed if renamed not in weights else name] = array
+    return out
+
+
 def tfjs_layers_model(doc, weights, reader, compile=True, backend="gl", path="model.json",
                       input_shapes=None):
     """A TF.js layers model (its model.json as a dict, its weights as read by
     interop/tfjs_weights.py) as a KerasModel; ff.tfjs.load builds layers models here too.
     input_shapes: {input layer name: shape} fixing the inputs' free dims."""
     topology = _tfjs_topology(doc, path)
+    weights = keras3_weight_names(doc.get("modelTopology"), weights)
     reader.tfjs = True
     with _guard(path):
         model = KerasModel(reader.model(_model_config(topology)), reader, backend,

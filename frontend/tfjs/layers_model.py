@@ -12,7 +12,8 @@ its InputLayer's name (a Sequential without one: "<first layer>_input"), an outp
 "<layer>/<layer>", with "_1", "_2", ... for a layer's later tensors.
 
 The manifest names weights "<layer>/<weight>" as Keras 2 and TF.js's layers do; where
-fragflow's layer spells a weight as Keras 3 does (WEIGHT_ALIASES), the manifest's name is
+fragflow's layer spells a weight as Keras 3 does (keras_files/loading.py WEIGHT_ALIASES,
+for ff.keras.models.load_model too), the manifest's name is
 read as fragflow's, so the weights are matched by name whatever the manifest's order
 (the converters of Keras 2 models list them sorted by name: nsfwjs's MobileNetV2).
 """
@@ -29,9 +30,6 @@ from ..tensor import Tensor, Variable
 from ..variables import is_trainable, mark_not_trainable
 from . import reader
 from .errors import TfjsImportError
-
-# layer class -> {TF.js / Keras 2 weight name: fragflow's (Keras 3's) name}
-WEIGHT_ALIASES = {"DepthwiseConv2D": {"depthwise_kernel": "kernel"}}
 
 
 def is_layers_model(model: dict) -> bool:
@@ -50,7 +48,6 @@ def load_layers_model(model: dict, file: str, input_shapes, trainable: bool,
     from .importer import TfjsModel  # importer.py calls this module
     weights = reader.read_weights(model, os.path.dirname(os.path.abspath(file)), max_bytes,
                                   max_elements)
-    weights = keras3_weight_names(model.get("modelTopology"), weights)
     keras_reader = Reader(custom_objects, max_elements=max_elements, max_bytes=max_bytes)
     try:
         km = tfjs_layers_model(model, weights, keras_reader, compile=False, backend="numpy",
@@ -70,39 +67,6 @@ def load_layers_model(model: dict, file: str, input_shapes, trainable: bool,
                               f"{short(err, 300)}") from err
     meta = {k: model.get(k) for k in ("format", "generatedBy", "convertedBy")}
     return TfjsModel(graph, ins, outs, variables, {}, {}, meta)
-
-
-def keras3_weight_names(topology, weights: dict) -> dict:
-    """weights {manifest name: array} with the names WEIGHT_ALIASES lists renamed to
-    fragflow's, for the layers of those classes anywhere in the topology (nested models
-    included); a name the manifest already holds is never overwritten."""
-    classes = {}
-
-    def walk(value):
-        if isinstance(value, dict):
-            if isinstance(value.get("name"), str) and value.get("class_name") in \
-                    WEIGHT_ALIASES:
-                classes[value["name"]] = value["class_name"]
-            config = value.get("config")
-            if isinstance(config, dict) and isinstance(config.get("name"), str) and \
-                    value.get("class_name") in WEIGHT_ALIASES:
-                classes[config["name"]] = value["class_name"]
-            for v in value.values():
-                walk(v)
-        elif isinstance(value, list):
-            for v in value:
-                walk(v)
-
-    walk(topology)
-    if not classes:
-        return weights
-    out = {}
-    for name, array in weights.items():
-        layer, _, weight = name.rpartition("/")
-        alias = WEIGHT_ALIASES.get(classes.get(layer.rpartition("/")[-1]), {}).get(weight)
-        renamed = f"{layer}/{alias}" if alias else name
-        out[renamed if renamed not in weights else name] = array
-    return out
 
 
 def output_names(km) -> list:

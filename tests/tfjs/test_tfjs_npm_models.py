@@ -357,3 +357,13 @@ def test_a_keras2_depthwise_weight_is_matched_by_name_in_a_sorted_manifest(
     sess = ff.Session(model.graph, backend=backend, **kwargs)
     _check(f"depthwise {backend}", sess.run(model.outputs, model.feed_dict({"input_1": x})),
            want)
+
+
+def test_load_model_matches_a_keras2_depthwise_weight_by_name_too(tmp_path):
+    """ff.keras.models.load_model reads the same model.json through the same renaming
+    (frontend/keras_files/loading.py WEIGHT_ALIASES)."""
+    path = _keras2_depthwise_model(str(tmp_path))
+    x = np.random.default_rng(9).normal(size=(2, 7, 6, 3)).astype(np.float32)
+    want = corpus.tfjs_run(str(tmp_path / "reference.json"), {"input_1": x})
+    km = ff.keras.models.load_model(path, backend="numpy")
+    _check("load_model depthwise", [km.predict(x)], want)
