@@ -20,3 +20,29 @@ def assert_close(actual, expected, rtol=1e-4):
         return
     scale = max(float(np.nanmax(np.abs(expected))) if expected.size else 0.0, 1e-6)
     np.testing.assert_allclose(actual, expected, rtol=0, atol=rtol * scale, equal_nan=True)
+
+
+def run_imported(path, feeds, backend, trainable=True) -> list:
+    """An .onnx file's outputs through ff.onnx.load on `backend` ("gl" or "numpy"),
+    feeds by ONNX input name."""
+    import fragflow as ff
+    model = ff.onnx.load(str(path), trainable=trainable)
+    fn = ff.Session(model.graph, backend=backend).compile(model.outputs, feeds=model.inputs)
+    return fn(*[feeds[name] for name in model.inputs_by_onnx_name])
+
+
+def assert_outputs(got, want, rtol=1e-4):
+    """Every output within rtol of its largest magnitude (assert_close), as many as want."""
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert_close(g, w, rtol=rtol)
+
+
+def ort_reference(path, inputs: dict) -> tuple:
+    """(feeds as numpy, onnxruntime's outputs) of an exported file for torch inputs,
+    each output checked not to have vanished (all below 1e-3 would pass any comparison)."""
+    feeds = {k: v.numpy() for k, v in inputs.items()}
+    want = ort_run(str(path), feeds)
+    assert all(float(np.abs(w).max()) > 1e-3 for w in want), \
+        [float(np.abs(w).max()) for w in want]
+    return feeds, want

@@ -26,7 +26,13 @@ pytest.importorskip("onnxruntime", reason="onnxruntime (the test extra) is not i
 from onnx import TensorProto, helper  # noqa: E402
 
 import fragflow as ff  # noqa: E402
-from tests.onnx.helpers import assert_close, ort_run  # noqa: E402
+from tests.onnx.helpers import (  # noqa: E402
+    assert_close,
+    assert_outputs,
+    ort_reference,
+    ort_run,
+    run_imported,
+)
 from tests.onnx.test_import_ops import make_model  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("gl")
@@ -158,26 +164,12 @@ def exported(tmp_path_factory):
             path = tmp_path_factory.mktemp(name) / f"{name}.onnx"
             torch.onnx.export(module.eval(), tuple(inputs.values()), str(path),
                               input_names=list(inputs), **export_args)
-            feeds = {k: v.numpy() for k, v in inputs.items()}
-            want = ort_run(str(path), feeds)
-            # a model whose output vanished would pass any comparison
-            assert all(float(np.abs(w).max()) > 1e-3 for w in want), \
-                [float(np.abs(w).max()) for w in want]
+            feeds, want = ort_reference(path, inputs)
             cache[key] = path, feeds, want
         return cache[key]
     return export
 
 
-def _outputs(path, feeds, backend, trainable=True):
-    model = ff.onnx.load(str(path), trainable=trainable)
-    fn = ff.Session(model.graph, backend=backend).compile(model.outputs, feeds=model.inputs)
-    return fn(*[feeds[name] for name in model.inputs_by_onnx_name])
-
-
-def _assert_outputs(got, want):
-    assert len(got) == len(want)
-    for g, w in zip(got, want):
-        assert_close(g, w, rtol=1e-4)
 
 
 def test_the_default_export_is_opset_20_with_its_weights_beside_it(exported):
@@ -192,14 +184,14 @@ def test_the_default_export_is_opset_20_with_its_weights_beside_it(exported):
 @pytest.mark.parametrize("name", GL_NAMES)
 def test_matches_onnxruntime_on_gl(name, exported):
     path, feeds, want = exported(name)
-    _assert_outputs(_outputs(path, feeds, "gl"), want)
+    assert_outputs(run_imported(path, feeds, "gl"), want)
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_matches_onnxruntime_on_the_numpy_executor(name, exported):
     """The numpy executor's pipeline, the weights imported as constants."""
     path, feeds, want = exported(name)
-    _assert_outputs(_outputs(path, feeds, "numpy", trainable=False), want)
+    assert_outputs(run_imported(path, feeds, "numpy", trainable=False), want)
 
 
 # other choices a user may make: the opset (23: sdpa as Attention, RMSNorm as
@@ -227,9 +219,9 @@ def test_export_variants_match_onnxruntime(name, export_args, emitted, exported)
     path, feeds, want = exported(name, **export_args)
     ops = {n.op_type for n in onnx.load(str(path), load_external_data=False).graph.node}
     assert emitted in ops, sorted(ops)
-    _assert_outputs(_outputs(path, feeds, "numpy", trainable=False), want)
+    assert_outputs(run_imported(path, feeds, "numpy", trainable=False), want)
     if name in ("multihead_attention", "sdpa_causal"):
-        _assert_outputs(_outputs(path, feeds, "gl"), want)
+        assert_outputs(run_imported(path, feeds, "gl"), want)
 
 
 # -- x[mask] = value: NonZero, Expand and ScatterND (frontend/onnx/masked.py) -------------

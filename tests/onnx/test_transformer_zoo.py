@@ -25,7 +25,12 @@ torch = pytest.importorskip("torch", reason="torch (the test extra) is not insta
 T = pytest.importorskip("transformers", reason="transformers (the test extra) is not installed")
 
 import fragflow as ff  # noqa: E402
-from tests.onnx.helpers import assert_close, ort_run  # noqa: E402
+from tests.onnx.helpers import (  # noqa: E402
+    assert_close,
+    assert_outputs,
+    ort_reference,
+    run_imported,
+)
 
 pytestmark = pytest.mark.usefixtures("gl")
 
@@ -266,32 +271,18 @@ def exported(tmp_path_factory):
             torch.onnx.export(Outputs(model.eval(), list(inputs)), tuple(inputs.values()),
                               str(path), dynamo=False, opset_version=17,
                               input_names=list(inputs))
-            feeds = {k: v.numpy() for k, v in inputs.items()}
-            want = ort_run(str(path), feeds)
-            # a model whose output vanished would pass any comparison
-            assert all(float(np.abs(w).max()) > 1e-3 for w in want), \
-                [float(np.abs(w).max()) for w in want]
+            feeds, want = ort_reference(path, inputs)
             cache[name] = path, feeds, want
         return cache[name]
     return export
 
 
-def _outputs(path, feeds, backend, trainable=True):
-    model = ff.onnx.load(str(path), trainable=trainable)
-    fn = ff.Session(model.graph, backend=backend).compile(model.outputs, feeds=model.inputs)
-    return fn(*[feeds[name] for name in model.inputs_by_onnx_name])
-
-
-def _assert_outputs(got, want):
-    assert len(got) == len(want)
-    for g, w in zip(got, want):
-        assert_close(g, w, rtol=1e-4)
 
 
 @pytest.mark.parametrize("name", GL_NAMES)
 def test_matches_onnxruntime_on_gl(name, exported):
     path, feeds, want = exported(name)
-    _assert_outputs(_outputs(path, feeds, "gl"), want)
+    assert_outputs(run_imported(path, feeds, "gl"), want)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -299,7 +290,7 @@ def test_matches_onnxruntime_on_the_numpy_executor(name, exported):
     """The numpy executor's pipeline (the passes' references), the weights imported as
     constants (trainable=False: what folding and merge_matmuls then see)."""
     path, feeds, want = exported(name)
-    _assert_outputs(_outputs(path, feeds, "numpy", trainable=False), want)
+    assert_outputs(run_imported(path, feeds, "numpy", trainable=False), want)
 
 
 # one of each new piece: rotary embeddings and grouped heads, relative position buckets,
@@ -348,7 +339,7 @@ def test_vit_mae_draws_its_masking_noise(tmp_path):
     path = tmp_path / "vit_mae.onnx"
     torch.onnx.export(Outputs(model, ["pixel_values"]), (pixels,), str(path), dynamo=False,
                       opset_version=17, input_names=["pixel_values"])
-    hidden, mask, restore = _outputs(path, {"pixel_values": pixels.numpy()}, "gl")
+    hidden, mask, restore = run_imported(path, {"pixel_values": pixels.numpy()}, "gl")
     assert hidden.shape == (BATCH, 5, 64) and np.isfinite(hidden).all()
     np.testing.assert_array_equal(mask.sum(axis=1), [12] * BATCH)
     for row in restore:
