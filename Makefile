@@ -41,10 +41,21 @@ $(TFJS_STAMP):
 
 tfjs-models: $(TFJS_STAMP)
 
+# The browser benchmarks' npm packages (benchmarks/browser/package-lock.json: TF.js 4.22,
+# onnxruntime-web 1.30, playwright-core); make test needs them for
+# tests/webgl/test_bench_transformers.py (which skips, saying so, without them: without
+# npm or a network the step says so and goes on)
+BROWSER_BENCH := benchmarks/browser
+BROWSER_STAMP := $(BROWSER_BENCH)/node_modules/.package-lock.json
+$(BROWSER_STAMP): $(BROWSER_BENCH)/package.json $(BROWSER_BENCH)/package-lock.json
+	@if command -v npm >/dev/null 2>&1 && npm ci --prefix $(BROWSER_BENCH) --no-audit \
+	        --no-fund --ignore-scripts --loglevel=error; then :; \
+	else echo "make: npm could not install $(BROWSER_BENCH)'s packages: the tests that need them skip"; fi
+
 # 2 workers (shader JIT is single-threaded); a file stays in one worker, in order. The
 # summary before the last line counts the skipped tests by reason (pytest -ra).
 # FRAGFLOW_REQUIRE_GL=1 (as .ci/run sets it) fails the GL tests where no context is made.
-test: $(STAMP) $(TFJS_STAMP)
+test: $(STAMP) $(TFJS_STAMP) $(BROWSER_STAMP)
 	FRAGFLOW_TFJS_CACHE=$(TFJS_CACHE) $(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 # Every model of the TF.js corpus that loads, and the 14 UpscalerJS models, on GL and on
@@ -103,18 +114,15 @@ clean:
 
 # fragflow's WebGL export beside TensorFlow.js 4.22 (the npm packages pinned in
 # benchmarks/browser/package-lock.json) in headless chromium, SwiftShader and Mesa (docs/WEBGL.md)
-BROWSER_BENCH := benchmarks/browser
-$(BROWSER_BENCH)/node_modules/.package-lock.json: $(BROWSER_BENCH)/package.json $(BROWSER_BENCH)/package-lock.json
-	npm ci --prefix $(BROWSER_BENCH) --no-audit --no-fund --ignore-scripts
 
-bench-browser: $(STAMP) $(BROWSER_BENCH)/node_modules/.package-lock.json   # BENCH_BROWSER_ARGS="--only matmul,sum --json out.json"
+bench-browser: $(STAMP) $(BROWSER_STAMP)   # BENCH_BROWSER_ARGS="--only matmul,sum --json out.json"
 	$(BIN)/python $(BROWSER_BENCH)/bench.py $(BENCH_BROWSER_ARGS)
 
 # Issue 34: BERT-mini, ViT-tiny, a Whisper-tiny encoder and GPT-2 greedy decoding (32 tokens;
 # transformers, random weights)
 # as fragflow's WebGL export beside onnxruntime-web 1.30 (wasm, one thread; WebGPU on
 # SwiftShader) in one page, and in Python beside onnxruntime (docs/PERFORMANCE.md)
-bench-transformers: $(STAMP) $(BROWSER_BENCH)/node_modules/.package-lock.json   # BENCH_TRANSFORMERS_ARGS="--only bert --rounds 5 --json out.json"
+bench-transformers: $(STAMP) $(BROWSER_STAMP)   # BENCH_TRANSFORMERS_ARGS="--only bert --rounds 5 --json out.json"
 	$(BIN)/python $(BROWSER_BENCH)/bench_transformers.py $(BENCH_TRANSFORMERS_ARGS)
 
 # Issue 23: mutation testing (cosmic-ray, tests/mutation/run.py) over a seeded sample of
