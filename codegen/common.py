@@ -28,6 +28,19 @@ def operands(node, layouts) -> list:
     return out
 
 
+def reads_at_output(node, value) -> bool:
+    """Whether fused node `node` reads `value` only as an operand of its epilogue at its
+    own output's shape, float32 (element e of its result reads element e of value: a
+    residual add's shortcut), not as its head's first two inputs: the epilogue can read
+    it from the render targets its producer left it in (templates/epilogue.glsl.j2,
+    lanes "blocks")."""
+    if any(v is value for v in node.inputs[:2]):
+        return False
+    out = node.outputs[0].type
+    return value.type.is_static and value.type.shape == out.shape and \
+        value.dtype == out.dtype == "float32"
+
+
 def output_operand(value, layouts) -> Operand:
     return Operand(sampler="ff_out", value=value.name, layout=layouts[value.name],
                    type=str(TensorType(layouts[value.name].shape, value.dtype)))

@@ -32,7 +32,7 @@ import numpy as np
 from ..ir.errors import FragflowError
 from ..ir.ops import conv as _conv
 from . import depthwise as depthwise_kernels, matmul, pool, schedule
-from .common import make_kernel, operands, output_operand
+from .common import make_kernel, operands, output_operand, reads_at_output
 from .fused import ConvHead
 from .layout import layout_for, strides
 from .limits import active, loop_trips, unroll_for
@@ -301,12 +301,8 @@ def reads_epilogue_blocks(node, value) -> bool:
     result reads element e of value: a residual add's shortcut): its epilogue reads it
     from the render targets of the blocked conv2d computing it (templates/
     epilogue.glsl.j2, lanes "blocks"; codegen/fused.py lower_fused_conv)."""
-    if node.op != "fused_conv" or node.attrs["conv_op"] not in ("conv2d", "depthwise_conv2d") \
-            or any(v is value for v in node.inputs[:2]):
-        return False
-    out = node.outputs[0].type
-    return value.type.is_static and value.type.shape == out.shape and \
-        value.dtype == out.dtype == "float32"
+    return node.op == "fused_conv" and \
+        node.attrs["conv_op"] in ("conv2d", "depthwise_conv2d") and reads_at_output(node, value)
 
 
 def reads_depthwise_blocks(node, value, facts, tuning) -> bool:

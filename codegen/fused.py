@@ -219,11 +219,6 @@ def lanes_mode(operand) -> str:
     return "texel" if (s, t) == (1, 1) and d % 4 == 0 and aligned else "lanes"
 
 
-def _set_lanes(extra):
-    for e in extra:
-        e.lanes = lanes_mode(e)
-
-
 def _infer_acc_dtype(node) -> str:
     return promote(node.inputs[0].dtype, node.inputs[1].dtype)
 

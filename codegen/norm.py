@@ -32,7 +32,7 @@ from typing import Any
 
 from ..ir.types import TensorType
 from . import schedule, tuning as _tuning
-from .common import make_kernel, operands, output_operand
+from .common import make_kernel, operands, output_operand, reads_at_output
 from .depthwise import BlocksOperand
 from .environment import glsl_float
 from .layout import layout_for
@@ -203,11 +203,15 @@ def reads_residual(node, value) -> bool:
     of its epilogue at its own output's shape (element e of its result reads element e
     of value: a residual add): the epilogue reads it through px_ (codegen/fused.py
     matmul_epilogue, lanes "blocks")."""
-    if node.op != "fused_matmul" or any(v is value for v in node.inputs[:2]):
-        return False
-    out = node.outputs[0].type
-    return value.type.is_static and value.type.shape == out.shape and \
-        value.dtype == out.dtype == "float32"
+    return node.op == "fused_matmul" and reads_at_output(node, value)
+
+
+def _units_fit(node, limits) -> bool:
+    """Whether a norm's kernels bind their textures: x's (its producer's targets), scale,
+    offset, the producing fused matmul's epilogue operands, the statistics."""
+    producer = node.inputs[0].node
+    extra = producer.inputs[2:] if producer.op == "fused_matmul" else ()
+    return len(node.inputs) + len(extra) + 1 <= limits.max_texture_units
 
 
 def plan_blocks(graph, facts, limits, tuning) -> dict:
@@ -230,9 +234,7 @@ def plan_blocks(graph, facts, limits, tuning) -> dict:
         plan = _plan(Site(node, layouts, ""), lanes=4, tuning=tuning)
         if plan is None or not plan.same_row:
             continue
-        producer = node.inputs[0].node
-        extra = producer.inputs[2:] if producer.op == "fused_matmul" else ()
-        if len(node.inputs) + len(extra) + 1 > limits.max_texture_units:
+        if not _units_fit(node, limits):
             continue
         so_far = replace(facts, blocks=MappingProxyType({**facts.blocks, **blocks}))
         if not facts.read_only_by(out, lambda n, v, s=so_far: reads_residual(n, v) or
@@ -256,10 +258,8 @@ def reads_blocks(node, value, limits, tuning) -> bool:
             not all(v.type.is_static for v in node.inputs) or \
             value.type.size > tuning.matmul.norm_blocks_max_elements:
         return False
-    producer = value.node
-    extra = producer.inputs[2:] if producer.op == "fused_matmul" else ()
-    if len(node.inputs) + len(extra) + 1 > limits.max_texture_units:
-        return False        # x's targets, scale, offset, the epilogue's, the statistics
+    if not _units_fit(node, limits):
+        return False
     layouts = {v.name: layout_for(v.type, limits.max_texture_size) for v in node.inputs}
     site = Site(node, layouts, "")
     plans = [s.applies(site, None, tuning) for s in TABLE]

@@ -132,6 +132,16 @@ def _permuted_operand(value, out_rank, inverse, new, add, node):
     return add(new, "reshape", [value], {"shape": tuple(shape[p] for p in inverse)}, node)
 
 
+def _below(node, new_inputs, attrs, perm, new, add, report, names):
+    """node's op on the untransposed inputs (a fresh name), then the transpose by perm
+    under node's name."""
+    inner = new.add_node(node.op, new_inputs, attrs,
+                         exact_name=names.fresh(new, node.name, "nhwc"),
+                         scope=node.scope, source=node.source).outputs[0]
+    report.append(f"moved a transpose below {node.op} '{node.name}'")
+    return [add(new, "transpose", [inner], {"perm": perm}, node, base=node.name)]
+
+
 def _pointwise_rule(node, inputs, new, add, report, dies, names):
     out_rank = node.outputs[0].type.rank
     perms = {_transpose_perm(v) for v in inputs if _transpose_perm(v) is not None
@@ -152,11 +162,7 @@ def _pointwise_rule(node, inputs, new, add, report, dies, names):
         if permuted is None:
             return None
         new_inputs.append(permuted)
-    inner = new.add_node(node.op, new_inputs, dict(node.attrs),
-                         exact_name=names.fresh(new, node.name, "nhwc"),
-                         scope=node.scope, source=node.source).outputs[0]
-    report.append(f"moved a transpose below {node.op} '{node.name}'")
-    return [add(new, "transpose", [inner], {"perm": perm}, node, base=node.name)]
+    return _below(node, new_inputs, dict(node.attrs), perm, new, add, report, names)
 
 
 def _reduce_rule(node, inputs, new, add, report, dies, names):
@@ -196,11 +202,8 @@ def _concat_rule(node, inputs, new, add, report, dies, names):
     rank = len(perm)
     attrs = dict(node.attrs)
     attrs["axis"] = perm[attrs["axis"] % rank]
-    inner = new.add_node("concat", [v.node.inputs[0] for v in inputs], attrs,
-                         exact_name=names.fresh(new, node.name, "nhwc"),
-                         scope=node.scope, source=node.source).outputs[0]
-    report.append(f"moved a transpose below concat '{node.name}'")
-    return [add(new, "transpose", [inner], {"perm": perm}, node, base=node.name)]
+    return _below(node, [v.node.inputs[0] for v in inputs], attrs, perm, new, add, report,
+                  names)
 
 
 def _pad_rule(node, inputs, new, add, report, dies, names):
@@ -213,12 +216,8 @@ def _pad_rule(node, inputs, new, add, report, dies, names):
     source = [None] * len(perm)
     for i, p in enumerate(perm):
         source[p] = tuple(paddings[i])
-    attrs = dict(node.attrs, paddings=tuple(source))
-    inner = new.add_node(node.op, [x.node.inputs[0]], attrs,
-                         exact_name=names.fresh(new, node.name, "nhwc"),
-                         scope=node.scope, source=node.source).outputs[0]
-    report.append(f"moved a transpose below {node.op} '{node.name}'")
-    return [add(new, "transpose", [inner], {"perm": perm}, node, base=node.name)]
+    return _below(node, [x.node.inputs[0]], dict(node.attrs, paddings=tuple(source)), perm,
+                  new, add, report, names)
 
 
 def remove_layout_transposes(graph, report):

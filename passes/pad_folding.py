@@ -37,6 +37,11 @@ def _window_of(node):
     return None
 
 
+def _plus_zero(value: float) -> bool:
+    """+0.0 (not -0.0): what a tap on padding adds, 0 * w."""
+    return value == 0 and math.copysign(1.0, value) > 0
+
+
 def _why_not(op, attrs, pad_node) -> str | None:
     """Why the pad cannot fold into a window op with attrs, or None."""
     paddings = pad_node.attrs["paddings"]
@@ -52,7 +57,7 @@ def _why_not(op, attrs, pad_node) -> str | None:
             return f"{op} would pick the pad's {value} (it folds a pad of " \
                    f"{POOL_VALUES[op]} only)"
     elif op in CONVS:
-        if value != 0 or math.copysign(1.0, value) < 0:
+        if not _plus_zero(value):
             return f"its value is {value}, not 0"
         if attrs.get("padding_taps", "multiply") != "multiply":
             return "the conv2d's padding taps add nothing (padding_taps 'skip'), " \
@@ -123,8 +128,7 @@ def _channel_pad(value, out_type):
     if pad.op != "pad" or value.dtype != "float32" or not value.type.is_static or \
             value.type.shape != out_type.shape:
         return None
-    value_ = float(pad.attrs["constant_value"])
-    if value_ != 0 or math.copysign(1.0, value_) < 0:
+    if not _plus_zero(float(pad.attrs["constant_value"])):
         return None
     *lead, last = pad.attrs["paddings"]
     if any(tuple(p) != (0, 0) for p in lead) or last[0] != 0 or last[1] <= 0:
