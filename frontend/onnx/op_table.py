@@ -1894,45 +1894,9 @@ def nonzero(ctx, node, x, a):
     return masked.nonzero(ctx, x[0])
 
 
-@rule("SplitToSequence")
-def split_to_sequence(ctx, node, x, a):
-    return sequences.split_to_sequence(ctx, x, a)
-
-
-@rule("SequenceConstruct")
-def sequence_construct(ctx, node, x, a):
-    return sequences.construct(ctx, x)
-
-
-@rule("SequenceEmpty")
-def sequence_empty(ctx, node, x, a):
-    a.get("dtype")
-    return sequences.construct(ctx, [])
-
-
-@rule("SequenceAt")
-def sequence_at(ctx, node, x, a):
-    return sequences.at(ctx, x)
-
-
-@rule("SequenceLength")
-def sequence_length(ctx, node, x, a):
-    return sequences.length(ctx, x)
-
-
-@rule("SequenceInsert")
-def sequence_insert(ctx, node, x, a):
-    return sequences.insert(ctx, x)
-
-
-@rule("SequenceErase")
-def sequence_erase(ctx, node, x, a):
-    return sequences.erase(ctx, x)
-
-
-@rule("ConcatFromSequence")
-def concat_from_sequence(ctx, node, x, a):
-    return sequences.concat_from_sequence(ctx, x, a)
+# sequences of tensors at import (frontend/onnx/sequences.py)
+for _type, _fn in sequences.RULES.items():
+    rule(_type)(_fn)
 
 
 @rule("ScatterElements", "Scatter")

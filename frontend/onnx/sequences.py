@@ -48,7 +48,7 @@ def _position(ctx, x, count: int, what: str, insert: bool = False) -> int:
     return k
 
 
-def split_to_sequence(ctx, x, a):
+def split_to_sequence(ctx, node, x, a):
     t = _value(ctx, x[0])
     rank = len(t.shape)
     axis = int(a.get("axis", 0))
@@ -84,20 +84,25 @@ def split_to_sequence(ctx, x, a):
     return _made(ctx, items)
 
 
-def construct(ctx, x):
+def construct(ctx, node, x, a):
     return _made(ctx, [v if isinstance(v, np.ndarray) else ctx.tensor(v) for v in x])
 
 
-def at(ctx, x):
+def empty(ctx, node, x, a):
+    a.get("dtype")          # read: the elements' dtype, of none
+    return _made(ctx, [])
+
+
+def at(ctx, node, x, a):
     items = _sequence(ctx, x[0])
     return items[_position(ctx, x[1], len(items), "position")]
 
 
-def length(ctx, x):
+def length(ctx, node, x, a):
     return np.array(len(_sequence(ctx, x[0])), np.int64)
 
 
-def insert(ctx, x):
+def insert(ctx, node, x, a):
     items = list(_sequence(ctx, x[0]))
     value = x[1] if isinstance(x[1], np.ndarray) else ctx.tensor(x[1])
     k = len(items) if len(x) < 3 or x[2] is None else \
@@ -106,7 +111,7 @@ def insert(ctx, x):
     return _made(ctx, items)
 
 
-def erase(ctx, x):
+def erase(ctx, node, x, a):
     items = list(_sequence(ctx, x[0]))
     if not items:
         raise ctx.error("SequenceErase of an empty sequence")
@@ -116,7 +121,7 @@ def erase(ctx, x):
     return _made(ctx, items)
 
 
-def concat_from_sequence(ctx, x, a):
+def concat_from_sequence(ctx, node, x, a):
     items = _sequence(ctx, x[0])
     if not items:
         raise ctx.error("ConcatFromSequence of an empty sequence")
@@ -132,3 +137,10 @@ def concat_from_sequence(ctx, x, a):
     if new_axis:
         tensors = [F.expand_dims(t, axis) for t in tensors]
     return tensors[0] if len(tensors) == 1 else F.concat(tensors, axis=axis)
+
+
+# ONNX op type -> its import rule (frontend/onnx/op_table.py registers them)
+RULES = {"SplitToSequence": split_to_sequence, "SequenceConstruct": construct,
+         "SequenceEmpty": empty, "SequenceAt": at, "SequenceLength": length,
+         "SequenceInsert": insert, "SequenceErase": erase,
+         "ConcatFromSequence": concat_from_sequence}
