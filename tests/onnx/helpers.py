@@ -38,6 +38,23 @@ def assert_outputs(got, want, rtol=1e-4):
         assert_close(g, w, rtol=rtol)
 
 
+def export_seeded(tmp_path_factory, name, build, wrap=None, **export_args) -> tuple:
+    """(the .onnx path, the torch inputs): build() -> (module, {input name: tensor})
+    under torch.manual_seed(34), the module in eval mode (wrapped by wrap(module, input
+    names) where given: an output selector), exported by torch.onnx.export with
+    export_args into a fresh folder, its inputs named."""
+    import torch
+    torch.manual_seed(34)
+    module, inputs = build()
+    module = module.eval()
+    if wrap is not None:
+        module = wrap(module, list(inputs))
+    path = tmp_path_factory.mktemp(name) / f"{name}.onnx"
+    torch.onnx.export(module, tuple(inputs.values()), str(path), input_names=list(inputs),
+                      **export_args)
+    return path, inputs
+
+
 def ort_reference(path, inputs: dict) -> tuple:
     """(feeds as numpy, onnxruntime's outputs) of an exported file for torch inputs,
     each output checked not to have vanished (all below 1e-3 would pass any comparison)."""

@@ -29,6 +29,7 @@ import fragflow as ff  # noqa: E402
 from tests.onnx.helpers import (  # noqa: E402
     assert_close,
     assert_outputs,
+    export_seeded,
     ort_reference,
     ort_run,
     run_imported,
@@ -149,7 +150,7 @@ GL_NAMES = [pytest.param(name, marks=LATER) if name in SLOW_ON_GL else name for 
 def exported(tmp_path_factory):
     """(name, **export_args) -> (the .onnx path, the feeds, onnxruntime's outputs),
     exported with torch's defaults (only the input names given) and export_args."""
-    torch = pytest.importorskip("torch", reason="torch (the test extra) is not installed")
+    pytest.importorskip("torch", reason="torch (the test extra) is not installed")
     pytest.importorskip("transformers", reason="transformers (the test extra) is not "
                                                "installed")
     pytest.importorskip("onnxscript", reason="onnxscript (the test extra: torch's default "
@@ -159,11 +160,8 @@ def exported(tmp_path_factory):
     def export(name, **export_args):
         key = (name, *sorted(export_args.items()))
         if key not in cache:
-            torch.manual_seed(34)
-            module, inputs = builders[name]()
-            path = tmp_path_factory.mktemp(name) / f"{name}.onnx"
-            torch.onnx.export(module.eval(), tuple(inputs.values()), str(path),
-                              input_names=list(inputs), **export_args)
+            path, inputs = export_seeded(tmp_path_factory, name, builders[name],
+                                         **export_args)
             feeds, want = ort_reference(path, inputs)
             cache[key] = path, feeds, want
         return cache[key]

@@ -28,6 +28,7 @@ import fragflow as ff  # noqa: E402
 from tests.onnx.helpers import (  # noqa: E402
     assert_close,
     assert_outputs,
+    export_seeded,
     ort_reference,
     run_imported,
 )
@@ -265,12 +266,8 @@ def exported(tmp_path_factory):
 
     def export(name):
         if name not in cache:
-            torch.manual_seed(34)
-            model, inputs = {**ZOO, **MORE}[name]()
-            path = tmp_path_factory.mktemp(name) / f"{name}.onnx"
-            torch.onnx.export(Outputs(model.eval(), list(inputs)), tuple(inputs.values()),
-                              str(path), dynamo=False, opset_version=17,
-                              input_names=list(inputs))
+            path, inputs = export_seeded(tmp_path_factory, name, {**ZOO, **MORE}[name],
+                                         Outputs, dynamo=False, opset_version=17)
             feeds, want = ort_reference(path, inputs)
             cache[name] = path, feeds, want
         return cache[name]

@@ -15,7 +15,7 @@ transformers = pytest.importorskip("transformers",
                                    reason="transformers (the test extra) is not installed")
 
 import fragflow as ff  # noqa: E402
-from tests.onnx.helpers import assert_close, ort_run  # noqa: E402
+from tests.onnx.helpers import assert_close, export_seeded, ort_run  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("gl")
 
@@ -80,12 +80,9 @@ def exported(tmp_path_factory):
 
     def export(name):
         if name not in cache:
-            torch.manual_seed(34)
-            model, inputs = MODELS[name]()
-            path = tmp_path_factory.mktemp(name) / f"{name}.onnx"
-            torch.onnx.export(LastHidden(model.eval(), list(inputs)), tuple(inputs.values()),
-                              str(path), dynamo=False, opset_version=17,
-                              input_names=list(inputs), output_names=["hidden"])
+            path, inputs = export_seeded(tmp_path_factory, name, MODELS[name], LastHidden,
+                                         dynamo=False, opset_version=17,
+                                         output_names=["hidden"])
             cache[name] = path, {k: v.numpy() for k, v in inputs.items()}
         return cache[name]
     return export
