@@ -128,6 +128,28 @@ def _cnn(x, rng):
     return logits, [w1, b1, w2, w3]
 
 
+def folded_pads():
+    """Residual shortcuts whose channels are zero-padded (24 -> 28: the epilogue reads a
+    texel; 5 -> 8: an element) read by the conv's epilogue, no pad kernel
+    (fold_channel_pads), and an NCHW pad between transposes folded into the next conv
+    (layout_transposes, fold_pads); NaN and inf in the image."""
+    rng = np.random.default_rng(9)
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((1, 6, 7, 24), "float32", name="x")
+        y = ff.placeholder((1, 6, 7, 5), "float32", name="y")
+        fetches = {}
+        for name, v, cin, cout in (("texels", x, 24, 28), ("elements", y, 5, 8)):
+            w = rng.standard_normal((3, 3, cin, cout)).astype(np.float32) * 0.2
+            shortcut = ff.pad(v, [[0, 0], [0, 0], [0, 0], [0, cout - cin]])
+            fetches[name] = ff.relu(ff.conv2d(v, w, padding="SAME") + shortcut)
+        nchw = ff.pad(ff.transpose(ff.relu(y), (0, 3, 1, 2)), [[0, 0], [0, 0], [1, 1], [2, 0]])
+        w2 = rng.standard_normal((3, 3, 5, 4)).astype(np.float32) * 0.2
+        fetches["nchw_pad"] = ff.conv2d(ff.transpose(nchw, (0, 2, 3, 1)), w2, padding="VALID")
+    feeds = {x: _edge_values(rng, (1, 6, 7, 24)), y: _edge_values(rng, (1, 6, 7, 5))}
+    return Case(g, fetches, feeds, rtol=1e-4, atol=1e-5)
+
+
 def small_cnn():
     rng = np.random.default_rng(7)
     g = ff.Graph()
@@ -483,7 +505,7 @@ CONTROL_CASES = ("while_loops", "conds", "scans", "nested_loops", "lstm",
 # kernel strategy (matmuls() stays for test_webgl_export.py)
 CASES = {fn.__name__: fn for fn in (
     elementwise, integers, structure,
-    small_cnn, cnn_training_step, mlp_adam_from_session, onnx_model, repeated_layers,
+    folded_pads, small_cnn, cnn_training_step, mlp_adam_from_session, onnx_model, repeated_layers,
     random_draws,
     while_loops, conds, scans, nested_loops, lstm, lstm_training_step, control_gradients,
     side_effects)}
