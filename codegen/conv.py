@@ -580,10 +580,53 @@ def _emit_blocked(plan):
                   unrolled=pointwise and g.C // (4 if fours else 1) <= knobs.pointwise_inline_steps,
                   unroll=unroll_for(g.taps * g.C // (4 if fours else 1)),
                   **_helpers(x_blocks, [w] + extra))
+    common["x_walk"] = _image_walk(site, knobs, x, x_blocks, fours)
+    pack = _filter_panel(site, knobs, fours)
+    if pack is not None:
+        pack, w = pack[0], replace(pack[1], sampler=w.sampler)
+        common.update(filter_panel=True, **_helpers(x_blocks, [w] + extra))
     blocks, names = _target_operands(blocking, out, site.layouts, plan.targets)
-    return _blocked_kernels("conv_blocked.glsl.j2", plan, x, w, blocks, names, blocking,
-                            common, mapping="matmul", blocking=blocking,
-                            aligned=g.COUT % 4 == 0)
+    return ([pack] if pack is not None else []) + _blocked_kernels(
+        "conv_blocked.glsl.j2", plan, x, w, blocks, names, blocking, common,
+        mapping="matmul", blocking=blocking, aligned=g.COUT % 4 == 0)
+
+
+def _image_walk(site, knobs, x, x_blocks, fours) -> bool:
+    """conv.image_walk: whether the blocked conv2d's channel loop can read each
+    pixel's texels at an address computed once a tap plus the step's offset, shared by
+    the pixels (conv_blocked_steps.glsl.j2): the pixel's C / 4 texels start a texture
+    row or fit in one (C / 4 and the texture's width divide one another; every pixel
+    starts at a multiple of C / 4 texels: x's strides are multiples of C, or its
+    producer's depthwise blocks hold C / 4 texels a pixel)."""
+    if not (knobs.image_walk and fours) or \
+            (x_blocks is not None and x.layout.mapping != "depthwise"):
+        return False
+    c4 = site.g.C // 4
+    if x_blocks is None and any(s % site.g.C for s in site.context["xs"][:3]):
+        return False
+    return c4 % x.width == 0 or x.width % c4 == 0
+
+
+def _filter_panel(site, knobs, fours):
+    """(pack kernel, panel operand) of conv.filter_panel, or None: a constant filter
+    seen as [taps * C, COUT] repacked so that output channel texel ct's rows are texels
+    ct * K .. ct * K + K - 1 (matmul.Panel "k", one column texel a group): a channel
+    step's 4 rows are 4 adjacent texels of one row of the panel (K % 4 == 0 and the
+    panel's width a multiple of 4), read at one computed address (conv_filter_rows
+    wpanel4). The pack kernel reads only a constant, so a plan draws it once (hoisted)."""
+    w = site.node.inputs[1]
+    if not (knobs.filter_panel and knobs.mat_steps and fours) or \
+            w.node.op != "constant" or w.dtype != "float32":
+        return None
+    g = site.g
+    k, nt = g.taps * g.C, -(-g.COUT // 4)
+    panel = matmul.Panel("k", batch=1, groups=nt, slab=nt, lanes=4, k4=k // 4, rows=k,
+                         cols=g.COUT, row_stride=g.COUT, col_stride=1, batch_stride=k * g.COUT)
+    layout = matmul.panel_layout(panel, matmul._max_texture_size(site.layouts, site.out))
+    if layout is None or layout.width % 4:
+        return None
+    return matmul.pack_kernel(panel, layout, site.inputs[1], f"{site.out.value}#filter_panel",
+                              site.prefix + "w", site.op, site.named_nodes)
 
 
 def _blocked_kernels(template, plan, x, w, blocks, names, tiling, common, **stitch):

@@ -259,6 +259,9 @@ def main(argv=None):
     parser.add_argument("--budget-ms", type=float, default=3000.0)
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--markdown", action="store_true", help="print the table as markdown")
+    parser.add_argument("--tuning", default="",
+                        help="changes to the webgl profile (FRAGFLOW_TUNING's syntax, e.g. "
+                             "'conv.filter_panel=false'): an A/B of first runs too")
     args = parser.parse_args(argv)
     if not os.path.isdir(MODELS) or not os.path.isfile(TF_MIN):
         sys.exit(f"the TF.js corpus is not in {CACHE}: run `make tfjs-models`")
@@ -269,7 +272,9 @@ def main(argv=None):
     root = tempfile.mkdtemp(prefix="fragflow-bench-models-")
     try:
         print(f"exporting {len(names)} models", flush=True)
-        listed, skipped, sizes = prepare(root, names, log=lambda s: print(s, flush=True))
+        tuning = ff.Tuning.named("webgl").from_env(args.tuning) if args.tuning else None
+        listed, skipped, sizes = prepare(root, names, log=lambda s: print(s, flush=True),
+                                         tuning=tuning)
         results = {}
         for config in configs:
             start = time.monotonic()

@@ -64,7 +64,9 @@ async function runModel(gl, c, spec) {
     await post({kind: 'out', name: c.name, side: 'tfjs', index: i}, tfFirstOut[i]);
   }
   const result = {name: c.name, fragflow: {first: ffFirst, compile: model.timings.compile,
-    kernels: model.kernels.length,
+    // kernels a steady run draws: `once` kernels (a constant filter's panel) draw at
+    // the first run only
+    kernels: model.spec.kernels.filter((k) => !k.once).length,
     programs: model.timings.programs - (model.timings.programsReused || 0)},
   tfjs: {first: tfFirst, programs}};
   if (spec.rounds > 0) {

@@ -38,6 +38,14 @@ class ConvTuning:
     # the blocked conv2d reads its image and filter with textureLod at texel centres
     # (lod_texel.glsl.j2), not texelFetch
     blocked_lod_fetch: bool = True
+    # the blocked conv2d (C % 4 == 0) reads a constant filter from a panel made once
+    # (hoisted): each output channel texel's rows adjacent, so a channel step's 4 rows
+    # are 4 neighbouring texels at one computed address, not 4 addresses
+    filter_panel: bool = False
+    # ... and its image's texels at one address a pixel and tap plus the step's offset,
+    # shared by the fragment's pixels (where a pixel's texels start a texture row or fit
+    # in one), not an address a texel
+    image_walk: bool = False
     # depthwise filters up to this many taps run blocked (its loops unrolled in Jinja)
     blocked_depthwise_taps: int = 49
     # a filter gradient splits its batch until it has about this many fragments ...
@@ -120,7 +128,11 @@ GPU = dataclasses.replace(LLVMPIPE, depthwise_lod_fetch=False,
 # unrolled C = 32 (8 steps, 32 texture reads) costs SwiftShader's JIT ~3x the loop's at
 # the first draw, and the steady draws were no slower on either rasteriser
 # (docs/PERFORMANCE.md, "First runs on SwiftShader: pointwise loops").
+# A constant filter is read from its panel (filter_panel): SwiftShader's JIT spends more
+# on a texel's address than on its fetch, so one address a step instead of 4 took a 1x1
+# 25x25x384 -> 384 kernel from 38 to 32 ms (docs/PERFORMANCE.md, "Filter panels").
 WEBGL = dataclasses.replace(GPU, blocked_cols=1, conv_reads_blocks=False, pointwise=True,
-                            pointwise_inline_steps=2, pointwise_packed=False)
+                            pointwise_inline_steps=2, pointwise_packed=False,
+                            filter_panel=True, image_walk=True)
 
 PROFILES = {"llvmpipe": LLVMPIPE, "gpu": GPU, "webgl": WEBGL}
