@@ -149,15 +149,16 @@ class ArrayTexture:
 class RenderTargets:
     """A framebuffer with several color attachments (COLOR_ATTACHMENT0, 1, ..): one draw
     writes them all. Either textures, or the layers of one ArrayTexture. Stands where a
-    Texture stands as a launch's output: `fbo`, and readback() of the first one."""
-    __slots__ = ("fbo", "width", "height")
+    Texture stands as a launch's output: `fbo`, and readback() of the first one;
+    readback_layers() reads them all."""
+    __slots__ = ("fbo", "width", "height", "count")
     format = "rgba32f"
 
     def __init__(self, textures=(), array=None):
         textures = list(textures)
         count = array.layers if array is not None else len(textures)
         first = array if array is not None else textures[0]
-        self.width, self.height = first.width, first.height
+        self.width, self.height, self.count = first.width, first.height, count
         self.fbo = int(GL.glGenFramebuffers(1))
         GL.glBindFramebuffer(GL.GL_FRAMEBUFFER, self.fbo)
         attachments = [GL.GL_COLOR_ATTACHMENT0 + j for j in range(count)]
@@ -179,6 +180,17 @@ class RenderTargets:
         out = np.empty(self.width * self.height * 4, np.float32)
         GL.glBindFramebuffer(GL.GL_FRAMEBUFFER, self.fbo)
         GL.glReadPixels(0, 0, self.width, self.height, GL.GL_RGBA, GL.GL_FLOAT, out)
+        return out
+
+    def readback_layers(self) -> np.ndarray:
+        """[attachment, width * height * 4]: each attachment's texels (glReadBuffer
+        chooses the one glReadPixels reads; GL 3.3 and ES 3.0 both take any)."""
+        out = np.empty((self.count, self.width * self.height * 4), np.float32)
+        GL.glBindFramebuffer(GL.GL_FRAMEBUFFER, self.fbo)
+        for j in range(self.count):
+            GL.glReadBuffer(GL.GL_COLOR_ATTACHMENT0 + j)
+            GL.glReadPixels(0, 0, self.width, self.height, GL.GL_RGBA, GL.GL_FLOAT, out[j])
+        GL.glReadBuffer(GL.GL_COLOR_ATTACHMENT0)
         return out
 
     def delete(self) -> None:

@@ -60,6 +60,11 @@ class ReduceTuning:
     # norm.rows): a fragment walks its row once into registers and writes up to
     # matmul.max_targets of its texels; the readers read them there
     norm_rows: bool = True
+    # ... and such a LayerNorm that is fetched too (a model's output: BERT's last norm),
+    # read by no other kind of reader: it stays in its render targets and the readback
+    # puts its elements in order on the host (runtime/gl_plan.py, tools/webgl/runtime.js);
+    # off: norm.stats' two kernels, the result in a texture of its own
+    norm_rows_fetched: bool = True
     norm_rows_cache: bool = True
     norm_rows_targets: int = 8
     # the most a LayerNorm walk's loop body is unrolled to stay in the loop budget
