@@ -215,14 +215,25 @@ def _units_fit(node, limits) -> bool:
     return len(node.inputs) + len(extra) + 1 <= limits.max_texture_units
 
 
+def _fetched_pays(blocking, tuning) -> bool:
+    """Whether a fetched norm may stay in its targets (reduce.norm_rows_fetched): where
+    its fragments, each reading the whole row, read at most norm_rows_fetched_reads
+    elements more than norm.stats' three reads of each (wider rows, more rows: its two
+    kernels and one readback were faster, docs/PERFORMANCE.md)."""
+    knobs = tuning.reduce
+    extra = blocking.m * blocking.n * (blocking.col_slab - 3)
+    return knobs.norm_rows_fetched and extra <= knobs.norm_rows_fetched_reads
+
+
 def plan_blocks(graph, facts, limits, tuning) -> dict:
     """{value: BlocksLayout} for the LayerNorms run as norm.rows (codegen/lower.py
     PLANNERS): float32 rows of whole texels that TABLE takes, read only by blocked
     matmuls as their A (codegen/matmul.py _reads_a_blocks) and by fused matmuls'
     epilogues (reads_residual), where the Tuning's `reduce.norm_rows` is on; fetched
     too (a model's output, read by those or by nothing) where `reduce.norm_rows_fetched`
-    is: the readback puts the targets' texels in order (lower() records it in
-    LoweredGraph.fetched_blocks; runtime/gl_plan.py, tools/webgl/runtime.js)."""
+    is and _fetched_pays: the readback puts the targets' texels in order (lower()
+    records it in LoweredGraph.fetched_blocks; runtime/gl_plan.py,
+    tools/webgl/runtime.js)."""
     if not tuning.reduce.norm_rows or "norm.rows" in tuning.exclude:
         return {}
     blocks: dict = {}
@@ -240,12 +251,12 @@ def plan_blocks(graph, facts, limits, tuning) -> dict:
             continue
         if not _units_fit(node, limits):
             continue
+        blocking = rows_blocking(out.type.size // plan.width, plan.width, tuning)
         so_far = replace(facts, blocks=MappingProxyType({**facts.blocks, **blocks}))
         if not facts.read_only_by(out, lambda n, v, s=so_far: reads_residual(n, v) or
                                   _reads_a_blocks(n, v, s, limits, tuning),
-                                  fetched=tuning.reduce.norm_rows_fetched):
+                                  fetched=_fetched_pays(blocking, tuning)):
             continue
-        blocking = rows_blocking(out.type.size // plan.width, plan.width, tuning)
         result = output_operand(out, layouts)
         layout = target_operands(blocking, result, _max_texture_size(None, result))[0].layout
         blocks[out.name] = BlocksLayout(layout.shape, "float32", layout.width,

@@ -208,6 +208,29 @@ def test_a_fetched_norm_is_one_kernel_read_back_from_its_targets(gl, rows_shape,
         [("fused_layer_norm", "norm.rows", targets)]
 
 
+@pytest.mark.parametrize("rows, width, tuning, rows_kernel", [
+    (48, 128, None, True),        # 48 x 128 x (4 fragments a row - 3): 6144, the default
+    (49, 128, None, False),       # 6272: past it
+    (8, 256, None, False),        # 8 fragments a row: 8 x 256 x 5
+    (8, 256, ff.Tuning().with_({"reduce.norm_rows_fetched_reads": 8 * 256 * 5}), True),
+    (37, 128, ff.Tuning.named("webgl"), False),     # off in the webgl profile
+    (37, 128, ff.Tuning().with_({"reduce.norm_rows_fetched": False}), False),
+])
+def test_a_fetched_norm_stays_in_targets_where_its_reads_pay(gl, rows, width, tuning,
+                                                              rows_kernel):
+    """reduce.norm_rows_fetched_reads bounds what norm.rows' fragments read beyond
+    norm.stats' three reads of each element (rows x width x (fragments a row - 3));
+    either way the result is the formula's."""
+    rng = np.random.default_rng(rows + width)
+    build, want, x = _fetched_norm(rng, (rows,), width)
+    sess, _, _, fn = _compiled(build, x, tuning)
+    with sess:
+        assert_matches(fn(x)[0], want.astype(np.float32), rtol=1e-4, atol=1e-4)
+    strategies = [k.strategy for k in fn.kernels]
+    assert (strategies == ["norm.rows"]) == rows_kernel, strategies
+    assert rows_kernel or "norm.rows" not in strategies
+
+
 def test_a_fetched_norm_read_by_the_matmul_and_the_residual_too(gl):
     """y fetched and read by the next product (as A) and its residual add: one
     norm.rows kernel whose targets the readers and the readback read."""
