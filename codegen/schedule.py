@@ -33,10 +33,10 @@ class Facts:
         return self.readers.get(getattr(value, "name", value), ())
 
     def read_only_by(self, value, reads, fetched: bool = False) -> bool:
-        """Whether the value is not fetched, has readers, and reads(reader, value) holds
-        for each: the condition for leaving it in its producer's render targets. With
-        `fetched`, a fetched value qualifies too, readers or none (its readback reads
-        the targets: codegen/norm.py plan_blocks)."""
+        """Whether reads(reader, value) holds for each of the value's readers and it has
+        some, and is not fetched: the condition for leaving it in its producer's render
+        targets. With `fetched`, a fetched value qualifies too, readers or none (its
+        readback reads the targets: codegen/norm.py plan_blocks)."""
         name = getattr(value, "name", value)
         readers = self.readers_of(name)
         if name in self.fetched:
