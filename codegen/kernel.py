@@ -366,6 +366,10 @@ class LoweredGraph:
     steps: list
     assigns: list                 # (variable name, value name), applied when a run ends
     outputs: list                 # value names, in fetch order
+    # fetched value -> the value of the render targets it stays in (an array texture
+    # whose layout, a BlocksLayout, says which layer and texel hold each of its texels:
+    # a norm.rows LayerNorm's, codegen/norm.py plan_blocks): readbacks put them in order
+    fetched_blocks: dict = field(default_factory=dict)
 
     @property
     def kernels(self) -> list:

@@ -117,7 +117,32 @@ def _lower(graph: Graph, limits: Limits, windows: dict) -> LoweredGraph:
                 for b in kernel.outputs:        # values between a node's kernels
                     layouts.setdefault(b.value, b.layout)
                 lowered_graph.steps.append(("kernel", kernel))
+    lowered_graph.fetched_blocks.update(_fetched_blocks(lowered_graph, planned))
     return lowered_graph
+
+
+def _fetched_blocks(lowered_graph: LoweredGraph, planned) -> dict:
+    """{fetched value: its render targets' value} for the fetched values a planner left
+    in render targets (codegen/norm.py plan_blocks): a readback reads every layer and
+    puts the texels in order, which it can where one kernel wrote all of them, each
+    texel once (a Blocking of one matrix, no K splits, rows not interleaved)."""
+    found = {}
+    for name in dict.fromkeys(lowered_graph.outputs):
+        view = planned.blocks.get(name)
+        if view is None:
+            continue
+        targets = f"{name}#blocks"
+        writers = [k for k in lowered_graph.kernels
+                   if k.output.value == targets and k.output_layers]
+        blocking = getattr(view, "blocking", None)
+        if len(writers) != 1 or getattr(view, "pending", False) or \
+                view.mapping != "matmul" or blocking.batch != 1 or blocking.splits != 1 or \
+                blocking.interleaved:
+            raise FragflowError(f"'{name}' is fetched but left in render targets a readback "
+                                f"cannot read ({view.mapping} {blocking}); this is a "
+                                f"fragflow bug (a planner in codegen/lower.py PLANNERS)")
+        found[name] = targets
+    return found
 
 
 def _check_texture_units(node, kernel, units: int) -> None:

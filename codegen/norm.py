@@ -13,7 +13,8 @@ long, the four lanes of a texel are one row's and read it as whole texels.
   texture (one texel a row), then a kernel normalizes every element reading them.
 - norm.rows: one kernel writing render targets, no stitch, where plan_blocks left the
   result there (its readers read it in place: blocked matmuls as their A, matmuls'
-  epilogues as a residual operand): a fragment walks its row once into registers
+  epilogues as a residual operand; a fetch reads it back from the targets, putting
+  its texels in order on the host): a fragment walks its row once into registers
   (two passes over them for the statistics) and writes up to `matmul.max_targets` of
   the row's texels, one a target; a row of W elements is W / (4 x targets) fragments,
   each reading it once, where norm.stats reads it three times in two kernels.
@@ -214,11 +215,25 @@ def _units_fit(node, limits) -> bool:
     return len(node.inputs) + len(extra) + 1 <= limits.max_texture_units
 
 
+def _fetched_pays(blocking, tuning) -> bool:
+    """Whether a fetched norm may stay in its targets (reduce.norm_rows_fetched): where
+    its fragments, each reading the whole row, read at most norm_rows_fetched_reads
+    elements more than norm.stats' three reads of each (wider rows, more rows: its two
+    kernels and one readback were faster, docs/PERFORMANCE.md)."""
+    knobs = tuning.reduce
+    extra = blocking.m * blocking.n * (blocking.col_slab - 3)
+    return knobs.norm_rows_fetched and extra <= knobs.norm_rows_fetched_reads
+
+
 def plan_blocks(graph, facts, limits, tuning) -> dict:
     """{value: BlocksLayout} for the LayerNorms run as norm.rows (codegen/lower.py
     PLANNERS): float32 rows of whole texels that TABLE takes, read only by blocked
     matmuls as their A (codegen/matmul.py _reads_a_blocks) and by fused matmuls'
-    epilogues (reads_residual), where the Tuning's `reduce.norm_rows` is on."""
+    epilogues (reads_residual), where the Tuning's `reduce.norm_rows` is on; fetched
+    too (a model's output, read by those or by nothing) where `reduce.norm_rows_fetched`
+    is and _fetched_pays: the readback puts the targets' texels in order (lower()
+    records it in LoweredGraph.fetched_blocks; runtime/gl_plan.py,
+    tools/webgl/runtime.js)."""
     if not tuning.reduce.norm_rows or "norm.rows" in tuning.exclude:
         return {}
     blocks: dict = {}
@@ -236,11 +251,12 @@ def plan_blocks(graph, facts, limits, tuning) -> dict:
             continue
         if not _units_fit(node, limits):
             continue
+        blocking = rows_blocking(out.type.size // plan.width, plan.width, tuning)
         so_far = replace(facts, blocks=MappingProxyType({**facts.blocks, **blocks}))
         if not facts.read_only_by(out, lambda n, v, s=so_far: reads_residual(n, v) or
-                                  _reads_a_blocks(n, v, s, limits, tuning)):
+                                  _reads_a_blocks(n, v, s, limits, tuning),
+                                  fetched=_fetched_pays(blocking, tuning)):
             continue
-        blocking = rows_blocking(out.type.size // plan.width, plan.width, tuning)
         result = output_operand(out, layouts)
         layout = target_operands(blocking, result, _max_texture_size(None, result))[0].layout
         blocks[out.name] = BlocksLayout(layout.shape, "float32", layout.width,

@@ -8,6 +8,8 @@ notes for another family's lowering, as it goes.
 - `blocks`: value name -> how its producer leaves it in its render targets for its
   readers instead of stitching it into one texture (decided by the families'
   planners, e.g. codegen/conv.py's, from readers and the tuning); readers look here.
+  A fetched value among them (a norm.rows LayerNorm's) is read back from the targets:
+  lower() records it in LoweredGraph.fetched_blocks.
 
 `schedule(graph, limits, tuning, planners)` computes them; lower() makes them `active()`.
 """
@@ -30,13 +32,16 @@ class Facts:
         """The nodes reading a value (a Value or its name)."""
         return self.readers.get(getattr(value, "name", value), ())
 
-    def read_only_by(self, value, reads) -> bool:
-        """Whether the value is not fetched, has readers, and reads(reader, value) holds
-        for each: the condition for leaving it in its producer's render targets."""
+    def read_only_by(self, value, reads, fetched: bool = False) -> bool:
+        """Whether reads(reader, value) holds for each of the value's readers and it has
+        some, and is not fetched: the condition for leaving it in its producer's render
+        targets. With `fetched`, a fetched value qualifies too, readers or none (its
+        readback reads the targets: codegen/norm.py plan_blocks)."""
         name = getattr(value, "name", value)
         readers = self.readers_of(name)
-        return name not in self.fetched and bool(readers) and \
-            all(reads(n, value) for n in readers)
+        if name in self.fetched:
+            return fetched and all(reads(n, value) for n in readers)
+        return bool(readers) and all(reads(n, value) for n in readers)
 
 
 def graph_facts(graph) -> Facts:

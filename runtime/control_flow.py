@@ -103,6 +103,9 @@ class _SubPlan:
             while v.node.op in lower_views and v.node.inputs:
                 v = v.node.inputs[0]
             outputs.append(v.name)
+        # its fetches are handed on (bound as textures, swapped with loop variables,
+        # copied, written into windows): none is left in render targets to read back
+        tuning = (tuning or Tuning()).with_({"reduce.norm_rows_fetched": False})
         names, kinds = {}, {}
         for (kind, k), window in sorted(wanted.items(), key=lambda kw: kw[0][0] != "param"):
             name = self.names[k] if kind == "param" else outputs[k]

@@ -42,6 +42,33 @@ def from_texels(flat: np.ndarray, layout: Layout) -> np.ndarray:
     return out != 0 if layout.dtype == "bool" else out
 
 
+def from_layers(layers: np.ndarray, view) -> np.ndarray:
+    """The flat elements, in order, of a [M, N] value a kernel left in render targets
+    (layers: [target, texels * 4], RenderTargets.readback_layers): its BlocksLayout
+    `view`'s Blocking says where each texel is (templates/blocks_texel.glsl.j2 px_):
+    row p = r * S + s, column texel ct = h * NTC + c at texel s * NTC + c of target
+    r * CT + h (one matrix, no K splits: codegen/lower.py _fetched_blocks)."""
+    b = view.blocking
+    texels = b.slab * b.col_slab
+    parts = layers[:, :texels * 4].reshape(b.rows, b.cols, b.slab, b.col_slab * 4)
+    matrix = parts.transpose(0, 2, 1, 3).reshape(b.rows * b.slab, b.cols * b.col_slab * 4)
+    return matrix[:b.m, :b.n].reshape(-1)
+
+
+class LayersReadback:
+    """Where a fetched value left in its kernel's render targets lives
+    (LoweredGraph.fetched_blocks): it stands for a slot's texture to readbacks, its
+    readback() the value's elements in order. Not a Texture: nothing binds it, and
+    run_resident reads it back."""
+    __slots__ = ("targets", "view")
+
+    def __init__(self, targets: RenderTargets, view):
+        self.targets, self.view = targets, view
+
+    def readback(self) -> np.ndarray:
+        return from_layers(self.targets.readback_layers(), self.view)
+
+
 class Resident:
     """A value left in a texture by a run: the texture and its layout. Valid until the
     plan that owns the texture runs again or is released; read() reads it back."""
@@ -306,6 +333,7 @@ class GLPlan:
                 slot_of[value] = new_slot(layouts[value].texture_key)
         self._launches = []
         self._launch_info = []         # (kernel, output layout) per launch
+        targets_of = {}                # array value -> the RenderTargets writing it
         for step in lowered_graph.steps:
             if step[0] != "kernel":
                 continue
@@ -317,7 +345,7 @@ class GLPlan:
                 self._arrays.append(ArrayTexture(layout.width, layout.height,
                                                  kernel.output_layers))
                 slot_of[out] = Slot(self._arrays[-1])
-                targets = RenderTargets(array=slot_of[out].texture)
+                targets = targets_of[out] = RenderTargets(array=slot_of[out].texture)
                 self._framebuffers.append(targets)
                 target = Slot(targets)
             elif kernel.extra_outputs:          # several render targets, one draw
@@ -333,6 +361,8 @@ class GLPlan:
                 continue
             self._launches.append(launch)
             self._launch_info.append((kernel, layout))
+        for name, blocks in lowered_graph.fetched_blocks.items():
+            slot_of[name] = Slot(LayersReadback(targets_of[blocks], layouts[blocks]))
         for alias, source in memory.roots.items():
             slot_of[alias] = slot_of[source]
         self._readbacks = [(slot_of[n], layouts[n]) for n in lowered_graph.outputs]
@@ -452,8 +482,9 @@ class GLPlan:
         """run() with values left on the GPU: a feed may be a Resident, whose texture is
         bound in place of the feed's own for this run (nothing uploaded) when its layout
         matches, and each fetch comes back as a Resident (nothing read back) except one in
-        an array texture (read back). The feed textures given are only read, never written;
-        an assigned variable whose new value is a given feed gets a copy (uploaded)."""
+        an array texture or left in render targets (read back). The feed textures given
+        are only read, never written; an assigned variable whose new value is a given
+        feed gets a copy (uploaded)."""
         with self.device.gl:
             swapped = {id(new) for _, new in self._swaps}
             restore = []

@@ -77,7 +77,8 @@ def hoisted_values(lowered_graph, invariant=None) -> frozenset:
     roots = view_roots(lowered_graph.steps)
     layouts = lowered_graph.layouts
     assigned = {roots.get(n, n) for _, n in lowered_graph.assigns} | \
-        {roots.get(n, n) for n in lowered_graph.outputs}
+        {roots.get(n, n) for n in lowered_graph.outputs} | \
+        set(lowered_graph.fetched_blocks.values())
     hoisted: set = set()
     for step in lowered_graph.steps:
         if step[0] != "kernel" or not step[1].inputs:

@@ -60,6 +60,19 @@ class ReduceTuning:
     # norm.rows): a fragment walks its row once into registers and writes up to
     # matmul.max_targets of its texels; the readers read them there
     norm_rows: bool = True
+    # ... and such a LayerNorm that is fetched too (a model's output: BERT's last norm),
+    # read by no other kind of reader: it stays in its render targets and the readback
+    # puts its elements in order on the host (runtime/gl_plan.py, tools/webgl/runtime.js);
+    # off: norm.stats' two kernels, the result in a texture of its own. Where a row's
+    # fragments (each reads the whole row) read at most norm_rows_fetched_reads
+    # elements more than norm.stats' three reads of each: rows x width x (fragments a
+    # row - 3). llvmpipe in process (docs/PERFORMANCE.md): the test BERT 0.98-1.02x,
+    # 32 x 128 alone 1.10x, 48 x 128 1.04x, 64 x 128 0.96x, 8 x 256 0.95x, 128 x 256
+    # 0.52x, 1024 x 32 1.72x; the webgl profile's export: off (each layer is one more
+    # readPixels, ~0.1 ms in Chromium: the test BERT 0.96x on SwiftShader, a norm
+    # alone 0.5-0.9x)
+    norm_rows_fetched: bool = True
+    norm_rows_fetched_reads: int = 6144
     norm_rows_cache: bool = True
     norm_rows_targets: int = 8
     # the most a LayerNorm walk's loop body is unrolled to stay in the loop budget
@@ -81,6 +94,8 @@ LLVMPIPE = ReduceTuning()
 # would leave most lanes idle, so windows shrink until it has 64K.
 GPU = dataclasses.replace(LLVMPIPE, min_fragments=1 << 16)
 # WebGL2 runs on the same GPUs; its 4 draw buffers cap column_targets through Limits.
-WEBGL = GPU
+# A fetched norm left in render targets reads back a layer at a time (readPixels each):
+# slower in Chromium on both rasterisers (docs/PERFORMANCE.md)
+WEBGL = dataclasses.replace(GPU, norm_rows_fetched=False)
 
 PROFILES = {"llvmpipe": LLVMPIPE, "gpu": GPU, "webgl": WEBGL}

@@ -3,9 +3,10 @@ its render targets: no stitch; the norm's kernels read x there, add up the produ
 splits and apply the matmul's epilogue (bias, GELU, a residual add) as they read it
 (codegen/matmul.py plan_blocks, codegen/norm.py reads_blocks, templates/
 layer_norm.glsl.j2 xt). On GL against the float64 formula: rows not a multiple of 4,
-a batch, K split, the packed path, negatives, NaN and inf in the input, both rows of
-the norm's table; and where the stitch stays: the product fetched too, rows not whole
-texels, the knob off, x past norm_blocks_max_elements."""
+a batch, K split, the packed path, negatives, NaN and inf in the input, each row of
+the norm's table (norm.rows: the fetched y read back from its own targets); and where
+the stitch stays: the product fetched too, rows not whole texels, the knob off, x past
+norm_blocks_max_elements."""
 import math
 
 import numpy as np
@@ -14,9 +15,13 @@ import pytest
 import fragflow as ff
 from tests.reference import assert_matches, normal
 
-# each row of codegen/norm.py's table
-ROWS = {"norm.direct": {"reduce.norm_direct_width": 1 << 14},
-        "norm.stats": {"reduce.norm_direct_width": 0}}
+# each row of codegen/norm.py's table: y is fetched, which norm.rows takes where
+# reduce.norm_rows_fetched is on (its readback reads y from its own targets), here
+# whatever its fragments read (reduce.norm_rows_fetched_reads)
+ROWS = {"norm.direct": {"reduce.norm_direct_width": 1 << 14,
+                        "reduce.norm_rows_fetched": False},
+        "norm.stats": {"reduce.norm_direct_width": 0, "reduce.norm_rows_fetched": False},
+        "norm.rows": {"reduce.norm_rows_fetched_reads": 1 << 30}}
 ON = {"matmul.norm_reads_blocks": True, "matmul.norm_blocks_max_elements": 1 << 30}
 
 

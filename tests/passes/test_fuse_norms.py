@@ -15,9 +15,11 @@ import fragflow as ff
 from tests.reference import assert_matches, run_both
 
 rng = np.random.default_rng(34)
-# each row of codegen/norm.py's table, on rows of every width here
-ROWS = {"norm.direct": ff.Tuning().with_({"reduce.norm_direct_width": 1 << 14}),
-        "norm.stats": ff.Tuning(exclude=("norm.direct",))}
+# each row of codegen/norm.py's table, on rows of every width here (the fetched norms
+# here would run norm.rows where rows are whole texels: tests/ops/test_norm_rows.py)
+NO_ROWS = ff.Tuning().with_({"reduce.norm_rows_fetched": False})
+ROWS = {"norm.direct": NO_ROWS.with_({"reduce.norm_direct_width": 1 << 14}),
+        "norm.stats": NO_ROWS.with_(exclude=("norm.direct",))}
 
 
 def _norm_kernels(fn, row):
@@ -353,7 +355,7 @@ def test_a_direct_walk_past_the_unroll_limit_takes_norm_stats(gl):
 def test_few_rows_run_direct_within_norm_direct_work(rows, width, row, gl):
     """reduce.norm_direct_work: rows of any width run as norm.direct where rows x
     width² stays within it (past reduce.norm_direct_width); edge rows as above."""
-    tuning = ff.Tuning().with_({"reduce.norm_direct_work": 140_000})
+    tuning = NO_ROWS.with_({"reduce.norm_direct_work": 140_000})
     g, x, y, fn, (w, b) = _compile(FORMS["layer_normalization"][0], (rows, width),
                                    tuning=tuning)
     xb = _edge_rows(width)[:rows] if rows <= 7 else \

@@ -24,6 +24,7 @@ class Case:
     atol: float = 1e-6
     session_steps: int = 0        # steps on the numpy executor before exporting its values
     reads: int | None = None      # predicates a run reads back (control flow)
+    tuning: ff.Tuning | None = None   # the export's (None: the "webgl" profile)
 
 
 def _edge_values(rng, shape):

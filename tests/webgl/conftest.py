@@ -68,7 +68,7 @@ def _exported(root):
                 session.run(case.fetches, case.feeds)
         feeds = list(case.feeds)
         export = ff.webgl.export(case.fetches, feeds, os.path.join(root, name),
-                                 session=session, page=name in PAGES)
+                                 session=session, page=name in PAGES, tuning=case.tuning)
         if session is not None:
             session.close()
         spec = {

@@ -320,10 +320,17 @@ def norm_stats():
     return _norms(128, 130)
 
 
+# a fetched LayerNorm left in its render targets (off in the webgl profile: slower),
+# whatever its rows' reads (4 targets: a row of 128 is 8 fragments, each reading it)
+FETCHED_ROWS = ff.Tuning.named("webgl").with_({"reduce.norm_rows_fetched": True,
+                                               "reduce.norm_rows_fetched_reads": 1 << 20})
+
+
 def norm_rows():
     """A LayerNorm over rows of 128 read by a blocked matmul as its A and by the next
-    product's residual add (post-LN BERT): one kernel writing render targets, its
-    readers reading them there; 37 rows, one of zeros."""
+    product's residual add (post-LN BERT), and fetched (FETCHED_ROWS):
+    one kernel writing render targets, its readers reading them there and the readback
+    putting them in order; 37 rows, one of zeros."""
     rng = np.random.default_rng(5)
     w = rng.uniform(0.5, 1.5, 128).astype(np.float32)
     b = rng.standard_normal(128).astype(np.float32)
@@ -337,8 +344,10 @@ def norm_rows():
         var = ff.reduce_mean(ff.square(c), axis=-1, keepdims=True)
         y = c * ff.rsqrt(var + 1e-5) * w + b
         z = ff.matmul(y, ff.constant(w1)) + b1
-        return {"layer": ff.matmul(z, ff.constant(w2)) + y}
-    return _case(build, [(37, 128)], rtol=1e-4, atol=1e-4)
+        return {"layer": ff.matmul(z, ff.constant(w2)) + y, "normalized": y}
+    case = _case(build, [(37, 128)], rtol=1e-4, atol=1e-4)
+    case.tuning = FETCHED_ROWS
+    return case
 
 
 # -- top_k.TABLE --------------------------------------------------------------------------
@@ -538,8 +547,44 @@ def norm_reads_matmul_blocks():
     return _case(build, [(34, 64), (34, 64)], rtol=1e-4, atol=1e-4, feeds=feeds)
 
 
-# cases of kernels reading another node's render targets
-BLOCKS_CASES = {"norm_reads_matmul_blocks": norm_reads_matmul_blocks}
+def fetched_norm_rows():
+    """LayerNorms fetched with no other reader, each one norm.rows kernel whose
+    targets the readback reads and puts in order (FETCHED_ROWS): 37 rows of 128 (32
+    texels: 4 targets, WebGL2's draw buffers), 13 of 44 (11 texels: one target), an
+    RMSNorm over 3 x 7 rows of 24 (6 texels: 3 targets); NaN, inf, a row of zeros,
+    negatives. Three runs: the first reads back through pixel-pack buffers and
+    fences, the later ones directly (runtime.js _end)."""
+    rng = np.random.default_rng(37)
+    s1, b1 = rng.uniform(0.5, 1.5, 128).astype(np.float32), \
+        rng.standard_normal(128).astype(np.float32)
+    s2, b2 = rng.uniform(0.5, 1.5, 44).astype(np.float32), \
+        rng.standard_normal(44).astype(np.float32)
+    g3 = rng.uniform(0.5, 1.5, 24).astype(np.float32)
+
+    def build(x1, x2, x3):
+        ms = ff.reduce_mean(x3 * x3, axis=-1, keepdims=True)
+        return {"wide": ff.layer_normalization(x1, ff.constant(s1), ff.constant(b1)),
+                "one_target": ff.layer_normalization(x2, ff.constant(s2), ff.constant(b2)),
+                "rms": x3 * ff.rsqrt(ms + 1e-6) * g3}
+
+    def feeds(rng):
+        x1, x2, x3 = (rng.standard_normal(s).astype(np.float32) * 3 - 1
+                      for s in ((37, 128), (13, 44), (3, 7, 24)))
+        x1[2] = 0.0                  # zero variance: the offset
+        x1[5, 7] = np.nan
+        x2[4, 0] = np.inf
+        x3[1, 2] = 0.0
+        return [x1, x2, x3]
+    case = _case(build, [(37, 128), (13, 44), (3, 7, 24)], rtol=1e-4, atol=1e-4,
+                 feeds=feeds)
+    case.runs = 3
+    case.tuning = FETCHED_ROWS
+    return case
+
+
+# cases of kernels reading another node's render targets, and of fetches reading them
+BLOCKS_CASES = {"norm_reads_matmul_blocks": norm_reads_matmul_blocks,
+                "fetched_norm_rows": fetched_norm_rows}
 
 
 def case_id(strategy: str) -> str:

@@ -17,7 +17,9 @@ from fragflow.tools.cli import main
 from fragflow.tools.webgl.export import kernel_source, runtime_text
 from tests.webgl.cases import cnn_training_step, matmuls, mlp_adam_from_session
 
-RUNTIME_BUDGET = 40 * 1024          # bytes of model.js without the schedule (issues 22, 36)
+# bytes of model.js without the schedule (issues 22, 36; 42 KB from 40 with issue 34's
+# readback of an output left in render targets: 1.4 KB)
+RUNTIME_BUDGET = 42 * 1024
 TARGETS = os.path.join(os.path.dirname(__file__), "..", "tools", "cli_targets.py")
 
 
@@ -66,7 +68,7 @@ def test_index_html_loads_only_model_js(training_export):
     assert not re.search(r"\b(https?|wss?|ftp)://|\bsrc\s*=|<link\b", text)
 
 
-def test_runtime_without_shaders_and_weights_is_under_40_kb(training_export):
+def test_runtime_without_shaders_and_weights_is_under_42_kb(training_export):
     size = len(runtime_text().replace("/*@fragflow-model@*/null", "null").encode())
     assert training_export.runtime_bytes == size
     assert size < RUNTIME_BUDGET, f"runtime.js is {size} bytes; the budget is {RUNTIME_BUDGET}"
@@ -303,3 +305,62 @@ def test_a_fetched_reshape_keeps_its_own_shape(tmp_path):
     export = ff.webgl.export({"y": y}, [x], tmp_path)
     (out,) = export.schedule["outputs"]
     assert out["name"] == "y" and out["shape"] == [2, 5, 8] and out["size"] == 80
+
+
+FETCHED_ROWS = ff.Tuning.named("webgl").with_({"reduce.norm_rows_fetched": True,
+                                               "reduce.norm_rows_fetched_reads": 1 << 20})
+
+
+def _norm_export(tmp_path, build, tuning=FETCHED_ROWS):
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((37, 128), "float32", name="x")
+        y = build(ff.layer_normalization(x, epsilon=1e-5))
+    return ff.webgl.export({"y": y}, [x], tmp_path, page=False, tuning=tuning)
+
+
+def test_a_fetched_norm_is_read_from_its_render_targets(tmp_path):
+    """norm.rows' output fetched (reduce.norm_rows_fetched on): the output's slot is
+    its 4 layers (WebGL2's draw buffers), the record says where each texel is
+    (runtime.js inOrder); the value's own shape and size."""
+    export = _norm_export(tmp_path, lambda y: y)
+    (out,) = export.schedule["outputs"]
+    assert [k.strategy for k in export.kernels] == ["norm.rows"]
+    assert out["shape"] == [37, 128] and out["size"] == 37 * 128
+    assert out["blocks"] == {"m": 37, "n": 128, "rows": 1, "cols": 4, "slab": 37,
+                             "colSlab": 8}
+    assert export.schedule["slots"][out["slot"]]["layers"] == 4
+
+
+@pytest.mark.parametrize("why, build, tuning", [
+    ("the webgl profile's default (reduce.norm_rows_fetched off)", lambda y: y, None),
+    ("its fragments' reads past reduce.norm_rows_fetched_reads", lambda y: y,
+     FETCHED_ROWS.with_({"reduce.norm_rows_fetched_reads": 37 * 128 * 5 - 1})),
+    ("a view of it fetched", lambda y: ff.reshape(y, (37, 4, 32)), FETCHED_ROWS),
+])
+def test_a_fetched_norm_keeps_a_texture(tmp_path, why, build, tuning):
+    export = _norm_export(tmp_path, build, tuning)
+    (out,) = export.schedule["outputs"]
+    assert "blocks" not in out and not export.schedule["slots"][out["slot"]]["layers"], why
+    assert "norm.rows" not in {k.strategy for k in export.kernels}, why
+
+
+def test_a_loop_bodys_norm_is_handed_on_in_a_texture(tmp_path):
+    """A while_loop whose body returns a LayerNorm: the loop swaps or copies the
+    body's result textures, so its programs lower without reduce.norm_rows_fetched
+    (an array texture would be refused: _copyable)."""
+    w = (np.random.default_rng(3).standard_normal((64, 64)) / 8).astype(np.float32)
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((12, 64), "float32", name="x")
+        _, y = ff.while_loop(lambda i, v: i < 3,
+                             lambda i, v: (i + 1, ff.layer_normalization(
+                                 ff.matmul(v, ff.constant(w)), epsilon=1e-5)),
+                             [ff.constant(np.int32(0)), x])
+    export = ff.webgl.export({"y": ff.layer_normalization(y)}, [x], tmp_path, page=False,
+                             tuning=FETCHED_ROWS)
+    assert "program" in export.schedule
+    norms = [k for k in export.kernels if k.op == "fused_layer_norm"]
+    assert norms and not any(k.output_layers for k in norms), \
+        [(k.strategy, k.output_layers) for k in norms]
+    assert "blocks" not in export.schedule["outputs"][0]

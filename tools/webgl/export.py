@@ -407,6 +407,9 @@ class _Builder:
         self.variables: list = []
         self.assigns: list = []
         self.counter = -1
+        # layered slot -> (the layout of the fetched value it holds, its Blocking): an
+        # output left in render targets (LoweredGraph.fetched_blocks), read back in order
+        self.blocks_read: dict = {}
 
     def add_slot(self, kind, layout, layers=0, **extra) -> int:
         self.slots.append(dict(kind=kind, width=layout.width, height=layout.height,
@@ -537,8 +540,13 @@ class _Builder:
             slot_of[alias] = slot_of[root]
         self.assigns.extend([self.variable(var, layouts[value]), slot_of[memory.root(value)]]
                             for var, value in lowered.assigns)
-        outputs = [slot_of[memory.root(n)] for n in lowered.outputs]
-        layered = [n for n, slot in zip(lowered.outputs, outputs) if self.slots[slot]["layers"]]
+        in_blocks = lowered.fetched_blocks      # read back from its render targets
+        outputs = [slot_of[memory.root(in_blocks.get(n, n))] for n in lowered.outputs]
+        for n, slot in zip(lowered.outputs, outputs):
+            if n in in_blocks:
+                self.blocks_read[slot] = (layouts[n], layouts[in_blocks[n]].blocking)
+        layered = [n for n, slot in zip(lowered.outputs, outputs)
+                   if self.slots[slot]["layers"] and n not in in_blocks]
         if layered:         # codegen stitches its blocks: a value never ends in layers
             raise WebGLExportError(f"value '{layered[0]}' is left in an array texture, "
                                    f"which no later kernel, loop or readback can read")
@@ -551,7 +559,7 @@ class _Builder:
         """inputs: (label, slot) in feed order; outputs: (label, slot, the user's
         Value) in fetch order."""
         def described(label, slot, value=None):
-            layout = self.layouts[slot]
+            layout, blocking = self.blocks_read.get(slot, (self.layouts[slot], None))
             # a fetched view (a reshape of a kernel's result) shares its root's slot:
             # its own shape, the slot's elements in the same order
             shape = layout.shape
@@ -559,8 +567,14 @@ class _Builder:
             if own is not None and None not in own and tuple(own) != tuple(shape) and \
                     int(np.prod(own, dtype=np.int64)) == layout.size:
                 shape = own
-            return {"name": label, "shape": list(shape), "dtype": layout.dtype,
-                    "size": layout.size, "slot": slot}
+            record = {"name": label, "shape": list(shape), "dtype": layout.dtype,
+                      "size": layout.size, "slot": slot}
+            if blocking is not None:    # row p = r * slab + s, column texel h * colSlab
+                # + c: texel s * colSlab + c of layer r * cols + h (blocks_texel px_)
+                record["blocks"] = {"m": blocking.m, "n": blocking.n, "rows": blocking.rows,
+                                    "cols": blocking.cols, "slab": blocking.slab,
+                                    "colSlab": blocking.col_slab}
+            return record
         kernels = self.kernels
         self._half_textures()
         self._once()
@@ -617,8 +631,11 @@ class _Builder:
         runtime/control_flow.py runs them: every value computed once, handed on in its
         texture), each control node a step holding its sub-graphs' programs."""
         if not has_control_flow(graph):
-            return self.stage(lower_for_webgl(graph, self.max_draw_buffers, self.tuning),
-                              bound)
+            # a stage's values are handed on (loop variables, copies): none is left in
+            # render targets, which only a readback reads (reduce.norm_rows_fetched)
+            tuning = (self.tuning or Tuning.named("webgl")).with_(
+                {"reduce.norm_rows_fetched": False})
+            return self.stage(lower_for_webgl(graph, self.max_draw_buffers, tuning), bound)
         staged, controls, inputs_of, results = stage_graph(graph)
         fetches = stage_fetches(staged, controls, inputs_of, results)
         env = {n.outputs[0]: bound[n.name] for n in staged.nodes

@@ -281,8 +281,16 @@ class Model {
     }
   }
 
-  /** The framebuffer rendering into one texture (made on first use, kept). */
-  _framebuffer(texture) {
+  /** The framebuffer rendering into one texture (made on first use, kept); or reading
+   * layer `layer` of an array texture. */
+  _framebuffer(texture, layer = -1) {
+    const fbos = texture.fbos = texture.fbos || [];
+    if (layer >= 0 && !fbos[layer]) {
+      const gl = this.gl;
+      gl.bindFramebuffer(gl.FRAMEBUFFER, fbos[layer] = gl.createFramebuffer());
+      gl.framebufferTextureLayer(gl.FRAMEBUFFER, gl.COLOR_ATTACHMENT0, texture.id, 0, layer);
+    }
+    if (layer >= 0) return fbos[layer];
     if (!texture.fbo) {
       const gl = this.gl;
       texture.fbo = gl.createFramebuffer();
@@ -407,7 +415,7 @@ class Model {
     this._launches(programs);
     for (const launch of this.launches) this._targets(launch);   // checked here, once
     for (const o of this.spec.outputs) {
-      if (this.slots[o.slot].texture) this._framebuffer(this.slots[o.slot].texture);
+      if (this.slots[o.slot].texture && !o.blocks) this._framebuffer(this.slots[o.slot].texture);
     }
     this.ready = true;
     this.timings.compile = performance.now() - t0;
@@ -588,7 +596,7 @@ class Model {
 
   /** Read a texture into a pixel-pack buffer (queued: nothing waits); after _wait(),
    * take(pack) copies it out. */
-  _pack(texture, texels, key) {
+  _pack(texture, texels, key, layer) {
     const gl = this.gl;
     const s = texture.spec;
     const flat = s.format === 'i' ? new Int32Array(texels * 4) : new Float32Array(texels * 4);
@@ -602,7 +610,7 @@ class Model {
       this.packs.set(key, buffer);
     }
     gl.bindBuffer(gl.PIXEL_PACK_BUFFER, buffer.id);
-    this._readInto(texture, texels, 0);           // into the buffer: queued, no wait
+    this._readInto(texture, texels, 0, layer);    // into the buffer: queued, no wait
     gl.bindBuffer(gl.PIXEL_PACK_BUFFER, null);
     return {buffer: buffer.id, flat};
   }
@@ -755,11 +763,13 @@ class Model {
       }
     } else {
       const packs = this.spec.outputs.map((o, k) => {
-        const texture = this.slots[o.slot].texture;
-        return this._pack(texture, texture.spec.width * texture.spec.height, k);
+        const t = this.slots[o.slot].texture;
+        return layers(o, t).map((j) => this._pack(t, t.spec.width * t.spec.height, `${k}.${j}`, j));
       });
       await this._drain();
-      this.spec.outputs.forEach((o, k) => { results[o.name] = typed(this._take(packs[k]), o); });
+      this.spec.outputs.forEach((o, k) => {
+        results[o.name] = typed(packs[k].map((p) => this._take(p)), o);
+      });
     }
     // the assigns: each variable takes the texture its new value was computed into
     for (const [variable, value] of this.spec.assigns) {
@@ -773,18 +783,19 @@ class Model {
   /** A slot's value as a typed array of its dtype (readPixels waits for the GPU). */
   _read(slot, what) {
     const s = slot.texture.spec;
-    const flat = s.format === 'i' ? new Int32Array(s.width * s.height * 4)
-      : new Float32Array(s.width * s.height * 4);
-    this._readInto(slot.texture, s.width * s.height, flat);
-    return typed(flat, what);
+    return typed(layers(what, slot.texture).map((j) => {
+      const flat = staging(s);
+      this._readInto(slot.texture, s.width * s.height, flat, j);
+      return flat;
+    }), what);
   }
 
-  /** readPixels of a texture's texels (all, or the first) into flat (or the bound
-   * pixel-pack buffer at offset 0: then it only queues the copy). */
-  _readInto(texture, texels, flat) {
+  /** readPixels of a texture's texels (all, or the first; of an array, layer's) into
+   * flat (or the bound pixel-pack buffer at offset 0: then it only queues the copy). */
+  _readInto(texture, texels, flat, layer) {
     const gl = this.gl;
     const s = texture.spec;
-    gl.bindFramebuffer(gl.FRAMEBUFFER, this._framebuffer(texture));
+    gl.bindFramebuffer(gl.FRAMEBUFFER, this._framebuffer(texture, layer));
     if (this.bound) this.bound.fbo = null;
     const [format, type] = s.format === 'i' ? [gl.RGBA_INTEGER, gl.INT] : [gl.RGBA, gl.FLOAT];
     const [w, h] = texels === 1 ? [1, 1] : [s.width, s.height];
@@ -869,7 +880,7 @@ class Model {
     }
     for (const slot of this.slots || []) {
       if (slot.spec.kind === 'alias') continue;   // another slot's texture
-      if (slot.texture.fbo) gl.deleteFramebuffer(slot.texture.fbo);
+      for (const fbo of [slot.texture.fbo, ...slot.texture.fbos || []]) gl.deleteFramebuffer(fbo);
       gl.deleteTexture(slot.texture.id);
     }
     for (const program of this.programs || []) gl.deleteProgram(program);
@@ -885,12 +896,32 @@ class Model {
   }
 }
 
-/** A texture's elements as an output's or variable's typed array (its dtype, its size). */
-function typed(flat, what) {
+/** A texture's elements as an output's or variable's typed array (its dtype, its size),
+ * from [its texels], or from its layers where a kernel left it in render targets. */
+function typed(flats, what) {
+  const flat = what.blocks ? inOrder(flats, what) : flats[0];
   const size = what.size === undefined ? flat.length : what.size;
   if (what.dtype === 'bool') return Uint8Array.from(flat.subarray(0, size), (v) => (v ? 1 : 0));
   return flat.slice(0, size);
 }
+
+/** The elements of a [m, n] output from its render targets' texels (what.blocks, as
+ * codegen's px_ reads them): texel s * colSlab + c of layer r * cols + h is row
+ * r * slab + s, column texel h * colSlab + c. */
+function inOrder(flats, {size, blocks: {m, n, cols, slab, colSlab}}) {
+  const flat = new Float32Array(size);
+  const run = colSlab * 4;
+  for (let p = 0; p < m; p++) {
+    const r = Math.floor(p / slab), at = (p - r * slab) * run;
+    for (let h = 0; h < cols && h * run < n; h++) {
+      flat.set(flats[r * cols + h].subarray(at, at + Math.min(run, n - h * run)), p * n + h * run);
+    }
+  }
+  return flat;
+}
+
+// [-1] (a texture), or each layer of an output a kernel left in render targets
+const layers = (what, t) => what.blocks ? [...Array(t.spec.layers).keys()] : [-1];
 
 // The next task (a message: no 4 ms clamp as nested timers have), or a sleep.
 const channel = typeof MessageChannel === 'undefined' ? null : new MessageChannel();
