@@ -11,6 +11,7 @@ import jinja2
 from ..ir import sanitize
 from .helpers import HELPERS_MARK, with_helpers
 from .limits import active
+from .tuning import active as active_tuning
 
 TEMPLATE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
 
@@ -30,6 +31,34 @@ def glsl_int(x) -> str:
     return f"int({x & 0xffffffff:#010x}u)" if x == -2 ** 31 else str(x)
 
 
+# (x + 0.5) * fl(1 / c) floors to x / c for 0 <= x < 2^22: its relative error is below
+# 2^-23 and (x + 0.5) / c lies at least 0.5 / c from an integer
+FLOAT_DIVISION_BOUND = 1 << 22
+
+
+def quotient(x: str, c: int, bound: int) -> str:
+    """GLSL for x / c (c > 0 a constant, 0 <= x < bound): a shift where c is a power of
+    two; (x + 0.5) times c's reciprocal, floored, where the active Tuning's
+    `elementwise.float_division` is on and bound allows (SwiftShader's JIT divides
+    lane by lane: its texel addresses ~15% of an elementwise kernel, docs/PERFORMANCE.md
+    "Filter panels"); else the integer division."""
+    c = int(c)
+    if c & (c - 1) == 0:
+        return f"(({x}) >> {c.bit_length() - 1})" if c > 1 else f"({x})"
+    if active_tuning().elementwise.float_division and bound <= FLOAT_DIVISION_BOUND:
+        return f"int((float({x}) + 0.5) * {glsl_float(1.0 / c)})"
+    return f"(({x}) / {c})"
+
+
+def split_index(x: str, c: int, bound: int, quot: str, rem: str) -> str:
+    """GLSL declaring ints `quot` = x / c and `rem` = x % c (0 <= x < bound), the
+    remainder from the quotient: a mask where c is a power of two."""
+    c = int(c)
+    if c & (c - 1) == 0:
+        return f"int {quot} = {quotient(x, c, bound)}; int {rem} = ({x}) & {c - 1};"
+    return f"int {quot} = {quotient(x, c, bound)}; int {rem} = ({x}) - {quot} * {c};"
+
+
 @functools.lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
@@ -40,6 +69,8 @@ def environment() -> jinja2.Environment:
     env.filters["glsl_int"] = glsl_int
     env.filters["comment"] = sanitize.comment   # all text from users/files in // comments
     env.globals["helpers_mark"] = HELPERS_MARK    # where a template wants its helpers
+    env.globals["quotient"] = quotient
+    env.globals["split_index"] = split_index
     return env
 
 
