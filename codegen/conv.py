@@ -591,20 +591,23 @@ def _emit_blocked(plan):
         mapping="matmul", blocking=blocking, aligned=g.COUT % 4 == 0)
 
 
-def _image_walk(site, knobs, x, x_blocks, fours) -> bool:
-    """conv.image_walk: whether the blocked conv2d's channel loop can read each
-    pixel's texels at an address computed once a tap plus the step's offset, shared by
-    the pixels (conv_blocked_steps.glsl.j2): the pixel's C / 4 texels start a texture
-    row or fit in one (C / 4 and the texture's width divide one another; every pixel
-    starts at a multiple of C / 4 texels: x's strides are multiples of C, or its
-    producer's depthwise blocks hold C / 4 texels a pixel)."""
+def _image_walk(site, knobs, x, x_blocks, fours):
+    """conv.image_walk: how the blocked conv2d's channel loop reads each pixel's image
+    texels (conv_blocked_steps.glsl.j2), at an address computed once a tap plus the
+    step's offset, shared by the pixels: "rows" where a pixel's C / 4 texels start a
+    texture row or fit in one (C / 4 and the texture's width divide one another, every
+    pixel at a multiple of C / 4 texels: x's strides multiples of C, or a depthwise
+    kernel's blocks), "wrap" where the width is a power of two (the offset's whole rows
+    carried into the row: exact, the column a dyadic fraction), else None (an address
+    a texel)."""
     if not (knobs.image_walk and fours) or \
             (x_blocks is not None and x.layout.mapping != "depthwise"):
-        return False
-    c4 = site.g.C // 4
-    if x_blocks is None and any(s % site.g.C for s in site.context["xs"][:3]):
-        return False
-    return c4 % x.width == 0 or x.width % c4 == 0
+        return None
+    c4, width = site.g.C // 4, x.width
+    aligned = x_blocks is not None or not any(s % site.g.C for s in site.context["xs"][:3])
+    if aligned and (c4 % width == 0 or width % c4 == 0):
+        return "rows"
+    return "wrap" if width & (width - 1) == 0 else None
 
 
 def _filter_panel(site, knobs, fours):

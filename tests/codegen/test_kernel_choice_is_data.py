@@ -17,6 +17,8 @@ NOT_KNOBS = {
     ("layout.py", "ROW_TEXELS"), ("layout.py", "MIN_ROW_TEXELS"),
     # a vec4's four lanes: what a texel is
     ("structure.py", "LANES"), ("top_k.py", "LANES"),
+    # where float32 division by a reciprocal stays exact: arithmetic, not a choice
+    ("environment.py", "FLOAT_DIVISION_BOUND"),
 }
 
 

@@ -50,6 +50,8 @@ def _conv_graph(x, w, b=None, dw=None, **kwargs):
     ((1, 11, 10, 32), 3, 17, dict(dilations=2, padding="VALID")),        # dilated, 17
     ((1, 8, 8, 560), 1, 20, dict(padding="SAME")),                       # long sum
     ((1, 6, 6, 4), 1, 8, dict(padding="SAME")),                          # one step
+    ((1, 4, 4, 600), 1, 8, dict(padding="SAME")),    # 150 texels a pixel on 128-wide rows
+    ((1, 10, 10, 12), 3, 16, dict(padding="SAME")),  # 3 texels a pixel on 128-wide rows
 ])
 def test_panel_and_walk_match_numpy(gl, x_shape, k, cout, kwargs):
     rng = np.random.default_rng(sum(x_shape) + cout)
@@ -67,7 +69,10 @@ def test_panel_and_walk_match_numpy(gl, x_shape, k, cout, kwargs):
     assert np.isnan(ref).any() and not np.isnan(ref).all()
 
 
-@pytest.mark.parametrize("x_shape, cout", [((1, 12, 12, 128), 64), ((2, 5, 7, 64), 24)])
+@pytest.mark.parametrize("x_shape, cout", [
+    ((1, 12, 12, 128), 64), ((2, 5, 7, 64), 24),      # 32, 16 texels a pixel: "rows"
+    ((1, 9, 9, 80), 16), ((1, 12, 12, 48), 64),       # 20 and 12 on 16-wide layers: "wrap"
+])
 def test_walk_reads_a_depthwise_kernels_targets(gl, x_shape, cout):
     rng = np.random.default_rng(cout)
     x = normal(rng, *x_shape)
@@ -82,16 +87,21 @@ def test_walk_reads_a_depthwise_kernels_targets(gl, x_shape, cout):
     _check(g, y, {xp: x})
 
 
-def test_plain_reads_where_the_panel_and_walk_do_not_apply(gl):
+def test_walk_forms_and_where_the_panel_does_not_apply(gl):
     rng = np.random.default_rng(3)
-    x = normal(rng, 1, 10, 10, 12)       # C % 4 == 0, C / 4 = 3: no walk on a 128-wide row
+    x = normal(rng, 1, 10, 10, 12)       # 3 texels a pixel on 128-wide rows: "wrap"
     g, xp, y = _conv_graph(x, normal(rng, 3, 3, 12, 16), padding="SAME")
     conv = next(k for k in _kernels(g, [y], [xp]) if k.op == "conv2d")
-    assert "wpanel4" in conv.source and "image_walk" not in conv.source
+    assert "wpanel4" in conv.source and 'image_walk "wrap"' in conv.source
     _check(g, y, {xp: x})
-    x = normal(rng, 1, 10, 10, 6)        # C % 4 != 0: one channel a step, no panel
+    x = normal(rng, 1, 4, 4, 32)         # 8 texels a pixel: "rows"
+    g, xp, y = _conv_graph(x, normal(rng, 1, 1, 32, 16), padding="SAME")
+    conv = next(k for k in _kernels(g, [y], [xp]) if k.op == "conv2d")
+    assert "image_walk" in conv.source and 'image_walk "wrap"' not in conv.source
+    x = normal(rng, 1, 10, 10, 6)        # C % 4 != 0: one channel a step, no panel, no walk
     g, xp, y = _conv_graph(x, normal(rng, 3, 3, 6, 16), padding="SAME")
-    assert not any(k.op.endswith("_pack") for k in _kernels(g, [y], [xp]))
+    kernels = _kernels(g, [y], [xp])
+    assert not any(k.op.endswith("_pack") or "image_walk" in k.source for k in kernels)
     _check(g, y, {xp: x})
     # a variable filter (trained): read in place, no pack kernel every run
     x = normal(rng, 1, 10, 10, 16)
