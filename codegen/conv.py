@@ -31,11 +31,13 @@ import numpy as np
 
 from ..ir.errors import FragflowError
 from ..ir.ops import conv as _conv
+from ..ir.types import TensorType
 from . import depthwise as depthwise_kernels, matmul, pool, schedule
 from .common import make_kernel, operands, output_operand, reads_at_output
 from .fused import ConvHead
 from .layout import layout_for, strides
 from .limits import active, loop_trips, unroll_for
+from .operands import Operand
 from .strategy import Site, Strategy, choose, lower_with
 from .tuning.conv import ConvTuning
 
@@ -584,7 +586,9 @@ def _emit_blocked(plan):
     pack = _filter_panel(site, knobs, fours)
     if pack is not None:
         pack, w = pack[0], replace(pack[1], sampler=w.sampler)
-        common.update(filter_panel=True, **_helpers(x_blocks, [w] + extra))
+        # the epilogue's operands take the prologue's helpers; the image and the
+        # panel are read by tx_ / the walk and wpanel4
+        common.update(filter_panel=True, fetch_helpers={b.sampler for b in extra})
     blocks, names = _target_operands(blocking, out, site.layouts, plan.targets)
     return ([pack] if pack is not None else []) + _blocked_kernels(
         "conv_blocked.glsl.j2", plan, x, w, blocks, names, blocking, common,
@@ -628,8 +632,18 @@ def _filter_panel(site, knobs, fours):
     layout = matmul.panel_layout(panel, matmul._max_texture_size(site.layouts, site.out))
     if layout is None or layout.width % 4:
         return None
-    return matmul.pack_kernel(panel, layout, site.inputs[1], f"{site.out.value}#filter_panel",
-                              site.prefix + "w", site.op, site.named_nodes)
+    name = f"{site.out.value}#filter_panel"
+    if g.COUT % 4:          # rows that straddle texels: matmul's pack, element by element
+        return matmul.pack_kernel(panel, layout, site.inputs[1], name, site.prefix + "w",
+                                  site.op, site.named_nodes)
+    # whole texels: one program for every conv's panel (its sizes uniforms)
+    out = Operand(sampler="ff_out", value=name, layout=layout,
+                  type=str(TensorType((panel.texels * 4,), "float32")))
+    kernel = make_kernel("conv_filter_panel.glsl.j2", site.prefix + "w", site.op + "_pack",
+                         site.named_nodes, [site.inputs[1]], out,
+                         uniforms={"u_k": ("int", k), "u_nt": ("int", nt),
+                                   "u_width": ("int", layout.width)})
+    return kernel, out
 
 
 def _blocked_kernels(template, plan, x, w, blocks, names, tiling, common, **stitch):

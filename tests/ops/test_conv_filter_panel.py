@@ -128,3 +128,42 @@ def test_the_panel_is_drawn_once_and_the_results_equal_the_plain_reads(gl):
     with ff.Session(g, tuning=PLAIN) as sess:
         plain = sess.run(y, {xp: x})
     assert np.array_equal(first, second) and np.array_equal(first, plain)
+
+
+def _schedule(directory):
+    import json
+    src = open(directory / "model.js").read()
+    start = src.index("const MODEL = ") + len("const MODEL = ")
+    return json.JSONDecoder().raw_decode(src[start:])[0]
+
+
+def test_the_export_stores_the_panel_in_the_filters_place(tmp_path):
+    """ff.webgl.export (tools/webgl/export.py fold_filter_panels): no pack kernel, the
+    panel's texels (filter row k's texel ct at ct * K + k) in model.bin where the
+    filter was, model.bin no bigger; a filter read by a second conv keeps its pack."""
+    rng = np.random.default_rng(7)
+    w = normal(rng, 3, 3, 16, 24)
+    g = ff.Graph()
+    with g.as_default():
+        xp = ff.placeholder((1, 20, 20, 16), name="x")
+        y = ff.relu6(ff.conv2d(xp, ff.constant(w), padding="SAME"))
+    ff.webgl.export({"y": y}, [xp], tmp_path / "a", page=False, tuning=WEBGL)
+    ff.webgl.export({"y": y}, [xp], tmp_path / "b", page=False, tuning=PLAIN)
+    a = _schedule(tmp_path / "a")
+    assert not any(k["op"].endswith("_pack") for k in a["kernels"])
+    assert "wpanel4" in a["programs"][a["kernels"][0]["program"]]
+    assert (tmp_path / "a" / "model.bin").stat().st_size == \
+        (tmp_path / "b" / "model.bin").stat().st_size
+    blob = (tmp_path / "a" / "model.bin").read_bytes()
+    panel = w.reshape(9 * 16, 6, 4).transpose(1, 0, 2).reshape(-1)
+    stored = [np.frombuffer(blob, "<f4", s["data"][1], s["data"][0])
+              for s in a["slots"] if s["kind"] == "constant"]
+    assert any(np.array_equal(v, panel) for v in stored)
+    assert not any(v.size == w.size and np.array_equal(v, w.reshape(-1)) for v in stored)
+    g = ff.Graph()
+    with g.as_default():
+        xp = ff.placeholder((1, 20, 20, 16), name="x")
+        wc = ff.constant(w)
+        y = ff.conv2d(xp, wc, padding="SAME") + ff.conv2d(xp * 2.0, wc, padding="VALID")[:, :1, :1]
+    ff.webgl.export({"y": y}, [xp], tmp_path / "c", page=False, tuning=WEBGL)
+    assert any(k["op"].endswith("_pack") for k in _schedule(tmp_path / "c")["kernels"])

@@ -478,6 +478,7 @@ class _Builder:
         the slots `bound` ({feed name: slot}): its constants, variables, the memory
         plan's textures and its kernels added. An output constant is its value (a
         loop's condition known at export), else None."""
+        lowered = fold_filter_panels(lowered)
         layouts = lowered.layouts
         # kernels of constants and unassigned variables only run once (schedule() drops
         # the mark where another stage assigns such a variable)
@@ -800,6 +801,45 @@ def encode(array: np.ndarray, encodings) -> tuple:
                     return v.astype("u1" if kind == "uint8" else "<u2").tobytes(), \
                         [kind, low, scale]
     return None, None
+
+
+PANEL_TEMPLATE = "conv_filter_panel.glsl.j2"
+
+
+def fold_filter_panels(lowered):
+    """The LoweredGraph with each blocked conv2d's filter panel (codegen/conv.py
+    _filter_panel: a kernel reading a constant filter, drawn once) made here: the
+    panel is a permutation of the filter's texels (panel texel ct * K + k is the
+    filter's row k, texel ct), so model.bin stores the panel in the filter's place (its
+    float16 or uint8 encoding kept: encode() checks the values) and the runtime draws
+    no pack kernel, holds no second copy and the export carries no record of it. Where
+    another kernel, a fetch or an alias reads the filter too, the pack kernel stays."""
+    kernels = lowered.kernels
+    readers: dict = {}
+    for k in kernels:
+        for b in k.inputs:
+            readers[b.value] = readers.get(b.value, 0) + 1
+    aliased = {step[2] for step in lowered.steps if step[0] == "alias"}
+    panels: dict = {}                   # filter value -> (panel value, panel array)
+    for k in kernels:
+        if k.template != PANEL_TEMPLATE:
+            continue
+        source = k.inputs[0].value
+        if source not in lowered.constants or readers[source] != 1 or \
+                source in aliased or source in lowered.outputs:
+            continue
+        u = {name: value for name, (_, value) in k.uniforms.items()}
+        filt = np.asarray(lowered.constants[source], dtype=np.float32).reshape(-1)
+        rows, nt = int(u["u_k"]), int(u["u_nt"])
+        panels[source] = (k.output.value,
+                          filt.reshape(rows, nt, 4).transpose(1, 0, 2).reshape(-1))
+    if not panels:
+        return lowered
+    # each panel where its filter was: model.bin's order and alignment as before
+    constants = dict(panels.get(name, (name, array)) for name, array in lowered.constants.items())
+    dropped = {value for value, _ in panels.values()}
+    steps = [s for s in lowered.steps if s[0] != "kernel" or s[1].output.value not in dropped]
+    return replace(lowered, constants=constants, steps=steps)
 
 
 def _size(t: TensorType) -> int:
