@@ -639,11 +639,25 @@ def _filter_panel(site, knobs, fours):
     # whole texels: one program for every conv's panel (its sizes uniforms)
     out = Operand(sampler="ff_out", value=name, layout=layout,
                   type=str(TensorType((panel.texels * 4,), "float32")))
-    kernel = make_kernel("conv_filter_panel.glsl.j2", site.prefix + "w", site.op + "_pack",
+    kernel = make_kernel(PANEL_TEMPLATE, site.prefix + "w", site.op + "_pack",
                          site.named_nodes, [site.inputs[1]], out,
                          uniforms={"u_k": ("int", k), "u_nt": ("int", nt),
                                    "u_width": ("int", layout.width)})
     return kernel, out
+
+
+PANEL_TEMPLATE = "conv_filter_panel.glsl.j2"
+
+
+def panel_of(kernel, filt):
+    """What `kernel` computes from the constant `filt` (an array, its input) where it
+    is a filter panel's pack (PANEL_TEMPLATE): the filter's texels permuted on the host,
+    panel texel ct * K + k = the filter's row k, texel ct; else None. The WebGL export
+    stores this in the filter's place (tools/webgl/export.py fold_filter_panels)."""
+    if kernel.template != PANEL_TEMPLATE:
+        return None
+    k, nt = (int(kernel.uniforms[name][1]) for name in ("u_k", "u_nt"))
+    return np.asarray(filt, dtype=np.float32).reshape(k, nt, 4).transpose(1, 0, 2).reshape(-1)
 
 
 def _blocked_kernels(template, plan, x, w, blocks, names, tiling, common, **stitch):

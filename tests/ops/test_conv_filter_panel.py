@@ -52,6 +52,7 @@ def _conv_graph(x, w, b=None, dw=None, **kwargs):
     ((1, 6, 6, 4), 1, 8, dict(padding="SAME")),                          # one step
     ((1, 4, 4, 600), 1, 8, dict(padding="SAME")),    # 150 texels a pixel on 128-wide rows
     ((1, 10, 10, 12), 3, 16, dict(padding="SAME")),  # 3 texels a pixel on 128-wide rows
+    ((1, 3, 5, 12), 3, 8, dict(padding="SAME")),     # ... on one 45-wide row: divisions
 ])
 def test_panel_and_walk_match_numpy(gl, x_shape, k, cout, kwargs):
     rng = np.random.default_rng(sum(x_shape) + cout)

@@ -40,6 +40,7 @@ from importlib import resources
 
 import numpy as np
 
+from ...codegen import conv as _conv
 from ...codegen.layout import layout_for
 from ...codegen.limits import Limits
 from ...codegen.lower import lower
@@ -803,9 +804,6 @@ def encode(array: np.ndarray, encodings) -> tuple:
     return None, None
 
 
-PANEL_TEMPLATE = "conv_filter_panel.glsl.j2"
-
-
 def fold_filter_panels(lowered):
     """The LoweredGraph with each blocked conv2d's filter panel (codegen/conv.py
     _filter_panel: a kernel reading a constant filter, drawn once) made here: the
@@ -822,17 +820,13 @@ def fold_filter_panels(lowered):
     aliased = {step[2] for step in lowered.steps if step[0] == "alias"}
     panels: dict = {}                   # filter value -> (panel value, panel array)
     for k in kernels:
-        if k.template != PANEL_TEMPLATE:
-            continue
-        source = k.inputs[0].value
+        source = k.inputs[0].value if k.inputs else None
         if source not in lowered.constants or readers[source] != 1 or \
                 source in aliased or source in lowered.outputs:
             continue
-        u = {name: value for name, (_, value) in k.uniforms.items()}
-        filt = np.asarray(lowered.constants[source], dtype=np.float32).reshape(-1)
-        rows, nt = int(u["u_k"]), int(u["u_nt"])
-        panels[source] = (k.output.value,
-                          filt.reshape(rows, nt, 4).transpose(1, 0, 2).reshape(-1))
+        panel = _conv.panel_of(k, lowered.constants[source])
+        if panel is not None:
+            panels[source] = (k.output.value, panel)
     if not panels:
         return lowered
     # each panel where its filter was: model.bin's order and alignment as before
