@@ -85,11 +85,30 @@ def _pad_axes(in_shape, out_shape, paddings):
             for os_, od, (b, e), d, is_ in zip(out_str, out_shape, paddings, in_shape, in_str)]
 
 
+def _pad_rows(node, x, out):
+    """pad_rows' context for a constant float pad of the last axis alone whose output
+    rows are whole texels (an image's channels padded to a multiple of 4:
+    passes/pad_channels.py), else None."""
+    paddings = node.attrs["paddings"]
+    if node.op != "pad" or x.dtype != "float32" or not paddings or \
+            any(tuple(p) != (0, 0) for p in paddings[:-1]):
+        return None
+    before, _after = paddings[-1]
+    out_row = out.shape[-1]
+    if out_row % 4 or not x.shape[-1] or not out.size:
+        return None
+    return {"dim": x.shape[-1], "out_row": out_row, "before": before,
+            "last_texel": (_prod(x.shape) + 3) // 4 - 1}
+
+
 def lower_pad(node, layouts, prefix):
     x = layouts[node.inputs[0].name]
     out = layouts[node.outputs[0].name]
     mode = "CONSTANT" if node.op == "pad" else node.attrs["mode"]
     constant = literal(node.attrs["constant_value"], x.dtype) if node.op == "pad" else ""
+    rows = _pad_rows(node, x, out)
+    if rows is not None:
+        return _kernel(node, layouts, prefix, "pad_rows", constant=constant, **rows)
     return _kernel(node, layouts, prefix, "pad", mode=mode, constant=constant,
                    axes=_pad_axes(x.shape, out.shape, node.attrs["paddings"]))
 

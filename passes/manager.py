@@ -29,6 +29,7 @@ from . import (
     layout_transposes,
     merge_matmuls,
     norms,
+    pad_channels,
     pad_folding,
     simplify,
     split_wide,
@@ -81,6 +82,9 @@ register_pass("fold_pads",
 register_pass("fold_batch_norm",
               "per-channel scales after conv/matmul (inference batch norm) into weights")(
     fold_batch_norm.fold_batch_norm)
+register_pass("pad_channels",
+              "a conv2d's image of C % 4 != 0 channels padded to a multiple of 4 (whole "
+              "texels a pixel)", options=("tuning",))(pad_channels.pad_channels)
 register_pass("select_top_k",
               "top_k_indices of top_k_rank as one top_k_select (its lowering picks "
               "the kernels by row length)")(top_k.select_top_k)
@@ -112,9 +116,9 @@ register_pass("fuse_elementwise", "connected elementwise ops in one kernel",
 # turns a user's graph and fetches into a compiled graph).
 DEFAULT_PIPELINE = ("fold_constants", "layout_transposes", "cse", "simplify",
                     "select_conds", "select_top_k", "conv_backprop_as_conv", "fold_pads",
-                    "fold_batch_norm", "merge_matmuls", "split_wide_nodes", "fuse_attention",
-                    "fuse_norms", "fuse_epilogues", "fold_channel_pads", "fuse_updates",
-                    "fuse_elementwise", "verify")
+                    "fold_batch_norm", "pad_channels", "merge_matmuls", "split_wide_nodes",
+                    "fuse_attention", "fuse_norms", "fuse_epilogues", "fold_channel_pads",
+                    "fuse_updates", "fuse_elementwise", "verify")
 # the passes whose decisions fusion_report lists (a cond run as a select among them)
 FUSION_PASSES = ("merge_matmuls", "fuse_attention", "fuse_norms", "fuse_epilogues",
                  "fold_channel_pads", "fuse_updates",

@@ -46,6 +46,12 @@ class ConvTuning:
     # shared by the fragment's pixels (where a pixel's texels start a texture row or fit
     # in one), not an address a texel
     image_walk: bool = False
+    # a conv2d of an image with C % 4 != 0 channels reads it padded to a multiple of 4
+    # (one pad kernel; zero filter rows) where that adds at most C / 3 channels and the
+    # conv has pad_channels_min_macs multiply-adds or more (passes/pad_channels.py): its
+    # kernel then reads whole texels, not one element a channel and tap
+    pad_channels: bool = True
+    pad_channels_min_macs: int = 1 << 20
     # depthwise filters up to this many taps run blocked (its loops unrolled in Jinja)
     blocked_depthwise_taps: int = 49
     # a filter gradient splits its batch until it has about this many fragments ...

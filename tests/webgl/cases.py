@@ -151,6 +151,25 @@ def folded_pads():
     return Case(g, fetches, feeds, rtol=1e-4, atol=1e-5)
 
 
+def rgb_stems():
+    """Images of 3 and 6 channels padded to whole texels (passes/pad_channels.py: a
+    pad_rows kernel; the filter's zero rows left out of model.bin and put back by the
+    runtime, slot field `zeros`): a 5x5 stride-2 stem (BlazeFace's) with bias and relu,
+    a 3x3 conv of 6 channels; NaN and inf in the image."""
+    rng = np.random.default_rng(10)
+    g = ff.Graph()
+    with g.as_default():
+        x = ff.placeholder((1, 64, 64, 3), "float32", name="x")
+        y = ff.placeholder((1, 40, 40, 6), "float32", name="y")
+        w = rng.standard_normal((5, 5, 3, 24)).astype(np.float32) * 0.2
+        b = rng.standard_normal(24).astype(np.float32)
+        w6 = rng.standard_normal((3, 3, 6, 20)).astype(np.float32) * 0.2
+        fetches = {"stem": ff.relu(ff.conv2d(x, w, strides=2, padding="SAME") + b),
+                   "six": ff.conv2d(y, w6, padding="VALID")}
+    feeds = {x: _edge_values(rng, (1, 64, 64, 3)), y: _edge_values(rng, (1, 40, 40, 6))}
+    return Case(g, fetches, feeds, rtol=1e-4, atol=1e-5)
+
+
 def small_cnn():
     rng = np.random.default_rng(7)
     g = ff.Graph()
@@ -506,7 +525,7 @@ CONTROL_CASES = ("while_loops", "conds", "scans", "nested_loops", "lstm",
 # kernel strategy (matmuls() stays for test_webgl_export.py)
 CASES = {fn.__name__: fn for fn in (
     elementwise, integers, structure,
-    folded_pads, small_cnn, cnn_training_step, mlp_adam_from_session, onnx_model, repeated_layers,
-    random_draws,
+    folded_pads, rgb_stems, small_cnn, cnn_training_step, mlp_adam_from_session, onnx_model,
+    repeated_layers, random_draws,
     while_loops, conds, scans, nested_loops, lstm, lstm_training_step, control_gradients,
     side_effects)}

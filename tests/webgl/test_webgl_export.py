@@ -14,8 +14,8 @@ import pytest
 import fragflow as ff
 from fragflow.ir.ops.reduce import COMBINES
 from fragflow.tools.cli import main
-from fragflow.tools.webgl.export import kernel_source, runtime_text
-from tests.webgl.cases import cnn_training_step, matmuls, mlp_adam_from_session
+from fragflow.tools.webgl.export import kernel_source, runtime_text, zero_period
+from tests.webgl.cases import cnn_training_step, matmuls, mlp_adam_from_session, rgb_stems
 
 # bytes of model.js without the schedule (issues 22, 36; 42 KB from 40 with issue 34's
 # readback of an output left in render targets: 1.4 KB)
@@ -133,6 +133,45 @@ def test_model_bin_takes_a_gl_sessions_variables(gl, tmp_path):
         trained = sess.get(case.graph.node("w1").outputs[0])
     np.testing.assert_array_equal(stored, trained)
     assert not np.array_equal(stored, case.graph.node("w1").attrs["initial_value"])
+
+
+def test_zero_period_finds_whole_zero_texels_in_a_period():
+    panel = np.arange(1, 1 + 4 * 4 * 30, dtype=np.float32).reshape(-1, 4, 4)
+    panel[:, 3] = 0.0                                   # C = 3 padded to 4: every 4th row
+    assert zero_period(panel.reshape(-1)) == (4, 3)
+    hwio = np.ones((3, 3, 8, 24), np.float32)           # C = 6 padded to 8, HWIO
+    hwio[:, :, 6:] = 0.0
+    assert zero_period(hwio.reshape(-1)) == (48, 36)    # a tap's 8 rows of 6 texels
+    negative = panel.copy()
+    negative[:, 3] = -0.0                               # -0.0 is a value, kept
+    assert zero_period(negative.reshape(-1)) is None
+    few = np.ones(400, np.float32)
+    few[:4] = 0.0                                       # one zero texel: not worth it
+    assert zero_period(few) is None
+    assert zero_period(np.zeros(18, np.float32)) is None      # not whole texels
+
+
+def test_padded_filters_cost_no_bytes_and_decode_to_the_padded_filter(tmp_path):
+    """pad_channels' zero filter rows are left out of model.bin (slot field `zeros`):
+    the export is as big as with the knob off, and expanding the stored texels as
+    runtime.js does gives the padded filter."""
+    case = rgb_stems()
+    on = ff.webgl.export(case.fetches, list(case.feeds), tmp_path / "on")
+    off = ff.webgl.export(case.fetches, list(case.feeds), tmp_path / "off",
+                          tuning=ff.Tuning.named("webgl").from_env("conv.pad_channels=false"))
+    assert on.bin_bytes == off.bin_bytes
+    blob = (tmp_path / "on" / "model.bin").read_bytes()
+    zeros = [s for s in on.schedule["slots"] if s.get("zeros")]
+    assert sorted(s["zeros"][0] for s in zeros) == [4, 8]        # C = 3 -> 4, 6 -> 8
+    filters = sorted((n.attrs["value"] for n in case.graph.nodes if n.op == "constant"
+                      and n.attrs["value"].ndim == 4), key=np.size)
+    for s, w in zip(sorted(zeros, key=lambda s: s["data"][1]), filters):
+        offset, count = s["data"]
+        period, kept = s["zeros"]
+        stored = np.frombuffer(blob, "<f4", count, offset)
+        # the stored texels are the filter's values (its panel: a permutation of them)
+        assert np.array_equal(np.sort(stored), np.sort(w.reshape(-1)))
+        assert (period - kept) * w.shape[2] == kept * (-w.shape[2] % 4)
 
 
 def test_inputs_and_outputs_keep_feed_and_fetch_order(training_export):

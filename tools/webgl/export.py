@@ -431,17 +431,25 @@ class _Builder:
         return [offset, int(flat.size)]
 
     def store_constant(self, array, layout) -> dict:
-        """A constant's or variable's slot fields: `data`, and `encoding` where it
-        keeps a form of the graph's weight_encodings (encode)."""
+        """A constant's or variable's slot fields: `data`, `encoding` where it keeps a
+        form of the graph's weight_encodings (encode), and `zeros` where whole texels
+        of it are zeros in a period (zero_period: stored without them)."""
         encodings = getattr(self.variable_values, "encodings", ())
+        flat = _as_stored(np.asarray(array), layout)
+        zeros = None if layout.is_int else zero_period(flat)
+        extra = {}
+        if zeros is not None:
+            period, kept = zeros
+            flat = flat.reshape(-1, period, 4)[:, :kept].reshape(-1)
+            extra["zeros"] = [period, kept]
         if encodings and not layout.is_int:
-            data, encoding = encode(np.asarray(array), encodings)
+            data, encoding = encode(flat, encodings)
             if encoding is not None:
                 self.blob.extend(b"\0" * (-len(self.blob) % 16))
                 offset = len(self.blob)
                 self.blob.extend(data)
-                return {"data": [offset, int(np.size(array))], "encoding": encoding}
-        return {"data": self.store(np.asarray(array), layout)}
+                return {"data": [offset, int(flat.size)], "encoding": encoding, **extra}
+        return {"data": self.store(flat, layout), **extra}
 
     def add_program(self, kernel) -> int:
         """The index in `programs` of the kernel's body, added the first time: kernels
@@ -802,6 +810,35 @@ def encode(array: np.ndarray, encodings) -> tuple:
                     return v.astype("u1" if kind == "uint8" else "<u2").tobytes(), \
                         [kind, low, scale]
     return None, None
+
+
+# the longest period (texels) zero_period looks for
+ZERO_PERIOD_MAX = 64
+
+
+def zero_period(flat: np.ndarray) -> tuple | None:
+    """(period, kept) where the float constant's texels, in groups of `period`, are all
+    +0.0 past the first `kept` of each group, and that is at least a quarter of them:
+    the zero rows passes/pad_channels.py gives a filter (C = 3 padded to 4: every 4th
+    row of its panel, or 6 of each 24 texels of an HWIO filter of 24 output channels).
+    model.bin stores the kept texels; the runtime puts the zeros back at load (slot
+    field `zeros`). Else None. Only +0.0 counts (the bits, not the value: -0.0 stays)."""
+    if flat.dtype != np.float32 or flat.size % 4 or flat.size < 16:
+        return None
+    zero = ~flat.view(np.uint32).reshape(-1, 4).any(axis=1)
+    n = zero.size
+    if 4 * int(zero.sum()) < n:
+        return None
+    for period in range(2, min(n, ZERO_PERIOD_MAX) + 1):
+        if n % period:
+            continue
+        always = zero.reshape(-1, period).all(axis=0)
+        kept = period
+        while kept and always[kept - 1]:
+            kept -= 1
+        if 4 * (period - kept) >= period:
+            return period, kept
+    return None
 
 
 def fold_filter_panels(lowered):

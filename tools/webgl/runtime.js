@@ -935,7 +935,8 @@ const tick = () => new Promise((resolve) => {
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** A constant's or variable's texels from model.bin, zero-padded to its texture;
- * s.encoding: float16 or v*scale+min, as TF.js expands them. */
+ * s.encoding: float16 or v*scale+min, as TF.js expands them; s.zeros [period, kept]:
+ * each period's texels past the first kept are zeros, not stored. */
 function dataOf(bin, s) {
   const [offset, count] = s.data;
   const flat = staging(s);
@@ -949,7 +950,13 @@ function dataOf(bin, s) {
     flat[i] = kind !== 'float16' ? h * scale + min : (h & 32768 ? -1 : 1) *
       (e === 31 ? (m ? NaN : Infinity) : e ? (1024 + m) * 2 ** (e - 25) : m * 2 ** -24);
   }
-  return flat;
+  const z = s.zeros;
+  if (!z) return flat;
+  const out = staging(s);
+  for (let i = 0, o = 0; i < count; i += 4 * z[1], o += 4 * z[0]) {
+    out.set(flat.subarray(i, i + 4 * z[1]), o);
+  }
+  return out;
 }
 
 /** Draws covering elements [lo, hi): [first texel, end texel, color mask] with whole
