@@ -75,6 +75,14 @@ class ConvGeometry:
     def taps(self) -> int:
         return math.prod(self.ksize)
 
+    @property
+    def inside(self) -> bool:
+        """No padding before and every window inside the image (VALID): no tap is a
+        padding tap, so a kernel needs no tests or clamps."""
+        return all(p == 0 and (o - 1) * s + (k - 1) * d <= n - 1 for p, o, s, k, d, n in
+                   zip(self.pad, self.out_size, self.strides, self.ksize, self.dilations,
+                       self.in_size))
+
     def as_dict(self) -> dict:
         """The fields as a dict (matmul.Panel's `conv`)."""
         return dataclasses.asdict(self)
