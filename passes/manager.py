@@ -22,6 +22,7 @@ from ..ir.printer import format_graph
 from . import (
     attention,
     cond_select,
+    conv_as_matmul,
     conv_lowering,
     fold_batch_norm,
     fuse_updates,
@@ -82,6 +83,9 @@ register_pass("fold_pads",
 register_pass("fold_batch_norm",
               "per-channel scales after conv/matmul (inference batch norm) into weights")(
     fold_batch_norm.fold_batch_norm)
+register_pass("conv_as_matmul",
+              "a conv2d whose one window is its whole image (a head's dense layer) as a "
+              "matmul", options=("tuning",))(conv_as_matmul.conv_as_matmul)
 register_pass("pad_channels",
               "a conv2d's image of C % 4 != 0 channels padded to a multiple of 4 (whole "
               "texels a pixel)", options=("tuning",))(pad_channels.pad_channels)
@@ -117,8 +121,8 @@ register_pass("fuse_elementwise", "connected elementwise ops in one kernel",
 DEFAULT_PIPELINE = ("fold_constants", "layout_transposes", "cse", "simplify",
                     "select_conds", "select_top_k", "conv_backprop_as_conv", "fold_pads",
                     "fold_batch_norm", "pad_channels", "merge_matmuls", "split_wide_nodes",
-                    "fuse_attention", "fuse_norms", "fuse_epilogues", "fold_channel_pads",
-                    "fuse_updates", "fuse_elementwise", "verify")
+                    "fuse_attention", "fuse_norms", "fuse_epilogues", "conv_as_matmul",
+                    "fold_channel_pads", "fuse_updates", "fuse_elementwise", "verify")
 # the passes whose decisions fusion_report lists (a cond run as a select among them)
 FUSION_PASSES = ("merge_matmuls", "fuse_attention", "fuse_norms", "fuse_epilogues",
                  "fold_channel_pads", "fuse_updates",

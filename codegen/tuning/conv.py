@@ -52,6 +52,11 @@ class ConvTuning:
     # kernel then reads whole texels, not one element a channel and tap
     pad_channels: bool = True
     pad_channels_min_macs: int = 1 << 20
+    # a conv2d whose one window is its whole image (VALID, a 1x1 output: a head's dense
+    # layer written as a conv) runs as the matmul of the image's rows and the filter's
+    # (passes/conv_as_matmul.py): matmul's kernels split the long sums, the conv's sum
+    # each output alone
+    whole_window_matmul: bool = True
     # depthwise filters up to this many taps run blocked (its loops unrolled in Jinja)
     blocked_depthwise_taps: int = 49
     # a filter gradient splits its batch until it has about this many fragments ...
