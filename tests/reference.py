@@ -24,6 +24,24 @@ def run_both(graph, fetches, feed_dict=None, tuning=None):
     return out, ref
 
 
+def check_both(graph, fetches, feed_dict=None, tuning=None, rtol=1e-5):
+    """run_both, then each fetch's GL result against the oracle's within rtol, with an
+    absolute slack of rtol * (1 + the oracle's largest finite magnitude) for sums of
+    products, where an element can be tiny by cancellation. Returns (out, ref)."""
+    out, ref = run_both(graph, fetches, feed_dict, tuning)
+    for name in fetches:
+        scale = float(np.max(np.abs(np.nan_to_num(ref[name], posinf=0, neginf=0)),
+                             initial=0.0))
+        assert_matches(out[name], ref[name], rtol=rtol, atol=rtol * (1 + scale), what=name)
+    return out, ref
+
+
+def gl_kernels(graph, fetches, feeds, tuning=None):
+    """The kernels a GL Session compiles for fetches from feeds (placeholders)."""
+    with ff.Session(graph, tuning=tuning) as sess:
+        return sess.compile(fetches, feeds=feeds).kernels
+
+
 def assert_matches(actual, expected, rtol=1e-5, atol=None, scale=None, what=""):
     """Elementwise |a - e| <= atol + rtol * |e| with NaN matching NaN and infinities
     matching exactly; int and bool exactly. scale (an array broadcastable to the output)

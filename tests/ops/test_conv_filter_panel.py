@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import fragflow as ff
-from tests.reference import assert_matches, normal, run_both
+from tests.reference import check_both, gl_kernels, normal
 
 # the blocked kernel preferred: small convolutions would run direct
 WEBGL = ff.Tuning.named("webgl").from_env("prefer=conv.blocked,matmul.blocked_min_macs=0")
@@ -19,15 +19,11 @@ PLAIN = WEBGL.from_env("conv.filter_panel=false,conv.image_walk=false")
 
 
 def _kernels(g, fetches, feeds, tuning=WEBGL):
-    with ff.Session(g, tuning=tuning) as sess:
-        return sess.compile(fetches, feeds=feeds).kernels
+    return gl_kernels(g, fetches, feeds, tuning)
 
 
 def _check(g, y, feeds):
-    out, ref = run_both(g, {"y": y}, feeds, tuning=WEBGL)
-    scale = float(np.max(np.abs(np.nan_to_num(ref["y"], posinf=0, neginf=0)), initial=0.0))
-    assert_matches(out["y"], ref["y"], rtol=1e-5, atol=1e-5 * (1 + scale), what="y")
-    return ref["y"]
+    return check_both(g, {"y": y}, feeds, WEBGL)[1]["y"]
 
 
 def _conv_graph(x, w, b=None, dw=None, **kwargs):

@@ -8,24 +8,18 @@ import numpy as np
 import pytest
 
 import fragflow as ff
-from tests.reference import assert_matches, normal, run_both
+from tests.reference import check_both, gl_kernels, normal
 
 TUNING = ff.Tuning.named("webgl")
 OFF = TUNING.from_env("conv.whole_window_matmul=false")
 
 
 def _strategies(g, fetches, feeds, tuning=TUNING):
-    with ff.Session(g, tuning=tuning) as sess:
-        return [k.strategy for k in sess.compile(fetches, feeds=feeds).kernels]
+    return [k.strategy for k in gl_kernels(g, fetches, feeds, tuning)]
 
 
 def _check(g, fetches, feeds, tuning=TUNING):
-    out, ref = run_both(g, fetches, feeds, tuning=tuning)
-    for name in fetches:
-        scale = float(np.max(np.abs(np.nan_to_num(ref[name], posinf=0, neginf=0)),
-                             initial=0.0))
-        assert_matches(out[name], ref[name], rtol=1e-5, atol=1e-5 * (1 + scale), what=name)
-    return out
+    return check_both(g, fetches, feeds, tuning)[0]
 
 
 @pytest.mark.parametrize("x_shape, cout", [

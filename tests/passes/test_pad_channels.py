@@ -10,24 +10,18 @@ import numpy as np
 import pytest
 
 import fragflow as ff
-from tests.reference import assert_matches, normal, run_both
+from tests.reference import assert_matches, check_both, gl_kernels, normal, run_both
 
 WEBGL = ff.Tuning.named("webgl").from_env("conv.pad_channels_min_macs=0")
 OFF = WEBGL.from_env("conv.pad_channels=false")
 
 
 def _kernels(g, fetches, feeds, tuning=WEBGL):
-    with ff.Session(g, tuning=tuning) as sess:
-        return sess.compile(fetches, feeds=feeds).kernels
+    return gl_kernels(g, fetches, feeds, tuning)
 
 
 def _check(g, fetches, feeds, tuning=WEBGL):
-    out, ref = run_both(g, fetches, feeds, tuning=tuning)
-    for name in fetches:
-        scale = float(np.max(np.abs(np.nan_to_num(ref[name], posinf=0, neginf=0)),
-                             initial=0.0))
-        assert_matches(out[name], ref[name], rtol=1e-5, atol=1e-5 * (1 + scale), what=name)
-    return ref
+    return check_both(g, fetches, feeds, tuning)[1]
 
 
 def _conv_graph(x_shape, w, b=None, variable=False, **kwargs):
