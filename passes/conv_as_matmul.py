@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.ops import conv as _conv
+from .pad_folding import conv2d_attrs
 from .rewrite import FreshNames, rebuild
 
 
@@ -27,12 +28,8 @@ def _whole_window(node) -> bool:
     one pixel, no padding. (A 1x1 conv of a 1x1 image, a squeeze-and-excite block's,
     is already a matmul to the conv kernels, pointwise: as a matmul, movenet-multipose
     ran 0.83-0.90x as fast.)"""
-    if node.op == "conv2d":
-        attrs = dict(node.attrs)
-    elif node.op == "fused_conv" and node.attrs["conv_op"] == "conv2d" and \
-            not node.attrs.get("pad_last"):
-        attrs = dict(node.attrs["conv_attrs"])
-    else:
+    attrs = conv2d_attrs(node)
+    if attrs is None:
         return False
     x, w = node.inputs[0].type, node.inputs[1].type
     if x.rank != 4 or not x.is_static or not w.is_static or x.dtype != "float32":

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .pad_folding import conv2d_attrs
 from .rewrite import FreshNames, rebuild
 
 
@@ -30,17 +31,7 @@ def _padded_channels(c: int) -> int | None:
     return c + extra if extra and 3 * extra <= c else None
 
 
-def _site(node):
-    """(image, filter, conv attrs) of a conv2d or a fused conv2d, else None."""
-    if node.op == "conv2d":
-        return node.inputs[0], node.inputs[1], dict(node.attrs)
-    if node.op == "fused_conv" and node.attrs["conv_op"] == "conv2d" and \
-            not node.attrs.get("pad_last"):
-        return node.inputs[0], node.inputs[1], dict(node.attrs["conv_attrs"])
-    return None
-
-
-def _macs(node, image, filt) -> int | None:
+def _macs(node, filt) -> int | None:
     out = node.outputs[0].type.shape
     if any(d is None for d in out) or any(d is None for d in filt.type.shape):
         return None
@@ -56,17 +47,16 @@ def pad_channels(graph, report, tuning=None):
     min_macs = tuning.conv.pad_channels_min_macs
     sites: dict = {}                       # conv node -> padded channels
     for node in graph.nodes:
-        site = _site(node)
-        if site is None:
+        if conv2d_attrs(node) is None:
             continue
-        image, filt, _attrs = site
+        image, filt = node.inputs[:2]
         if image.dtype != "float32" or filt.dtype != "float32" or image.type.rank != 4:
             continue
         c = image.type.shape[-1]
         padded = None if c is None else _padded_channels(c)
         if padded is None or filt.type.shape[2] != c:
             continue
-        macs = _macs(node, image, filt)
+        macs = _macs(node, filt)
         if macs is None or macs < min_macs:
             report.append(f"kept {node.op} '{node.name}' on its {c} channels: "
                           f"{macs} multiply-adds, fewer than {min_macs}")

@@ -27,7 +27,7 @@ CONVS = ("conv2d", "depthwise_conv2d")
 POOL_VALUES = {"max_pool": -math.inf, "min_pool": math.inf}
 
 
-def _window_of(node):
+def window_of(node):
     """(op, attrs) of the window node reads its image through: the node's own, or a
     fused_conv's head; None for other nodes."""
     if node.op == "fused_conv":
@@ -35,6 +35,15 @@ def _window_of(node):
     if node.op in CONVS or node.op in POOL_VALUES or node.op == "avg_pool":
         return node.op, dict(node.attrs)
     return None
+
+
+def conv2d_attrs(node):
+    """The conv2d attrs of a conv2d, or of a fused_conv whose head is one and whose
+    operands are read as they are (no pad_last); None for other nodes."""
+    window = window_of(node)
+    if window is None or window[0] != "conv2d" or node.attrs.get("pad_last"):
+        return None
+    return window[1]
 
 
 def _plus_zero(value: float) -> bool:
@@ -74,7 +83,7 @@ def fold_pads(graph, report):
     """Folds pad -> conv2d / depthwise_conv2d / fused_conv / max_pool / min_pool."""
     folds: dict = {}                       # window node -> its new explicit padding
     for node in graph.nodes:
-        window = _window_of(node)
+        window = window_of(node)
         if window is None or not node.inputs or node.inputs[0].node.op != "pad":
             continue
         op, attrs = window
