@@ -953,7 +953,7 @@ function dataOf(bin, s) {
   const z = s.zeros;
   if (!z) return flat;
   const out = staging(s);
-  for (let i = 0, o = 0; i < count; i += 4 * z[1], o += 4 * z[0]) {
+  for (let i = 0, o = 0; i < count && z[1] > 0; i += 4 * z[1], o += 4 * z[0]) {
     out.set(flat.subarray(i, i + 4 * z[1]), o);
   }
   return out;
