@@ -128,10 +128,8 @@ def test_the_panel_is_drawn_once_and_the_results_equal_the_plain_reads(gl):
 
 
 def _schedule(directory):
-    import json
-    src = open(directory / "model.js").read()
-    start = src.index("const MODEL = ") + len("const MODEL = ")
-    return json.JSONDecoder().raw_decode(src[start:])[0]
+    from fragflow.tools.webgl.export import read_schedule
+    return read_schedule(open(directory / "model.js").read())
 
 
 def test_the_export_stores_the_panel_in_the_filters_place(tmp_path):

@@ -35,6 +35,9 @@ PROFILES = ("small_cnn", "lstm")
 # the index.html of with ?timeoutMs=1; the export a run of which times out (1 ms)
 GUARDED = case_id("matmul.packed")
 LATE = "matmul_1024"
+# the suffix of a case run again with load({maxDrawBuffers: 4}) (its export has a
+# variant for 8 targets, which the page runs otherwise)
+FOUR = "@4"
 REQUIRE = os.environ.get("FRAGFLOW_REQUIRE_CHROMIUM", "") not in ("", "0")
 
 
@@ -83,6 +86,13 @@ def _exported(root):
                           for v in case.variables},
         }
         out[name] = (case, spec, export)
+        if export.schedule.get("variants"):
+            # the same export again with load({maxDrawBuffers: 4}): the schedule the
+            # page runs where the context has 4 targets, not the variant for 8
+            out[name + FOUR] = (case, dict(spec, id=name + FOUR, page=False, profile=False,
+                                           guards="", page_query="",
+                                           load_options={**spec["load_options"],
+                                                         "maxDrawBuffers": 4}), export)
     late = matmul_1024()
     ff.webgl.export(late.fetches, list(late.feeds), os.path.join(root, LATE), page=False)
     return out

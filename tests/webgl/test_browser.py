@@ -18,11 +18,11 @@ import re
 import numpy as np
 import pytest
 
-from fragflow.tools.webgl.export import kernel_source
+from fragflow.tools.webgl.export import kernel_source, schedule_for
 from tests.reference import assert_matches
 from tests.webgl.browser import CONFIGS
 from tests.webgl.cases import CONTROL_CASES
-from tests.webgl.conftest import BROWSER_CASES, GUARDED, LATE, PROGRAM_CACHE, reference
+from tests.webgl.conftest import BROWSER_CASES, FOUR, GUARDED, LATE, PROGRAM_CACHE, reference
 from tests.webgl.strategy_cases import REDUCTION_MODES, case_id, strategy_tables
 
 ROWS = [s.name for table in strategy_tables().values() for s in table]
@@ -76,6 +76,20 @@ def test_export_matches_the_numpy_executor(exported, browser_results, config, na
 
 
 @pytest.mark.parametrize("config", list(CONFIGS))
+def test_the_four_target_schedule_matches_too(exported, browser_results, config):
+    """An export with a variant for 8 render targets (the blocked kernels' cases) runs
+    it on these contexts; the same export loaded with maxDrawBuffers: 4 runs its own
+    schedule, and matches the numpy executor as well."""
+    four = [name for name in BROWSER_CASES if name + FOUR in exported[1]]
+    assert len(four) >= 10, four
+    for name in four:
+        assert browser_results[config][name]["timings"]["drawBuffers"] == 8, name
+        assert browser_results[config][name + FOUR]["timings"]["drawBuffers"] == 4, name
+        test_export_matches_the_numpy_executor(exported, browser_results, config,
+                                               name + FOUR)
+
+
+@pytest.mark.parametrize("config", list(CONFIGS))
 @pytest.mark.parametrize("name", ["cnn_training_step", "nested_loops"])
 def test_index_html_runs_the_model_and_shows_every_kernel(exported, browser_results,
                                                           config, name):
@@ -84,9 +98,11 @@ def test_index_html_runs_the_model_and_shows_every_kernel(exported, browser_resu
     assert page is not None and page["result"] is not None, "the page did not finish"
     assert page["result"]["ok"], page["result"].get("error")
     assert page["outputs"] == len(export.schedule["outputs"])
-    kernels = export.schedule["kernels"]
+    # the page runs the variant for the context's render targets (8 on both)
+    ran = schedule_for(export.schedule, browser_results[config]["info"]["maxDrawBuffers"])
+    kernels = ran["kernels"]
     assert page["kernels"] == page["profile"] == len(kernels)
-    assert page["sources"] == [kernel_source(export.schedule, k) for k in kernels]  # all
+    assert page["sources"] == [kernel_source(ran, k) for k in kernels]  # all
 
 
 @pytest.mark.parametrize("config", list(CONFIGS))

@@ -12,7 +12,7 @@ import pytest
 
 import fragflow as ff
 from fragflow.runtime.gl_resources import LinkedShaderCache
-from fragflow.tools.webgl.export import kernel_source
+from fragflow.tools.webgl.export import kernel_source, read_schedule
 from tests.webgl.cases import layers
 
 
@@ -51,8 +51,12 @@ def test_model_js_holds_each_program_once(tmp_path):
     four = ff.webgl.export(y, [x], tmp_path / "four")
     assert four.schedule["programs"] == one.schedule["programs"]
     text = open(four.files["model.js"], encoding="utf-8").read()
-    for program in four.schedule["programs"]:
-        assert text.count(json.dumps(program, ensure_ascii=True)) == 1
+    written = json.JSONDecoder().raw_decode(text[text.index("const MODEL = ") + 14:])[0]
+    assert len(written["lines"]) == len(set(written["lines"]))     # each line once
+    assert len(written["programs"]) == len(four.schedule["programs"])
+    assert read_schedule(text) == json.loads(json.dumps(four.schedule))
+    # the lines programs have in common (version, precision, helpers) are written once
+    assert sum(map(len, written["lines"])) < 0.8 * sum(map(len, four.schedule["programs"]))
 
 
 @pytest.mark.usefixtures("gl")

@@ -106,7 +106,7 @@ class Export:
                 f"model.bin {self.bin_bytes} bytes)")
 
 
-def export(fetches, feeds, directory, session=None, *, max_draw_buffers: int = 4,
+def export(fetches, feeds, directory, session=None, *, max_draw_buffers: int | None = None,
            name: str | None = None, page: bool = True, tuning: Tuning | None = None,
            weights: str | None = None, dynamic_length=None) -> Export:
     """Write fetches, computed from the placeholders `feeds`, as a WebGL2 model into
@@ -119,8 +119,10 @@ def export(fetches, feeds, directory, session=None, *, max_draw_buffers: int = 4
     placeholder leaves unknown. Every feed's shape must be known: an export has fixed
     shapes (UnknownShapeError names the feed otherwise). session: a Session of the
     graph whose variables' values go into model.bin (else their initial values).
-    max_draw_buffers: the render targets one kernel may write (4: WebGL2's minimum, safe
-    everywhere; 8 where the devices are known to have them). tuning: the knobs kernel
+    max_draw_buffers: the render targets one kernel may write: None (the default) keeps
+    to WebGL2's minimum of 4 and adds the kernels that change with 8 as a variant the
+    runtime takes where the context offers 8 (docs/WEBGL.md "Render targets"); 4 or 8
+    for that schedule alone. tuning: the knobs kernel
     choice follows (ff.Tuning; None: Tuning.named("webgl"), which the device running the
     page cannot change later). weights: how model.bin stores float weights: None
     (as they came: an imported model's float16 or quantized weights stay so), "float32",
@@ -150,14 +152,14 @@ def export(fetches, feeds, directory, session=None, *, max_draw_buffers: int = 4
             graph, _as_value(dynamic_length), feed_values, feed_types,
             fetch_values + runs_with)
         fetch_values, runs_with = kept[:len(fetch_values)], kept[len(fetch_values):]
-    if max_draw_buffers not in (4, 8):
-        raise WebGLExportError(f"max_draw_buffers={max_draw_buffers!r}: use 4 (WebGL2's "
-                               f"minimum, safe everywhere) or 8")
+    if max_draw_buffers not in (None, 4, 8):
+        raise WebGLExportError(f"max_draw_buffers={max_draw_buffers!r}: use None (4, and "
+                               f"8 where the context has them), 4 (WebGL2's minimum) or 8")
     if tuning is not None and not isinstance(tuning, Tuning):
         raise TuningError(f"webgl.export(tuning=...) takes an ff.Tuning, not "
                           f"{type(tuning).__name__}")
-    optimized = _optimize(graph, fetch_values + runs_with, feed_types, max_draw_buffers,
-                          tuning)
+    buffers = max_draw_buffers or WEBGL2_DRAW_BUFFERS
+    optimized = _optimize(graph, fetch_values + runs_with, feed_types, buffers, tuning)
     report = None
     if weights == "float16":
         optimized, values, report = _rounded(optimized, values, labels)
@@ -166,12 +168,18 @@ def export(fetches, feeds, directory, session=None, *, max_draw_buffers: int = 4
     outputs = list(zip(labels, fetch_values))
     if has_control_flow(optimized.graph):
         schedule, blob, kernels = build_control_schedule(
-            optimized.graph, inputs, outputs, values, name or graph.name,
-            max_draw_buffers, tuning)
+            optimized.graph, inputs, outputs, values, name or graph.name, buffers, tuning)
     else:
-        lowered = lower_for_webgl(optimized.graph, max_draw_buffers, tuning)
+        lowered = lower_for_webgl(optimized.graph, buffers, tuning)
         schedule, blob, kernels = build_schedule(lowered, inputs, outputs, values,
                                                  name or graph.name, tuning)
+        if max_draw_buffers is None:
+            wider = lower_for_webgl(optimized.graph, 8, tuning)
+            other, other_blob, _ = build_schedule(wider, inputs, outputs, values,
+                                                  name or graph.name, tuning)
+            variant = schedule_variant(schedule, other) if other_blob == blob else None
+            if variant is not None:
+                schedule["variants"] = [variant]
     done = write_export(schedule, blob, directory, kernels, page=page)
     if report is not None:
         done.weights_report = report
@@ -911,6 +919,87 @@ def build_control_schedule(compiled_graph, inputs, outputs, variable_values, nam
     return schedule, bytes(builder.blob), builder.kernel_objects
 
 
+# -- variants ---------------------------------------------------------------------------
+# what may differ between a schedule and the same graph lowered for more render targets:
+# blocked kernels write 8 layers of an array texture where they wrote 4, over half the
+# fragments, with another program and header
+VARIANT_SLOT_FIELDS = frozenset({"layers", "width", "height"})
+VARIANT_KERNEL_FIELDS = frozenset({"program", "layers", "width", "height", "header",
+                                   "uniforms"})
+
+
+def schedule_variant(base: dict, other: dict) -> dict | None:
+    """`other` (base's graph lowered for more render targets) as a patch of `base`:
+    {drawBuffers, slots: [[index, changed fields]], kernels: [[index, changed fields]]},
+    other's programs added to base's `programs` (each text once), a changed header as
+    [line, text] pairs where its line count is base's. None where other differs in
+    anything else (kernels, slots, feeds, weights) or not at all. runtime.js `variantFor`
+    applies it where the context allows `drawBuffers` targets."""
+    fixed = set(base) - {"slots", "kernels", "programs", "drawBuffers"}
+    if set(other) != set(base) or any(base[k] != other[k] for k in fixed) or \
+            len(base["slots"]) != len(other["slots"]) or \
+            len(base["kernels"]) != len(other["kernels"]):
+        return None
+    programs = list(base["programs"])
+    index = {text: i for i, text in enumerate(programs)}
+    slots, kernels = [], []
+    for i, (a, b) in enumerate(zip(base["slots"], other["slots"])):
+        change = _changed(a, b, VARIANT_SLOT_FIELDS)
+        if change is None:
+            return None
+        if change:
+            slots.append([i, change])
+    for i, (a, b) in enumerate(zip(base["kernels"], other["kernels"])):
+        text = other["programs"][b["program"]]
+        if text not in index:
+            index[text] = len(programs)
+            programs.append(text)
+        b = {**b, "program": index[text]}
+        change = _changed(a, b, VARIANT_KERNEL_FIELDS)
+        if change is None:
+            return None
+        if "header" in change:
+            old, new = a["header"].split("\n"), b["header"].split("\n")
+            if len(old) == len(new):
+                change["header"] = [[j, line] for j, (was, line) in enumerate(zip(old, new))
+                                    if was != line]
+        if change:
+            kernels.append([i, change])
+    if not slots and not kernels:
+        return None
+    base["programs"] = programs
+    return {"drawBuffers": other["drawBuffers"], "slots": slots, "kernels": kernels}
+
+
+def schedule_for(schedule: dict, draw_buffers: int) -> dict:
+    """The schedule the runtime runs on a context allowing `draw_buffers` render
+    targets (runtime.js `variantFor`, in Python): its variant for the most targets at
+    most that many applied, without `variants`; program indices stay the schedule's."""
+    fits = [v for v in schedule.get("variants", ()) if v["drawBuffers"] <= draw_buffers]
+    out = {k: v for k, v in schedule.items() if k != "variants"}
+    if not fits:
+        return out
+    variant = fits[-1]
+    slots, kernels = list(schedule["slots"]), list(schedule["kernels"])
+    for target, changes in ((slots, variant["slots"]), (kernels, variant["kernels"])):
+        for i, change in changes:
+            target[i] = {**target[i], **change}
+            if isinstance(change.get("header"), list):
+                lines = schedule["kernels"][i]["header"].split("\n")
+                for j, line in change["header"]:
+                    lines[j] = line
+                target[i]["header"] = "\n".join(lines)
+    return {**out, "slots": slots, "kernels": kernels, "drawBuffers": variant["drawBuffers"]}
+
+
+def _changed(a: dict, b: dict, allowed) -> dict | None:
+    """b's fields that differ from a's; None where one outside `allowed` does."""
+    change = {k: b.get(k) for k in set(a) | set(b) if a.get(k) != b.get(k)}
+    if set(change) - allowed or set(a) != set(b):
+        return None
+    return change
+
+
 # -- files ------------------------------------------------------------------------------
 def runtime_text() -> str:
     """tools/webgl/runtime.js, the runtime every model.js is made of."""
@@ -923,8 +1012,26 @@ def page_text() -> str:
 
 def model_literal(schedule: dict) -> str:
     """The schedule as a JavaScript literal: JSON, plus NaN and Infinity for uniforms
-    that hold them; ASCII only (U+2028 cannot end a line of it)."""
+    that hold them; ASCII only (U+2028 cannot end a line of it). Each program is written
+    as the indices of its lines in `lines`, where every distinct line is once (programs
+    share most of theirs); runtime.js joins them back at load."""
+    if schedule.get("programs"):
+        lines: dict = {}
+        coded = [[lines.setdefault(line, len(lines)) for line in text.split("\n")]
+                 for text in schedule["programs"]]
+        schedule = {**schedule, "lines": list(lines), "programs": coded}
     return json.dumps(schedule, ensure_ascii=True, allow_nan=True, separators=(",", ":"))
+
+
+def read_schedule(model_js: str) -> dict:
+    """The schedule a model.js text carries, its programs' texts joined again from
+    `lines` (model_literal's inverse)."""
+    start = model_js.index("const MODEL = ") + len("const MODEL = ")
+    schedule = json.JSONDecoder().raw_decode(model_js[start:])[0]
+    lines = schedule.pop("lines", None)
+    if lines is not None:
+        schedule["programs"] = ["\n".join(lines[i] for i in p) for p in schedule["programs"]]
+    return schedule
 
 
 def write_export(schedule: dict, blob: bytes, directory, kernels, page: bool = True):

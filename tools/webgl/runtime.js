@@ -19,6 +19,11 @@
 // See docs/WEBGL.md.
 
 const MODEL = /*@fragflow-model@*/null;
+// The export writes each program as its lines' indices in `lines` (shared text once)
+if (MODEL && MODEL.lines) {
+  MODEL.programs = MODEL.programs.map((p) => p.map((i) => MODEL.lines[i]).join('\n'));
+  delete MODEL.lines;
+}
 
 // The copy shader of loops (float and int): elements [lo, hi) of the target are those
 // [lo + delta, hi + delta) of src, in the target's texels [tlo, thi); elements of a
@@ -89,6 +94,40 @@ export async function load(options = {}) {
 
 /** The schedule this file carries (a copy-free view: do not change it). */
 export const schedule = MODEL;
+
+/** The render targets a kernel may write on this context (options.maxDrawBuffers lower). */
+function ceilingOf(gl, options) {
+  const have = gl.getParameter(gl.MAX_DRAW_BUFFERS);
+  return Math.min(have, options.maxDrawBuffers || have);
+}
+
+/** The schedule to run: the variant for the most render targets the context allows
+ * (export.py `schedule_variant`: the same kernels and slots, some patched), with only
+ * the programs its kernels use. */
+function variantFor(spec, ceiling) {
+  if (!spec.variants) return spec;
+  const v = spec.variants.filter((x) => x.drawBuffers <= ceiling).pop();
+  const patched = (list, changes) => {
+    const out = list.slice();
+    for (const [i, c] of changes) {
+      out[i] = Object.assign({}, list[i], c);
+      if (Array.isArray(c.header)) {                  // [line, text] pairs
+        const lines = list[i].header.split('\n');
+        for (const [j, text] of c.header) lines[j] = text;
+        out[i].header = lines.join('\n');
+      }
+    }
+    return out;
+  };
+  const kernels = v ? patched(spec.kernels, v.kernels) : spec.kernels;
+  const used = [...new Set(kernels.map((k) => k.program))];
+  const index = new Map(used.map((p, i) => [p, i]));
+  return Object.assign({}, spec, {
+    slots: v ? patched(spec.slots, v.slots) : spec.slots,
+    kernels: kernels.map((k) => Object.assign({}, k, {program: index.get(k.program)})),
+    programs: used.map((p) => spec.programs[p]),
+    drawBuffers: v ? v.drawBuffers : spec.drawBuffers, variants: undefined});
+}
 
 /** What _draw has bound: nothing yet. */
 function unbound() {
@@ -169,7 +208,7 @@ class Model {
       throw new FragflowError('model.js holds no fragflow.webgl version 1 or 2 schedule');
     }
     this.gl = gl;
-    this.spec = spec;
+    this.spec = spec = variantFor(spec, ceilingOf(gl, options));
     this.options = options;
     this.inputs = spec.inputs.map(({name, shape, dtype}) => ({name, shape, dtype}));
     this.outputs = spec.outputs.map(({name, shape, dtype}) => ({name, shape, dtype}));
@@ -202,7 +241,7 @@ class Model {
         '(EXT_color_buffer_float is missing): fragflow models need RGBA32F targets');
     }
     const have = gl.getParameter(gl.MAX_DRAW_BUFFERS);
-    const ceiling = Math.min(have, options.maxDrawBuffers || have);
+    const ceiling = ceilingOf(gl, options);
     if (this.spec.drawBuffers > ceiling) {
       throw new FragflowError(`a kernel of this model writes ${this.spec.drawBuffers} ` +
         `render targets; the context allows ${ceiling} (MAX_DRAW_BUFFERS ${have}): ` +
