@@ -269,7 +269,7 @@ def cmd_export(args) -> int:
     target = load_target(args.target, parse_feed_shapes(args.feed_shape))
     shapes = parse_feed_shapes(args.feed_shape)
     feeds = {}
-    for node in target.placeholders():
+    for node in target.placeholders(fed=True):
         value = node.outputs[0]
         given = target.feed_dict.get(value)
         feeds[value] = shapes.get(node.name, None if given is None else np.shape(given))
@@ -283,7 +283,8 @@ def cmd_export(args) -> int:
                                    f"such placeholder; the feeds are "
                                    f"{', '.join(v.node.name for v in feeds)}")
     export = ff.webgl.export(dict(zip(target.labels, target.fetches)), feeds, args.output,
-                             max_draw_buffers=args.max_draw_buffers, weights=args.weights,
+                             max_draw_buffers=_draw_buffers(args.max_draw_buffers),
+                             weights=args.weights,
                              dynamic_length=mask)
     for path in export.files.values():
         print(path)
@@ -295,6 +296,11 @@ def cmd_export(args) -> int:
 
 
 # -- the parser ---------------------------------------------------------------------------
+def _draw_buffers(value: str):
+    """--max-draw-buffers: 4, 8, or (4, 8) for "4,8"."""
+    return tuple(int(v) for v in value.split(",")) if "," in value else int(value)
+
+
 def _target_args(parser):
     parser.add_argument("target", help="a graph saved with ff.save_graph (JSON), or "
                                        "path/model.py:func")
@@ -339,10 +345,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a WebGL2 model: one ES module, its weights, a page")
     export.add_argument("-o", "--output", metavar="DIR", required=True,
                         help="the folder to write into")
-    export.add_argument("--max-draw-buffers", type=int, choices=(4, 8), default=None,
-                        help="render targets one kernel may write (default: 4, safe on "
-                             "every WebGL2 device, and a variant for 8 the runtime takes "
-                             "where the context has them; 4 or 8: that schedule alone)")
+    export.add_argument("--max-draw-buffers", choices=("4", "8", "4,8"), default="4",
+                        help="render targets one kernel may write (4: safe on every "
+                             "WebGL2 device; 8; 4,8: 4 and a variant for 8 the runtime "
+                             "takes where the context has them)")
     export.add_argument("--weights", choices=("float32", "float16"), default=None,
                         help="how model.bin stores float weights (default: as the model "
                              "stores them); float16 halves a float32 model's download "

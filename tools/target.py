@@ -45,10 +45,12 @@ class Target:
     feed_dict: dict = field(default_factory=dict)   # Value -> array given by func()
     description: str = ""
 
-    def placeholders(self) -> list:
-        """The placeholders the fetches need, in graph order."""
+    def placeholders(self, fed: bool = False) -> list:
+        """The placeholders the fetches need and the feed_dict does not feed, in graph
+        order; fed=True: the fed ones too (every input of an export)."""
         needed = needed_nodes(self.graph, self.fetches, set(self.feed_dict))
-        return [n for n in self.graph.nodes if n in needed and n.op == "placeholder"]
+        return [n for n in self.graph.nodes if n.op == "placeholder" and
+                (n in needed or (fed and n.outputs[0] in self.feed_dict))]
 
     def feeds(self, feed_shapes: dict | None = None, seed: int = 0) -> dict:
         """{Value: array} for every placeholder the fetches need: func()'s feed_dict,

@@ -130,9 +130,7 @@ def main(argv=None):
     parser.add_argument("--configs", default=",".join(bm.CONFIGS))
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--budget-ms", type=float, default=1500.0)
-    parser.add_argument("--max-draw-buffers", type=int, default=None,
-                        help="4 or 8: that schedule alone (default: the export's, 4 and "
-                             "a variant for 8)")
+    parser.add_argument("--max-draw-buffers", type=int, default=4)
     parser.add_argument("--top", type=int, default=0)
     parser.add_argument("--repeat", type=int, default=1,
                         help="Chromium sessions per rasteriser")
@@ -144,7 +142,9 @@ def main(argv=None):
         # "draw_buffers=8" is the export's max_draw_buffers, not a Tuning knob
         extra = [p for p in spec.split(",") if p.startswith("draw_buffers=")]
         spec = ",".join(p for p in spec.split(",") if not p.startswith("draw_buffers="))
-        buffers = int(extra[-1].partition("=")[2]) if extra else args.max_draw_buffers
+        # draw_buffers=4+8: the 4-target schedule with its variant for 8
+        value = extra[-1].partition("=")[2] if extra else str(args.max_draw_buffers)
+        buffers = tuple(map(int, value.split("+"))) if "+" in value else int(value)
         variants.append((label, spec, buffers))
     names = args.only.split(",")
     root = tempfile.mkdtemp(prefix="fragflow-ab-tuning-")

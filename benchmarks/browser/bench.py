@@ -48,7 +48,7 @@ def _write_arrays(path, arrays: dict) -> list:
     return index
 
 
-def prepare(root: str, names, max_draw_buffers: int | None = None) -> list:
+def prepare(root: str, names, max_draw_buffers: int = 4) -> list:
     """Export each workload under root/<name>/ with the arrays TF.js reads."""
     listed = []
     for name in names:
@@ -135,9 +135,8 @@ def main(argv=None) -> int:
                         help="steady-state runs per side at most (20)")
     parser.add_argument("--budget", type=float, default=6.0,
                         help="seconds of steady-state rounds per workload at most (6)")
-    parser.add_argument("--max-draw-buffers", type=int, choices=(4, 8), default=None,
-                        help="the exports' render targets per kernel (default: 4 and a "
-                             "variant for 8 where the context has them)")
+    parser.add_argument("--max-draw-buffers", type=int, choices=(4, 8), default=4,
+                        help="the exports' render targets per kernel (4: safe everywhere)")
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args(argv)
     if chromium() is None:

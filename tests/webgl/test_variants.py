@@ -1,13 +1,15 @@
 """An export's variant for 8 render targets (tools/webgl/export.py schedule_variant,
-runtime.js variantFor): by default an export keeps to WebGL2's 4 targets and adds, as a
-patch of that schedule, the kernels and slots that change where 8 are allowed; the
-runtime applies it on a context that has them. In the browser both schedules run
-against the numpy executor (test_browser.py test_the_four_target_schedule_matches_too);
-here, without one: the patch gives exactly the schedule an export for 8 alone has, the
-weights stay one copy, and what cannot be a patch is left out."""
+runtime.js variantFor): with max_draw_buffers=(4, 8) an export keeps to WebGL2's 4
+targets and adds, as a patch of that schedule, the kernels and slots that change where
+8 are allowed; the runtime applies it on a context that has them. In the browser both
+schedules run against the numpy executor (test_browser.py
+test_the_four_target_schedule_matches_too); here, without one: the patch gives exactly
+the schedule an export for 8 alone has, the weights stay one copy, and what cannot be a
+patch is left out."""
 from __future__ import annotations
 
 import copy
+import os
 
 import pytest
 
@@ -36,7 +38,7 @@ def _comparable(schedule) -> dict:
 @pytest.mark.parametrize("build", [small_cnn, rgb_stems])
 def test_the_variant_is_the_eight_target_export_and_the_base_the_four(tmp_path, build):
     case = build()
-    both = _export(case, tmp_path / "both")
+    both = _export(case, tmp_path / "both", max_draw_buffers=(4, 8))
     four = _export(case, tmp_path / "four", max_draw_buffers=4)
     eight = _export(case, tmp_path / "eight", max_draw_buffers=8)
     (variant,) = both.schedule["variants"]
@@ -59,14 +61,28 @@ def test_the_variant_is_the_eight_target_export_and_the_base_the_four(tmp_path, 
 
 def test_max_draw_buffers_4_or_8_writes_that_schedule_alone(tmp_path):
     case = small_cnn()
+    default = _export(case, tmp_path / "d").schedule
+    assert default["drawBuffers"] == 4 and "variants" not in default
     assert _export(case, tmp_path / "a", max_draw_buffers=4).schedule["drawBuffers"] == 4
     assert _export(case, tmp_path / "b", max_draw_buffers=8).schedule["drawBuffers"] == 8
-    with pytest.raises(WebGLExportError, match=r"max_draw_buffers=6: use None \(4, and 8"):
-        _export(case, tmp_path / "c", max_draw_buffers=6)
+    for wrong in (6, (4, 6), (8, 4), None):
+        with pytest.raises(WebGLExportError, match=r"max_draw_buffers=.*: use 4 \(WebGL2"):
+            _export(case, tmp_path / "c", max_draw_buffers=wrong)
+
+
+def test_the_cli_writes_the_variant_with_4_comma_8(tmp_path):
+    from fragflow.tools.cli import main
+    targets = os.path.join(os.path.dirname(__file__), "..", "tools", "cli_targets.py")
+    for flag, variants in (("4", False), ("4,8", True)):
+        out = tmp_path / flag
+        assert main(["export", f"{targets}:heavy", "--webgl", "-o", str(out),
+                     "--max-draw-buffers", flag]) == 0
+        schedule = read_schedule(open(out / "model.js", encoding="utf-8").read())
+        assert bool(schedule.get("variants")) is variants and schedule["drawBuffers"] == 4
 
 
 def test_a_graph_with_control_flow_has_one_schedule(tmp_path):
-    export = _export(nested_loops(), tmp_path)
+    export = _export(nested_loops(), tmp_path, max_draw_buffers=(4, 8))
     assert "variants" not in export.schedule and export.schedule["version"] == 2
 
 

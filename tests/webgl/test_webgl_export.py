@@ -14,7 +14,7 @@ import pytest
 import fragflow as ff
 from fragflow.ir.ops.reduce import COMBINES
 from fragflow.tools.cli import main
-from fragflow.tools.webgl.export import kernel_source, runtime_text, zero_period
+from fragflow.tools.webgl.export import kernel_source, read_schedule, runtime_text, zero_period
 from tests.webgl.cases import cnn_training_step, matmuls, mlp_adam_from_session, rgb_stems
 
 # bytes of model.js without the schedule (issues 22, 36; 42 KB from 40 with issue 34's
@@ -251,6 +251,15 @@ def test_cli_exports_a_python_target(tmp_path, capsys):
                  "--feed-shape", "x=8,4"]) == 0
     assert sorted(os.listdir(out)) == ["index.html", "model.bin", "model.js"]
     assert "kernel(s)" in capsys.readouterr().err
+
+
+def test_cli_exports_a_target_that_returns_its_feed_dict(tmp_path):
+    """A (fetches, feed_dict) target's fed placeholders are the export's inputs, at the
+    fed arrays' shapes (they were left out: 'placeholder x must be fed')."""
+    out = tmp_path / "web"
+    assert main(["export", f"{TARGETS}:dense_fed", "--webgl", "-o", str(out)]) == 0
+    schedule = read_schedule(open(out / "model.js", encoding="utf-8").read())
+    assert [(i["name"], i["shape"]) for i in schedule["inputs"]] == [("x", [8, 4])]
 
 
 def test_cli_exports_an_onnx_file(tmp_path, capsys):

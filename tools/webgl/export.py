@@ -106,7 +106,7 @@ class Export:
                 f"model.bin {self.bin_bytes} bytes)")
 
 
-def export(fetches, feeds, directory, session=None, *, max_draw_buffers: int | None = None,
+def export(fetches, feeds, directory, session=None, *, max_draw_buffers=4,
            name: str | None = None, page: bool = True, tuning: Tuning | None = None,
            weights: str | None = None, dynamic_length=None) -> Export:
     """Write fetches, computed from the placeholders `feeds`, as a WebGL2 model into
@@ -119,10 +119,11 @@ def export(fetches, feeds, directory, session=None, *, max_draw_buffers: int | N
     placeholder leaves unknown. Every feed's shape must be known: an export has fixed
     shapes (UnknownShapeError names the feed otherwise). session: a Session of the
     graph whose variables' values go into model.bin (else their initial values).
-    max_draw_buffers: the render targets one kernel may write: None (the default) keeps
-    to WebGL2's minimum of 4 and adds the kernels that change with 8 as a variant the
-    runtime takes where the context offers 8 (docs/WEBGL.md "Render targets"); 4 or 8
-    for that schedule alone. tuning: the knobs kernel
+    max_draw_buffers: the render targets one kernel may write: 4 (WebGL2's minimum, safe
+    everywhere), 8 (where the devices are known to have them), or (4, 8): the schedule
+    for 4 and, as a patch of it, the kernels that change with 8, which the runtime takes
+    where the context offers 8 (docs/WEBGL.md "Render targets: a variant for 8": faster
+    runs, a slower first run on SwiftShader). tuning: the knobs kernel
     choice follows (ff.Tuning; None: Tuning.named("webgl"), which the device running the
     page cannot change later). weights: how model.bin stores float weights: None
     (as they came: an imported model's float16 or quantized weights stay so), "float32",
@@ -152,13 +153,16 @@ def export(fetches, feeds, directory, session=None, *, max_draw_buffers: int | N
             graph, _as_value(dynamic_length), feed_values, feed_types,
             fetch_values + runs_with)
         fetch_values, runs_with = kept[:len(fetch_values)], kept[len(fetch_values):]
-    if max_draw_buffers not in (None, 4, 8):
-        raise WebGLExportError(f"max_draw_buffers={max_draw_buffers!r}: use None (4, and "
-                               f"8 where the context has them), 4 (WebGL2's minimum) or 8")
+    variant = isinstance(max_draw_buffers, (tuple, list)) and \
+        tuple(max_draw_buffers) == VARIANT_DRAW_BUFFERS
+    if max_draw_buffers not in (4, 8) and not variant:
+        raise WebGLExportError(f"max_draw_buffers={max_draw_buffers!r}: use 4 (WebGL2's "
+                               f"minimum, safe everywhere), 8, or (4, 8) (4, and a variant "
+                               f"for 8 taken where the context has them)")
     if tuning is not None and not isinstance(tuning, Tuning):
         raise TuningError(f"webgl.export(tuning=...) takes an ff.Tuning, not "
                           f"{type(tuning).__name__}")
-    buffers = max_draw_buffers or WEBGL2_DRAW_BUFFERS
+    buffers = WEBGL2_DRAW_BUFFERS if variant else max_draw_buffers
     optimized = _optimize(graph, fetch_values + runs_with, feed_types, buffers, tuning)
     report = None
     if weights == "float16":
@@ -173,8 +177,8 @@ def export(fetches, feeds, directory, session=None, *, max_draw_buffers: int | N
         lowered = lower_for_webgl(optimized.graph, buffers, tuning)
         schedule, blob, kernels = build_schedule(lowered, inputs, outputs, values,
                                                  name or graph.name, tuning)
-        if max_draw_buffers is None:
-            wider = lower_for_webgl(optimized.graph, 8, tuning)
+        if variant:
+            wider = lower_for_webgl(optimized.graph, VARIANT_DRAW_BUFFERS[1], tuning)
             other, other_blob, _ = build_schedule(wider, inputs, outputs, values,
                                                   name or graph.name, tuning)
             variant = schedule_variant(schedule, other) if other_blob == blob else None
@@ -923,6 +927,7 @@ def build_control_schedule(compiled_graph, inputs, outputs, variable_values, nam
 # what may differ between a schedule and the same graph lowered for more render targets:
 # blocked kernels write 8 layers of an array texture where they wrote 4, over half the
 # fragments, with another program and header
+VARIANT_DRAW_BUFFERS = (4, 8)     # export(max_draw_buffers=(4, 8))
 VARIANT_SLOT_FIELDS = frozenset({"layers", "width", "height"})
 VARIANT_KERNEL_FIELDS = frozenset({"program", "layers", "width", "height", "header",
                                    "uniforms"})
