@@ -345,10 +345,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="a WebGL2 model: one ES module, its weights, a page")
     export.add_argument("-o", "--output", metavar="DIR", required=True,
                         help="the folder to write into")
-    export.add_argument("--max-draw-buffers", choices=("4", "8", "4,8"), default="4",
-                        help="render targets one kernel may write (4: safe on every "
-                             "WebGL2 device; 8; 4,8: 4 and a variant for 8 the runtime "
-                             "takes where the context has them)")
+    export.add_argument("--max-draw-buffers", choices=("4", "8", "4,8"), default="4,8",
+                        help="render targets one kernel may write (4,8, the default: 4, "
+                             "safe on every WebGL2 device, and a variant for 8 the "
+                             "runtime switches to after the first run where the context "
+                             "has them; 4 or 8: that schedule alone)")
     export.add_argument("--weights", choices=("float32", "float16"), default=None,
                         help="how model.bin stores float weights (default: as the model "
                              "stores them); float16 halves a float32 model's download "

@@ -15,6 +15,7 @@ async function runGroup(gl, group, spec) {
     const {load} = await import(`./${c.name}/ff/model.js`);
     models[c.name] = await load({gl, timeoutMs: 600000});
     await models[c.name].run(ffFeeds);
+    if (models[c.name].variantReady) await models[c.name].variantReady;
   }
   const tm = await tf.loadGraphModel(`./${first.name}/tfjs/${first.json}`);
   const tfRun = async () => {

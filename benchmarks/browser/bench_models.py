@@ -79,7 +79,7 @@ def file_sizes(paths) -> tuple:
 
 
 def prepare(root: str, names, seed: int = 0, log=print, tuning=None,
-            suffix: str = "", max_draw_buffers=4, sources=None) -> tuple:
+            suffix: str = "", max_draw_buffers=(4, 8), sources=None) -> tuple:
     """Export each model under root/<name><suffix>/ff (with `tuning`, a ff.Tuning, where
     given), its TF.js files copied to root/<name><suffix>/tfjs and seeded feeds beside
     them. (listed models, {name: why it did not export}, {name: {"ff": (raw, gzip),

@@ -51,7 +51,7 @@ def run_cases(root: str, cases: list, config: str, timeout: float = 240.0) -> di
         results[case["id"]] = {"outputs": [{} for _ in range(case.get("runs", 1))],
                                "variables": {}, "error": None, "profile": None,
                                "page": None, "reads": None, "guards": None,
-                               "timings": None,
+                               "timings": None, "variant": None,
                                "reload": {}}
     for query, body in messages:
         kind = query.get("kind")
@@ -73,6 +73,6 @@ def run_cases(root: str, cases: list, config: str, timeout: float = 240.0) -> di
                 results[case["id"]]["variables"][query["name"]] = array
         elif kind == "error":
             results[query["case"]]["error"] = body.decode(errors="replace")
-        elif kind in ("profile", "page", "reads", "guards", "timings"):
+        elif kind in ("profile", "page", "reads", "guards", "timings", "variant"):
             results[query["case"]][kind] = json.loads(body)
     return results

@@ -35,9 +35,6 @@ PROFILES = ("small_cnn", "lstm")
 # the index.html of with ?timeoutMs=1; the export a run of which times out (1 ms)
 GUARDED = case_id("matmul.packed")
 LATE = "matmul_1024"
-# the suffix of a case run again with load({maxDrawBuffers: 4}) (its export has a
-# variant for 8 targets, which the page runs otherwise)
-FOUR = "@4"
 REQUIRE = os.environ.get("FRAGFLOW_REQUIRE_CHROMIUM", "") not in ("", "0")
 
 
@@ -70,7 +67,8 @@ def _exported(root):
             for _ in range(case.session_steps):
                 session.run(case.fetches, case.feeds)
         feeds = list(case.feeds)
-        # with the variant for 8 targets: the page runs it, the @4 copy the 4-target one
+        # with the variant for 8 targets: the first run takes the 4-target schedule, the
+        # harness runs once more after load() switched to the variant (runtime.js)
         export = ff.webgl.export(case.fetches, feeds, os.path.join(root, name),
                                  session=session, page=name in PAGES, tuning=case.tuning,
                                  max_draw_buffers=(4, 8))
@@ -88,13 +86,6 @@ def _exported(root):
                           for v in case.variables},
         }
         out[name] = (case, spec, export)
-        if export.schedule.get("variants"):
-            # the same export again with load({maxDrawBuffers: 4}): the schedule the
-            # page runs where the context has 4 targets, not the variant for 8
-            out[name + FOUR] = (case, dict(spec, id=name + FOUR, page=False, profile=False,
-                                           guards="", page_query="",
-                                           load_options={**spec["load_options"],
-                                                         "maxDrawBuffers": 4}), export)
     late = matmul_1024()
     ff.webgl.export(late.fetches, list(late.feeds), os.path.join(root, LATE), page=False)
     return out
@@ -120,12 +111,13 @@ def browser_results(exported):
     return {config: run_cases(root, specs, config) for config in CONFIGS}
 
 
-def reference(case):
-    """The numpy executor on the graph as built: outputs per run, then the variables."""
+def reference(case, extra: int = 0):
+    """The numpy executor on the graph as built: outputs per run (and `extra` runs
+    more), then the variables."""
     session = ff.Session(case.graph, backend="numpy", passes=[])
     with session:
         for _ in range(case.session_steps):
             session.run(case.fetches, case.feeds)
-        runs = [session.run(case.fetches, case.feeds) for _ in range(case.runs)]
+        runs = [session.run(case.fetches, case.feeds) for _ in range(case.runs + extra)]
         variables = {v.value.node.name: np.asarray(session.get(v)) for v in case.variables}
     return runs, variables

@@ -62,7 +62,7 @@ def test_the_variant_is_the_eight_target_export_and_the_base_the_four(tmp_path, 
 def test_max_draw_buffers_4_or_8_writes_that_schedule_alone(tmp_path):
     case = small_cnn()
     default = _export(case, tmp_path / "d").schedule
-    assert default["drawBuffers"] == 4 and "variants" not in default
+    assert default["drawBuffers"] == 4 and default["variants"][0]["drawBuffers"] == 8
     assert _export(case, tmp_path / "a", max_draw_buffers=4).schedule["drawBuffers"] == 4
     assert _export(case, tmp_path / "b", max_draw_buffers=8).schedule["drawBuffers"] == 8
     for wrong in (6, (4, 6), (8, 4), None):
@@ -73,10 +73,10 @@ def test_max_draw_buffers_4_or_8_writes_that_schedule_alone(tmp_path):
 def test_the_cli_writes_the_variant_with_4_comma_8(tmp_path):
     from fragflow.tools.cli import main
     targets = os.path.join(os.path.dirname(__file__), "..", "tools", "cli_targets.py")
-    for flag, variants in (("4", False), ("4,8", True)):
-        out = tmp_path / flag
-        assert main(["export", f"{targets}:heavy", "--webgl", "-o", str(out),
-                     "--max-draw-buffers", flag]) == 0
+    for flag, variants in (("4", False), ("4,8", True), (None, True)):
+        out = tmp_path / str(flag)
+        flags = ["--max-draw-buffers", flag] if flag else []
+        assert main(["export", f"{targets}:heavy", "--webgl", "-o", str(out), *flags]) == 0
         schedule = read_schedule(open(out / "model.js", encoding="utf-8").read())
         assert bool(schedule.get("variants")) is variants and schedule["drawBuffers"] == 4
 

@@ -18,9 +18,9 @@ from fragflow.tools.webgl.export import kernel_source, read_schedule, runtime_te
 from tests.webgl.cases import cnn_training_step, matmuls, mlp_adam_from_session, rgb_stems
 
 # bytes of model.js without the schedule (issues 22, 36; 42 KB from 40 with issue 34's
-# readback of an output left in render targets: 1.4 KB; 44 KB with the variant for 8
-# render targets and programs written as lines: 1.7 KB)
-RUNTIME_BUDGET = 44 * 1024
+# readback of an output left in render targets: 1.4 KB; 48 KB with the variant for 8
+# render targets, taken after the first run, and programs written as lines: 4.7 KB)
+RUNTIME_BUDGET = 48 * 1024
 TARGETS = os.path.join(os.path.dirname(__file__), "..", "tools", "cli_targets.py")
 
 
@@ -69,7 +69,7 @@ def test_index_html_loads_only_model_js(training_export):
     assert not re.search(r"\b(https?|wss?|ftp)://|\bsrc\s*=|<link\b", text)
 
 
-def test_runtime_without_shaders_and_weights_is_under_44_kb(training_export):
+def test_runtime_without_shaders_and_weights_is_under_48_kb(training_export):
     size = len(runtime_text().replace("/*@fragflow-model@*/null", "null").encode())
     assert training_export.runtime_bytes == size
     assert size < RUNTIME_BUDGET, f"runtime.js is {size} bytes; the budget is {RUNTIME_BUDGET}"

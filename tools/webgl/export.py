@@ -106,7 +106,7 @@ class Export:
                 f"model.bin {self.bin_bytes} bytes)")
 
 
-def export(fetches, feeds, directory, session=None, *, max_draw_buffers=4,
+def export(fetches, feeds, directory, session=None, *, max_draw_buffers=(4, 8),
            name: str | None = None, page: bool = True, tuning: Tuning | None = None,
            weights: str | None = None, dynamic_length=None) -> Export:
     """Write fetches, computed from the placeholders `feeds`, as a WebGL2 model into
@@ -119,11 +119,11 @@ def export(fetches, feeds, directory, session=None, *, max_draw_buffers=4,
     placeholder leaves unknown. Every feed's shape must be known: an export has fixed
     shapes (UnknownShapeError names the feed otherwise). session: a Session of the
     graph whose variables' values go into model.bin (else their initial values).
-    max_draw_buffers: the render targets one kernel may write: 4 (WebGL2's minimum, safe
-    everywhere), 8 (where the devices are known to have them), or (4, 8): the schedule
-    for 4 and, as a patch of it, the kernels that change with 8, which the runtime takes
-    where the context offers 8 (docs/WEBGL.md "Render targets: a variant for 8": faster
-    runs, a slower first run on SwiftShader). tuning: the knobs kernel
+    max_draw_buffers: the render targets one kernel may write: (4, 8), the default: the
+    schedule for WebGL2's minimum of 4 and, as a patch of it, the kernels that change
+    with 8, which the runtime switches to after the first run where the context offers
+    8 (docs/WEBGL.md "Render targets: a variant for 8"); 4 or 8: that schedule alone.
+    tuning: the knobs kernel
     choice follows (ff.Tuning; None: Tuning.named("webgl"), which the device running the
     page cannot change later). weights: how model.bin stores float weights: None
     (as they came: an imported model's float16 or quantized weights stay so), "float32",

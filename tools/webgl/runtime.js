@@ -77,6 +77,9 @@ export class FragflowError extends Error {
  *   url             where model.bin is (default: next to model.js)
  *   bin             model.bin's bytes (an ArrayBuffer) instead of fetching it
  *   maxDrawBuffers  a lower ceiling on render targets than the context's
+ *   variantLater    false: a variant for 8 targets from the first run (by default the
+ *                   first runs take the 4-target schedule; model.variantReady, made by
+ *                   the first run, resolves to the targets used once it switched)
  *   timeoutMs       a run not finished after this long rejects (default 30000)
  *   programCache    idle linked programs the context keeps for later models (2048)
  *   halfTextures    float16 weights in RGBA16F textures (default: unless the renderer
@@ -85,10 +88,15 @@ export class FragflowError extends Error {
 export async function load(options = {}) {
   const gl = options.gl || context(options.canvas);
   if (gl.isContextLost()) throw new FragflowError(LOST + ' before load(): ' + AGAIN);
-  const model = new Model(gl, MODEL, options);
+  // a variant for more targets than 4 (export's max_draw_buffers=(4, 8)): the first runs
+  // take the 4-target schedule (fewer pipelines' code to compile), the variant follows
+  const later = options.variantLater !== false && !(MODEL.assigns || []).length &&
+    variantFor(MODEL, ceilingOf(gl, options)).drawBuffers > variantFor(MODEL, 4).drawBuffers;
+  const model = new Model(gl, MODEL, later ? {...options, maxDrawBuffers: 4} : options);
   const bin = options.bin || await fetchBin(options.url || new URL('model.bin', import.meta.url));
   model.upload(bin);
   await model.compile();
+  if (later) model._later = {bin, options: {...options, variantLater: false}};
   return model;
 }
 
@@ -507,15 +515,71 @@ class Model {
       const results = await this._end();
       // a run well inside the bound: the next reads back directly (see _begin)
       this.direct = performance.now() - this.started <= this.timeoutMs / 4;
+      if (this._later) this.variantReady = this._upgrade(this._later);
       return results;
     } catch (err) {
       this.direct = false;
       throw err;
+    } finally {
+      this.busy = false;
     }
+  }
+
+  /** After the first run: load the variant for the context's targets beside this model,
+   * draw each of its kernels once, one at a time while no run is under way (a first
+   * draw compiles the pipeline: SwiftShader, Mesa), then take over its textures and
+   * launches. Resolves to the render targets now used. `variantReady` is its promise. */
+  async _upgrade({bin, options}) {
+    this._later = null;
+    const t0 = performance.now();
+    const gl = this.gl;
+    const next = new Model(gl, MODEL, options);
+    const idle = async () => {
+      do await new Promise((resolve) => setTimeout(resolve, 1));
+      while (this.busy && !this._disposed);
+      if (this._disposed || this.lost || gl.isContextLost()) throw new FragflowError(LOST);
+    };
+    try {
+      await idle();
+      next.upload(bin);
+      await next.compile();
+      await idle();
+      next._begin(Object.fromEntries(next.feedSlots.map(({input}) =>
+        [input.name, new Float32Array(input.size)])));
+      for (const launch of next.launches) {
+        await idle();
+        next.bound = unbound();
+        for (const cap of [gl.BLEND, gl.DEPTH_TEST, gl.STENCIL_TEST, gl.SCISSOR_TEST,
+          gl.CULL_FACE, gl.DITHER, gl.RASTERIZER_DISCARD]) gl.disable(cap);
+        if (next._due(launch)) next._draw(launch);
+        const fence = gl.fenceSync(gl.SYNC_GPU_COMMANDS_COMPLETE, 0);
+        gl.flush();
+        while (gl.clientWaitSync(fence, 0, 0) === gl.TIMEOUT_EXPIRED) await idle();
+        gl.deleteSync(fence);
+      }
+      await idle();
+    } catch (err) {
+      next._onLost = () => {};
+      next.dispose();
+      return this.spec.drawBuffers;      // this model stays as it is
+    }
+    // this object takes next's state; a shell with this one's disposes it
+    const old = Object.assign(Object.create(Model.prototype), this, {_onLost: () => {}});
+    const keep = {runs: this.runs, timings: this.timings, _onLost: this._onLost,
+      options: this.options, variantReady: this.variantReady};
+    if (gl.canvas && gl.canvas.removeEventListener) {
+      gl.canvas.removeEventListener('webglcontextlost', next._onLost);
+    }
+    Object.assign(this, next, keep, {direct: false, busy: false, bound: unbound(),
+      packs: next.packs || null, copy: next.copy, _nextKey: next._nextKey});  // made lazily
+    this.timings.variant = performance.now() - t0;
+    old.dispose();
+    return this.spec.drawBuffers;
   }
 
   _begin(feeds) {
     if (this._disposed) throw new FragflowError('the model was disposed');
+    this.busy = true;
     const gl = this.gl;
     this._forget();
     if (this.lost || gl.isContextLost()) {
@@ -887,10 +951,15 @@ class Model {
       }
       row.ms += performance.now() - t0;
     };
-    this._begin(feeds);
-    if (this.spec.program) await this._exec(this.spec.program, draw);
-    else this.launches.forEach(draw);
-    const outputs = await this._end();
+    let outputs;
+    try {
+      this._begin(feeds);
+      if (this.spec.program) await this._exec(this.spec.program, draw);
+      else this.launches.forEach(draw);
+      outputs = await this._end();
+    } finally {
+      this.busy = false;
+    }
     let method = 'cpu';
     if (ext && queries.length) {
       method = 'timer-query';
