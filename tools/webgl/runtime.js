@@ -90,8 +90,9 @@ export async function load(options = {}) {
   if (gl.isContextLost()) throw new FragflowError(LOST + ' before load(): ' + AGAIN);
   // a variant for more targets than 4 (export's max_draw_buffers=(4, 8)): the first runs
   // take the 4-target schedule (fewer pipelines' code to compile), the variant follows
+  const ceiling = ceilingOf(gl, options);
   const later = options.variantLater !== false && !(MODEL.assigns || []).length &&
-    variantFor(MODEL, ceilingOf(gl, options)).drawBuffers > variantFor(MODEL, 4).drawBuffers;
+    (MODEL.variants || []).some((v) => v.drawBuffers <= ceiling);
   const model = new Model(gl, MODEL, later ? {...options, maxDrawBuffers: 4} : options);
   const bin = options.bin || await fetchBin(options.url || new URL('model.bin', import.meta.url));
   model.upload(bin);
@@ -548,9 +549,7 @@ class Model {
         [input.name, new Float32Array(input.size)])));
       for (const launch of next.launches) {
         await idle();
-        next.bound = unbound();
-        for (const cap of [gl.BLEND, gl.DEPTH_TEST, gl.STENCIL_TEST, gl.SCISSOR_TEST,
-          gl.CULL_FACE, gl.DITHER, gl.RASTERIZER_DISCARD]) gl.disable(cap);
+        next._fresh();                   // a run of this model may have drawn since
         if (next._due(launch)) next._draw(launch);
         const fence = gl.fenceSync(gl.SYNC_GPU_COMMANDS_COMPLETE, 0);
         gl.flush();
@@ -613,7 +612,13 @@ class Model {
     // compiles pipelines at first draw); after a quick run, direct readbacks (a fence
     // reaches the page 0.4-5 ms late: a small model's whole run; docs/WEBGL.md).
     this.directRun = !!this.direct;
-    // state a shared context may have changed: nothing blends, tests or culls
+    this._fresh();
+  }
+
+  /** State a shared context may have changed: nothing blends, tests or culls; nothing
+   * is bound as far as _draw knows. */
+  _fresh() {
+    const gl = this.gl;
     for (const cap of [gl.BLEND, gl.DEPTH_TEST, gl.STENCIL_TEST, gl.SCISSOR_TEST,
       gl.CULL_FACE, gl.DITHER, gl.RASTERIZER_DISCARD]) gl.disable(cap);
     gl.bindVertexArray(null);
